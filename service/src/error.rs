@@ -1,0 +1,51 @@
+//! The service library's one error type.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("runtime directory {path} is unsafe: {why}")]
+    UnsafeRuntimeDir { path: PathBuf, why: String },
+    #[error("a moonkale-service already runs for {workspace} (pid {pid})")]
+    AlreadyRunning { workspace: PathBuf, pid: String },
+    #[error("no moonkale-service runs for {workspace}")]
+    NotRunning { workspace: PathBuf },
+    #[error("LSP address {0} is not a loopback address; LSP has no authentication of its own")]
+    NonLoopback(std::net::SocketAddr),
+    #[error("framing: {0}")]
+    Framing(#[from] crate::lsp::framing::FrameError),
+    #[error("the service answered with an error: {0}")]
+    Remote(String),
+    #[error("the connection closed")]
+    Closed,
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Adds a description of what was being done to an IO error.
+pub trait IoContext<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::io(what(), e))
+    }
+}

@@ -1,0 +1,181 @@
+//! The hub: the single owner of one workspace's state.
+//!
+//! **Invariant:** documents, selections, attached editors and diagnostics are
+//! owned by exactly one task, the hub loop below. Everything else (LSP
+//! connections today; the IDE WebSocket, the agent and terminals later) is an
+//! adapter that sends it an [`Event`] and gets answers back on a oneshot
+//! channel or an editor's outbox. Events from one connection are handled in
+//! the order they were sent, so `didChange`s are never reordered.
+//!
+//! Handling an event never awaits: requests that must wait for something
+//! (today only `moonkale/waitForVersion`) park their reply sender in the
+//! state and are answered by a later event, so no editor can stall the loop.
+
+mod diagnostics;
+mod status;
+mod workspace;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::core::PositionEncoding;
+use crate::lsp::message::ResponseError;
+
+pub use status::{
+    DiagnosticsCount, DocumentStatus, EditorStatus, SelectionStatus, Status,
+    render as render_status,
+};
+pub use workspace::{MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES, SELECTION_COMMAND};
+
+/// How many events may wait for the hub before senders are slowed down.
+const EVENT_QUEUE: usize = 4096;
+
+/// A connection's id, unique within the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct EditorId(pub u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Stdio,
+    Unix,
+    Tcp,
+}
+
+/// What a connection is for. Observers (the `status` command, tests) may use
+/// every request but are not listed as editors and never become active.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Editor,
+    Observer,
+}
+
+/// What an editor told us about itself at `initialize`.
+#[derive(Clone, Debug)]
+pub struct EditorInfo {
+    pub client_name: String,
+    pub client_version: Option<String>,
+    pub process_id: Option<u32>,
+    pub transport: Transport,
+    pub encoding: PositionEncoding,
+    pub role: Role,
+}
+
+/// Serialized JSON-RPC bodies on their way to one editor. Bounded: the hub
+/// uses `try_send`, so an editor that stops reading loses notifications
+/// rather than stalling the workspace.
+pub type Outbox = mpsc::Sender<Vec<u8>>;
+
+pub type Reply = oneshot::Sender<Result<Value, ResponseError>>;
+
+/// Everything the hub reacts to. Closed on purpose: a new capability adds a
+/// variant here, not a callback.
+pub enum Event {
+    Attach {
+        editor: EditorId,
+        info: EditorInfo,
+        outbox: Outbox,
+    },
+    Detach {
+        editor: EditorId,
+    },
+    Notification {
+        editor: EditorId,
+        method: String,
+        params: Value,
+    },
+    Request {
+        editor: EditorId,
+        method: String,
+        params: Value,
+        reply: Reply,
+    },
+}
+
+impl std::fmt::Debug for Event {
+    // Bodies (whole documents in didOpen/didChange) are left out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Attach { editor, info, .. } => {
+                write!(f, "Attach({}, {})", editor.0, info.client_name)
+            }
+            Event::Detach { editor } => write!(f, "Detach({})", editor.0),
+            Event::Notification { editor, method, .. } => {
+                write!(f, "Notification({}, {method})", editor.0)
+            }
+            Event::Request { editor, method, .. } => write!(f, "Request({}, {method})", editor.0),
+        }
+    }
+}
+
+/// A cheap, cloneable way to reach one workspace's hub.
+#[derive(Clone)]
+pub struct HubHandle {
+    tx: mpsc::Sender<Event>,
+    root: Arc<PathBuf>,
+}
+
+static NEXT_EDITOR_ID: AtomicU64 = AtomicU64::new(1);
+
+impl HubHandle {
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn new_editor_id(&self) -> EditorId {
+        EditorId(NEXT_EDITOR_ID.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Sends an event; `false` if the hub is gone (the service is stopping).
+    pub async fn send(&self, event: Event) -> bool {
+        self.tx.send(event).await.is_ok()
+    }
+
+    /// Sends a request on behalf of `editor` and waits for its answer.
+    pub async fn request(
+        &self,
+        editor: EditorId,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ResponseError> {
+        let (reply, rx) = oneshot::channel();
+        let event = Event::Request {
+            editor,
+            method: method.to_owned(),
+            params,
+            reply,
+        };
+        if !self.send(event).await {
+            return Err(hub_gone());
+        }
+        rx.await.unwrap_or_else(|_| Err(hub_gone()))
+    }
+}
+
+fn hub_gone() -> ResponseError {
+    ResponseError::new(
+        crate::lsp::message::code::REQUEST_FAILED,
+        "the workspace is shutting down",
+    )
+}
+
+/// Starts the hub task for the workspace at `root` (an absolute, canonical
+/// path) and returns the handle adapters use to reach it.
+pub fn spawn(root: PathBuf) -> HubHandle {
+    let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
+    let handle = HubHandle {
+        tx,
+        root: Arc::new(root.clone()),
+    };
+    tokio::spawn(async move {
+        let mut ws = workspace::Workspace::new(root);
+        while let Some(event) = rx.recv().await {
+            ws.handle(event);
+        }
+    });
+    handle
+}

@@ -1,0 +1,804 @@
+//! The state of one workspace and how each event changes it.
+//!
+//! Owned by the hub task alone (see the module above). Each editor's buffers
+//! are kept separately, because two editors holding one file may disagree
+//! until they save; questions about a file are answered from the editor that
+//! touched it most recently.
+
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+
+use lsp_types::Url;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::diagnostics::{DiagnosticsStore, SourceDiagnostics};
+use super::status::{DocumentStatus, EditorStatus, SelectionStatus, Status};
+use super::{EditorId, EditorInfo, Event, Outbox, Reply, Role};
+use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
+use crate::core::{Document, LineCol, PositionEncoding, SyncState, TextChange, WirePosition};
+use crate::lsp::message::{self, ResponseError, code};
+
+/// Total text the workspace holds across all editors' buffers.
+pub const MAX_TOTAL_BYTES: usize = 512 << 20;
+/// Open documents per editor.
+pub const MAX_DOCUMENTS_PER_EDITOR: usize = 20_000;
+
+/// The command Helix keymaps call to push their selection (editors.md §3b).
+pub const SELECTION_COMMAND: &str = "moonkale.selection";
+
+pub(super) struct Workspace {
+    root: PathBuf,
+    editors: BTreeMap<EditorId, Editor>,
+    diagnostics: DiagnosticsStore,
+    /// A logical clock: bumped on every event that shows an editor is in use.
+    clock: u64,
+    total_bytes: usize,
+    version_waiters: Vec<VersionWaiter>,
+}
+
+struct Editor {
+    info: EditorInfo,
+    outbox: Outbox,
+    docs: HashMap<Url, OpenDocument>,
+    selection: Option<Selection>,
+    /// Clock value of this editor's latest sign of use; the highest is the
+    /// workspace's active editor.
+    last_active: u64,
+}
+
+struct OpenDocument {
+    doc: Document,
+    /// Clock value of the latest open/change/save from this editor.
+    touched: u64,
+}
+
+/// The latest cursor/selection of one editor, in char columns.
+struct Selection {
+    uri: Url,
+    anchor: LineCol,
+    cursor: LineCol,
+    source: &'static str,
+}
+
+struct VersionWaiter {
+    uri: Url,
+    version: i32,
+    reply: Reply,
+}
+
+impl Workspace {
+    pub(super) fn new(root: PathBuf) -> Workspace {
+        Workspace {
+            root,
+            editors: BTreeMap::new(),
+            diagnostics: DiagnosticsStore::default(),
+            clock: 0,
+            total_bytes: 0,
+            version_waiters: Vec::new(),
+        }
+    }
+
+    pub(super) fn handle(&mut self, event: Event) {
+        tracing::trace!(?event, "hub event");
+        match event {
+            Event::Attach {
+                editor,
+                info,
+                outbox,
+            } => {
+                tracing::info!(editor = editor.0, client = %info.client_name, transport = ?info.transport, "editor attached");
+                self.clock += 1;
+                let last_active = if info.role == Role::Editor {
+                    self.clock
+                } else {
+                    0
+                };
+                self.editors.insert(
+                    editor,
+                    Editor {
+                        info,
+                        outbox,
+                        docs: HashMap::new(),
+                        selection: None,
+                        last_active,
+                    },
+                );
+            }
+            Event::Detach { editor } => {
+                if let Some(gone) = self.editors.remove(&editor) {
+                    tracing::info!(editor = editor.0, client = %gone.info.client_name, "editor detached");
+                    self.total_bytes -=
+                        gone.docs.values().map(|d| d.doc.len_bytes()).sum::<usize>();
+                }
+                self.diagnostics.remove_editor(editor);
+            }
+            Event::Notification {
+                editor,
+                method,
+                params,
+            } => {
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    self.notification(editor, &method, params)
+                }));
+                if result.is_err() {
+                    tracing::error!(editor = editor.0, %method, "notification handler panicked");
+                }
+            }
+            Event::Request {
+                editor,
+                method,
+                params,
+                reply,
+            } => {
+                let mut slot = Some(reply);
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    self.request(editor, &method, params, &mut slot)
+                }));
+                let answer = match result {
+                    Ok(Some(answer)) => answer,
+                    Ok(None) => return, // parked; answered later
+                    Err(_) => {
+                        tracing::error!(editor = editor.0, %method, "request handler panicked");
+                        Err(ResponseError::new(
+                            code::INTERNAL_ERROR,
+                            format!("internal error while handling {method}"),
+                        ))
+                    }
+                };
+                if let Some(reply) = slot {
+                    let _ = reply.send(answer);
+                }
+            }
+        }
+    }
+
+    // ----- notifications -------------------------------------------------
+
+    fn notification(&mut self, editor: EditorId, method: &str, params: Value) {
+        if !self.editors.contains_key(&editor) {
+            return;
+        }
+        match method {
+            "textDocument/didOpen" => self.did_open(editor, params),
+            "textDocument/didChange" => self.did_change(editor, params),
+            "textDocument/didSave" => self.did_save(editor, params),
+            "textDocument/didClose" => self.did_close(editor, params),
+            "moonkale/selectionChanged" => self.selection_changed(editor, params),
+            "moonkale/publishDiagnostics" => self.publish_diagnostics(editor, params),
+            "textDocument/willSave"
+            | "workspace/didChangeConfiguration"
+            | "workspace/didChangeWorkspaceFolders"
+            | "workspace/didChangeWatchedFiles" => {}
+            _ if method.starts_with("$/") => {}
+            _ => tracing::debug!(editor = editor.0, method, "ignoring unknown notification"),
+        }
+    }
+
+    fn did_open(&mut self, editor: EditorId, params: Value) {
+        let Some(p) = self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", params)
+        else {
+            return;
+        };
+        let item = p.text_document;
+        if !accepted_scheme(&item.uri) {
+            return self.violation(
+                editor,
+                format!(
+                    "didOpen of {} refused: only file: and untitled: URIs",
+                    item.uri
+                ),
+            );
+        }
+        let ed = self.editors.get(&editor).expect("checked by caller");
+        let replaced = ed.docs.get(&item.uri).map_or(0, |d| d.doc.len_bytes());
+        if replaced == 0 && ed.docs.len() >= MAX_DOCUMENTS_PER_EDITOR {
+            return self.violation(
+                editor,
+                format!(
+                    "didOpen of {} refused: over {MAX_DOCUMENTS_PER_EDITOR} open documents",
+                    item.uri
+                ),
+            );
+        }
+        if self.total_bytes - replaced + item.text.len() > MAX_TOTAL_BYTES {
+            return self.violation(
+                editor,
+                format!(
+                    "didOpen of {} refused: the workspace would hold over {MAX_TOTAL_BYTES} bytes",
+                    item.uri
+                ),
+            );
+        }
+        let doc = match Document::open(&item.text, item.version, &item.language_id) {
+            Ok(doc) => doc,
+            Err(err) => {
+                return self.violation(editor, format!("didOpen of {} refused: {err}", item.uri));
+            }
+        };
+        self.clock += 1;
+        self.total_bytes = self.total_bytes - replaced + doc.len_bytes();
+        let ed = self.editors.get_mut(&editor).expect("checked by caller");
+        ed.docs.insert(
+            item.uri.clone(),
+            OpenDocument {
+                doc,
+                touched: self.clock,
+            },
+        );
+        self.mark_active(editor);
+        self.wake_version_waiters(&item.uri);
+    }
+
+    fn did_change(&mut self, editor: EditorId, params: Value) {
+        let Some(p) =
+            self.parse::<lsp_types::DidChangeTextDocumentParams>(editor, "didChange", params)
+        else {
+            return;
+        };
+        let uri = p.text_document.uri;
+        let ed = self.editors.get_mut(&editor).expect("checked by caller");
+        let encoding = ed.info.encoding;
+        let Some(open) = ed.docs.get_mut(&uri) else {
+            return self.violation(editor, format!("didChange for {uri}, which is not open"));
+        };
+        let changes: Vec<TextChange> = p
+            .content_changes
+            .into_iter()
+            .map(|c| TextChange {
+                range: c.range.map(|r| (r.start.into(), r.end.into())),
+                text: c.text,
+            })
+            .collect();
+        let before = open.doc.len_bytes();
+        let mut outcome = open
+            .doc
+            .apply_changes(p.text_document.version, &changes, encoding);
+        let after = open.doc.len_bytes();
+        if outcome.is_ok() && self.total_bytes - before + after > MAX_TOTAL_BYTES {
+            // Keep the change (the editor has it) but stop trusting our copy.
+            let err = crate::core::ChangeError::TooLarge {
+                bytes: self.total_bytes - before + after,
+                limit: MAX_TOTAL_BYTES,
+            };
+            open.doc.mark_desynced(&err);
+            outcome = Err(err);
+        }
+        self.total_bytes = self.total_bytes - before + after;
+        self.clock += 1;
+        open.touched = self.clock;
+        match outcome {
+            Ok(Some(end)) => {
+                ed.selection = Some(Selection {
+                    uri: uri.clone(),
+                    anchor: end,
+                    cursor: end,
+                    source: "edit",
+                });
+                self.mark_active(editor);
+                self.wake_version_waiters(&uri);
+            }
+            Ok(None) => self.wake_version_waiters(&uri),
+            Err(err) => self.violation(editor, format!("didChange for {uri} refused: {err}")),
+        }
+    }
+
+    fn did_save(&mut self, editor: EditorId, params: Value) {
+        let Some(p) = self.parse::<lsp_types::DidSaveTextDocumentParams>(editor, "didSave", params)
+        else {
+            return;
+        };
+        let uri = p.text_document.uri;
+        let ed = self.editors.get_mut(&editor).expect("checked by caller");
+        let Some(open) = ed.docs.get_mut(&uri) else {
+            return self.violation(editor, format!("didSave for {uri}, which is not open"));
+        };
+        let before = open.doc.len_bytes();
+        let outcome = open.doc.saved(p.text.as_deref());
+        self.total_bytes = self.total_bytes - before + open.doc.len_bytes();
+        self.clock += 1;
+        open.touched = self.clock;
+        if let Err(err) = outcome {
+            self.violation(editor, format!("didSave for {uri}: {err}"));
+        }
+    }
+
+    fn did_close(&mut self, editor: EditorId, params: Value) {
+        let Some(p) =
+            self.parse::<lsp_types::DidCloseTextDocumentParams>(editor, "didClose", params)
+        else {
+            return;
+        };
+        let uri = p.text_document.uri;
+        let ed = self.editors.get_mut(&editor).expect("checked by caller");
+        match ed.docs.remove(&uri) {
+            Some(open) => {
+                self.total_bytes -= open.doc.len_bytes();
+                if ed.selection.as_ref().is_some_and(|s| s.uri == uri) {
+                    ed.selection = None;
+                }
+            }
+            None => self.violation(editor, format!("didClose for {uri}, which is not open")),
+        }
+    }
+
+    fn selection_changed(&mut self, editor: EditorId, params: Value) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Params {
+            text_document: lsp_types::TextDocumentIdentifier,
+            selection: Option<lsp_types::Range>,
+            cursor: Option<lsp_types::Position>,
+        }
+        let Some(p) = self.parse::<Params>(editor, "moonkale/selectionChanged", params) else {
+            return;
+        };
+        let (anchor, cursor) = match (p.selection, p.cursor) {
+            (Some(r), Some(c)) => {
+                // The anchor is whichever end of the selection the cursor is not at.
+                let anchor = if c == r.start { r.end } else { r.start };
+                (anchor, c)
+            }
+            (Some(r), None) => (r.start, r.end),
+            (None, Some(c)) => (c, c),
+            (None, None) => {
+                return self.violation(
+                    editor,
+                    "moonkale/selectionChanged needs `selection` or `cursor`".into(),
+                );
+            }
+        };
+        self.set_selection(
+            editor,
+            p.text_document.uri,
+            anchor.into(),
+            cursor.into(),
+            "moonkale/selectionChanged",
+        );
+    }
+
+    fn publish_diagnostics(&mut self, editor: EditorId, params: Value) {
+        #[derive(Deserialize)]
+        struct Params {
+            uri: Url,
+            source: String,
+            diagnostics: Vec<lsp_types::Diagnostic>,
+        }
+        let Some(p) = self.parse::<Params>(editor, "moonkale/publishDiagnostics", params) else {
+            return;
+        };
+        let encoding = self.editors[&editor].info.encoding;
+        let entry = SourceDiagnostics {
+            editor,
+            encoding,
+            items: p.diagnostics,
+        };
+        if let Err(why) = self.diagnostics.publish(p.uri, p.source, entry) {
+            self.violation(editor, why);
+        }
+    }
+
+    // ----- requests ------------------------------------------------------
+
+    /// Answers a request, or returns `None` after parking `reply` to answer
+    /// it later.
+    fn request(
+        &mut self,
+        editor: EditorId,
+        method: &str,
+        params: Value,
+        reply: &mut Option<Reply>,
+    ) -> Option<Result<Value, ResponseError>> {
+        if !self.editors.contains_key(&editor) {
+            return Some(Err(ResponseError::new(
+                code::SERVER_NOT_INITIALIZED,
+                "not initialized",
+            )));
+        }
+        let answer = match method {
+            "textDocument/codeAction" => self.code_action(editor, params),
+            "textDocument/hover"
+            | "textDocument/completion"
+            | "textDocument/signatureHelp"
+            | "textDocument/definition"
+            | "textDocument/declaration"
+            | "textDocument/typeDefinition"
+            | "textDocument/implementation"
+            | "textDocument/references"
+            | "textDocument/documentHighlight" => self.position_request(editor, method, params),
+            "textDocument/diagnostic" => self.pull_diagnostics(editor, params),
+            "workspace/executeCommand" => self.execute_command(editor, params),
+            "moonkale/status" => {
+                Ok(serde_json::to_value(self.status()).expect("status serializes"))
+            }
+            "moonkale/document" => self.document(params),
+            "moonkale/waitForVersion" => return self.wait_for_version(params, reply),
+            #[cfg(test)]
+            "moonkale/test/panic" => panic!("injected by a test"),
+            _ => Err(ResponseError::new(
+                code::METHOD_NOT_FOUND,
+                format!("unknown method {method}"),
+            )),
+        };
+        Some(answer)
+    }
+
+    fn code_action(&mut self, editor: EditorId, params: Value) -> Result<Value, ResponseError> {
+        let p: lsp_types::CodeActionParams = parse_params(params)?;
+        check_range(&p.range)?;
+        self.set_selection(
+            editor,
+            p.text_document.uri,
+            p.range.start.into(),
+            p.range.end.into(),
+            "codeAction",
+        );
+        Ok(json!([]))
+    }
+
+    /// Requests that carry the editor's cursor: we have nothing to add to the
+    /// answer, but the position tells us where the user is.
+    fn position_request(
+        &mut self,
+        editor: EditorId,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ResponseError> {
+        let p: lsp_types::TextDocumentPositionParams = parse_params(params)?;
+        let source = method.strip_prefix("textDocument/").unwrap_or(method);
+        let source = match source {
+            "hover" => "hover",
+            "completion" => "completion",
+            "signatureHelp" => "signatureHelp",
+            "references" => "references",
+            "documentHighlight" => "documentHighlight",
+            _ => "definition",
+        };
+        let pos = p.position.into();
+        self.set_selection(editor, p.text_document.uri, pos, pos, source);
+        Ok(Value::Null)
+    }
+
+    fn pull_diagnostics(
+        &mut self,
+        editor: EditorId,
+        params: Value,
+    ) -> Result<Value, ResponseError> {
+        let p: lsp_types::DocumentDiagnosticParams = parse_params(params)?;
+        let uri = p.text_document.uri;
+        let to = self.editors[&editor].info.encoding;
+        // What this editor forwarded itself it already shows; echoing it back
+        // would show every diagnostic twice.
+        let mut items = Vec::new();
+        for entry in self
+            .diagnostics
+            .for_uri(&uri)
+            .filter(|e| e.editor != editor)
+        {
+            for d in &entry.items {
+                let mut d = d.clone();
+                d.range = self.convert_range(&uri, d.range, entry.encoding, to);
+                items.push(d);
+            }
+        }
+        Ok(json!({"kind": "full", "items": items}))
+    }
+
+    fn execute_command(&mut self, editor: EditorId, params: Value) -> Result<Value, ResponseError> {
+        let p: lsp_types::ExecuteCommandParams = parse_params(params)?;
+        if p.command != SELECTION_COMMAND {
+            return Err(ResponseError::invalid_params(format!(
+                "unknown command {}",
+                p.command
+            )));
+        }
+        // Helix: [buffer_name, cursor_line, cursor_column, selection_line_start,
+        // selection_line_end], 1-based, buffer_name relative to the editor's cwd.
+        let bad = || {
+            ResponseError::invalid_params(
+                "moonkale.selection wants [path, line, column, first line, last line]",
+            )
+        };
+        let args = &p.arguments;
+        let path = args.first().and_then(Value::as_str).ok_or_else(bad)?;
+        let num = |i: usize| -> Result<u32, ResponseError> {
+            let n = args.get(i).and_then(Value::as_u64).ok_or_else(bad)?;
+            Ok(u32::try_from(n).unwrap_or(u32::MAX).saturating_sub(1))
+        };
+        let (line, column, first, last) = (num(1)?, num(2)?, num(3)?, num(4)?);
+        let path = self.root.join(path);
+        let uri = Url::from_file_path(&path)
+            .map_err(|_| ResponseError::invalid_params("not a file path"))?;
+        let cursor = WirePosition {
+            line,
+            character: column,
+        };
+        let (anchor, cursor) = if first == last {
+            (cursor, cursor)
+        } else {
+            (
+                WirePosition {
+                    line: first,
+                    character: 0,
+                },
+                WirePosition {
+                    line: last + 1,
+                    character: 0,
+                },
+            )
+        };
+        // Helix counts columns in chars, whatever encoding it negotiated.
+        self.set_selection_in(
+            editor,
+            uri,
+            anchor,
+            cursor,
+            PositionEncoding::Utf32,
+            "executeCommand",
+        );
+        Ok(Value::Null)
+    }
+
+    fn document(&self, params: Value) -> Result<Value, ResponseError> {
+        #[derive(Deserialize)]
+        struct Params {
+            uri: Url,
+        }
+        let p: Params = parse_params(params)?;
+        let Some((editor, open)) = self.latest(&p.uri) else {
+            return Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                format!("{} is not open in any editor", p.uri),
+            ));
+        };
+        Ok(json!({
+            "uri": p.uri,
+            "editor": editor.0,
+            "version": open.doc.version(),
+            "dirty": open.doc.is_dirty(),
+            "inSync": *open.doc.sync() == SyncState::InSync,
+            "text": open.doc.text().to_string(),
+        }))
+    }
+
+    fn wait_for_version(
+        &mut self,
+        params: Value,
+        reply: &mut Option<Reply>,
+    ) -> Option<Result<Value, ResponseError>> {
+        #[derive(Deserialize)]
+        struct Params {
+            uri: Url,
+            version: i32,
+        }
+        let p: Params = match parse_params(params) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Some((_, open)) = self
+            .latest(&p.uri)
+            .filter(|(_, o)| o.doc.version() >= p.version)
+        {
+            return Some(Ok(json!({"version": open.doc.version()})));
+        }
+        let reply = reply.take().expect("the reply is ours until answered");
+        self.version_waiters.push(VersionWaiter {
+            uri: p.uri,
+            version: p.version,
+            reply,
+        });
+        None
+    }
+
+    // ----- shared helpers ------------------------------------------------
+
+    fn wake_version_waiters(&mut self, uri: &Url) {
+        if self.version_waiters.is_empty() {
+            return;
+        }
+        let Some(current) = self.latest(uri).map(|(_, o)| o.doc.version()) else {
+            return;
+        };
+        let waiters = std::mem::take(&mut self.version_waiters);
+        for w in waiters {
+            if &w.uri == uri && current >= w.version {
+                let _ = w.reply.send(Ok(json!({"version": current})));
+            } else if !w.reply.is_closed() {
+                self.version_waiters.push(w);
+            }
+        }
+    }
+
+    /// The buffer of `uri` in the editor that touched it most recently.
+    fn latest(&self, uri: &Url) -> Option<(EditorId, &OpenDocument)> {
+        self.editors
+            .iter()
+            .filter_map(|(id, ed)| ed.docs.get(uri).map(|d| (*id, d)))
+            .max_by_key(|(_, d)| d.touched)
+    }
+
+    fn set_selection(
+        &mut self,
+        editor: EditorId,
+        uri: Url,
+        anchor: WirePosition,
+        cursor: WirePosition,
+        source: &'static str,
+    ) {
+        let encoding = self.editors[&editor].info.encoding;
+        self.set_selection_in(editor, uri, anchor, cursor, encoding, source);
+    }
+
+    /// Records `editor`'s selection, clamped into the text it sees (its own
+    /// buffer, else the latest buffer of that file anywhere).
+    fn set_selection_in(
+        &mut self,
+        editor: EditorId,
+        uri: Url,
+        anchor: WirePosition,
+        cursor: WirePosition,
+        encoding: PositionEncoding,
+        source: &'static str,
+    ) {
+        if self.editors[&editor].info.role != Role::Editor {
+            return;
+        }
+        let text = match self.editors[&editor].docs.get(&uri) {
+            Some(open) => Some(open.doc.text()),
+            None => self.latest(&uri).map(|(_, open)| open.doc.text()),
+        };
+        let to_line_col = |p: WirePosition| match text {
+            Some(text) => clamp_to_line_col(text, p, encoding),
+            // No text to clamp against: keep the editor's numbers.
+            None => LineCol {
+                line: p.line,
+                col: p.character,
+            },
+        };
+        let selection = Selection {
+            anchor: to_line_col(anchor),
+            cursor: to_line_col(cursor),
+            uri,
+            source,
+        };
+        self.clock += 1;
+        self.editors
+            .get_mut(&editor)
+            .expect("checked by caller")
+            .selection = Some(selection);
+        self.mark_active(editor);
+    }
+
+    fn mark_active(&mut self, editor: EditorId) {
+        self.clock += 1;
+        if let Some(ed) = self
+            .editors
+            .get_mut(&editor)
+            .filter(|ed| ed.info.role == Role::Editor)
+        {
+            ed.last_active = self.clock;
+        }
+    }
+
+    fn convert_range(
+        &self,
+        uri: &Url,
+        range: lsp_types::Range,
+        from: PositionEncoding,
+        to: PositionEncoding,
+    ) -> lsp_types::Range {
+        let Some((_, open)) = self.latest(uri).filter(|_| from != to) else {
+            return range;
+        };
+        let text = open.doc.text();
+        let conv =
+            |p: lsp_types::Position| to_wire(text, to_char_idx(text, p.into(), from), to).into();
+        lsp_types::Range {
+            start: conv(range.start),
+            end: conv(range.end),
+        }
+    }
+
+    fn parse<T: serde::de::DeserializeOwned>(
+        &mut self,
+        editor: EditorId,
+        what: &str,
+        params: Value,
+    ) -> Option<T> {
+        match serde_json::from_value(params) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.violation(editor, format!("{what} with invalid params: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Logs a protocol violation and tells the editor, which may not know
+    /// that we stopped trusting its stream.
+    fn violation(&mut self, editor: EditorId, what: String) {
+        tracing::warn!(editor = editor.0, "protocol violation: {what}");
+        if let Some(ed) = self.editors.get(&editor) {
+            let body = message::notification(
+                "window/logMessage",
+                json!({"type": 2, "message": format!("moonkale: {what}")}),
+            );
+            if ed.outbox.try_send(body).is_err() {
+                tracing::debug!(editor = editor.0, "outbox full; logMessage dropped");
+            }
+        }
+    }
+
+    pub(super) fn status(&self) -> Status {
+        let active = self
+            .editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor)
+            .max_by_key(|(_, ed)| ed.last_active)
+            .map(|(id, _)| *id);
+        let editors = self
+            .editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor)
+            .map(|(id, ed)| {
+                let mut documents: Vec<DocumentStatus> = ed
+                    .docs
+                    .iter()
+                    .map(|(uri, open)| DocumentStatus {
+                        uri: uri.to_string(),
+                        language_id: open.doc.language_id().to_owned(),
+                        version: open.doc.version(),
+                        dirty: open.doc.is_dirty(),
+                        in_sync: *open.doc.sync() == SyncState::InSync,
+                        bytes: open.doc.len_bytes(),
+                        lines: open.doc.text().len_lines(),
+                    })
+                    .collect();
+                documents.sort_by(|a, b| a.uri.cmp(&b.uri));
+                EditorStatus {
+                    id: *id,
+                    client: ed.info.client_name.clone(),
+                    client_version: ed.info.client_version.clone(),
+                    process_id: ed.info.process_id,
+                    transport: ed.info.transport,
+                    position_encoding: ed.info.encoding.as_lsp_str(),
+                    active: Some(*id) == active,
+                    selection: ed.selection.as_ref().map(|s| SelectionStatus {
+                        uri: s.uri.to_string(),
+                        anchor: s.anchor,
+                        cursor: s.cursor,
+                        source: s.source,
+                    }),
+                    documents,
+                }
+            })
+            .collect();
+        Status {
+            workspace: self.root.clone(),
+            pid: std::process::id(),
+            active_editor: active,
+            editors,
+            diagnostics: self.diagnostics.counts(),
+            total_bytes: self.total_bytes,
+        }
+    }
+}
+
+fn accepted_scheme(uri: &Url) -> bool {
+    matches!(uri.scheme(), "file" | "untitled")
+}
+
+fn parse_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ResponseError> {
+    serde_json::from_value(params)
+        .map_err(|e| ResponseError::invalid_params(format!("invalid params: {e}")))
+}
+
+fn check_range(r: &lsp_types::Range) -> Result<(), ResponseError> {
+    if (r.start.line, r.start.character) > (r.end.line, r.end.character) {
+        return Err(ResponseError::invalid_params(
+            "range start is after its end",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! moonkale-service: one long-running process per workspace that editors
+//! attach to as a language server.
+//!
+//! # Layout
+//! - [`core`]: pure text model (ropes, positions in three encodings).
+//! - [`lsp`]: the LSP wire: framing with caps, JSON-RPC messages, and the
+//!   per-connection adapter with the LSP lifecycle.
+//! - [`hub`]: the single owner of workspace state, fed by [`hub::Event`].
+//! - [`runtime`]: where a workspace's socket, token and info files live.
+//! - [`server`]: listeners (unix socket, loopback TCP, stdio) that wire
+//!   connections to a hub.
+//! - [`client`]: a small LSP client used by `status`, the shim and tests.
+
+pub mod client;
+pub mod core;
+pub mod error;
+pub mod hub;
+pub mod lsp;
+pub mod runtime;
+pub mod server;
+
+pub use error::{Error, Result};

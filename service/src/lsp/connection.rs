@@ -1,0 +1,433 @@
+//! One editor connection: framing in, the LSP lifecycle, and forwarding to
+//! the hub. A thin adapter: it owns no workspace state.
+//!
+//! Messages are read and forwarded one at a time, in arrival order, so the
+//! hub sees a connection's `didChange`s in the order the editor sent them.
+//! Replies are awaited in spawned tasks, so a request that waits (a version,
+//! later an approval) never blocks reading the next message, and
+//! `$/cancelRequest` can answer it with -32800 exactly once.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+
+use super::framing::{FrameError, FrameReader, write_frame};
+use super::message::{self, Message, RequestId, ResponseError, code};
+use crate::core::PositionEncoding;
+use crate::hub::{EditorId, EditorInfo, Event, HubHandle, Role, Transport};
+
+/// Bodies that may queue for one editor before notifications are dropped.
+const OUTBOX_CAPACITY: usize = 1024;
+
+/// The `initializationOptions` key a TCP editor puts the service token in.
+pub const TOKEN_OPTION: &str = "moonkaleToken";
+/// The `initializationOptions` key that makes a connection an observer.
+pub const ROLE_OPTION: &str = "moonkaleRole";
+
+/// Which hub a connection talks to.
+#[derive(Clone)]
+pub enum HubSelector {
+    /// A per-workspace socket: always this workspace.
+    One(HubHandle),
+    /// A shared listener (TCP): the workspace that contains the editor's
+    /// root, else the first.
+    ByRoot(Arc<Vec<HubHandle>>),
+}
+
+pub struct ConnectionConfig {
+    pub transport: Transport,
+    /// When set, `initialize` must carry this token in
+    /// `initializationOptions.moonkaleToken` or the connection is dropped.
+    pub token: Option<Arc<String>>,
+    pub hubs: HubSelector,
+}
+
+/// How a connection ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The editor sent `exit`; per the LSP spec a stdio server exits 0 only
+    /// if `shutdown` came first.
+    Exit { after_shutdown: bool },
+    /// The stream ended between frames.
+    Eof,
+    /// We closed it: bad framing on a socket, a bad token, a broken pipe.
+    Dropped(String),
+}
+
+enum Lifecycle {
+    Uninitialized,
+    Initialized { hub: HubHandle, editor: EditorId },
+    ShutDown,
+}
+
+type Pending = Arc<Mutex<HashMap<RequestId, AbortHandle>>>;
+
+pub async fn serve_connection<R, W>(read: R, write: W, cfg: ConnectionConfig) -> Ending
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (outbox, outbox_rx) = mpsc::channel::<Vec<u8>>(OUTBOX_CAPACITY);
+    let writer = tokio::spawn(write_loop(write, outbox_rx));
+    let mut conn = Connection {
+        cfg,
+        outbox,
+        lifecycle: Lifecycle::Uninitialized,
+        pending: Pending::default(),
+    };
+    let mut reader = FrameReader::new(read);
+    let ending = conn.read_loop(&mut reader).await;
+
+    for (_, task) in conn.pending.lock().expect("pending lock").drain() {
+        task.abort();
+    }
+    if let Lifecycle::Initialized { hub, editor } = &conn.lifecycle {
+        hub.send(Event::Detach { editor: *editor }).await;
+    }
+    // Let queued replies (e.g. to `shutdown`) reach the editor before closing.
+    drop(conn);
+    let _ = writer.await;
+    ending
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut write: W, mut rx: mpsc::Receiver<Vec<u8>>) {
+    while let Some(body) = rx.recv().await {
+        if let Err(e) = write_frame(&mut write, &body).await {
+            tracing::debug!("write to editor failed: {e}");
+            return;
+        }
+    }
+}
+
+struct Connection {
+    cfg: ConnectionConfig,
+    outbox: mpsc::Sender<Vec<u8>>,
+    lifecycle: Lifecycle,
+    pending: Pending,
+}
+
+impl Connection {
+    async fn read_loop<R: AsyncRead + Unpin>(&mut self, reader: &mut FrameReader<R>) -> Ending {
+        let resync = self.cfg.transport == Transport::Stdio;
+        loop {
+            let body = match reader.read_frame().await {
+                Ok(Some(body)) => body,
+                Ok(None) => return Ending::Eof,
+                Err(FrameError::BadHeader(why)) => {
+                    tracing::warn!(transport = ?self.cfg.transport, "framing error: {why}");
+                    if !resync {
+                        return Ending::Dropped(format!("framing error: {why}"));
+                    }
+                    let err =
+                        ResponseError::new(code::PARSE_ERROR, format!("framing error: {why}"));
+                    self.send(message::error_response(None, &err)).await;
+                    match reader.resync().await {
+                        Ok(true) => continue,
+                        Ok(false) => return Ending::Eof,
+                        Err(e) => return Ending::Dropped(e.to_string()),
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(transport = ?self.cfg.transport, "connection lost: {e}");
+                    return Ending::Dropped(e.to_string());
+                }
+            };
+            let msg = match message::parse(&body) {
+                Ok(msg) => msg,
+                Err(err) => {
+                    tracing::warn!(transport = ?self.cfg.transport, "bad message: {err:?}");
+                    self.send(err.to_response()).await;
+                    if !resync && matches!(err, message::ParseError::Parse(_)) {
+                        return Ending::Dropped("body is not JSON".into());
+                    }
+                    continue;
+                }
+            };
+            if let Some(ending) = self.dispatch(msg).await {
+                return ending;
+            }
+        }
+    }
+
+    async fn dispatch(&mut self, msg: Message) -> Option<Ending> {
+        match msg {
+            Message::Request { id, method, params } => self.request(id, method, params).await,
+            Message::Notification { method, params } => self.notification(method, params).await,
+            Message::Response { .. } => None, // we send no requests yet
+        }
+    }
+
+    async fn request(&mut self, id: RequestId, method: String, params: Value) -> Option<Ending> {
+        let (hub, editor) = match (&self.lifecycle, method.as_str()) {
+            (Lifecycle::Uninitialized, "initialize") => return self.initialize(id, params).await,
+            (Lifecycle::Uninitialized, _) => {
+                self.reply(
+                    &id,
+                    Err(ResponseError::new(
+                        code::SERVER_NOT_INITIALIZED,
+                        "initialize first",
+                    )),
+                )
+                .await;
+                return None;
+            }
+            (Lifecycle::ShutDown, _) => {
+                self.reply(
+                    &id,
+                    Err(ResponseError::new(
+                        code::INVALID_REQUEST,
+                        "the server is shut down",
+                    )),
+                )
+                .await;
+                return None;
+            }
+            (Lifecycle::Initialized { .. }, "initialize") => {
+                self.reply(
+                    &id,
+                    Err(ResponseError::new(
+                        code::INVALID_REQUEST,
+                        "already initialized",
+                    )),
+                )
+                .await;
+                return None;
+            }
+            (Lifecycle::Initialized { hub, editor }, "shutdown") => {
+                hub.send(Event::Detach { editor: *editor }).await;
+                self.lifecycle = Lifecycle::ShutDown;
+                self.reply(&id, Ok(Value::Null)).await;
+                return None;
+            }
+            (Lifecycle::Initialized { hub, editor }, _) => (hub.clone(), *editor),
+        };
+        if self.pending.lock().expect("pending lock").contains_key(&id) {
+            self.reply(
+                &id,
+                Err(ResponseError::new(
+                    code::INVALID_REQUEST,
+                    "a request with this id is in flight",
+                )),
+            )
+            .await;
+            return None;
+        }
+        let (reply, answer) = oneshot::channel();
+        if !hub
+            .send(Event::Request {
+                editor,
+                method,
+                params,
+                reply,
+            })
+            .await
+        {
+            return Some(Ending::Dropped("the workspace is shutting down".into()));
+        }
+        let pending = self.pending.clone();
+        let outbox = self.outbox.clone();
+        // Holding the lock while spawning means the task cannot look for its
+        // entry before it exists.
+        let mut map = self.pending.lock().expect("pending lock");
+        let task = tokio::spawn({
+            let id = id.clone();
+            async move {
+                let result = answer.await.unwrap_or_else(|_| {
+                    Err(ResponseError::new(
+                        code::REQUEST_FAILED,
+                        "the workspace dropped the request",
+                    ))
+                });
+                // Whoever removes the entry answers: this task or a cancel.
+                let still_pending = pending.lock().expect("pending lock").remove(&id).is_some();
+                if still_pending {
+                    let _ = outbox.send(message::response(&id, &result)).await;
+                }
+            }
+        });
+        map.insert(id, task.abort_handle());
+        None
+    }
+
+    async fn notification(&mut self, method: String, params: Value) -> Option<Ending> {
+        match (&self.lifecycle, method.as_str()) {
+            (_, "exit") => {
+                return Some(Ending::Exit {
+                    after_shutdown: matches!(self.lifecycle, Lifecycle::ShutDown),
+                });
+            }
+            (Lifecycle::Initialized { .. }, "$/cancelRequest") => self.cancel(&params).await,
+            (Lifecycle::Initialized { .. }, "initialized") => {}
+            (Lifecycle::Initialized { hub, editor }, _) => {
+                let event = Event::Notification {
+                    editor: *editor,
+                    method,
+                    params,
+                };
+                if !hub.send(event).await {
+                    return Some(Ending::Dropped("the workspace is shutting down".into()));
+                }
+            }
+            // Before initialize and after shutdown, notifications are dropped (LSP spec).
+            _ => tracing::debug!(%method, "notification outside the initialized state dropped"),
+        }
+        None
+    }
+
+    async fn cancel(&mut self, params: &Value) {
+        let id = match params.get("id") {
+            Some(Value::Number(n)) => n.as_i64().map(RequestId::Number),
+            Some(Value::String(s)) => Some(RequestId::String(s.clone())),
+            _ => None,
+        };
+        let Some(id) = id else { return };
+        let task = self.pending.lock().expect("pending lock").remove(&id);
+        if let Some(task) = task {
+            task.abort();
+            self.reply(
+                &id,
+                Err(ResponseError::new(
+                    code::REQUEST_CANCELLED,
+                    "request cancelled",
+                )),
+            )
+            .await;
+        }
+    }
+
+    async fn initialize(&mut self, id: RequestId, params: Value) -> Option<Ending> {
+        let options = params.get("initializationOptions");
+        if let Some(expected) = &self.cfg.token {
+            let given = options
+                .and_then(|o| o.get(TOKEN_OPTION))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !constant_time_eq::constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+                tracing::warn!(transport = ?self.cfg.transport, "initialize without the service token; dropping");
+                let err = ResponseError::new(
+                    code::REQUEST_FAILED,
+                    "this transport needs the service token in initializationOptions.moonkaleToken",
+                );
+                self.reply(&id, Err(err)).await;
+                return Some(Ending::Dropped("missing or wrong token".into()));
+            }
+        }
+        let offered: Vec<&str> = params
+            .pointer("/capabilities/general/positionEncodings")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let encoding = PositionEncoding::negotiate(offered);
+        let role = match options
+            .and_then(|o| o.get(ROLE_OPTION))
+            .and_then(Value::as_str)
+        {
+            Some("observer") => Role::Observer,
+            _ => Role::Editor,
+        };
+        let info = EditorInfo {
+            client_name: params
+                .pointer("/clientInfo/name")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .chars()
+                .take(100)
+                .collect(),
+            client_version: params
+                .pointer("/clientInfo/version")
+                .and_then(Value::as_str)
+                .map(|v| v.chars().take(100).collect()),
+            process_id: params
+                .get("processId")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok()),
+            transport: self.cfg.transport,
+            encoding,
+            role,
+        };
+        let hub = self.pick_hub(&params);
+        let editor = hub.new_editor_id();
+        if !hub
+            .send(Event::Attach {
+                editor,
+                info,
+                outbox: self.outbox.clone(),
+            })
+            .await
+        {
+            return Some(Ending::Dropped("the workspace is shutting down".into()));
+        }
+        self.lifecycle = Lifecycle::Initialized { hub, editor };
+        self.reply(&id, Ok(initialize_result(encoding))).await;
+        None
+    }
+
+    fn pick_hub(&self, params: &Value) -> HubHandle {
+        let hubs = match &self.cfg.hubs {
+            HubSelector::One(hub) => return hub.clone(),
+            HubSelector::ByRoot(hubs) => hubs,
+        };
+        let root = editor_root(params);
+        root.and_then(|root| {
+            hubs.iter()
+                .filter(|h| root.starts_with(h.root()))
+                .max_by_key(|h| h.root().as_os_str().len())
+        })
+        .unwrap_or(&hubs[0])
+        .clone()
+    }
+
+    async fn reply(&self, id: &RequestId, result: Result<Value, ResponseError>) {
+        self.send(message::response(id, &result)).await;
+    }
+
+    async fn send(&self, body: Vec<u8>) {
+        let _ = self.outbox.send(body).await;
+    }
+}
+
+/// The editor's root folder from `initialize`: the first workspace folder,
+/// else `rootUri`, else `rootPath`.
+pub fn editor_root(params: &Value) -> Option<PathBuf> {
+    let from_uri = |v: &Value| {
+        v.as_str()
+            .and_then(|s| lsp_types::Url::parse(s).ok())
+            .and_then(|u| u.to_file_path().ok())
+    };
+    params
+        .pointer("/workspaceFolders/0/uri")
+        .and_then(from_uri)
+        .or_else(|| params.get("rootUri").and_then(from_uri))
+        .or_else(|| {
+            params
+                .get("rootPath")
+                .and_then(Value::as_str)
+                .map(PathBuf::from)
+        })
+        .filter(|p| p.is_absolute())
+}
+
+/// The capabilities every editor gets. Deliberately small: the service must
+/// not take over features (hover, goto) from the editor's real language
+/// servers, which editors like Helix route to the first server that has them.
+pub fn initialize_result(encoding: PositionEncoding) -> Value {
+    json!({
+        "capabilities": {
+            "positionEncoding": encoding.as_lsp_str(),
+            "textDocumentSync": {
+                "openClose": true,
+                "change": 2,
+                "save": {"includeText": true},
+            },
+            "codeActionProvider": true,
+            "executeCommandProvider": {"commands": [crate::hub::SELECTION_COMMAND]},
+            "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false},
+        },
+        "serverInfo": {"name": "moonkale-service", "version": env!("CARGO_PKG_VERSION")},
+    })
+}

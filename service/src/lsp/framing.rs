@@ -1,0 +1,393 @@
+//! `Content-Length` framing with hard caps, for hostile peers.
+//!
+//! Every byte source is treated as hostile: a header line is at most
+//! [`MAX_HEADER_LINE`] bytes, a header block at most [`MAX_HEADERS`] lines,
+//! a body at most [`MAX_BODY`] bytes, and nothing is allocated for a body
+//! before its bytes arrive. Only `Content-Length` and `Content-Type` headers
+//! are accepted, in the strict `Name: value\r\n` form, so an HTTP request sent
+//! to an LSP socket fails on its first line.
+//!
+//! What happens after a framing error is the caller's choice
+//! ([`FrameReader::resync`]): on stdio, where the peer is the editor that
+//! started us, skipping ahead to the next `Content-Length` is friendly; on a
+//! socket it would let a smuggled frame inside garbage be executed, so socket
+//! connections close instead.
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+pub const MAX_HEADER_LINE: usize = 8 * 1024;
+pub const MAX_HEADERS: usize = 8;
+pub const MAX_BODY: usize = 64 << 20;
+
+const READ_CHUNK: usize = 64 * 1024;
+const RESYNC_MARKER: &[u8] = b"Content-Length:";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The bytes are not a valid LSP header block.
+    #[error("bad header: {0}")]
+    BadHeader(String),
+    /// The stream ended inside a frame.
+    #[error("stream ended inside a frame")]
+    UnexpectedEof,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads LSP frames from a byte stream.
+pub struct FrameReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf`.
+    pos: usize,
+    eof: bool,
+    max_body: usize,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    pub fn new(inner: R) -> FrameReader<R> {
+        FrameReader::with_max_body(inner, MAX_BODY)
+    }
+
+    pub fn with_max_body(inner: R, max_body: usize) -> FrameReader<R> {
+        FrameReader {
+            inner,
+            buf: Vec::new(),
+            pos: 0,
+            eof: false,
+            max_body,
+        }
+    }
+
+    /// The next frame's body, or `None` on a clean end of stream between
+    /// frames.
+    pub async fn read_frame(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
+        let mut content_length: Option<usize> = None;
+        let mut headers = 0;
+        loop {
+            let Some(line) = self.read_header_line(headers == 0).await? else {
+                return Ok(None);
+            };
+            if line.is_empty() {
+                break;
+            }
+            headers += 1;
+            if headers > MAX_HEADERS {
+                return Err(bad(format!("more than {MAX_HEADERS} header lines")));
+            }
+            let (name, value) = split_header(&line)?;
+            if name.eq_ignore_ascii_case("content-length") {
+                if content_length.is_some() {
+                    return Err(bad("Content-Length given twice".into()));
+                }
+                content_length = Some(parse_content_length(value, self.max_body)?);
+            } else if !name.eq_ignore_ascii_case("content-type") {
+                return Err(bad(format!("unknown header {:?}", truncate(name))));
+            }
+        }
+        let len = content_length.ok_or_else(|| bad("missing Content-Length".into()))?;
+        while self.buf.len() - self.pos < len {
+            if self.eof || self.fill().await? == 0 {
+                return Err(FrameError::UnexpectedEof);
+            }
+        }
+        let body = self.buf[self.pos..self.pos + len].to_vec();
+        self.pos += len;
+        Ok(Some(body))
+    }
+
+    /// Skips ahead to the next `Content-Length:` (stdio recovery only).
+    /// Returns `false` when the stream ends first.
+    pub async fn resync(&mut self) -> Result<bool, FrameError> {
+        loop {
+            let window = &self.buf[self.pos..];
+            if let Some(at) = find(window, RESYNC_MARKER) {
+                self.pos += at;
+                return Ok(true);
+            }
+            // Keep a tail that could be the start of a split marker.
+            self.pos += window.len().saturating_sub(RESYNC_MARKER.len() - 1);
+            if self.eof || self.fill().await? == 0 {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// One header line without its `\r\n`; `None` on a clean EOF before the
+    /// first byte of a frame.
+    async fn read_header_line(&mut self, frame_start: bool) -> Result<Option<String>, FrameError> {
+        loop {
+            let window = &self.buf[self.pos..];
+            if let Some(nl) = window.iter().position(|&b| b == b'\n') {
+                if nl > MAX_HEADER_LINE {
+                    return Err(bad(format!("header line over {MAX_HEADER_LINE} bytes")));
+                }
+                if nl == 0 || window[nl - 1] != b'\r' {
+                    return Err(bad("header line does not end with \\r\\n".into()));
+                }
+                let line = std::str::from_utf8(&window[..nl - 1])
+                    .map_err(|_| bad("header line is not UTF-8".into()))?
+                    .to_owned();
+                self.pos += nl + 1;
+                return Ok(Some(line));
+            }
+            if window.len() > MAX_HEADER_LINE {
+                return Err(bad(format!("header line over {MAX_HEADER_LINE} bytes")));
+            }
+            if self.eof || self.fill().await? == 0 {
+                return if frame_start && self.buf.len() == self.pos {
+                    Ok(None)
+                } else {
+                    Err(FrameError::UnexpectedEof)
+                };
+            }
+        }
+    }
+
+    /// Reads more bytes; returns how many (0 at EOF).
+    async fn fill(&mut self) -> std::io::Result<usize> {
+        if self.pos > 0 && (self.pos == self.buf.len() || self.pos >= self.buf.len() / 2) {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        let old = self.buf.len();
+        self.buf.resize(old + READ_CHUNK, 0);
+        let n = self.inner.read(&mut self.buf[old..]).await;
+        let n = match n {
+            Ok(n) => n,
+            Err(e) => {
+                self.buf.truncate(old);
+                return Err(e);
+            }
+        };
+        self.buf.truncate(old + n);
+        if n == 0 {
+            self.eof = true;
+        }
+        Ok(n)
+    }
+}
+
+fn bad(why: String) -> FrameError {
+    FrameError::BadHeader(why)
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
+fn split_header(line: &str) -> Result<(&str, &str), FrameError> {
+    let Some((name, value)) = line.split_once(": ") else {
+        return Err(bad(format!(
+            "not a `Name: value` header: {:?}",
+            truncate(line)
+        )));
+    };
+    let is_token = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !is_token {
+        return Err(bad(format!("not a header name: {:?}", truncate(name))));
+    }
+    Ok((name, value.trim_end_matches(' ')))
+}
+
+fn parse_content_length(value: &str, max_body: usize) -> Result<usize, FrameError> {
+    // Digits only: no sign, no hex, no exponent; 20 digits cannot overflow u64
+    // checks below, longer strings are refused before parsing.
+    if value.is_empty() || value.len() > 20 || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad(format!(
+            "Content-Length is not a decimal number: {:?}",
+            truncate(value)
+        )));
+    }
+    let len: u64 = value
+        .parse()
+        .map_err(|_| bad("Content-Length out of range".into()))?;
+    if len > max_body as u64 {
+        return Err(bad(format!(
+            "Content-Length {len} is over the {max_body}-byte cap"
+        )));
+    }
+    Ok(len as usize)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Frames `body` with a `Content-Length` header.
+pub fn encode_frame(body: &[u8]) -> Vec<u8> {
+    let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, body: &[u8]) -> std::io::Result<()> {
+    w.write_all(&encode_frame(body)).await?;
+    w.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::{Expect, expect};
+
+    /// Reads frames from `input` until EOF or an error (resyncing when
+    /// `resync`), printing one line per outcome.
+    #[track_caller]
+    fn check_with(input: &[u8], resync: bool, expect: Expect) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let out = rt.block_on(async {
+            let mut r = FrameReader::with_max_body(input, 1000);
+            let mut out = String::new();
+            loop {
+                match r.read_frame().await {
+                    Ok(Some(body)) => {
+                        out += &format!("frame {:?}\n", String::from_utf8_lossy(&body))
+                    }
+                    Ok(None) => {
+                        out += "eof\n";
+                        break;
+                    }
+                    Err(e) => {
+                        out += &format!("error: {e}\n");
+                        if !resync || !r.resync().await.unwrap() {
+                            break;
+                        }
+                    }
+                }
+            }
+            out
+        });
+        expect.assert_eq(&out);
+    }
+
+    #[track_caller]
+    fn check(input: &[u8], expect: Expect) {
+        check_with(input, false, expect)
+    }
+
+    #[test]
+    fn two_frames_then_eof() {
+        check(
+            b"Content-Length: 2\r\n\r\n{}Content-Type: application/vscode-jsonrpc; charset=utf-8\r\ncontent-length: 3\r\n\r\n[1]",
+            expect![[r#"
+                frame "{}"
+                frame "[1]"
+                eof
+            "#]],
+        );
+    }
+
+    #[test]
+    fn content_length_forms_that_are_refused() {
+        for value in [
+            "-1",
+            "+5",
+            "0x10",
+            "1e3",
+            &"9".repeat(400),
+            "1001",
+            " 5",
+            "",
+        ] {
+            let input = format!("Content-Length: {value}\r\n\r\n{{}}");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let got = rt.block_on(FrameReader::with_max_body(input.as_bytes(), 1000).read_frame());
+            assert!(
+                matches!(got, Err(FrameError::BadHeader(_))),
+                "{value:?} gave {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn header_violations() {
+        check(
+            b"Content-Length:5\r\n\r\nhello",
+            expect![[r#"
+            error: bad header: not a `Name: value` header: "Content-Length:5"
+        "#]],
+        );
+        check(
+            b"Content-Length: 2\n\n{}",
+            expect![[r#"
+            error: bad header: header line does not end with \r\n
+        "#]],
+        );
+        check(
+            b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+            expect![[r#"
+            error: bad header: Content-Length given twice
+        "#]],
+        );
+        check(
+            b"Content-Type: x\r\n\r\n{}",
+            expect![[r#"
+            error: bad header: missing Content-Length
+        "#]],
+        );
+        check(
+            b"Content-Length: 10\r\n\r\n{}",
+            expect![[r#"
+            error: stream ended inside a frame
+        "#]],
+        );
+        check(
+            b"Content-Len",
+            expect![[r#"
+            error: stream ended inside a frame
+        "#]],
+        );
+    }
+
+    #[test]
+    fn http_request_fails_on_its_first_line() {
+        check(
+            b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nContent-Length: 2\r\n\r\n{}",
+            expect![[r#"
+                error: bad header: not a `Name: value` header: "POST / HTTP/1.1"
+            "#]],
+        );
+    }
+
+    #[test]
+    fn stdio_recovery_skips_to_the_next_content_length() {
+        check_with(
+            b"garbage\r\n\r\nContent-Length: 2\r\n\r\n{}Content-Length: x\r\n\r\nContent-Length: 1\r\n\r\n1",
+            true,
+            expect![[r#"
+                error: bad header: not a `Name: value` header: "garbage"
+                frame "{}"
+                error: bad header: Content-Length is not a decimal number: "x"
+                frame "1"
+                eof
+            "#]],
+        );
+    }
+
+    #[test]
+    fn header_line_and_count_caps() {
+        let mut long = b"Content-Type: ".to_vec();
+        long.extend(std::iter::repeat_n(b'a', 1 << 20));
+        check(
+            &long,
+            expect![[r#"
+            error: bad header: header line over 8192 bytes
+        "#]],
+        );
+        let many = "Content-Type: x\r\n".repeat(10_000);
+        check(
+            many.as_bytes(),
+            expect![[r#"
+            error: bad header: more than 8 header lines
+        "#]],
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! The `moonkale-service` binary: argument parsing and process setup only.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use moonkale_service::client::LspClient;
+use moonkale_service::runtime::{self, RuntimeDir};
+use moonkale_service::{Error, hub, server};
+
+/// One long-running process per workspace: editors attach to it as a
+/// language server; it holds their documents, selections and diagnostics.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve workspaces in the foreground until SIGINT/SIGTERM.
+    ///
+    /// Each workspace gets a private unix socket (0600, in a 0700 runtime
+    /// directory: $XDG_RUNTIME_DIR/moonkale, else /tmp/moonkale-<uid>).
+    Serve {
+        /// A workspace folder; repeat for several.
+        #[arg(long = "workspace", required = true, value_name = "DIR")]
+        workspaces: Vec<PathBuf>,
+        /// Also accept editors on this loopback TCP address (e.g.
+        /// 127.0.0.1:7555). Such editors must send the token from the
+        /// workspace's token file in initializationOptions.moonkaleToken.
+        #[arg(long, value_name = "ADDR")]
+        lsp_tcp: Option<SocketAddr>,
+    },
+    /// Serve one editor that started us on stdin/stdout.
+    Lsp {
+        /// Speak LSP on stdin/stdout (the only transport of this command).
+        #[arg(long, required = true)]
+        stdio: bool,
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
+    /// Show what the running service for a workspace holds.
+    Status {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    // Everything we create (sockets, token and info files) is private.
+    // SAFETY: umask has no preconditions; set before any thread exists.
+    unsafe { libc::umask(0o077) };
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr) // stdout may carry LSP
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MOONKALE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let code = rt.block_on(run(cli))?;
+    // Do not wait for blocked stdin readers; the LSP exit code is final.
+    rt.shutdown_background();
+    std::process::exit(code);
+}
+
+async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Serve {
+            workspaces,
+            lsp_tcp,
+        } => {
+            let workspaces = workspaces
+                .iter()
+                .map(|w| runtime::canonical_workspace(w))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cfg = server::ServeConfig {
+                workspaces,
+                lsp_tcp,
+            };
+            match server::serve(cfg, shutdown_signal()).await {
+                Ok(()) => Ok(0),
+                Err(e @ Error::AlreadyRunning { .. }) => {
+                    eprintln!("moonkale-service: {e}");
+                    Ok(3)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+        Command::Lsp {
+            stdio: _,
+            workspace,
+        } => {
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            Ok(server::run_stdio(root).await?)
+        }
+        Command::Status { workspace, json } => {
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let files = RuntimeDir::from_env()?.workspace(&root);
+            let info = files.read_info().ok_or(Error::NotRunning {
+                workspace: root.clone(),
+            })?;
+            let mut client =
+                LspClient::connect_unix(&info.socket)
+                    .await
+                    .map_err(|_| Error::NotRunning {
+                        workspace: root.clone(),
+                    })?;
+            client.initialize_observer("moonkale-status").await?;
+            let status = client
+                .request("moonkale/status", serde_json::Value::Null)
+                .await?;
+            let _ = client.request("shutdown", serde_json::Value::Null).await;
+            let _ = client.notify("exit", serde_json::Value::Null).await;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{}", hub::render_status(&status));
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn workspace_or_cwd(workspace: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match workspace {
+        Some(w) => Ok(w),
+        None => std::env::current_dir().context("reading the current directory"),
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,240 @@
+//! Where a workspace's service is found: a private runtime directory holding,
+//! per workspace, a lock, a unix socket, a token file, an info file and a log.
+//!
+//! The directory is `$XDG_RUNTIME_DIR/moonkale`, else `/tmp/moonkale-<uid>`;
+//! it must be a real directory (not a symlink) owned by us with no group or
+//! other permissions, or we refuse to use it. Per-workspace files are named by
+//! a hash of the workspace's canonical path, so every process that names the
+//! same folder finds the same service.
+//!
+//! **Invariant:** a service serves a workspace only while it holds that
+//! workspace's lock (an OS file lock, released by the kernel when the process
+//! dies), so two services never serve one workspace.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, IoContext, Result};
+
+/// Largest info or token file we read.
+const MAX_SMALL_FILE: u64 = 64 * 1024;
+
+pub struct RuntimeDir {
+    path: PathBuf,
+}
+
+impl RuntimeDir {
+    /// The runtime directory from the environment, created if missing.
+    pub fn from_env() -> Result<RuntimeDir> {
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p.is_dir())
+            .map(|p| p.join("moonkale"))
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("moonkale-{}", uid())));
+        RuntimeDir::at(base)
+    }
+
+    /// Creates (0700) or checks the directory at `path`.
+    pub fn at(path: PathBuf) -> Result<RuntimeDir> {
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(format!("creating {}", path.display()), e)),
+        }
+        let meta =
+            std::fs::symlink_metadata(&path).context(|| format!("checking {}", path.display()))?;
+        let unsafe_dir = |why: &str| Error::UnsafeRuntimeDir {
+            path: path.clone(),
+            why: why.into(),
+        };
+        if !meta.file_type().is_dir() {
+            return Err(unsafe_dir(
+                "not a directory (a symlink or a file is in its place)",
+            ));
+        }
+        if meta.uid() != uid() {
+            return Err(unsafe_dir("owned by another user"));
+        }
+        if meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
+                .context(|| format!("making {} private", path.display()))?;
+        }
+        Ok(RuntimeDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn workspace(&self, root: &Path) -> WorkspaceFiles {
+        WorkspaceFiles {
+            dir: self.path.clone(),
+            key: format!("ws-{:016x}", fnv1a(root.as_os_str().as_encoded_bytes())),
+        }
+    }
+}
+
+/// The files of one workspace inside the runtime directory.
+pub struct WorkspaceFiles {
+    dir: PathBuf,
+    key: String,
+}
+
+/// What a running service publishes about itself (`ws-<hash>.json`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceInfo {
+    pub pid: u32,
+    pub workspace: PathBuf,
+    pub socket: PathBuf,
+    pub lsp_tcp: Option<String>,
+    pub token_file: PathBuf,
+    pub version: String,
+}
+
+impl WorkspaceFiles {
+    fn file(&self, suffix: &str) -> PathBuf {
+        self.dir.join(format!("{}{suffix}", self.key))
+    }
+    pub fn lock_path(&self) -> PathBuf {
+        self.file(".lock")
+    }
+    pub fn info_path(&self) -> PathBuf {
+        self.file(".json")
+    }
+    pub fn token_path(&self) -> PathBuf {
+        self.file(".token")
+    }
+    pub fn log_path(&self) -> PathBuf {
+        self.file(".log")
+    }
+    /// Socket paths to try in order; a later one is used when something that
+    /// is not our stale socket sits at an earlier one.
+    pub fn socket_candidates(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        (0..8).map(|i| {
+            if i == 0 {
+                self.file(".sock")
+            } else {
+                self.file(&format!("-{i}.sock"))
+            }
+        })
+    }
+
+    /// Takes the workspace lock, or `None` if another process holds it.
+    pub fn try_lock(&self) -> Result<Option<WorkspaceLock>> {
+        let path = self.lock_path();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .context(|| format!("opening lock {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(WorkspaceLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(Error::io(format!("locking {}", path.display()), e))
+            }
+        }
+    }
+
+    /// The info of the service that runs now, if one does.
+    pub fn read_info(&self) -> Option<ServiceInfo> {
+        let bytes = read_small_private(&self.info_path()).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub fn read_token(&self) -> Result<String> {
+        let bytes = read_small_private(&self.token_path())?;
+        String::from_utf8(bytes)
+            .map(|s| s.trim().to_owned())
+            .map_err(|_| Error::Invalid("token file is not UTF-8".into()))
+    }
+}
+
+/// Held while the process serves a workspace; the OS releases it on exit.
+pub struct WorkspaceLock {
+    _file: File,
+}
+
+/// Writes `bytes` to `path` with mode 0600, atomically: an exclusive-create
+/// temp file (never following a planted link) renamed over the target.
+pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp); // our own leftover from a crash, if any
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .context(|| format!("creating {}", tmp.display()))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// Reads a small regular file without following a symlink or blocking on a FIFO.
+fn read_small_private(path: &Path) -> Result<Vec<u8>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .context(|| format!("opening {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .context(|| format!("checking {}", path.display()))?;
+    if !meta.is_file() || meta.uid() != uid() {
+        return Err(Error::Invalid(format!(
+            "{} is not our regular file",
+            path.display()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SMALL_FILE)
+        .read_to_end(&mut bytes)
+        .context(|| format!("reading {}", path.display()))?;
+    Ok(bytes)
+}
+
+/// A new secret: 256 bits from the OS CSPRNG as 64 lowercase hex digits.
+pub fn new_token() -> Result<String> {
+    let mut raw = [0u8; 32];
+    getrandom::fill(&mut raw).map_err(|e| Error::Invalid(format!("no OS randomness: {e}")))?;
+    Ok(raw.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The absolute, symlink-free form of a workspace folder, which keys it.
+pub fn canonical_workspace(path: &Path) -> Result<PathBuf> {
+    let canonical =
+        std::fs::canonicalize(path).context(|| format!("workspace {}", path.display()))?;
+    if !canonical.is_dir() {
+        return Err(Error::Invalid(format!(
+            "workspace {} is not a directory",
+            canonical.display()
+        )));
+    }
+    Ok(canonical)
+}
+
+pub fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// FNV-1a: stable across Rust versions, unlike `DefaultHasher`, so a shim
+/// and a service built by different toolchains agree on file names.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

@@ -1,0 +1,281 @@
+//! Listeners that wire editor connections to hubs: a private unix socket per
+//! workspace, optionally one loopback TCP port, and stdio.
+//!
+//! **Invariant:** this module and `runtime` are the only places in the
+//! library that touch the file system or the network for the LSP front door;
+//! the hub and the core do no IO.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
+
+use crate::error::{Error, IoContext, Result};
+use crate::hub::{self, HubHandle, Transport};
+use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
+use crate::runtime::{self, RuntimeDir, ServiceInfo, WorkspaceFiles, WorkspaceLock};
+
+/// Connections one listener serves at once; more are closed on accept.
+pub const MAX_CONNECTIONS: usize = 256;
+
+pub struct ServeConfig {
+    /// Canonical workspace folders.
+    pub workspaces: Vec<PathBuf>,
+    pub lsp_tcp: Option<SocketAddr>,
+}
+
+/// One workspace being served: its hub and the files that say so. Dropping
+/// it removes the socket, info and token files if they are still ours.
+pub struct Served {
+    pub hub: HubHandle,
+    pub info: ServiceInfo,
+    files: WorkspaceFiles,
+    socket_id: (u64, u64),
+    _lock: WorkspaceLock,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(meta) = std::fs::symlink_metadata(&self.info.socket) {
+            if (meta.dev(), meta.ino()) == self.socket_id {
+                let _ = std::fs::remove_file(&self.info.socket);
+            }
+        }
+        if self
+            .files
+            .read_info()
+            .is_some_and(|i| i.pid == self.info.pid)
+        {
+            let _ = std::fs::remove_file(self.files.info_path());
+            let _ = std::fs::remove_file(self.files.token_path());
+        }
+    }
+}
+
+/// Runs `moonkale-service serve` until `shutdown` resolves.
+pub async fn serve(
+    cfg: ServeConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
+    let runtime_dir = RuntimeDir::from_env()?;
+    let token = Arc::new(runtime::new_token()?);
+    let tcp = match cfg.lsp_tcp {
+        Some(addr) if !addr.ip().is_loopback() => return Err(Error::NonLoopback(addr)),
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .context(|| format!("binding {addr}"))?,
+        ),
+        None => None,
+    };
+    let tcp_addr = match &tcp {
+        Some(l) => Some(
+            l.local_addr()
+                .context(|| "reading the TCP address".into())?,
+        ),
+        None => None,
+    };
+    let mut served = Vec::new();
+    for root in &cfg.workspaces {
+        let Some(s) = start_workspace(&runtime_dir, root, tcp_addr, &token)? else {
+            let info = runtime_dir.workspace(root).read_info();
+            return Err(Error::AlreadyRunning {
+                workspace: root.clone(),
+                pid: info.map_or("unknown".into(), |i| i.pid.to_string()),
+            });
+        };
+        tracing::info!(workspace = %root.display(), socket = %s.info.socket.display(), "serving");
+        served.push(s);
+    }
+    if let Some(listener) = tcp {
+        let hubs = Arc::new(served.iter().map(|s| s.hub.clone()).collect::<Vec<_>>());
+        tracing::info!(addr = %tcp_addr.expect("bound"), "LSP over TCP (token required)");
+        tokio::spawn(accept_tcp(
+            listener,
+            HubSelector::ByRoot(hubs),
+            token.clone(),
+        ));
+    }
+    shutdown.await;
+    tracing::info!("shutting down");
+    drop(served);
+    Ok(())
+}
+
+/// Takes the lock of the workspace at `root`, binds its socket, starts its
+/// hub and publishes its info file. `None` if another service holds it.
+pub fn start_workspace(
+    runtime_dir: &RuntimeDir,
+    root: &Path,
+    tcp: Option<SocketAddr>,
+    token: &Arc<String>,
+) -> Result<Option<Served>> {
+    let files = runtime_dir.workspace(root);
+    let Some(lock) = files.try_lock()? else {
+        return Ok(None);
+    };
+    let (listener, socket) = bind_private_socket(&files)?;
+    let meta =
+        std::fs::symlink_metadata(&socket).context(|| format!("checking {}", socket.display()))?;
+    runtime::write_private_atomic(&files.token_path(), token.as_bytes())?;
+    let info = ServiceInfo {
+        pid: std::process::id(),
+        workspace: root.to_path_buf(),
+        socket,
+        lsp_tcp: tcp.map(|a| a.to_string()),
+        token_file: files.token_path(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let json = serde_json::to_vec_pretty(&info).expect("info serializes");
+    runtime::write_private_atomic(&files.info_path(), &json)?;
+    let hub = hub::spawn(root.to_path_buf());
+    tokio::spawn(accept_unix(listener, hub.clone()));
+    Ok(Some(Served {
+        hub,
+        info,
+        files,
+        socket_id: (meta.dev(), meta.ino()),
+        _lock: lock,
+    }))
+}
+
+/// Binds the workspace's socket with mode 0600. Our own stale socket (we hold
+/// the lock, so nobody serves it) is replaced; anything else found at a
+/// candidate path (a planted file, a symlink, another user's socket) is left
+/// alone and the next name is tried.
+fn bind_private_socket(files: &WorkspaceFiles) -> Result<(UnixListener, PathBuf)> {
+    for path in files.socket_candidates() {
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Ok(m) if m.file_type().is_socket() && m.uid() == runtime::uid() => {
+                std::fs::remove_file(&path)
+                    .context(|| format!("removing stale {}", path.display()))?;
+            }
+            Ok(_) => {
+                tracing::warn!(path = %path.display(), "something that is not our socket is in the way; trying another name");
+                continue;
+            }
+            Err(e) => return Err(Error::io(format!("checking {}", path.display()), e)),
+        }
+        let listener =
+            UnixListener::bind(&path).context(|| format!("binding {}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .context(|| format!("restricting {}", path.display()))?;
+        let meta =
+            std::fs::symlink_metadata(&path).context(|| format!("checking {}", path.display()))?;
+        if !meta.file_type().is_socket() || meta.mode() & 0o177 != 0 {
+            return Err(Error::Invalid(format!(
+                "{} is not a private socket after bind",
+                path.display()
+            )));
+        }
+        return Ok((listener, path));
+    }
+    Err(Error::Invalid(
+        "every socket name for this workspace is taken by something else".into(),
+    ))
+}
+
+async fn accept_unix(listener: UnixListener, hub: HubHandle) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("accept on unix socket failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!("too many connections; closing a new one");
+            continue;
+        };
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            let (read, write) = stream.into_split();
+            let cfg = ConnectionConfig {
+                transport: Transport::Unix,
+                token: None,
+                hubs: HubSelector::One(hub),
+            };
+            let ending = serve_connection(read, write, cfg).await;
+            tracing::debug!(?ending, "unix connection ended");
+            drop(slot);
+        });
+    }
+}
+
+async fn accept_tcp(listener: TcpListener, hubs: HubSelector, token: Arc<String>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("accept on TCP failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "too many connections; closing a new one");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let cfg = ConnectionConfig {
+            transport: Transport::Tcp,
+            token: Some(token.clone()),
+            hubs: hubs.clone(),
+        };
+        tokio::spawn(async move {
+            let (read, write) = stream.into_split();
+            let ending = serve_connection(read, write, cfg).await;
+            tracing::debug!(%peer, ?ending, "TCP connection ended");
+            drop(slot);
+        });
+    }
+}
+
+/// Runs `moonkale-service lsp --stdio`: one editor on stdin/stdout. The
+/// workspace's socket is served too when no other service holds it, so
+/// `status` and other editors can reach the same state. Returns the process
+/// exit code the LSP specification asks for.
+pub async fn run_stdio(root: PathBuf) -> Result<i32> {
+    let served = match RuntimeDir::from_env() {
+        Ok(dir) => {
+            let token = Arc::new(runtime::new_token()?);
+            start_workspace(&dir, &root, None, &token).unwrap_or_else(|e| {
+                tracing::warn!("not serving the workspace socket: {e}");
+                None
+            })
+        }
+        Err(e) => {
+            tracing::warn!("no runtime directory, not serving a socket: {e}");
+            None
+        }
+    };
+    let hub = match &served {
+        Some(s) => s.hub.clone(),
+        None => hub::spawn(root),
+    };
+    let cfg = ConnectionConfig {
+        transport: Transport::Stdio,
+        token: None,
+        hubs: HubSelector::One(hub),
+    };
+    let ending = serve_connection(tokio::io::stdin(), tokio::io::stdout(), cfg).await;
+    drop(served);
+    Ok(match ending {
+        Ending::Exit {
+            after_shutdown: true,
+        }
+        | Ending::Eof => 0,
+        Ending::Exit {
+            after_shutdown: false,
+        }
+        | Ending::Dropped(_) => 1,
+    })
+}

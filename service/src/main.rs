@@ -60,6 +60,7 @@ fn main() -> anyhow::Result<()> {
     unsafe { libc::umask(0o077) };
     let cli = Cli::parse();
     tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr) // stdout may carry LSP
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MOONKALE_LOG")

@@ -1,1 +1,359 @@
+//! Test harness for the end-to-end tests: a private sandbox (runtime
+//! directory, home, workspace) per test, the real binaries, and a raw LSP
+//! client that sends exact bytes and reads whole replies.
+//!
+//! Every wait has a deadline; nothing sleeps and hopes.
 
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::time::Duration;
+
+use moonkale_service::lsp::framing::{FrameReader, encode_frame};
+use moonkale_service::runtime::{RuntimeDir, ServiceInfo, WorkspaceFiles};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Path of a binary built from this workspace (target/<profile>/<name>).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-<hash>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let path = profile_dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is not built; run `cargo build --workspace` first",
+        path.display()
+    );
+    path
+}
+
+/// A private world for one test: its own runtime directory (so it never meets
+/// a real service), home and workspace folder.
+pub struct Sandbox {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub runtime: PathBuf,
+    pub home: PathBuf,
+    pub workspace: PathBuf,
+}
+
+impl Default for Sandbox {
+    fn default() -> Sandbox {
+        Sandbox::new()
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let dir = tempfile::Builder::new()
+            .prefix("mk")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
+        let runtime = root.join("run");
+        let home = root.join("home");
+        let workspace = root.join("ws");
+        for d in [&runtime, &home, &workspace] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        Sandbox {
+            _dir: dir,
+            root,
+            runtime,
+            home,
+            workspace,
+        }
+    }
+
+    /// A command for one of our binaries, pointed at this sandbox.
+    pub fn command(&self, name: &str) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(bin(name));
+        cmd.env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("HOME", &self.home)
+            .env("MOONKALE_SERVICE_BIN", bin("moonkale-service"))
+            .env("MOONKALE_LOG", "debug")
+            .kill_on_drop(true);
+        cmd
+    }
+
+    pub fn files(&self) -> WorkspaceFiles {
+        self.files_for(&self.workspace)
+    }
+
+    pub fn files_for(&self, workspace: &Path) -> WorkspaceFiles {
+        RuntimeDir::at(self.runtime.join("moonkale"))
+            .expect("runtime dir")
+            .workspace(workspace)
+    }
+
+    pub fn uri(&self, relative: &str) -> String {
+        format!("file://{}/{relative}", self.workspace.display())
+    }
+
+    /// Starts `moonkale-service serve` on the workspace and waits until it
+    /// has published its info file.
+    pub async fn start_service(&self, extra: &[&str]) -> Service {
+        let mut cmd = self.command("moonkale-service");
+        cmd.arg("serve")
+            .arg("--workspace")
+            .arg(&self.workspace)
+            .args(extra);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        let child = cmd.spawn().expect("spawn moonkale-service");
+        let pid = child.id().expect("pid");
+        let files = self.files();
+        let info = wait_until("service info file", || {
+            let info = files.read_info().filter(|i| i.pid == pid);
+            async move { info }
+        })
+        .await;
+        Service { child, info }
+    }
+
+    /// Runs `moonkale-service status --json` and parses its output.
+    pub async fn status(&self) -> Value {
+        let out = self
+            .command("moonkale-service")
+            .args(["status", "--json", "--workspace"])
+            .arg(&self.workspace)
+            .output()
+            .await
+            .expect("run status");
+        assert!(
+            out.status.success(),
+            "status failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("status --json prints JSON")
+    }
+}
+
+/// A running service; stopped with SIGTERM when dropped.
+pub struct Service {
+    pub child: tokio::process::Child,
+    pub info: ServiceInfo,
+}
+
+impl Service {
+    pub fn pid(&self) -> i32 {
+        self.info.pid as i32
+    }
+
+    pub async fn connect(&self) -> RawLsp {
+        RawLsp::connect_unix(&self.info.socket).await
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+    }
+}
+
+/// Polls `probe` until it yields a value, failing the test after [`TIMEOUT`].
+/// Only for state held by another process that has no push channel to us.
+pub async fn wait_until<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+type BoxRead = Pin<Box<dyn AsyncRead + Send>>;
+type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
+
+/// An LSP peer that sends exact bytes and reads whole JSON replies.
+pub struct RawLsp {
+    reader: FrameReader<BoxRead>,
+    writer: BoxWrite,
+    next_id: i64,
+    /// Messages that arrived while waiting for a particular response.
+    pub notifications: Vec<Value>,
+}
+
+impl RawLsp {
+    pub fn new(
+        read: impl AsyncRead + Send + 'static,
+        write: impl AsyncWrite + Send + 'static,
+    ) -> RawLsp {
+        RawLsp {
+            reader: FrameReader::new(Box::pin(read)),
+            writer: Box::pin(write),
+            next_id: 1000,
+            notifications: Vec::new(),
+        }
+    }
+
+    pub async fn connect_unix(path: &Path) -> RawLsp {
+        let s = tokio::net::UnixStream::connect(path)
+            .await
+            .expect("connect unix socket");
+        let (r, w) = s.into_split();
+        RawLsp::new(r, w)
+    }
+
+    pub async fn connect_tcp(addr: &str) -> RawLsp {
+        let s = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connect tcp");
+        let (r, w) = s.into_split();
+        RawLsp::new(r, w)
+    }
+
+    /// Writes raw bytes (possibly not LSP at all). Errors are ignored: a
+    /// hostile test may write to a connection the service already closed.
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        let _ = self.writer.write_all(bytes).await;
+        let _ = self.writer.flush().await;
+    }
+
+    pub async fn send(&mut self, msg: Value) {
+        let body = serde_json::to_vec(&msg).expect("json");
+        self.send_bytes(&encode_frame(&body)).await;
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
+    }
+
+    /// The next message, as JSON; panics on timeout or end of stream.
+    pub async fn recv(&mut self) -> Value {
+        match self.try_recv().await {
+            Some(v) => v,
+            None => panic!("connection closed while a message was expected"),
+        }
+    }
+
+    /// The next message, or `None` if the peer closed the connection.
+    pub async fn try_recv(&mut self) -> Option<Value> {
+        let frame = tokio::time::timeout(TIMEOUT, self.reader.read_frame())
+            .await
+            .expect("timed out waiting for a message");
+        match frame {
+            Ok(Some(body)) => Some(serde_json::from_slice(&body).expect("service sent JSON")),
+            Ok(None) | Err(_) => None,
+        }
+    }
+
+    /// Waits for the response with `id`, keeping other messages aside.
+    pub async fn response(&mut self, id: &Value) -> Value {
+        loop {
+            let msg = self.recv().await;
+            if msg.get("id") == Some(id) && msg.get("method").is_none() {
+                return msg;
+            }
+            self.notifications.push(msg);
+        }
+    }
+
+    /// Sends a request and returns the whole response message.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = json!(self.next_id);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.response(&id).await
+    }
+
+    /// Sends a request and returns its `result`, failing on an error reply.
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let resp = self.request(method, params).await;
+        assert!(resp.get("error").is_none(), "{method} failed: {resp}");
+        resp["result"].clone()
+    }
+
+    /// `initialize` + `initialized` with the given client name and offered
+    /// position encodings; returns the initialize result.
+    pub async fn initialize(&mut self, name: &str, encodings: &[&str], options: Value) -> Value {
+        let result = self
+            .call(
+                "initialize",
+                json!({
+                    "processId": null,
+                    "clientInfo": {"name": name, "version": "test"},
+                    "rootUri": null,
+                    "capabilities": {"general": {"positionEncodings": encodings}},
+                    "initializationOptions": options,
+                }),
+            )
+            .await;
+        self.notify("initialized", json!({})).await;
+        result
+    }
+
+    pub async fn did_open(&mut self, uri: &str, version: i32, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": "text", "version": version, "text": text}}),
+        )
+        .await;
+    }
+
+    /// An incremental change replacing `[(l0,c0),(l1,c1))` with `text`.
+    pub async fn did_change(&mut self, uri: &str, version: i32, range: [u32; 4], text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{
+                "range": {"start": {"line": range[0], "character": range[1]}, "end": {"line": range[2], "character": range[3]}},
+                "text": text}]}),
+        )
+        .await;
+    }
+
+    /// The service's view of `uri` (from the editor that touched it last).
+    pub async fn document(&mut self, uri: &str) -> Value {
+        self.call("moonkale/document", json!({"uri": uri})).await
+    }
+
+    /// Waits until the service holds `uri` at `version` or newer.
+    pub async fn wait_for_version(&mut self, uri: &str, version: i32) {
+        self.call(
+            "moonkale/waitForVersion",
+            json!({"uri": uri, "version": version}),
+        )
+        .await;
+    }
+
+    /// True once the peer has closed the connection (it may first send a few
+    /// messages, e.g. an error reply, which are skipped).
+    pub async fn is_closed(&mut self) -> bool {
+        for _ in 0..16 {
+            match tokio::time::timeout(TIMEOUT, self.reader.read_frame()).await {
+                Err(_) => return false,
+                Ok(Ok(Some(body))) => self
+                    .notifications
+                    .push(serde_json::from_slice(&body).unwrap_or(Value::Null)),
+                Ok(Ok(None)) | Ok(Err(_)) => return true,
+            }
+        }
+        false
+    }
+}
+
+/// A `status --json` editor entry by client name.
+pub fn editor<'a>(status: &'a Value, client: &str) -> &'a Value {
+    status["editors"]
+        .as_array()
+        .and_then(|eds| eds.iter().find(|e| e["client"] == client))
+        .unwrap_or_else(|| panic!("no editor {client} in {status:#}"))
+}

@@ -172,7 +172,7 @@ pub fn spawn(root: PathBuf) -> HubHandle {
         root: Arc::new(root.clone()),
     };
     tokio::spawn(async move {
-        let mut ws = workspace::Workspace::new(root);
+        let mut ws = workspace::Workspace::new(root, workspace::Limits::default());
         while let Some(event) = rx.recv().await {
             ws.handle(event);
         }

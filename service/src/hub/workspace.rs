@@ -28,8 +28,25 @@ pub const MAX_DOCUMENTS_PER_EDITOR: usize = 20_000;
 /// The command Helix keymaps call to push their selection (editors.md §3b).
 pub const SELECTION_COMMAND: &str = "moonkale.selection";
 
+/// Caps on what editors may make the workspace hold.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limits {
+    pub total_bytes: usize,
+    pub documents_per_editor: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            total_bytes: MAX_TOTAL_BYTES,
+            documents_per_editor: MAX_DOCUMENTS_PER_EDITOR,
+        }
+    }
+}
+
 pub(super) struct Workspace {
     root: PathBuf,
+    limits: Limits,
     editors: BTreeMap<EditorId, Editor>,
     diagnostics: DiagnosticsStore,
     /// A logical clock: bumped on every event that shows an editor is in use.
@@ -69,9 +86,10 @@ struct VersionWaiter {
 }
 
 impl Workspace {
-    pub(super) fn new(root: PathBuf) -> Workspace {
+    pub(super) fn new(root: PathBuf, limits: Limits) -> Workspace {
         Workspace {
             root,
+            limits,
             editors: BTreeMap::new(),
             diagnostics: DiagnosticsStore::default(),
             clock: 0,
@@ -193,23 +211,14 @@ impl Workspace {
         }
         let ed = self.editors.get(&editor).expect("checked by caller");
         let replaced = ed.docs.get(&item.uri).map_or(0, |d| d.doc.len_bytes());
-        if replaced == 0 && ed.docs.len() >= MAX_DOCUMENTS_PER_EDITOR {
-            return self.violation(
-                editor,
-                format!(
-                    "didOpen of {} refused: over {MAX_DOCUMENTS_PER_EDITOR} open documents",
-                    item.uri
-                ),
-            );
+        let limits = self.limits;
+        if replaced == 0 && ed.docs.len() >= limits.documents_per_editor {
+            let why = format!("over {} open documents", limits.documents_per_editor);
+            return self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
         }
-        if self.total_bytes - replaced + item.text.len() > MAX_TOTAL_BYTES {
-            return self.violation(
-                editor,
-                format!(
-                    "didOpen of {} refused: the workspace would hold over {MAX_TOTAL_BYTES} bytes",
-                    item.uri
-                ),
-            );
+        if self.total_bytes - replaced + item.text.len() > limits.total_bytes {
+            let why = format!("the workspace would hold over {} bytes", limits.total_bytes);
+            return self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
         }
         let doc = match Document::open(&item.text, item.version, &item.language_id) {
             Ok(doc) => doc,
@@ -256,11 +265,12 @@ impl Workspace {
             .doc
             .apply_changes(p.text_document.version, &changes, encoding);
         let after = open.doc.len_bytes();
-        if outcome.is_ok() && self.total_bytes - before + after > MAX_TOTAL_BYTES {
+        let limit = self.limits.total_bytes;
+        if outcome.is_ok() && self.total_bytes - before + after > limit {
             // Keep the change (the editor has it) but stop trusting our copy.
             let err = crate::core::ChangeError::TooLarge {
                 bytes: self.total_bytes - before + after,
-                limit: MAX_TOTAL_BYTES,
+                limit,
             };
             open.doc.mark_desynced(&err);
             outcome = Err(err);
@@ -801,4 +811,115 @@ fn check_range(r: &lsp_types::Range) -> Result<(), ResponseError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::Transport;
+    use tokio::sync::{mpsc, oneshot};
+
+    fn attach(ws: &mut Workspace, id: u64) -> mpsc::Receiver<Vec<u8>> {
+        let (outbox, rx) = mpsc::channel(64);
+        let info = EditorInfo {
+            client_name: format!("ed{id}"),
+            client_version: None,
+            process_id: None,
+            transport: Transport::Unix,
+            encoding: PositionEncoding::Utf16,
+            role: Role::Editor,
+        };
+        ws.handle(Event::Attach {
+            editor: EditorId(id),
+            info,
+            outbox,
+        });
+        rx
+    }
+
+    fn open(ws: &mut Workspace, id: u64, uri: &str, text: &str) {
+        let params =
+            json!({"textDocument": {"uri": uri, "languageId": "t", "version": 1, "text": text}});
+        ws.handle(Event::Notification {
+            editor: EditorId(id),
+            method: "textDocument/didOpen".into(),
+            params,
+        });
+    }
+
+    fn log_messages(rx: &mut mpsc::Receiver<Vec<u8>>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(body) = rx.try_recv() {
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            out.push(
+                v["params"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+        }
+        out
+    }
+
+    /// Security case 27: caps on documents per editor and on total bytes;
+    /// refused opens are reported to the editor and change nothing.
+    #[test]
+    fn hostile_27_store_caps() {
+        let mut ws = Workspace::new(
+            "/w".into(),
+            Limits {
+                total_bytes: 10,
+                documents_per_editor: 2,
+            },
+        );
+        let mut rx = attach(&mut ws, 1);
+        open(&mut ws, 1, "file:///w/a", "12345");
+        open(&mut ws, 1, "file:///w/b", "1");
+        open(&mut ws, 1, "file:///w/c", "1");
+        open(&mut ws, 1, "file:///w/a", "1234567890");
+        open(&mut ws, 1, "https://example.com/x", "1");
+        let msgs = log_messages(&mut rx);
+        assert_eq!(msgs.len(), 3, "{msgs:?}");
+        assert!(msgs[0].contains("over 2 open documents"));
+        assert!(msgs[1].contains("over 10 bytes"));
+        assert!(msgs[2].contains("only file: and untitled:"));
+        let status = ws.status();
+        assert_eq!(status.total_bytes, 6);
+        assert_eq!(status.editors[0].documents.len(), 2);
+    }
+
+    /// Questions about a file are answered from the editor that touched it
+    /// last; a detached editor's buffers and diagnostics go with it.
+    #[test]
+    fn latest_editor_answers_and_detach_forgets() {
+        let mut ws = Workspace::new("/w".into(), Limits::default());
+        let _rx1 = attach(&mut ws, 1);
+        let _rx2 = attach(&mut ws, 2);
+        open(&mut ws, 1, "file:///w/a", "one");
+        open(&mut ws, 2, "file:///w/a", "two");
+        let ask = |ws: &mut Workspace, editor: u64| {
+            let (reply, mut rx) = oneshot::channel();
+            let params = json!({"uri": "file:///w/a"});
+            ws.handle(Event::Request {
+                editor: EditorId(editor),
+                method: "moonkale/document".into(),
+                params,
+                reply,
+            });
+            rx.try_recv().unwrap().unwrap()
+        };
+        assert_eq!(ask(&mut ws, 1)["text"], "two");
+        let change = json!({"textDocument": {"uri": "file:///w/a", "version": 2}, "contentChanges": [{"text": "uno"}]});
+        ws.handle(Event::Notification {
+            editor: EditorId(1),
+            method: "textDocument/didChange".into(),
+            params: change,
+        });
+        assert_eq!(ask(&mut ws, 2)["text"], "uno");
+        ws.handle(Event::Detach {
+            editor: EditorId(1),
+        });
+        assert_eq!(ask(&mut ws, 2)["text"], "two");
+        assert_eq!(ws.status().total_bytes, 3);
+    }
 }

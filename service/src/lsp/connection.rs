@@ -431,3 +431,174 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
         "serverInfo": {"name": "moonkale-service", "version": env!("CARGO_PKG_VERSION")},
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsp::framing::encode_frame;
+    use tokio::io::{AsyncWriteExt, DuplexStream};
+
+    struct Peer {
+        write: tokio::io::WriteHalf<DuplexStream>,
+        read: FrameReader<tokio::io::ReadHalf<DuplexStream>>,
+        task: tokio::task::JoinHandle<Ending>,
+    }
+
+    impl Peer {
+        /// A connection over an in-memory pipe to a fresh hub.
+        fn start(transport: Transport) -> Peer {
+            let (ours, theirs) = tokio::io::duplex(1 << 16);
+            let (their_read, their_write) = tokio::io::split(theirs);
+            let hub = crate::hub::spawn(std::env::temp_dir());
+            let cfg = ConnectionConfig {
+                transport,
+                token: None,
+                hubs: HubSelector::One(hub),
+            };
+            let task = tokio::spawn(serve_connection(their_read, their_write, cfg));
+            let (read, write) = tokio::io::split(ours);
+            Peer {
+                write,
+                read: FrameReader::new(read),
+                task,
+            }
+        }
+
+        async fn send(&mut self, v: Value) {
+            self.write
+                .write_all(&encode_frame(&serde_json::to_vec(&v).unwrap()))
+                .await
+                .unwrap();
+        }
+
+        async fn recv(&mut self) -> Value {
+            let body = self.read.read_frame().await.unwrap().expect("a message");
+            serde_json::from_slice(&body).unwrap()
+        }
+
+        async fn initialize(&mut self) {
+            self.send(
+                json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{}}}),
+            )
+            .await;
+            assert_eq!(
+                self.recv().await["result"]["capabilities"]["positionEncoding"],
+                "utf-16"
+            );
+        }
+    }
+
+    /// Security case 29: a handler that panics answers -32603 without the
+    /// panic text, and the connection and its documents live on.
+    #[tokio::test]
+    async fn hostile_29_panicking_handler_answers_internal_error() {
+        let mut p = Peer::start(Transport::Unix);
+        p.initialize().await;
+        let uri = "file:///tmp/x.txt";
+        p.send(json!({"jsonrpc":"2.0","method":"textDocument/didOpen","params":{"textDocument":{"uri":uri,"languageId":"t","version":1,"text":"kept"}}})).await;
+        p.send(json!({"jsonrpc":"2.0","id":1,"method":"moonkale/test/panic"}))
+            .await;
+        let reply = p.recv().await;
+        assert_eq!(reply["error"]["code"], code::INTERNAL_ERROR);
+        assert!(
+            !reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("injected"),
+            "{reply}"
+        );
+        p.send(json!({"jsonrpc":"2.0","id":2,"method":"moonkale/document","params":{"uri":uri}}))
+            .await;
+        assert_eq!(p.recv().await["result"]["text"], "kept");
+    }
+
+    /// Security case 28: cancelling an unknown id does nothing; cancelling a
+    /// waiting request answers -32800 once, and its late result is never sent.
+    #[tokio::test]
+    async fn hostile_28_cancellation_answers_once() {
+        let mut p = Peer::start(Transport::Unix);
+        p.initialize().await;
+        let uri = "file:///tmp/c.txt";
+        p.send(json!({"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":424242}}))
+            .await;
+        p.send(json!({"jsonrpc":"2.0","method":"textDocument/didOpen","params":{"textDocument":{"uri":uri,"languageId":"t","version":1,"text":""}}})).await;
+        p.send(json!({"jsonrpc":"2.0","id":"w","method":"moonkale/waitForVersion","params":{"uri":uri,"version":3}})).await;
+        p.send(json!({"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"w"}}))
+            .await;
+        let cancelled = p.recv().await;
+        assert_eq!(cancelled["id"], "w");
+        assert_eq!(cancelled["error"]["code"], code::REQUEST_CANCELLED);
+        p.send(json!({"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"w"}}))
+            .await;
+        p.send(json!({"jsonrpc":"2.0","method":"textDocument/didChange","params":{"textDocument":{"uri":uri,"version":3},"contentChanges":[{"text":"now"}]}})).await;
+        p.send(
+            json!({"jsonrpc":"2.0","id":"after","method":"moonkale/document","params":{"uri":uri}}),
+        )
+        .await;
+        let next = p.recv().await;
+        assert_eq!(
+            next["id"], "after",
+            "no late reply to the cancelled request: {next}"
+        );
+        assert_eq!(next["result"]["version"], 3);
+    }
+
+    /// Security case 22, in process: the LSP lifecycle rules.
+    #[tokio::test]
+    async fn hostile_22_lifecycle() {
+        let mut p = Peer::start(Transport::Unix);
+        p.send(json!({"jsonrpc":"2.0","id":1,"method":"moonkale/status"}))
+            .await;
+        assert_eq!(
+            p.recv().await["error"]["code"],
+            code::SERVER_NOT_INITIALIZED
+        );
+        p.initialize().await;
+        p.send(json!({"jsonrpc":"2.0","id":2,"method":"initialize","params":{"capabilities":{}}}))
+            .await;
+        assert_eq!(p.recv().await["error"]["code"], code::INVALID_REQUEST);
+        p.send(json!({"jsonrpc":"2.0","id":3,"method":"shutdown"}))
+            .await;
+        assert_eq!(p.recv().await["result"], Value::Null);
+        p.send(json!({"jsonrpc":"2.0","id":4,"method":"moonkale/status"}))
+            .await;
+        assert_eq!(p.recv().await["error"]["code"], code::INVALID_REQUEST);
+        p.send(json!({"jsonrpc":"2.0","method":"exit"})).await;
+        assert_eq!(
+            p.task.await.unwrap(),
+            Ending::Exit {
+                after_shutdown: true
+            }
+        );
+
+        let mut q = Peer::start(Transport::Unix);
+        q.initialize().await;
+        q.send(json!({"jsonrpc":"2.0","method":"exit"})).await;
+        assert_eq!(
+            q.task.await.unwrap(),
+            Ending::Exit {
+                after_shutdown: false
+            }
+        );
+    }
+
+    /// On stdio a framing error is answered and the stream resynchronised;
+    /// on a socket the connection is closed.
+    #[tokio::test]
+    async fn framing_errors_resync_on_stdio_and_close_sockets() {
+        let mut p = Peer::start(Transport::Stdio);
+        p.write
+            .write_all(b"Content-Length: 1e3\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(p.recv().await["error"]["code"], code::PARSE_ERROR);
+        p.initialize().await;
+
+        let mut q = Peer::start(Transport::Unix);
+        q.write
+            .write_all(b"Content-Length: 1e3\r\n\r\n")
+            .await
+            .unwrap();
+        assert!(matches!(q.task.await.unwrap(), Ending::Dropped(_)));
+    }
+}

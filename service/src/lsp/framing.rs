@@ -390,4 +390,69 @@ mod tests {
         "#]],
         );
     }
+
+    /// Yields its bytes in the given pieces, one piece per read.
+    struct Pieces(std::collections::VecDeque<Vec<u8>>);
+
+    impl AsyncRead for Pieces {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            if let Some(mut piece) = self.0.pop_front() {
+                let n = piece.len().min(buf.remaining());
+                buf.put_slice(&piece[..n]);
+                if n < piece.len() {
+                    self.0.push_front(piece.split_off(n));
+                }
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    fn frames_of(pieces: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // An empty read means end of stream, so empty pieces are left out.
+            let pieces = pieces.into_iter().filter(|p| !p.is_empty()).collect();
+            let mut r = FrameReader::new(Pieces(pieces));
+            let mut out = Vec::new();
+            while let Some(f) = r.read_frame().await.unwrap() {
+                out.push(f);
+            }
+            out
+        })
+    }
+
+    /// Security case 21: the same stream split at every byte boundary (and
+    /// at every pair of boundaries) gives the same frames in order.
+    #[test]
+    fn hostile_21_partial_reads_at_every_split() {
+        let bodies: Vec<&[u8]> = vec![b"{\"a\":\"\xf0\x9f\x98\x80\"}", b"[]", b"{}"];
+        let mut stream = Vec::new();
+        for b in &bodies {
+            stream.extend(encode_frame(b));
+        }
+        let want: Vec<Vec<u8>> = bodies.iter().map(|b| b.to_vec()).collect();
+        for i in 0..=stream.len() {
+            assert_eq!(
+                frames_of(vec![stream[..i].to_vec(), stream[i..].to_vec()]),
+                want,
+                "split at {i}"
+            );
+            for j in i..=stream.len() {
+                let pieces = vec![
+                    stream[..i].to_vec(),
+                    stream[i..j].to_vec(),
+                    stream[j..].to_vec(),
+                ];
+                assert_eq!(frames_of(pieces), want, "split at {i} and {j}");
+            }
+        }
+        let bytewise = stream.iter().map(|&b| vec![b]).collect();
+        assert_eq!(frames_of(bytewise), want);
+    }
 }

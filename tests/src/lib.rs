@@ -77,7 +77,7 @@ impl Sandbox {
         cmd.env("XDG_RUNTIME_DIR", &self.runtime)
             .env("HOME", &self.home)
             .env("MOONKALE_SERVICE_BIN", bin("moonkale-service"))
-            .env("MOONKALE_LOG", "debug")
+            .env("MOONKALE_LOG", "warn")
             .kill_on_drop(true);
         cmd
     }
@@ -104,9 +104,12 @@ impl Sandbox {
             .arg("--workspace")
             .arg(&self.workspace)
             .args(extra);
-        cmd.stdin(Stdio::null())
+        // The service's log stays in the sandbox (and would show a leaked token).
+        let log = std::fs::File::create(self.root.join("service.log")).expect("service log");
+        cmd.env("MOONKALE_LOG", "debug")
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(log);
         let child = cmd.spawn().expect("spawn moonkale-service");
         let pid = child.id().expect("pid");
         let files = self.files();
@@ -318,6 +321,12 @@ impl RawLsp {
                 "text": text}]}),
         )
         .await;
+    }
+
+    /// Returns once the service has handled everything this connection sent
+    /// before (messages of one connection are handled in order).
+    pub async fn barrier(&mut self) {
+        self.call("moonkale/status", Value::Null).await;
     }
 
     /// The service's view of `uri` (from the editor that touched it last).

@@ -139,7 +139,7 @@ pub fn render(status: &serde_json::Value) -> String {
             let _ = writeln!(
                 out,
                 "    v{:<5} {}{}",
-                doc["version"],
+                doc["version"].as_i64().unwrap_or_default(),
                 s(&doc["uri"]),
                 flags
             );

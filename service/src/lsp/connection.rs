@@ -117,7 +117,7 @@ impl Connection {
         loop {
             let body = match reader.read_frame().await {
                 Ok(Some(body)) => body,
-                Ok(None) => return Ending::Eof,
+                Ok(None) | Err(FrameError::UnexpectedEof) => return Ending::Eof,
                 Err(FrameError::BadHeader(why)) => {
                     tracing::warn!(transport = ?self.cfg.transport, "framing error: {why}");
                     if !resync {

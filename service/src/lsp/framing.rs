@@ -40,6 +40,12 @@ pub struct FrameReader<R> {
     buf: Vec<u8>,
     /// Start of the unconsumed bytes in `buf`.
     pos: usize,
+    /// Where the frame being read (or the scan of [`Self::resync`]) began;
+    /// bytes from here on are kept in `buf`.
+    frame_start: usize,
+    /// During [`Self::resync`]: the end of the header lines of the frame
+    /// that failed.
+    failed_block_end: usize,
     eof: bool,
     max_body: usize,
 }
@@ -54,6 +60,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             inner,
             buf: Vec::new(),
             pos: 0,
+            frame_start: 0,
+            failed_block_end: 0,
             eof: false,
             max_body,
         }
@@ -62,6 +70,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// The next frame's body, or `None` on a clean end of stream between
     /// frames.
     pub async fn read_frame(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
+        self.frame_start = self.pos;
         let mut content_length: Option<usize> = None;
         let mut headers = 0;
         loop {
@@ -97,12 +106,27 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 
     /// Skips ahead to the next `Content-Length:` (stdio recovery only).
-    /// Returns `false` when the stream ends first.
+    /// The search starts just after the start of the frame that failed, so
+    /// every recovery makes progress, and skips header lines of the failed
+    /// block itself (a duplicated `Content-Length` line is not a new frame),
+    /// but not a marker in the middle of a line (a body shorter than its
+    /// `Content-Length` glues the next frame to its tail). Returns `false`
+    /// when the stream ends first.
     pub async fn resync(&mut self) -> Result<bool, FrameError> {
+        self.failed_block_end = self.pos;
+        self.pos = (self.frame_start + 1).min(self.buf.len());
         loop {
+            self.frame_start = self.pos;
             let window = &self.buf[self.pos..];
-            if let Some(at) = find(window, RESYNC_MARKER) {
-                self.pos += at;
+            let found = find_all(window, RESYNC_MARKER)
+                .map(|at| self.pos + at)
+                .find(|&at| {
+                    let starts_failed_line =
+                        at > 0 && at < self.failed_block_end && self.buf[at - 1] == b'\n';
+                    !starts_failed_line
+                });
+            if let Some(at) = found {
+                self.pos = at;
                 return Ok(true);
             }
             // Keep a tail that could be the start of a split marker.
@@ -146,9 +170,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Reads more bytes; returns how many (0 at EOF).
     async fn fill(&mut self) -> std::io::Result<usize> {
-        if self.pos > 0 && (self.pos == self.buf.len() || self.pos >= self.buf.len() / 2) {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
+        let keep_from = self.frame_start.min(self.pos);
+        if keep_from > 0 && (keep_from == self.buf.len() || keep_from >= self.buf.len() / 2) {
+            self.buf.drain(..keep_from);
+            self.pos -= keep_from;
+            self.frame_start -= keep_from;
+            self.failed_block_end = self.failed_block_end.saturating_sub(keep_from);
         }
         let old = self.buf.len();
         self.buf.resize(old + READ_CHUNK, 0);
@@ -213,8 +240,12 @@ fn parse_content_length(value: &str, max_body: usize) -> Result<usize, FrameErro
     Ok(len as usize)
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+fn find_all<'a>(haystack: &'a [u8], needle: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+    haystack
+        .windows(needle.len())
+        .enumerate()
+        .filter(move |(_, w)| *w == needle)
+        .map(|(i, _)| i)
 }
 
 /// Frames `body` with a `Content-Length` header.
@@ -366,6 +397,19 @@ mod tests {
                 error: bad header: not a `Name: value` header: "garbage"
                 frame "{}"
                 error: bad header: Content-Length is not a decimal number: "x"
+                frame "1"
+                eof
+            "#]],
+        );
+    }
+
+    #[test]
+    fn stdio_recovery_always_makes_progress() {
+        check_with(
+            b"Content-Length: 2\n\n{}Content-Type: x\r\n\r\nContent-Length: 1\r\n\r\n1",
+            true,
+            expect![[r#"
+                error: bad header: header line does not end with \r\n
                 frame "1"
                 eof
             "#]],

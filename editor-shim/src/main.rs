@@ -23,6 +23,7 @@ use clap::Parser;
 use moonkale_service::lsp::connection::editor_root;
 use moonkale_service::lsp::framing::{FrameError, FrameReader, write_frame};
 use moonkale_service::lsp::message::{self, Message, ResponseError, code};
+use moonkale_service::lsp::stdio;
 use moonkale_service::runtime::{self, RuntimeDir, WorkspaceFiles};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -58,7 +59,12 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let rt = tokio::runtime::Runtime::new().expect("starting the async runtime");
+    // One thread: the shim only moves bytes, and waking tasks on the same
+    // thread is what keeps its added latency low.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("starting the async runtime");
     let code = match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
@@ -79,7 +85,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     }
     let (stdout, stdout_rx) = mpsc::channel::<Vec<u8>>(1024);
     let stdout_task = tokio::spawn(write_stdout(stdout_rx));
-    let mut stdin = FrameReader::new(tokio::io::stdin());
+    let mut stdin = FrameReader::new(stdio::stdin());
 
     // Until `initialize` we do not know the workspace, so we answer alone.
     let (init_body, params) = loop {
@@ -101,6 +107,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             }
         }
     };
+    let params: serde_json::Value = serde_json::from_str(params.get()).unwrap_or_default();
     let root = match cli.workspace.or_else(|| editor_root(&params)) {
         Some(root) => root,
         None => std::env::current_dir().context("reading the current directory")?,
@@ -170,7 +177,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 /// The next frame from the editor; framing errors are answered with -32700
 /// and skipped (stdio recovery). `None` at end of input.
 async fn read_editor_frame(
-    stdin: &mut FrameReader<tokio::io::Stdin>,
+    stdin: &mut FrameReader<stdio::BoxRead>,
     stdout: &mpsc::Sender<Vec<u8>>,
 ) -> anyhow::Result<Option<Vec<u8>>> {
     loop {
@@ -191,7 +198,7 @@ async fn read_editor_frame(
 }
 
 async fn write_stdout(mut rx: mpsc::Receiver<Vec<u8>>) {
-    let mut out = tokio::io::stdout();
+    let mut out = stdio::stdout();
     while let Some(body) = rx.recv().await {
         if write_frame(&mut out, &body).await.is_err() {
             return;

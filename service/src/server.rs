@@ -16,6 +16,7 @@ use tokio::sync::Semaphore;
 use crate::error::{Error, IoContext, Result};
 use crate::hub::{self, HubHandle, Transport};
 use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
+use crate::lsp::stdio;
 use crate::runtime::{self, RuntimeDir, ServiceInfo, WorkspaceFiles, WorkspaceLock};
 
 /// Connections one listener serves at once; more are closed on accept.
@@ -266,7 +267,7 @@ pub async fn run_stdio(root: PathBuf) -> Result<i32> {
         token: None,
         hubs: HubSelector::One(hub),
     };
-    let ending = serve_connection(tokio::io::stdin(), tokio::io::stdout(), cfg).await;
+    let ending = serve_connection(stdio::stdin(), stdio::stdout(), cfg).await;
     drop(served);
     Ok(match ending {
         Ending::Exit {

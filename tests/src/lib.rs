@@ -16,21 +16,25 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Path of a binary built from this workspace (target/<profile>/<name>).
+/// Path of a binary built from this workspace: next to the running
+/// executable (a bench binary in target/<profile>/) or one level up (a test
+/// in target/<profile>/deps/).
 pub fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test>-<hash>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let path = profile_dir.join(name);
-    assert!(
-        path.is_file(),
-        "{} is not built; run `cargo build --workspace` first",
-        path.display()
-    );
-    path
+    let exe = std::env::current_exe().expect("executable path");
+    let dir = exe.parent().expect("executable directory");
+    let candidates = [
+        dir.join(name),
+        dir.parent().map(|p| p.join(name)).unwrap_or_default(),
+    ];
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not built next to {}; run `cargo build --workspace` first",
+                exe.display()
+            )
+        })
 }
 
 /// A private world for one test: its own runtime directory (so it never meets

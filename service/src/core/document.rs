@@ -116,19 +116,25 @@ impl Document {
             self.desync(&err);
             return Err(err);
         }
-        let mut text = self.text.clone(); // O(1): ropes share nodes until written
-        let mut last_edit_end = None;
-        for change in changes {
-            let end = match apply_one(&mut text, change, encoding) {
-                Ok(end) => end,
-                Err(err) => {
-                    self.desync(&err);
-                    return Err(err);
-                }
-            };
-            last_edit_end = Some(to_line_col(&text, end));
+        // One change needs no copy: `apply_one` checks everything before it
+        // writes. A batch works on a clone (O(1): ropes share nodes until
+        // written) so that a bad change in the middle leaves no trace.
+        let mut batch_copy = (changes.len() > 1).then(|| self.text.clone());
+        let outcome = {
+            let text = batch_copy.as_mut().unwrap_or(&mut self.text);
+            let mut last_edit_end = None;
+            changes
+                .iter()
+                .try_for_each(|change| {
+                    last_edit_end = Some(apply_one(text, change, encoding)?);
+                    Ok(())
+                })
+                .map(|()| last_edit_end.map(|end| to_line_col(text, end)))
+        };
+        let last_edit_end = outcome.inspect_err(|err| self.desync(err))?;
+        if let Some(text) = batch_copy {
+            self.text = text;
         }
-        self.text = text;
         self.version = version;
         self.dirty = true;
         self.sync = SyncState::InSync;
@@ -189,7 +195,11 @@ fn apply_one(
         return Err(ChangeError::InvertedRange { start, end });
     }
     let from = to_char_idx(text, start, encoding).get();
-    let to = to_char_idx(text, end, encoding).get();
+    let to = if end == start {
+        from
+    } else {
+        to_char_idx(text, end, encoding).get()
+    };
     let removed_bytes = text.char_to_byte(to) - text.char_to_byte(from);
     check_size(text.len_bytes() - removed_bytes + change.text.len())?;
     text.remove(from..to);

@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::PositionEncoding;
-use crate::lsp::message::ResponseError;
+use crate::lsp::message::{self, Params, ResponseError};
 
 pub use status::{
     DiagnosticsCount, DocumentStatus, EditorStatus, SelectionStatus, Status,
@@ -86,12 +86,12 @@ pub enum Event {
     Notification {
         editor: EditorId,
         method: String,
-        params: Value,
+        params: Params,
     },
     Request {
         editor: EditorId,
         method: String,
-        params: Value,
+        params: Params,
         reply: Reply,
     },
 }
@@ -146,7 +146,7 @@ impl HubHandle {
         let event = Event::Request {
             editor,
             method: method.to_owned(),
-            params,
+            params: message::params(&params),
             reply,
         };
         if !self.send(event).await {

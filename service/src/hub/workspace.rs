@@ -18,7 +18,7 @@ use super::status::{DocumentStatus, EditorStatus, SelectionStatus, Status};
 use super::{EditorId, EditorInfo, Event, Outbox, Reply, Role};
 use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{Document, LineCol, PositionEncoding, SyncState, TextChange, WirePosition};
-use crate::lsp::message::{self, ResponseError, code};
+use crate::lsp::message::{self, Params, ResponseError, code};
 
 /// Total text the workspace holds across all editors' buffers.
 pub const MAX_TOTAL_BYTES: usize = 512 << 20;
@@ -174,7 +174,7 @@ impl Workspace {
 
     // ----- notifications -------------------------------------------------
 
-    fn notification(&mut self, editor: EditorId, method: &str, params: Value) {
+    fn notification(&mut self, editor: EditorId, method: &str, params: Params) {
         if !self.editors.contains_key(&editor) {
             return;
         }
@@ -194,7 +194,7 @@ impl Workspace {
         }
     }
 
-    fn did_open(&mut self, editor: EditorId, params: Value) {
+    fn did_open(&mut self, editor: EditorId, params: Params) {
         let Some(p) = self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", params)
         else {
             return;
@@ -240,7 +240,7 @@ impl Workspace {
         self.wake_version_waiters(&item.uri);
     }
 
-    fn did_change(&mut self, editor: EditorId, params: Value) {
+    fn did_change(&mut self, editor: EditorId, params: Params) {
         let Some(p) =
             self.parse::<lsp_types::DidChangeTextDocumentParams>(editor, "didChange", params)
         else {
@@ -294,7 +294,7 @@ impl Workspace {
         }
     }
 
-    fn did_save(&mut self, editor: EditorId, params: Value) {
+    fn did_save(&mut self, editor: EditorId, params: Params) {
         let Some(p) = self.parse::<lsp_types::DidSaveTextDocumentParams>(editor, "didSave", params)
         else {
             return;
@@ -314,7 +314,7 @@ impl Workspace {
         }
     }
 
-    fn did_close(&mut self, editor: EditorId, params: Value) {
+    fn did_close(&mut self, editor: EditorId, params: Params) {
         let Some(p) =
             self.parse::<lsp_types::DidCloseTextDocumentParams>(editor, "didClose", params)
         else {
@@ -333,7 +333,7 @@ impl Workspace {
         }
     }
 
-    fn selection_changed(&mut self, editor: EditorId, params: Value) {
+    fn selection_changed(&mut self, editor: EditorId, params: Params) {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Params {
@@ -368,7 +368,7 @@ impl Workspace {
         );
     }
 
-    fn publish_diagnostics(&mut self, editor: EditorId, params: Value) {
+    fn publish_diagnostics(&mut self, editor: EditorId, params: Params) {
         #[derive(Deserialize)]
         struct Params {
             uri: Url,
@@ -397,7 +397,7 @@ impl Workspace {
         &mut self,
         editor: EditorId,
         method: &str,
-        params: Value,
+        params: Params,
         reply: &mut Option<Reply>,
     ) -> Option<Result<Value, ResponseError>> {
         if !self.editors.contains_key(&editor) {
@@ -434,7 +434,7 @@ impl Workspace {
         Some(answer)
     }
 
-    fn code_action(&mut self, editor: EditorId, params: Value) -> Result<Value, ResponseError> {
+    fn code_action(&mut self, editor: EditorId, params: Params) -> Result<Value, ResponseError> {
         let p: lsp_types::CodeActionParams = parse_params(params)?;
         check_range(&p.range)?;
         self.set_selection(
@@ -453,7 +453,7 @@ impl Workspace {
         &mut self,
         editor: EditorId,
         method: &str,
-        params: Value,
+        params: Params,
     ) -> Result<Value, ResponseError> {
         let p: lsp_types::TextDocumentPositionParams = parse_params(params)?;
         let source = method.strip_prefix("textDocument/").unwrap_or(method);
@@ -473,7 +473,7 @@ impl Workspace {
     fn pull_diagnostics(
         &mut self,
         editor: EditorId,
-        params: Value,
+        params: Params,
     ) -> Result<Value, ResponseError> {
         let p: lsp_types::DocumentDiagnosticParams = parse_params(params)?;
         let uri = p.text_document.uri;
@@ -495,7 +495,11 @@ impl Workspace {
         Ok(json!({"kind": "full", "items": items}))
     }
 
-    fn execute_command(&mut self, editor: EditorId, params: Value) -> Result<Value, ResponseError> {
+    fn execute_command(
+        &mut self,
+        editor: EditorId,
+        params: Params,
+    ) -> Result<Value, ResponseError> {
         let p: lsp_types::ExecuteCommandParams = parse_params(params)?;
         if p.command != SELECTION_COMMAND {
             return Err(ResponseError::invalid_params(format!(
@@ -550,7 +554,7 @@ impl Workspace {
         Ok(Value::Null)
     }
 
-    fn document(&self, params: Value) -> Result<Value, ResponseError> {
+    fn document(&self, params: Params) -> Result<Value, ResponseError> {
         #[derive(Deserialize)]
         struct Params {
             uri: Url,
@@ -574,7 +578,7 @@ impl Workspace {
 
     fn wait_for_version(
         &mut self,
-        params: Value,
+        params: Params,
         reply: &mut Option<Reply>,
     ) -> Option<Result<Value, ResponseError>> {
         #[derive(Deserialize)]
@@ -714,9 +718,9 @@ impl Workspace {
         &mut self,
         editor: EditorId,
         what: &str,
-        params: Value,
+        params: Params,
     ) -> Option<T> {
-        match serde_json::from_value(params) {
+        match serde_json::from_str(params.get()) {
             Ok(p) => Some(p),
             Err(e) => {
                 self.violation(editor, format!("{what} with invalid params: {e}"));
@@ -799,8 +803,8 @@ fn accepted_scheme(uri: &Url) -> bool {
     matches!(uri.scheme(), "file" | "untitled")
 }
 
-fn parse_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, ResponseError> {
-    serde_json::from_value(params)
+fn parse_params<T: serde::de::DeserializeOwned>(params: Params) -> Result<T, ResponseError> {
+    serde_json::from_str(params.get())
         .map_err(|e| ResponseError::invalid_params(format!("invalid params: {e}")))
 }
 
@@ -843,7 +847,7 @@ mod tests {
         ws.handle(Event::Notification {
             editor: EditorId(id),
             method: "textDocument/didOpen".into(),
-            params,
+            params: message::params(&params),
         });
     }
 
@@ -903,7 +907,7 @@ mod tests {
             ws.handle(Event::Request {
                 editor: EditorId(editor),
                 method: "moonkale/document".into(),
-                params,
+                params: message::params(&params),
                 reply,
             });
             rx.try_recv().unwrap().unwrap()
@@ -913,7 +917,7 @@ mod tests {
         ws.handle(Event::Notification {
             editor: EditorId(1),
             method: "textDocument/didChange".into(),
-            params: change,
+            params: message::params(&change),
         });
         assert_eq!(ask(&mut ws, 2)["text"], "uno");
         ws.handle(Event::Detach {

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use super::framing::{FrameError, FrameReader, write_frame};
-use super::message::{self, Message, RequestId, ResponseError, code};
+use super::message::{self, Message, Params, RequestId, ResponseError, code};
 use crate::core::PositionEncoding;
 use crate::hub::{EditorId, EditorInfo, Event, HubHandle, Role, Transport};
 
@@ -162,7 +162,7 @@ impl Connection {
         }
     }
 
-    async fn request(&mut self, id: RequestId, method: String, params: Value) -> Option<Ending> {
+    async fn request(&mut self, id: RequestId, method: String, params: Params) -> Option<Ending> {
         let (hub, editor) = match (&self.lifecycle, method.as_str()) {
             (Lifecycle::Uninitialized, "initialize") => return self.initialize(id, params).await,
             (Lifecycle::Uninitialized, _) => {
@@ -254,7 +254,7 @@ impl Connection {
         None
     }
 
-    async fn notification(&mut self, method: String, params: Value) -> Option<Ending> {
+    async fn notification(&mut self, method: String, params: Params) -> Option<Ending> {
         match (&self.lifecycle, method.as_str()) {
             (_, "exit") => {
                 return Some(Ending::Exit {
@@ -279,7 +279,8 @@ impl Connection {
         None
     }
 
-    async fn cancel(&mut self, params: &Value) {
+    async fn cancel(&mut self, params: &Params) {
+        let params: Value = serde_json::from_str(params.get()).unwrap_or_default();
         let id = match params.get("id") {
             Some(Value::Number(n)) => n.as_i64().map(RequestId::Number),
             Some(Value::String(s)) => Some(RequestId::String(s.clone())),
@@ -300,7 +301,8 @@ impl Connection {
         }
     }
 
-    async fn initialize(&mut self, id: RequestId, params: Value) -> Option<Ending> {
+    async fn initialize(&mut self, id: RequestId, params: Params) -> Option<Ending> {
+        let params: Value = serde_json::from_str(params.get()).unwrap_or_default();
         let options = params.get("initializationOptions");
         if let Some(expected) = &self.cfg.token {
             let given = options

@@ -3,10 +3,31 @@
 //! Parsing never trusts the peer: the body must be UTF-8 and JSON (nesting is
 //! bounded by serde_json's recursion limit), `jsonrpc` must be `"2.0"`, and an
 //! id is an integer or a string of at most [`MAX_ID_LEN`] characters.
+//!
+//! Params stay raw JSON text ([`Params`]) until the handler that knows their
+//! type parses them: building a `serde_json::Value` tree for every
+//! `didChange` only to take it apart again cost more than applying the edit.
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+/// A message's `params`, validated JSON kept as text.
+pub type Params = Box<RawValue>;
+
+/// `null` as [`Params`], for messages without params.
+pub fn no_params() -> Params {
+    RawValue::from_string("null".into()).expect("null is JSON")
+}
+
+/// Serializes `value` as [`Params`].
+pub fn params(value: &Value) -> Params {
+    serde_json::value::to_raw_value(value).expect("a serde_json::Value always serializes")
+}
+
 pub const MAX_ID_LEN: usize = 256;
+/// Deepest JSON nesting accepted, as serde_json's own limit for values.
+pub const MAX_NESTING: usize = 128;
 
 /// Error codes from JSON-RPC and the LSP specification.
 pub mod code {
@@ -45,16 +66,16 @@ impl RequestId {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Message {
     Request {
         id: RequestId,
         method: String,
-        params: Value,
+        params: Params,
     },
     Notification {
         method: String,
-        params: Value,
+        params: Params,
     },
     Response {
         id: Option<RequestId>,
@@ -104,33 +125,55 @@ impl ParseError {
     }
 }
 
+/// The fields of a JSON-RPC message we look at; others are ignored.
+#[derive(Deserialize)]
+struct Envelope {
+    jsonrpc: Option<String>,
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Params>,
+    /// `Some(Null)` for `"result": null`, `None` when absent.
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Value>,
+    error: Option<Value>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 pub fn parse(body: &[u8]) -> Result<Message, ParseError> {
     let text = std::str::from_utf8(body)
         .map_err(|e| ParseError::Parse(format!("body is not UTF-8: {e}")))?;
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| ParseError::Parse(format!("body is not JSON: {e}")))?;
-    let Value::Object(mut obj) = value else {
-        return Err(ParseError::Invalid {
+    let env: Envelope = serde_json::from_str(text).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => ParseError::Invalid {
             id: None,
-            why: "message is not a JSON object".into(),
-        });
-    };
-    let raw_id = obj.get("id").filter(|v| !v.is_null());
-    let id = match raw_id {
+            why: format!("not a JSON-RPC message: {e}"),
+        },
+        _ => ParseError::Parse(format!("body is not JSON: {e}")),
+    })?;
+    let id = match env.id.as_ref().filter(|v| !v.is_null()) {
         None => None,
         Some(v) => Some(RequestId::from_json(v).ok_or_else(|| ParseError::Invalid {
             id: None,
             why: format!("id must be an integer or a string of at most {MAX_ID_LEN} characters"),
         })?),
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    if env.jsonrpc.as_deref() != Some("2.0") {
         return Err(ParseError::Invalid {
             id,
             why: "jsonrpc must be \"2.0\"".into(),
         });
     }
-    let params = obj.remove("params").unwrap_or(Value::Null);
-    match (obj.remove("method"), id) {
+    let params = env.params.unwrap_or_else(no_params);
+    if nesting_depth(params.get()) > MAX_NESTING {
+        // serde_json checks depth when building values, not when it keeps
+        // raw text; handlers would meet it later, so refuse it here.
+        return Err(ParseError::Parse(format!(
+            "params nest deeper than {MAX_NESTING} levels"
+        )));
+    }
+    match (env.method, id) {
         (Some(Value::String(method)), Some(id)) => Ok(Message::Request { id, method, params }),
         (Some(Value::String(method)), None) => Ok(Message::Notification { method, params }),
         (Some(_), id) => Err(ParseError::Invalid {
@@ -138,7 +181,7 @@ pub fn parse(body: &[u8]) -> Result<Message, ParseError> {
             why: "method must be a string".into(),
         }),
         (None, id) => {
-            let result = match (obj.remove("result"), obj.remove("error")) {
+            let result = match (env.result, env.error) {
                 (Some(result), None) => Ok(result),
                 (None, Some(err)) => Err(ResponseError {
                     code: err
@@ -161,6 +204,32 @@ pub fn parse(body: &[u8]) -> Result<Message, ParseError> {
             Ok(Message::Response { id, result })
         }
     }
+}
+
+/// The deepest array/object nesting in valid JSON text.
+fn nesting_depth(json: &str) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in json.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
 }
 
 pub fn request(id: &RequestId, method: &str, params: Value) -> Vec<u8> {
@@ -205,11 +274,11 @@ mod tests {
     fn messages() {
         check(
             r#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#,
-            expect![[r#"Request { id: Number(1), method: "shutdown", params: Null }"#]],
+            expect![[r#"Request { id: Number(1), method: "shutdown", params: RawValue(null) }"#]],
         );
         check(
             r#"{"jsonrpc":"2.0","method":"exit"}"#,
-            expect![[r#"Notification { method: "exit", params: Null }"#]],
+            expect![[r#"Notification { method: "exit", params: RawValue(null) }"#]],
         );
         check(
             r#"{"jsonrpc":"2.0","id":"a","result":null}"#,
@@ -228,7 +297,7 @@ mod tests {
         check(
             "[1]",
             expect![[
-                r#"{"error":{"code":-32600,"message":"message is not a JSON object"},"id":null,"jsonrpc":"2.0"}"#
+                r#"{"error":{"code":-32600,"message":"not a JSON-RPC message: invalid type: integer `1`, expected a string at line 1 column 2"},"id":null,"jsonrpc":"2.0"}"#
             ]],
         );
         check(
@@ -246,9 +315,28 @@ mod tests {
         check(
             &format!("{}1{}", "[".repeat(200_000), "]".repeat(200_000)),
             expect![[
-                r#"{"error":{"code":-32700,"message":"body is not JSON: recursion limit exceeded at line 1 column 128"},"id":null,"jsonrpc":"2.0"}"#
+                r#"{"error":{"code":-32600,"message":"not a JSON-RPC message: invalid type: sequence, expected a string at line 1 column 1"},"id":null,"jsonrpc":"2.0"}"#
             ]],
         );
+    }
+
+    #[test]
+    fn deep_params_hit_the_nesting_limit() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","method":"x","params":{}1{}}}"#,
+            "[".repeat(200_000),
+            "]".repeat(200_000)
+        );
+        let Err(ParseError::Parse(why)) = parse(deep.as_bytes()) else {
+            panic!("deep params accepted")
+        };
+        assert!(why.contains("deeper than 128"), "{why}");
+        let ok = format!(
+            r#"{{"jsonrpc":"2.0","method":"x","params":{{"a":"[[[[","b":{}{}}}}}"#,
+            "[".repeat(127),
+            "]".repeat(127)
+        );
+        assert!(parse(ok.as_bytes()).is_ok());
     }
 
     #[test]

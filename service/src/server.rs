@@ -40,10 +40,10 @@ pub struct Served {
 
 impl Drop for Served {
     fn drop(&mut self) {
-        if let Ok(meta) = std::fs::symlink_metadata(&self.info.socket) {
-            if (meta.dev(), meta.ino()) == self.socket_id {
-                let _ = std::fs::remove_file(&self.info.socket);
-            }
+        if let Ok(meta) = std::fs::symlink_metadata(&self.info.socket)
+            && (meta.dev(), meta.ino()) == self.socket_id
+        {
+            let _ = std::fs::remove_file(&self.info.socket);
         }
         if self
             .files

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use lsp_types::Url;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::diagnostics::{DiagnosticsStore, SourceDiagnostics};
@@ -195,7 +196,8 @@ impl Workspace {
     }
 
     fn did_open(&mut self, editor: EditorId, params: Params) {
-        let Some(p) = self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", params)
+        let Some(p) =
+            self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", &params)
         else {
             return;
         };
@@ -242,7 +244,7 @@ impl Workspace {
 
     fn did_change(&mut self, editor: EditorId, params: Params) {
         let Some(p) =
-            self.parse::<lsp_types::DidChangeTextDocumentParams>(editor, "didChange", params)
+            self.parse::<lsp_types::DidChangeTextDocumentParams>(editor, "didChange", &params)
         else {
             return;
         };
@@ -295,7 +297,8 @@ impl Workspace {
     }
 
     fn did_save(&mut self, editor: EditorId, params: Params) {
-        let Some(p) = self.parse::<lsp_types::DidSaveTextDocumentParams>(editor, "didSave", params)
+        let Some(p) =
+            self.parse::<lsp_types::DidSaveTextDocumentParams>(editor, "didSave", &params)
         else {
             return;
         };
@@ -316,7 +319,7 @@ impl Workspace {
 
     fn did_close(&mut self, editor: EditorId, params: Params) {
         let Some(p) =
-            self.parse::<lsp_types::DidCloseTextDocumentParams>(editor, "didClose", params)
+            self.parse::<lsp_types::DidCloseTextDocumentParams>(editor, "didClose", &params)
         else {
             return;
         };
@@ -341,7 +344,7 @@ impl Workspace {
             selection: Option<lsp_types::Range>,
             cursor: Option<lsp_types::Position>,
         }
-        let Some(p) = self.parse::<Params>(editor, "moonkale/selectionChanged", params) else {
+        let Some(p) = self.parse::<Params>(editor, "moonkale/selectionChanged", &params) else {
             return;
         };
         let (anchor, cursor) = match (p.selection, p.cursor) {
@@ -375,7 +378,7 @@ impl Workspace {
             source: String,
             diagnostics: Vec<lsp_types::Diagnostic>,
         }
-        let Some(p) = self.parse::<Params>(editor, "moonkale/publishDiagnostics", params) else {
+        let Some(p) = self.parse::<Params>(editor, "moonkale/publishDiagnostics", &params) else {
             return;
         };
         let encoding = self.editors[&editor].info.encoding;
@@ -435,7 +438,7 @@ impl Workspace {
     }
 
     fn code_action(&mut self, editor: EditorId, params: Params) -> Result<Value, ResponseError> {
-        let p: lsp_types::CodeActionParams = parse_params(params)?;
+        let p: lsp_types::CodeActionParams = parse_params(&params)?;
         check_range(&p.range)?;
         self.set_selection(
             editor,
@@ -455,7 +458,7 @@ impl Workspace {
         method: &str,
         params: Params,
     ) -> Result<Value, ResponseError> {
-        let p: lsp_types::TextDocumentPositionParams = parse_params(params)?;
+        let p: lsp_types::TextDocumentPositionParams = parse_params(&params)?;
         let source = method.strip_prefix("textDocument/").unwrap_or(method);
         let source = match source {
             "hover" => "hover",
@@ -475,7 +478,7 @@ impl Workspace {
         editor: EditorId,
         params: Params,
     ) -> Result<Value, ResponseError> {
-        let p: lsp_types::DocumentDiagnosticParams = parse_params(params)?;
+        let p: lsp_types::DocumentDiagnosticParams = parse_params(&params)?;
         let uri = p.text_document.uri;
         let to = self.editors[&editor].info.encoding;
         // What this editor forwarded itself it already shows; echoing it back
@@ -500,7 +503,7 @@ impl Workspace {
         editor: EditorId,
         params: Params,
     ) -> Result<Value, ResponseError> {
-        let p: lsp_types::ExecuteCommandParams = parse_params(params)?;
+        let p: lsp_types::ExecuteCommandParams = parse_params(&params)?;
         if p.command != SELECTION_COMMAND {
             return Err(ResponseError::invalid_params(format!(
                 "unknown command {}",
@@ -559,7 +562,7 @@ impl Workspace {
         struct Params {
             uri: Url,
         }
-        let p: Params = parse_params(params)?;
+        let p: Params = parse_params(&params)?;
         let Some((editor, open)) = self.latest(&p.uri) else {
             return Err(ResponseError::new(
                 code::REQUEST_FAILED,
@@ -586,7 +589,7 @@ impl Workspace {
             uri: Url,
             version: i32,
         }
-        let p: Params = match parse_params(params) {
+        let p: Params = match parse_params(&params) {
             Ok(p) => p,
             Err(e) => return Some(Err(e)),
         };
@@ -718,7 +721,7 @@ impl Workspace {
         &mut self,
         editor: EditorId,
         what: &str,
-        params: Params,
+        params: &RawValue,
     ) -> Option<T> {
         match serde_json::from_str(params.get()) {
             Ok(p) => Some(p),
@@ -803,7 +806,7 @@ fn accepted_scheme(uri: &Url) -> bool {
     matches!(uri.scheme(), "file" | "untitled")
 }
 
-fn parse_params<T: serde::de::DeserializeOwned>(params: Params) -> Result<T, ResponseError> {
+fn parse_params<T: serde::de::DeserializeOwned>(params: &RawValue) -> Result<T, ResponseError> {
     serde_json::from_str(params.get())
         .map_err(|e| ResponseError::invalid_params(format!("invalid params: {e}")))
 }

@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-test-peers.sh
 # The end-to-end tests run the real binaries, so build them all first.
 cargo build --workspace --bins --locked
-cargo test --workspace --locked
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked 2>&1 | tee "$log"
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' "$log"

@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::PositionEncoding;
-use crate::lsp::message::{self, Params, ResponseError};
+use crate::lsp::message::{Params, ResponseError};
 
 pub use status::{
     DiagnosticsCount, DocumentStatus, EditorStatus, SelectionStatus, Status,
@@ -134,33 +134,6 @@ impl HubHandle {
     pub async fn send(&self, event: Event) -> bool {
         self.tx.send(event).await.is_ok()
     }
-
-    /// Sends a request on behalf of `editor` and waits for its answer.
-    pub async fn request(
-        &self,
-        editor: EditorId,
-        method: &str,
-        params: Value,
-    ) -> Result<Value, ResponseError> {
-        let (reply, rx) = oneshot::channel();
-        let event = Event::Request {
-            editor,
-            method: method.to_owned(),
-            params: message::params(&params),
-            reply,
-        };
-        if !self.send(event).await {
-            return Err(hub_gone());
-        }
-        rx.await.unwrap_or_else(|_| Err(hub_gone()))
-    }
-}
-
-fn hub_gone() -> ResponseError {
-    ResponseError::new(
-        crate::lsp::message::code::REQUEST_FAILED,
-        "the workspace is shutting down",
-    )
 }
 
 /// Starts the hub task for the workspace at `root` (an absolute, canonical

@@ -411,15 +411,17 @@ impl Workspace {
         }
         let answer = match method {
             "textDocument/codeAction" => self.code_action(editor, params),
-            "textDocument/hover"
-            | "textDocument/completion"
-            | "textDocument/signatureHelp"
-            | "textDocument/definition"
+            "textDocument/hover" => self.position_request(editor, &params, "hover"),
+            "textDocument/completion" => self.position_request(editor, &params, "completion"),
+            "textDocument/signatureHelp" => self.position_request(editor, &params, "signatureHelp"),
+            "textDocument/references" => self.position_request(editor, &params, "references"),
+            "textDocument/documentHighlight" => {
+                self.position_request(editor, &params, "documentHighlight")
+            }
+            "textDocument/definition"
             | "textDocument/declaration"
             | "textDocument/typeDefinition"
-            | "textDocument/implementation"
-            | "textDocument/references"
-            | "textDocument/documentHighlight" => self.position_request(editor, method, params),
+            | "textDocument/implementation" => self.position_request(editor, &params, "definition"),
             "textDocument/diagnostic" => self.pull_diagnostics(editor, params),
             "workspace/executeCommand" => self.execute_command(editor, params),
             "moonkale/status" => {
@@ -455,19 +457,10 @@ impl Workspace {
     fn position_request(
         &mut self,
         editor: EditorId,
-        method: &str,
-        params: Params,
+        params: &RawValue,
+        source: &'static str,
     ) -> Result<Value, ResponseError> {
-        let p: lsp_types::TextDocumentPositionParams = parse_params(&params)?;
-        let source = method.strip_prefix("textDocument/").unwrap_or(method);
-        let source = match source {
-            "hover" => "hover",
-            "completion" => "completion",
-            "signatureHelp" => "signatureHelp",
-            "references" => "references",
-            "documentHighlight" => "documentHighlight",
-            _ => "definition",
-        };
+        let p: lsp_types::TextDocumentPositionParams = parse_params(params)?;
         let pos = p.position.into();
         self.set_selection(editor, p.text_document.uri, pos, pos, source);
         Ok(Value::Null)

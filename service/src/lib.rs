@@ -6,6 +6,7 @@
 //! - [`lsp`]: the LSP wire: framing with caps, JSON-RPC messages, and the
 //!   per-connection adapter with the LSP lifecycle.
 //! - [`hub`]: the single owner of workspace state, fed by [`hub::Event`].
+//! - [`ide`]: Claude Code's IDE: lock file and WebSocket MCP server.
 //! - [`runtime`]: where a workspace's socket, token and info files live.
 //! - [`server`]: listeners (unix socket, loopback TCP, stdio) that wire
 //!   connections to a hub.
@@ -15,6 +16,7 @@ pub mod client;
 pub mod core;
 pub mod error;
 pub mod hub;
+pub mod ide;
 pub mod lsp;
 pub mod runtime;
 pub mod server;

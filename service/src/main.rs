@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use moonkale_service::client::LspClient;
+use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::{Error, hub, server};
 
@@ -33,6 +34,10 @@ enum Command {
         /// workspace's token file in initializationOptions.moonkaleToken.
         #[arg(long, value_name = "ADDR")]
         lsp_tcp: Option<SocketAddr>,
+        /// Do not serve Claude Code's IDE protocol (no lock file in
+        /// ~/.claude/ide, no WebSocket port).
+        #[arg(long)]
+        no_claude_ide: bool,
     },
     /// Serve one editor that started us on stdin/stdout.
     Lsp {
@@ -42,6 +47,9 @@ enum Command {
         /// The workspace folder [default: the current directory].
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// Do not serve Claude Code's IDE protocol.
+        #[arg(long)]
+        no_claude_ide: bool,
     },
     /// Show what the running service for a workspace holds.
     Status {
@@ -79,14 +87,17 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve {
             workspaces,
             lsp_tcp,
+            no_claude_ide,
         } => {
             let workspaces = workspaces
                 .iter()
                 .map(|w| runtime::canonical_workspace(w))
                 .collect::<Result<Vec<_>, _>>()?;
+            let ide = ide_config(no_claude_ide)?;
             let cfg = server::ServeConfig {
                 workspaces,
                 lsp_tcp,
+                ide,
             };
             match server::serve(cfg, shutdown_signal()).await {
                 Ok(()) => Ok(0),
@@ -100,9 +111,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Lsp {
             stdio: _,
             workspace,
+            no_claude_ide,
         } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
-            Ok(server::run_stdio(root).await?)
+            Ok(server::run_stdio(root, ide_config(no_claude_ide)?).await?)
         }
         Command::Status { workspace, json } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
@@ -130,6 +142,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+fn ide_config(disabled: bool) -> anyhow::Result<Option<IdeConfig>> {
+    if disabled {
+        return Ok(None);
+    }
+    Ok(Some(IdeConfig::from_env()?))
 }
 
 fn workspace_or_cwd(workspace: Option<PathBuf>) -> anyhow::Result<PathBuf> {

@@ -93,6 +93,8 @@ pub struct ServiceInfo {
     pub socket: PathBuf,
     pub lsp_tcp: Option<String>,
     pub token_file: PathBuf,
+    /// The port of Claude Code's IDE server, when it runs.
+    pub ide_port: Option<u16>,
     pub version: String,
 }
 

@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 
 use crate::error::{Error, IoContext, Result};
 use crate::hub::{self, HubHandle, Transport};
+use crate::ide::{IdeConfig, IdeServer};
 use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
 use crate::lsp::stdio;
 use crate::runtime::{self, RuntimeDir, ServiceInfo, WorkspaceFiles, WorkspaceLock};
@@ -26,6 +27,8 @@ pub struct ServeConfig {
     /// Canonical workspace folders.
     pub workspaces: Vec<PathBuf>,
     pub lsp_tcp: Option<SocketAddr>,
+    /// Claude Code's IDE server and lock file; `None` turns them off.
+    pub ide: Option<IdeConfig>,
 }
 
 /// One workspace being served: its hub and the files that say so. Dropping
@@ -33,6 +36,8 @@ pub struct ServeConfig {
 pub struct Served {
     pub hub: HubHandle,
     pub info: ServiceInfo,
+    /// Dropped before the files below, so the lock file goes first.
+    pub ide: Option<IdeServer>,
     files: WorkspaceFiles,
     socket_id: (u64, u64),
     _lock: WorkspaceLock,
@@ -81,7 +86,9 @@ pub async fn serve(
     };
     let mut served = Vec::new();
     for root in &cfg.workspaces {
-        let Some(s) = start_workspace(&runtime_dir, root, tcp_addr, &token)? else {
+        let Some(s) =
+            start_workspace(&runtime_dir, root, tcp_addr, &token, cfg.ide.as_ref()).await?
+        else {
             let info = runtime_dir.workspace(root).read_info();
             return Err(Error::AlreadyRunning {
                 workspace: root.clone(),
@@ -108,11 +115,12 @@ pub async fn serve(
 
 /// Takes the lock of the workspace at `root`, binds its socket, starts its
 /// hub and publishes its info file. `None` if another service holds it.
-pub fn start_workspace(
+pub async fn start_workspace(
     runtime_dir: &RuntimeDir,
     root: &Path,
     tcp: Option<SocketAddr>,
     token: &Arc<String>,
+    ide: Option<&IdeConfig>,
 ) -> Result<Option<Served>> {
     let files = runtime_dir.workspace(root);
     let Some(lock) = files.try_lock()? else {
@@ -122,21 +130,27 @@ pub fn start_workspace(
     let meta =
         std::fs::symlink_metadata(&socket).context(|| format!("checking {}", socket.display()))?;
     runtime::write_private_atomic(&files.token_path(), token.as_bytes())?;
+    let hub = hub::spawn(root.to_path_buf());
+    let ide = match ide {
+        Some(cfg) => Some(crate::ide::start(hub.clone(), cfg).await?),
+        None => None,
+    };
     let info = ServiceInfo {
         pid: std::process::id(),
         workspace: root.to_path_buf(),
         socket,
         lsp_tcp: tcp.map(|a| a.to_string()),
         token_file: files.token_path(),
+        ide_port: ide.as_ref().map(|i| i.port),
         version: env!("CARGO_PKG_VERSION").into(),
     };
     let json = serde_json::to_vec_pretty(&info).expect("info serializes");
     runtime::write_private_atomic(&files.info_path(), &json)?;
-    let hub = hub::spawn(root.to_path_buf());
     tokio::spawn(accept_unix(listener, hub.clone()));
     Ok(Some(Served {
         hub,
         info,
+        ide,
         files,
         socket_id: (meta.dev(), meta.ino()),
         _lock: lock,
@@ -244,14 +258,16 @@ async fn accept_tcp(listener: TcpListener, hubs: HubSelector, token: Arc<String>
 /// workspace's socket is served too when no other service holds it, so
 /// `status` and other editors can reach the same state. Returns the process
 /// exit code the LSP specification asks for.
-pub async fn run_stdio(root: PathBuf) -> Result<i32> {
+pub async fn run_stdio(root: PathBuf, ide: Option<IdeConfig>) -> Result<i32> {
     let served = match RuntimeDir::from_env() {
         Ok(dir) => {
             let token = Arc::new(runtime::new_token()?);
-            start_workspace(&dir, &root, None, &token).unwrap_or_else(|e| {
-                tracing::warn!("not serving the workspace socket: {e}");
-                None
-            })
+            start_workspace(&dir, &root, None, &token, ide.as_ref())
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!("not serving the workspace socket: {e}");
+                    None
+                })
         }
         Err(e) => {
             tracing::warn!("no runtime directory, not serving a socket: {e}");

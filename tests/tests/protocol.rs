@@ -100,7 +100,11 @@ async fn selection_is_inferred_from_plain_lsp_traffic() {
             json!({"textDocument": {"uri": uri}, "range": {"start": pos(1, 0), "end": pos(3, 0)}, "context": {"diagnostics": []}}),
         )
         .await;
-    assert_eq!(actions, json!([]));
+    assert_eq!(actions[0]["command"]["command"], "moonkale.sendToClaude");
+    assert_eq!(
+        actions[0]["command"]["arguments"][1],
+        json!({"start": pos(1, 0), "end": pos(3, 0)})
+    );
     let st = sb.status().await;
     assert_eq!(
         sel(&st, "editor-a"),

@@ -74,6 +74,10 @@ impl DiagnosticsStore {
             .flat_map(|sources| sources.values())
     }
 
+    pub fn uris(&self) -> impl Iterator<Item = &Url> {
+        self.by_uri.keys()
+    }
+
     pub fn counts(&self) -> Vec<DiagnosticsCount> {
         let mut out = Vec::new();
         for (uri, sources) in &self.by_uri {

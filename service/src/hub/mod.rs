@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::core::PositionEncoding;
 use crate::lsp::message::{Params, ResponseError};
@@ -29,10 +29,17 @@ pub use status::{
     DiagnosticsCount, DocumentStatus, EditorStatus, SelectionStatus, Status,
     render as render_status,
 };
-pub use workspace::{MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES, SELECTION_COMMAND};
+pub use workspace::{
+    MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES, SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND,
+    error_result, lenient_file_url, text_result,
+};
 
 /// How many events may wait for the hub before senders are slowed down.
 const EVENT_QUEUE: usize = 4096;
+
+/// A Claude Code (IDE protocol) connection's id, unique within the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdeClientId(pub u64);
 
 /// A connection's id, unique within the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -94,6 +101,28 @@ pub enum Event {
         params: Params,
         reply: Reply,
     },
+    /// A Claude Code CLI finished its MCP handshake; `outbox` takes whole
+    /// JSON-RPC texts (notifications such as `at_mentioned`).
+    IdeAttach {
+        client: IdeClientId,
+        outbox: mpsc::Sender<String>,
+    },
+    IdeDetach {
+        client: IdeClientId,
+    },
+    /// `ide_connected {pid}` from the CLI.
+    IdeConnected {
+        client: IdeClientId,
+        pid: Option<u32>,
+    },
+    /// A `tools/call` answered from the hub's state. Paths in `arguments`
+    /// were already confined to the workspace by the adapter.
+    IdeToolCall {
+        client: IdeClientId,
+        tool: String,
+        arguments: Value,
+        reply: Reply,
+    },
 }
 
 impl std::fmt::Debug for Event {
@@ -108,6 +137,12 @@ impl std::fmt::Debug for Event {
                 write!(f, "Notification({}, {method})", editor.0)
             }
             Event::Request { editor, method, .. } => write!(f, "Request({}, {method})", editor.0),
+            Event::IdeAttach { client, .. } => write!(f, "IdeAttach({})", client.0),
+            Event::IdeDetach { client } => write!(f, "IdeDetach({})", client.0),
+            Event::IdeConnected { client, pid } => write!(f, "IdeConnected({}, {pid:?})", client.0),
+            Event::IdeToolCall { client, tool, .. } => {
+                write!(f, "IdeToolCall({}, {tool})", client.0)
+            }
         }
     }
 }
@@ -117,6 +152,7 @@ impl std::fmt::Debug for Event {
 pub struct HubHandle {
     tx: mpsc::Sender<Event>,
     root: Arc<PathBuf>,
+    selection: watch::Receiver<Option<Value>>,
 }
 
 static NEXT_EDITOR_ID: AtomicU64 = AtomicU64::new(1);
@@ -130,6 +166,16 @@ impl HubHandle {
         EditorId(NEXT_EDITOR_ID.fetch_add(1, Ordering::Relaxed))
     }
 
+    pub fn new_ide_client_id(&self) -> IdeClientId {
+        IdeClientId(NEXT_EDITOR_ID.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The active editor's selection as `selection_changed` params, updated
+    /// whenever it changes (`None` while there is none).
+    pub fn selection(&self) -> watch::Receiver<Option<Value>> {
+        self.selection.clone()
+    }
+
     /// Sends an event; `false` if the hub is gone (the service is stopping).
     pub async fn send(&self, event: Event) -> bool {
         self.tx.send(event).await.is_ok()
@@ -140,12 +186,14 @@ impl HubHandle {
 /// path) and returns the handle adapters use to reach it.
 pub fn spawn(root: PathBuf) -> HubHandle {
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
+    let (selection_tx, selection) = watch::channel(None);
     let handle = HubHandle {
         tx,
         root: Arc::new(root.clone()),
+        selection,
     };
     tokio::spawn(async move {
-        let mut ws = workspace::Workspace::new(root, workspace::Limits::default());
+        let mut ws = workspace::Workspace::new(root, workspace::Limits::default(), selection_tx);
         while let Some(event) = rx.recv().await {
             ws.handle(event);
         }

@@ -14,9 +14,13 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+mod ide;
+
+pub use ide::{SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result};
+
 use super::diagnostics::{DiagnosticsStore, SourceDiagnostics};
 use super::status::{DocumentStatus, EditorStatus, SelectionStatus, Status};
-use super::{EditorId, EditorInfo, Event, Outbox, Reply, Role};
+use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Reply, Role};
 use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{Document, LineCol, PositionEncoding, SyncState, TextChange, WirePosition};
 use crate::lsp::message::{self, Params, ResponseError, code};
@@ -54,6 +58,18 @@ pub(super) struct Workspace {
     clock: u64,
     total_bytes: usize,
     version_waiters: Vec<VersionWaiter>,
+    /// Connected Claude Code CLIs.
+    ide_clients: BTreeMap<IdeClientId, IdeClient>,
+    /// `at_mentioned` notifications waiting for a CLI to connect.
+    mention_queue: Vec<String>,
+    /// The active editor's selection as `selection_changed` params.
+    selection_tx: tokio::sync::watch::Sender<Option<Value>>,
+}
+
+struct IdeClient {
+    outbox: tokio::sync::mpsc::Sender<String>,
+    /// From `ide_connected`.
+    cli_pid: Option<u32>,
 }
 
 struct Editor {
@@ -87,7 +103,11 @@ struct VersionWaiter {
 }
 
 impl Workspace {
-    pub(super) fn new(root: PathBuf, limits: Limits) -> Workspace {
+    pub(super) fn new(
+        root: PathBuf,
+        limits: Limits,
+        selection_tx: tokio::sync::watch::Sender<Option<Value>>,
+    ) -> Workspace {
         Workspace {
             root,
             limits,
@@ -96,12 +116,54 @@ impl Workspace {
             clock: 0,
             total_bytes: 0,
             version_waiters: Vec::new(),
+            ide_clients: BTreeMap::new(),
+            mention_queue: Vec::new(),
+            selection_tx,
         }
     }
 
     pub(super) fn handle(&mut self, event: Event) {
         tracing::trace!(?event, "hub event");
+        self.handle_event(event);
+        // Every event may move the active editor or its selection; the
+        // watchers (Claude Code connections) only hear of real changes.
+        let payload = self.latest_selection_payload();
+        self.selection_tx.send_if_modified(|current| {
+            let changed = *current != payload;
+            if changed {
+                *current = payload;
+            }
+            changed
+        });
+    }
+
+    fn handle_event(&mut self, event: Event) {
         match event {
+            Event::IdeAttach { client, outbox } => self.ide_attach(client, outbox),
+            Event::IdeDetach { client } => {
+                self.ide_clients.remove(&client);
+            }
+            Event::IdeConnected { client, pid } => {
+                if let Some(c) = self.ide_clients.get_mut(&client) {
+                    c.cli_pid = pid;
+                }
+            }
+            Event::IdeToolCall {
+                client: _,
+                tool,
+                arguments,
+                reply,
+            } => {
+                let answer = catch_unwind(AssertUnwindSafe(|| self.ide_tool(&tool, &arguments)))
+                    .unwrap_or_else(|_| {
+                        tracing::error!(%tool, "IDE tool handler panicked");
+                        Err(ResponseError::new(
+                            code::INTERNAL_ERROR,
+                            format!("internal error in {tool}"),
+                        ))
+                    });
+                let _ = reply.send(answer);
+            }
             Event::Attach {
                 editor,
                 info,
@@ -442,14 +504,26 @@ impl Workspace {
     fn code_action(&mut self, editor: EditorId, params: Params) -> Result<Value, ResponseError> {
         let p: lsp_types::CodeActionParams = parse_params(&params)?;
         check_range(&p.range)?;
+        let uri = p.text_document.uri;
         self.set_selection(
             editor,
-            p.text_document.uri,
+            uri.clone(),
             p.range.start.into(),
             p.range.end.into(),
             "codeAction",
         );
-        Ok(json!([]))
+        if uri.scheme() != "file" {
+            return Ok(json!([]));
+        }
+        Ok(json!([{
+            "title": "Send selection to Claude Code",
+            "kind": "source",
+            "command": {
+                "title": "Send selection to Claude Code",
+                "command": SEND_TO_CLAUDE_COMMAND,
+                "arguments": [uri, p.range],
+            },
+        }]))
     }
 
     /// Requests that carry the editor's cursor: we have nothing to add to the
@@ -497,6 +571,9 @@ impl Workspace {
         params: Params,
     ) -> Result<Value, ResponseError> {
         let p: lsp_types::ExecuteCommandParams = parse_params(&params)?;
+        if p.command == SEND_TO_CLAUDE_COMMAND {
+            return self.send_to_claude(editor, &p.arguments);
+        }
         if p.command != SELECTION_COMMAND {
             return Err(ResponseError::invalid_params(format!(
                 "unknown command {}",
@@ -871,6 +948,7 @@ mod tests {
                 total_bytes: 10,
                 documents_per_editor: 2,
             },
+            tokio::sync::watch::channel(None).0,
         );
         let mut rx = attach(&mut ws, 1);
         open(&mut ws, 1, "file:///w/a", "12345");
@@ -892,7 +970,11 @@ mod tests {
     /// last; a detached editor's buffers and diagnostics go with it.
     #[test]
     fn latest_editor_answers_and_detach_forgets() {
-        let mut ws = Workspace::new("/w".into(), Limits::default());
+        let mut ws = Workspace::new(
+            "/w".into(),
+            Limits::default(),
+            tokio::sync::watch::channel(None).0,
+        );
         let _rx1 = attach(&mut ws, 1);
         let _rx2 = attach(&mut ws, 2);
         open(&mut ws, 1, "file:///w/a", "one");

@@ -427,7 +427,7 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
                 "save": {"includeText": true},
             },
             "codeActionProvider": true,
-            "executeCommandProvider": {"commands": [crate::hub::SELECTION_COMMAND]},
+            "executeCommandProvider": {"commands": [crate::hub::SELECTION_COMMAND, crate::hub::SEND_TO_CLAUDE_COMMAND]},
             "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false},
         },
         "serverInfo": {"name": "moonkale-service", "version": env!("CARGO_PKG_VERSION")},

@@ -1,0 +1,390 @@
+//! Claude Code's view of the workspace: the IDE tools answered from the hub's
+//! state, the `selection_changed` payload, and `at_mentioned`.
+//!
+//! Shapes follow ide-protocol.md §4–§6: results are MCP `CallToolResult`s
+//! whose text is a plain word or JSON; lines and characters are 0-based and
+//! characters count UTF-16 code units, as VS Code's do. Paths arrive here
+//! already confined to the workspace by the IDE adapter.
+
+use std::path::{Path, PathBuf};
+
+use lsp_types::{DiagnosticSeverity, Url};
+use serde_json::{Value, json};
+
+use super::{OpenDocument, Workspace};
+use crate::core::position::{to_char_idx, to_wire};
+use crate::core::{LineCol, PositionEncoding, WirePosition};
+use crate::hub::{IdeClientId, Role};
+use crate::lsp::message::{self, ResponseError, code};
+
+/// The command (and code action) that sends the selection to Claude Code.
+pub const SEND_TO_CLAUDE_COMMAND: &str = "moonkale.sendToClaude";
+/// Largest selection text put into a `selection_changed` notification.
+pub const MAX_SELECTION_TEXT: usize = 1 << 20;
+/// Mentions kept while no Claude Code is connected.
+const MAX_QUEUED_MENTIONS: usize = 32;
+
+pub fn text_result(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}]})
+}
+
+pub fn error_result(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
+}
+
+fn json_result(value: &Value) -> Value {
+    text_result(serde_json::to_string_pretty(value).expect("JSON serializes"))
+}
+
+impl Workspace {
+    /// Answers a `tools/call` for a tool whose answer is in the hub's state.
+    pub(in crate::hub) fn ide_tool(
+        &mut self,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Value, ResponseError> {
+        let path_arg = |name: &str| -> Result<PathBuf, ResponseError> {
+            args.get(name)
+                .and_then(Value::as_str)
+                .map(PathBuf::from)
+                .ok_or_else(|| {
+                    ResponseError::invalid_params(format!("missing required parameter: {name}"))
+                })
+        };
+        Ok(match tool {
+            "getDiagnostics" => {
+                json_result(&self.ide_diagnostics(args.get("uri").and_then(Value::as_str)))
+            }
+            "getCurrentSelection" => {
+                json_result(&self.current_selection().unwrap_or_else(
+                    || json!({"success": false, "message": "No active editor found"}),
+                ))
+            }
+            "getLatestSelection" => {
+                json_result(&self.latest_selection_payload().unwrap_or_else(
+                    || json!({"success": false, "message": "No selection available"}),
+                ))
+            }
+            "getOpenEditors" => json_result(&self.open_editors()),
+            "getWorkspaceFolders" => {
+                let root = self.root.display().to_string();
+                let name = self
+                    .root
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                json_result(&json!({
+                    "success": true,
+                    "folders": [{"name": name, "uri": file_url(&self.root), "path": root, "index": 0}],
+                    "rootPath": root,
+                    "workspaceFile": null,
+                }))
+            }
+            "checkDocumentDirty" => {
+                let path = path_arg("filePath")?;
+                match self.latest_by_path(&path) {
+                    Some(open) => json_result(&json!({
+                        "success": true, "filePath": path, "isDirty": open.doc.is_dirty(),
+                        "isUntitled": false,
+                    })),
+                    None => json_result(
+                        &json!({"success": false, "message": format!("Document not open: {}", path.display())}),
+                    ),
+                }
+            }
+            "saveDocument" => {
+                let path = path_arg("filePath")?;
+                // LSP gives a server no way to make an editor save, and
+                // writing the buffer ourselves behind the editor's back would
+                // leave it thinking the file is modified.
+                match self.latest_by_path(&path) {
+                    Some(open) => json_result(&json!({
+                        "success": true, "filePath": path, "saved": false,
+                        "message": if open.doc.is_dirty() { "Document is modified in the editor; save it there" } else { "Document was not dirty or save failed" },
+                    })),
+                    None => json_result(
+                        &json!({"success": false, "message": format!("Document not open: {}", path.display())}),
+                    ),
+                }
+            }
+            _ => {
+                return Err(ResponseError::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("Tool not found: {tool}"),
+                ));
+            }
+        })
+    }
+
+    /// The buffer of `path` in the editor that touched it last.
+    fn latest_by_path(&self, path: &Path) -> Option<&OpenDocument> {
+        let uri = Url::from_file_path(path).ok()?;
+        self.latest(&uri).map(|(_, open)| open)
+    }
+
+    /// `getDiagnostics`: every document with diagnostics, or one `uri`
+    /// (a known file with none gives an empty list, never an error).
+    fn ide_diagnostics(&self, uri: Option<&str>) -> Value {
+        let entry = |uri: &Url| {
+            let mut diagnostics = Vec::new();
+            for source in self.diagnostics.for_uri(uri) {
+                for d in &source.items {
+                    let range =
+                        self.convert_range(uri, d.range, source.encoding, PositionEncoding::Utf16);
+                    let mut item = json!({
+                        "message": d.message,
+                        "severity": severity_name(d.severity),
+                        "range": range,
+                    });
+                    if let Some(s) = &d.source {
+                        item["source"] = json!(s);
+                    }
+                    if let Some(code) = &d.code {
+                        item["code"] = match code {
+                            lsp_types::NumberOrString::Number(n) => json!(n.to_string()),
+                            lsp_types::NumberOrString::String(s) => json!(s),
+                        };
+                    }
+                    diagnostics.push(item);
+                }
+            }
+            json!({"uri": display_url(uri), "diagnostics": diagnostics})
+        };
+        match uri {
+            Some(raw) => match lenient_file_url(raw) {
+                Some(uri) => json!([entry(&uri)]),
+                None => json!([]),
+            },
+            None => Value::Array(self.diagnostics.uris().map(entry).collect()),
+        }
+    }
+
+    fn active_editor(&self) -> Option<&super::Editor> {
+        self.editors
+            .values()
+            .filter(|ed| ed.info.role == Role::Editor && ed.last_active > 0)
+            .max_by_key(|ed| ed.last_active)
+    }
+
+    /// The active editor's selection as `selection_changed` params.
+    pub(in crate::hub) fn latest_selection_payload(&self) -> Option<Value> {
+        let sel = self.active_editor()?.selection.as_ref()?;
+        let path = sel.uri.to_file_path().ok()?;
+        let open = self.latest(&sel.uri).map(|(_, open)| open);
+        let (start, end) = if sel.anchor <= sel.cursor {
+            (sel.anchor, sel.cursor)
+        } else {
+            (sel.cursor, sel.anchor)
+        };
+        let (text, start16, end16) = match open {
+            Some(open) => {
+                let rope = open.doc.text();
+                let idx = |p: LineCol| {
+                    to_char_idx(
+                        rope,
+                        WirePosition {
+                            line: p.line,
+                            character: p.col,
+                        },
+                        PositionEncoding::Utf32,
+                    )
+                };
+                let (a, b) = (idx(start), idx(end));
+                let len = b.get() - a.get();
+                let text = if rope.slice(a.get()..b.get()).len_bytes() > MAX_SELECTION_TEXT {
+                    String::new() // too big to send; Claude Code sees the range
+                } else {
+                    rope.slice(a.get()..a.get() + len).to_string()
+                };
+                (
+                    text,
+                    to_wire(rope, a, PositionEncoding::Utf16),
+                    to_wire(rope, b, PositionEncoding::Utf16),
+                )
+            }
+            None => (
+                String::new(),
+                WirePosition {
+                    line: start.line,
+                    character: start.col,
+                },
+                WirePosition {
+                    line: end.line,
+                    character: end.col,
+                },
+            ),
+        };
+        let pos = |p: WirePosition| json!({"line": p.line, "character": p.character});
+        Some(json!({
+            "text": text,
+            "filePath": path,
+            "fileUrl": sel.uri.as_str(),
+            "selection": {"start": pos(start16), "end": pos(end16), "isEmpty": start == end},
+        }))
+    }
+
+    fn current_selection(&self) -> Option<Value> {
+        let mut payload = self.latest_selection_payload()?;
+        payload["success"] = json!(true);
+        Some(payload)
+    }
+
+    fn open_editors(&self) -> Value {
+        let active = self
+            .active_editor()
+            .and_then(|ed| ed.selection.as_ref())
+            .map(|s| s.uri.clone());
+        let mut uris: Vec<&Url> = self
+            .editors
+            .values()
+            .flat_map(|ed| ed.docs.keys())
+            .collect();
+        uris.sort();
+        uris.dedup();
+        let tabs: Vec<Value> = uris
+            .into_iter()
+            .filter_map(|uri| {
+                let (_, open) = self.latest(uri)?;
+                let path = uri.to_file_path().ok();
+                let label = path
+                    .as_ref()
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned());
+                Some(json!({
+                    "uri": display_url(uri),
+                    "isActive": active.as_ref() == Some(uri),
+                    "isPinned": false,
+                    "isPreview": false,
+                    "isDirty": open.doc.is_dirty(),
+                    "label": label.unwrap_or_else(|| uri.to_string()),
+                    "groupIndex": 0,
+                    "viewColumn": 1,
+                    "isGroupActive": true,
+                    "fileName": path.map(|p| p.display().to_string()).unwrap_or_default(),
+                    "languageId": open.doc.language_id(),
+                    "lineCount": open.doc.text().len_lines(),
+                    "isUntitled": uri.scheme() == "untitled",
+                }))
+            })
+            .collect();
+        json!({"tabs": tabs})
+    }
+
+    /// `moonkale.sendToClaude [uri?, range?]`: an `at_mentioned` for the
+    /// given range, else the editor's current selection; sent to every
+    /// connected Claude Code, or queued until one connects.
+    pub(in crate::hub) fn send_to_claude(
+        &mut self,
+        editor: crate::hub::EditorId,
+        args: &[Value],
+    ) -> Result<Value, ResponseError> {
+        let (uri, lines) = match args.first().and_then(Value::as_str) {
+            Some(uri) => {
+                let uri =
+                    Url::parse(uri).map_err(|_| ResponseError::invalid_params("not a URI"))?;
+                let range = args
+                    .get(1)
+                    .and_then(|r| serde_json::from_value::<lsp_types::Range>(r.clone()).ok());
+                (
+                    uri,
+                    range.map(|r| {
+                        (
+                            r.start.line,
+                            r.end.line,
+                            r.start != r.end,
+                            r.end.character == 0,
+                        )
+                    }),
+                )
+            }
+            None => {
+                let sel = self.editors[&editor]
+                    .selection
+                    .as_ref()
+                    .ok_or_else(|| ResponseError::invalid_params("no selection to send"))?;
+                let (a, b) = if sel.anchor <= sel.cursor {
+                    (sel.anchor, sel.cursor)
+                } else {
+                    (sel.cursor, sel.anchor)
+                };
+                (sel.uri.clone(), Some((a.line, b.line, a != b, b.col == 0)))
+            }
+        };
+        let path = uri
+            .to_file_path()
+            .map_err(|_| ResponseError::invalid_params("only file: URIs can be sent"))?;
+        let mut params = json!({"filePath": path});
+        if let Some((first, mut last, true, ends_at_line_start)) = lines {
+            // A selection that ends at column 0 does not include that line.
+            if ends_at_line_start && last > first {
+                last -= 1;
+            }
+            params["lineStart"] = json!(first);
+            params["lineEnd"] = json!(last);
+        }
+        let body = String::from_utf8(message::notification("at_mentioned", params))
+            .expect("JSON is UTF-8");
+        if self.ide_clients.is_empty() {
+            if self.mention_queue.len() >= MAX_QUEUED_MENTIONS {
+                self.mention_queue.remove(0);
+            }
+            self.mention_queue.push(body);
+            return Ok(json!({"queued": true}));
+        }
+        for client in self.ide_clients.values() {
+            let _ = client.outbox.try_send(body.clone());
+        }
+        Ok(json!({"sent": self.ide_clients.len()}))
+    }
+
+    pub(in crate::hub) fn ide_attach(
+        &mut self,
+        client: IdeClientId,
+        outbox: tokio::sync::mpsc::Sender<String>,
+    ) {
+        for body in self.mention_queue.drain(..) {
+            let _ = outbox.try_send(body);
+        }
+        self.ide_clients.insert(
+            client,
+            super::IdeClient {
+                outbox,
+                cli_pid: None,
+            },
+        );
+    }
+}
+
+fn severity_name(s: Option<DiagnosticSeverity>) -> &'static str {
+    match s {
+        Some(DiagnosticSeverity::WARNING) => "Warning",
+        Some(DiagnosticSeverity::INFORMATION) => "Information",
+        Some(DiagnosticSeverity::HINT) => "Hint",
+        _ => "Error",
+    }
+}
+
+/// `file://` + the plain path, as VS Code's `uri.toString(true)` and the CLI
+/// write it (not percent-encoded).
+fn display_url(uri: &Url) -> String {
+    match uri.to_file_path() {
+        Ok(p) => format!("file://{}", p.display()),
+        Err(()) => uri.to_string(),
+    }
+}
+
+fn file_url(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// The CLI builds `file://` + path by concatenation, so `file:///a b/c.ts`
+/// (unencoded) must work as well as a proper URI.
+pub fn lenient_file_url(raw: &str) -> Option<Url> {
+    let path = raw.strip_prefix("file://")?;
+    if !path.starts_with('/') {
+        return None; // file://host/... is not a local file
+    }
+    // Proper URIs are percent-encoded; the CLI's are not.
+    let decoded = Url::parse(raw).ok().and_then(|u| u.to_file_path().ok());
+    Url::from_file_path(decoded.unwrap_or_else(|| PathBuf::from(path))).ok()
+}

@@ -1,0 +1,302 @@
+//! Whether an HTTP upgrade request may become a Claude Code IDE connection.
+//!
+//! Pure: a request head in, accept or an HTTP refusal out. Everything is
+//! decided before the 101, so a browser page (CVE-2025-52882), a DNS-rebinding
+//! page or a local process without the lock file's token never gets a
+//! WebSocket. The CLI sends `GET /` with `Host: 127.0.0.1:<port>`, no
+//! `Origin`, `Sec-WebSocket-Protocol: mcp` and the token in
+//! `X-Claude-Code-Ide-Authorization`.
+
+/// Largest request head read before answering 431.
+pub const MAX_HEAD: usize = 16 * 1024;
+/// Most header lines in a head.
+pub const MAX_HEADER_LINES: usize = 64;
+
+pub const AUTH_HEADER: &str = "x-claude-code-ide-authorization";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    pub reason: &'static str,
+}
+
+impl Refusal {
+    const fn new(status: u16, reason: &'static str) -> Refusal {
+        Refusal { status, reason }
+    }
+
+    /// The whole HTTP response for this refusal (no CORS headers, ever).
+    pub fn response(&self) -> Vec<u8> {
+        let phrase = match self.status {
+            400 => "Bad Request",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            426 => "Upgrade Required",
+            431 => "Request Header Fields Too Large",
+            _ => "Error",
+        };
+        let extra = if self.status == 426 {
+            "Sec-WebSocket-Version: 13\r\n"
+        } else {
+            ""
+        };
+        format!(
+            "HTTP/1.1 {} {phrase}\r\nConnection: close\r\n{extra}Content-Type: text/plain\r\nContent-Length: {}\r\n\r\n{}",
+            self.status,
+            self.reason.len(),
+            self.reason
+        )
+        .into_bytes()
+    }
+}
+
+pub const TOO_LARGE: Refusal = Refusal::new(431, "request head too large");
+
+/// A parsed request head.
+pub struct Head {
+    pub method: String,
+    pub path: String,
+    pub minor_version: u8,
+    /// Names lower-cased.
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Head {
+    fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// The value of a header that must appear at most once; `Err` if repeated.
+    fn single<'a>(&'a self, name: &'a str) -> Result<Option<&'a [u8]>, ()> {
+        let mut values = self.all(name);
+        let first = values.next();
+        if values.next().is_some() {
+            Err(())
+        } else {
+            Ok(first)
+        }
+    }
+
+    /// Whether the client offered the `mcp` subprotocol.
+    pub fn offers_mcp(&self) -> bool {
+        self.all("sec-websocket-protocol")
+            .flat_map(|v| v.split(|&b| b == b','))
+            .any(|p| p.trim_ascii().eq_ignore_ascii_case(b"mcp"))
+    }
+}
+
+/// Parses a complete head (`bytes` ends with the blank line).
+pub fn parse_head(bytes: &[u8]) -> Result<Head, Refusal> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADER_LINES];
+    let mut req = httparse::Request::new(&mut slots);
+    match req.parse(bytes) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(Refusal::new(400, "incomplete request head")),
+        Err(httparse::Error::TooManyHeaders) => return Err(TOO_LARGE),
+        Err(_) => return Err(Refusal::new(400, "not an HTTP request")),
+    }
+    Ok(Head {
+        method: req.method.unwrap_or_default().to_owned(),
+        path: req.path.unwrap_or_default().to_owned(),
+        minor_version: req.version.unwrap_or(0),
+        headers: req
+            .headers
+            .iter()
+            .map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec()))
+            .collect(),
+    })
+}
+
+/// Decides a parsed head for a server on `port` with `token`.
+pub fn decide(head: &Head, port: u16, token: &str) -> Result<(), Refusal> {
+    if head.method != "GET" {
+        return Err(Refusal::new(405, "only GET upgrades are served"));
+    }
+    if head.path != "/" {
+        return Err(Refusal::new(404, "not found"));
+    }
+    if head.minor_version != 1 {
+        return Err(Refusal::new(400, "HTTP/1.1 required"));
+    }
+    // Claude Code never sends Origin; browsers always do.
+    if head.all("origin").next().is_some() {
+        return Err(Refusal::new(403, "requests with an Origin are refused"));
+    }
+    let host = head
+        .single("host")
+        .map_err(|()| Refusal::new(400, "Host given twice"))?;
+    let host = host.ok_or(Refusal::new(400, "Host is required"))?;
+    let allowed = [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ];
+    if !allowed
+        .iter()
+        .any(|a| a.as_bytes().eq_ignore_ascii_case(host))
+    {
+        return Err(Refusal::new(403, "Host must be this loopback server"));
+    }
+    let presented = head
+        .single(AUTH_HEADER)
+        .map_err(|()| Refusal::new(401, "unauthorized"))?;
+    if !presented.is_some_and(|p| constant_time_eq::constant_time_eq(p, token.as_bytes())) {
+        return Err(Refusal::new(401, "unauthorized"));
+    }
+    let upgrade = head
+        .single("upgrade")
+        .ok()
+        .flatten()
+        .is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"websocket"));
+    let connection = head
+        .all("connection")
+        .flat_map(|v| v.split(|&b| b == b','))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"upgrade"));
+    if !upgrade || !connection {
+        return Err(Refusal::new(426, "WebSocket upgrade required"));
+    }
+    if head.single("sec-websocket-version").ok().flatten() != Some(b"13".as_slice()) {
+        return Err(Refusal::new(426, "WebSocket version 13 required"));
+    }
+    let key = head
+        .single("sec-websocket-key")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if !is_valid_key(key) {
+        return Err(Refusal::new(400, "bad Sec-WebSocket-Key"));
+    }
+    Ok(())
+}
+
+/// A key is the base64 of 16 bytes: 22 base64 characters and `==`.
+fn is_valid_key(key: &[u8]) -> bool {
+    key.len() == 24
+        && key.ends_with(b"==")
+        && key[..22]
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::{Expect, expect};
+
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn head_with(extra: &str) -> String {
+        format!(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1:4000\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{extra}\r\n"
+        )
+    }
+
+    /// Decides each head and prints the outcome, one line each.
+    #[track_caller]
+    fn check(heads: &[&str], expect: Expect) {
+        let mut out = String::new();
+        for h in heads {
+            let outcome = parse_head(h.as_bytes()).and_then(|head| decide(&head, 4000, TOKEN));
+            match outcome {
+                Ok(()) => out.push_str("accept\n"),
+                Err(r) => out.push_str(&format!("{} {}\n", r.status, r.reason)),
+            }
+        }
+        expect.assert_eq(&out);
+    }
+
+    #[test]
+    fn tokens() {
+        let good = format!("X-Claude-Code-Ide-Authorization: {TOKEN}\r\n");
+        let lower = format!("x-claude-code-ide-authorization: {TOKEN}\r\n");
+        let upper = format!(
+            "X-Claude-Code-Ide-Authorization: {}\r\n",
+            TOKEN.to_uppercase()
+        );
+        let longer = format!("X-Claude-Code-Ide-Authorization: {TOKEN}0\r\n");
+        let twice = format!("{good}{good}");
+        check(
+            &[
+                &head_with(&good),
+                &head_with(&lower),
+                &head_with(""),
+                &head_with("X-Claude-Code-Ide-Authorization: \r\n"),
+                &head_with(&upper),
+                &head_with(&longer),
+                &head_with(&twice),
+            ],
+            expect![[r#"
+                accept
+                accept
+                401 unauthorized
+                401 unauthorized
+                401 unauthorized
+                401 unauthorized
+                401 unauthorized
+            "#]],
+        );
+    }
+
+    #[test]
+    fn origins_hosts_and_upgrades() {
+        let auth = format!("X-Claude-Code-Ide-Authorization: {TOKEN}\r\n");
+        let with = |extra: &str| head_with(&format!("{auth}{extra}"));
+        check(
+            &[
+                &with("Origin: https://evil.example\r\n"),
+                &with("Origin: null\r\n"),
+                &head_with(&auth).replace("127.0.0.1:4000", "evil.example:4000"),
+                &head_with(&auth).replace("Host: 127.0.0.1:4000\r\n", ""),
+                &head_with(&auth).replace("127.0.0.1:4000", "localhost:4000"),
+                &head_with(&auth).replace("127.0.0.1:4000", "127.0.0.1:4001"),
+                &head_with(&auth).replace("GET /", "POST /"),
+                &head_with(&auth).replace("GET / ", "GET /api "),
+                &head_with(&auth).replace("HTTP/1.1", "HTTP/1.0"),
+                &head_with(&auth).replace("Version: 13", "Version: 8"),
+                &head_with(&auth).replace("dGhlIHNhbXBsZSBub25jZQ==", "short"),
+                &head_with(&auth).replace("Upgrade: websocket\r\n", ""),
+                &format!(
+                    "OPTIONS / HTTP/1.1\r\nHost: 127.0.0.1:4000\r\nAccess-Control-Request-Headers: {AUTH_HEADER}\r\n\r\n"
+                ),
+                "\u{16}\u{3}\u{1}\u{0}\r\n\r\n",
+            ],
+            expect![[r#"
+                403 requests with an Origin are refused
+                403 requests with an Origin are refused
+                403 Host must be this loopback server
+                400 Host is required
+                accept
+                403 Host must be this loopback server
+                405 only GET upgrades are served
+                404 not found
+                400 HTTP/1.1 required
+                426 WebSocket version 13 required
+                400 bad Sec-WebSocket-Key
+                426 WebSocket upgrade required
+                405 only GET upgrades are served
+                400 not an HTTP request
+            "#]],
+        );
+    }
+
+    #[test]
+    fn subprotocol_offer() {
+        let head =
+            parse_head(head_with("Sec-WebSocket-Protocol: foo, MCP\r\n").as_bytes()).unwrap();
+        assert!(head.offers_mcp());
+        assert!(!parse_head(head_with("").as_bytes()).unwrap().offers_mcp());
+    }
+
+    #[test]
+    fn refusals_carry_no_cors_headers() {
+        let r = String::from_utf8(Refusal::new(405, "x").response()).unwrap();
+        assert!(r.starts_with("HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\n"));
+        assert!(!r.to_ascii_lowercase().contains("access-control"));
+    }
+}

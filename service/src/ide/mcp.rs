@@ -1,0 +1,205 @@
+//! The MCP side of Claude Code's IDE protocol: version negotiation, the tool
+//! list, and turning a `tools/call` into work for the hub.
+//!
+//! Hand-written rather than rmcp: the CLI uses a handful of methods
+//! (`initialize`, `tools/list`, `tools/call`, `ping`) over a transport rmcp
+//! does not ship (WebSocket), the replies must match the CLI's recorded
+//! shapes byte for byte in places (`FILE_SAVED` + contents), and the JSON-RPC
+//! layer, with its caps and error codes, already exists for LSP
+//! (`lsp::message`). See ARCHITECTURE.md.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::paths;
+use crate::hub;
+
+/// Versions the CLI accepts in an `initialize` answer (2.1.332's list).
+pub const PROTOCOL_VERSIONS: [&str; 5] = [
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+    "2024-10-07",
+];
+/// What we answer a client whose version we do not know: accepted by every
+/// CLI generation.
+pub const FALLBACK_VERSION: &str = "2024-11-05";
+
+pub fn initialize_result(params: &Value) -> Value {
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let version = asked
+        .filter(|v| PROTOCOL_VERSIONS.contains(v))
+        .unwrap_or(FALLBACK_VERSION);
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": true}},
+        "serverInfo": {"name": "Claude Code Moonkale MCP", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object", "properties": properties, "required": required},
+    })
+}
+
+pub fn tools_list() -> Value {
+    let s = |d: &str| json!({"type": "string", "description": d});
+    let b = |d: &str| json!({"type": "boolean", "description": d});
+    json!({"tools": [
+        tool("openDiff", "Open a diff of a proposed change for the user to accept or reject in their editor.",
+             json!({"old_file_path": s("Path of the file to change"), "new_file_path": s("Path of the file after the change"),
+                    "new_file_contents": s("The whole proposed contents"), "tab_name": s("Name of the diff view")}),
+             &["old_file_path", "new_file_path", "new_file_contents", "tab_name"]),
+        tool("close_tab", "Close a diff view by its name.", json!({"tab_name": s("Name of the diff view")}), &["tab_name"]),
+        tool("closeAllDiffTabs", "Close every diff view opened for Claude Code.", json!({}), &[]),
+        tool("getDiagnostics", "Get language diagnostics from the editor.",
+             json!({"uri": s("Optional file URI to get diagnostics for. If not provided, gets diagnostics for all files.")}), &[]),
+        tool("openFile", "Open a file in the editor and optionally select a range of text.",
+             json!({"filePath": s("Path to the file to open"), "preview": b("Open in preview mode"),
+                    "startText": s("Text pattern to find the start of the selection"),
+                    "endText": s("Text pattern to find the end of the selection"),
+                    "selectToEndOfLine": b("Extend the selection to the end of the line"),
+                    "makeFrontmost": b("Make the file the active editor tab")}), &["filePath"]),
+        tool("getCurrentSelection", "Get the current text selection in the active editor.", json!({}), &[]),
+        tool("getLatestSelection", "Get the most recent text selection.", json!({}), &[]),
+        tool("getOpenEditors", "Get the documents open in the editors.", json!({}), &[]),
+        tool("getWorkspaceFolders", "Get the workspace folders.", json!({}), &[]),
+        tool("checkDocumentDirty", "Check whether a document has unsaved changes.",
+             json!({"filePath": s("Path to the file to check")}), &["filePath"]),
+        tool("saveDocument", "Save a document with unsaved changes.", json!({"filePath": s("Path to the file to save")}), &["filePath"]),
+        tool("executeCode", "Execute code in the editor (not supported by Moonkale).", json!({"code": s("The code to execute")}), &["code"]),
+    ]})
+}
+
+/// What to do with a `tools/call`.
+pub enum ToolCall {
+    /// Answer now with this `CallToolResult`.
+    Answer(Value),
+    /// A JSON-RPC error (bad params, unknown tool).
+    Error(i64, String),
+    /// Ask the hub, with these (confined) arguments.
+    Hub { tool: String, arguments: Value },
+}
+
+/// Checks a `tools/call`'s params and confines the paths it names to
+/// `roots`. Refused paths become `isError` results that quote only the path.
+pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
+    use crate::lsp::message::code;
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return ToolCall::Error(code::INVALID_PARAMS, "tools/call needs a tool name".into());
+    };
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(a @ Value::Object(_)) => a.clone(),
+        Some(_) => {
+            return ToolCall::Error(code::INVALID_PARAMS, "arguments must be an object".into());
+        }
+    };
+    let string_arg = |key: &str| args.get(key).and_then(Value::as_str);
+    let confined = |key: &str| -> Result<PathBuf, ToolCall> {
+        let raw = string_arg(key).ok_or_else(|| {
+            ToolCall::Error(
+                code::INVALID_PARAMS,
+                format!("Missing required parameter: {key}"),
+            )
+        })?;
+        paths::confine(roots, raw)
+            .map_err(|paths::Refused(why)| ToolCall::Answer(hub::error_result(why)))
+    };
+    match name {
+        "openDiff" => {
+            for key in [
+                "old_file_path",
+                "new_file_path",
+                "new_file_contents",
+                "tab_name",
+            ] {
+                if string_arg(key).is_none() {
+                    return ToolCall::Error(
+                        code::INVALID_PARAMS,
+                        format!("Missing required parameter: {key}"),
+                    );
+                }
+            }
+            if let Err(refusal) = confined("old_file_path").and_then(|_| confined("new_file_path"))
+            {
+                return refusal;
+            }
+            ToolCall::Answer(hub::error_result(
+                "openDiff is not available in this version of Moonkale",
+            ))
+        }
+        "close_tab" => match string_arg("tab_name") {
+            Some(_) => ToolCall::Answer(hub::text_result("TAB_CLOSED")),
+            None => ToolCall::Error(
+                code::INVALID_PARAMS,
+                "Missing required parameter: tab_name".into(),
+            ),
+        },
+        "closeAllDiffTabs" => ToolCall::Answer(hub::text_result("CLOSED_0_DIFF_TABS")),
+        "executeCode" => ToolCall::Answer(hub::error_result(
+            "executeCode is not supported by Moonkale",
+        )),
+        "getDiagnostics" => {
+            if let Some(raw) = string_arg("uri") {
+                let path = hub::lenient_file_url(raw).and_then(|u| u.to_file_path().ok());
+                let Some(path) = path.as_ref().and_then(|p| p.to_str()) else {
+                    return ToolCall::Answer(hub::error_result(format!(
+                        "not a local file URI: {raw:?}"
+                    )));
+                };
+                if let Err(paths::Refused(why)) = paths::confine(roots, path) {
+                    return ToolCall::Answer(hub::error_result(why));
+                }
+            }
+            ToolCall::Hub {
+                tool: name.into(),
+                arguments: args,
+            }
+        }
+        "checkDocumentDirty" | "saveDocument" => match confined("filePath") {
+            Ok(path) => ToolCall::Hub {
+                tool: name.into(),
+                arguments: json!({"filePath": path}),
+            },
+            Err(answer) => answer,
+        },
+        "getCurrentSelection" | "getLatestSelection" | "getOpenEditors" | "getWorkspaceFolders" => {
+            ToolCall::Hub {
+                tool: name.into(),
+                arguments: args,
+            }
+        }
+        "openFile" => {
+            let raw = string_arg("filePath").unwrap_or_default();
+            // Older CLIs send paths relative to the first workspace folder.
+            let absolute = match roots.first() {
+                Some(root) if !raw.starts_with('/') && !raw.is_empty() => {
+                    root.join(raw).display().to_string()
+                }
+                _ => raw.to_owned(),
+            };
+            match paths::confine(roots, &absolute) {
+                Ok(path) if path.is_file() => {
+                    let mut args = args.clone();
+                    args["filePath"] = json!(path);
+                    ToolCall::Hub {
+                        tool: name.into(),
+                        arguments: args,
+                    }
+                }
+                Ok(path) => ToolCall::Answer(hub::error_result(format!(
+                    "File not found: {}",
+                    path.display()
+                ))),
+                Err(paths::Refused(why)) => ToolCall::Answer(hub::error_result(why)),
+            }
+        }
+        _ => ToolCall::Error(code::METHOD_NOT_FOUND, format!("Tool not found: {name}")),
+    }
+}

@@ -1,0 +1,124 @@
+//! Claude Code's IDE: the lock file that lets the CLI find us, and the
+//! WebSocket MCP server it talks to (ide-protocol.md).
+//!
+//! One IDE server per served workspace, on its own loopback port with its own
+//! token and lock file, so a `claude` started anywhere in a workspace finds
+//! exactly that workspace's state. The server is an adapter like the LSP
+//! connections: it confines paths and speaks the wire, and asks the hub for
+//! everything else.
+
+pub mod handshake;
+pub mod lockfile;
+pub mod mcp;
+pub mod paths;
+mod ws;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use ws::IdeLimits;
+
+use crate::error::{Error, IoContext, Result};
+use crate::hub::HubHandle;
+use lockfile::{IDE_NAME, LockContents, LockFile};
+
+pub struct IdeConfig {
+    /// Where lock files go (`lockfile::lock_dir()` by default).
+    pub lock_dir: PathBuf,
+    pub limits: IdeLimits,
+}
+
+impl IdeConfig {
+    /// The lock directory from the environment, with limits overridable by
+    /// `MOONKALE_IDE_HANDSHAKE_MS`, `MOONKALE_IDE_PING_MS` and
+    /// `MOONKALE_SELECTION_DEBOUNCE_MS` (used by tests and for tuning).
+    pub fn from_env() -> Result<IdeConfig> {
+        let mut limits = IdeLimits::default();
+        let ms = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(std::time::Duration::from_millis)
+        };
+        if let Some(d) = ms("MOONKALE_IDE_HANDSHAKE_MS") {
+            limits.handshake_timeout = d;
+        }
+        if let Some(d) = ms("MOONKALE_IDE_PING_MS") {
+            limits.ping_interval = d;
+        }
+        if let Some(d) = ms("MOONKALE_SELECTION_DEBOUNCE_MS") {
+            limits.selection_debounce = d;
+        }
+        Ok(IdeConfig {
+            lock_dir: lockfile::lock_dir()?,
+            limits,
+        })
+    }
+}
+
+/// A running IDE server. Dropping it stops accepting and removes the lock
+/// file (if it is still ours).
+pub struct IdeServer {
+    pub port: u16,
+    pub lock_path: PathBuf,
+    _lock: LockFile,
+    accept: tokio::task::AbortHandle,
+}
+
+impl Drop for IdeServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// Starts the IDE server for the workspace served by `hub`.
+pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
+    lockfile::remove_stale_own_locks(&cfg.lock_dir);
+    let token = Arc::new(crate::runtime::new_token()?);
+    let roots = vec![hub.root().to_path_buf()];
+    // A name already taken in the lock directory is not ours to replace:
+    // take another port.
+    let mut last_err = None;
+    for _ in 0..8 {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .context(|| "binding the IDE port".into())?;
+        let port = listener
+            .local_addr()
+            .context(|| "reading the IDE port".into())?
+            .port();
+        let contents = LockContents {
+            pid: std::process::id(),
+            workspace_folders: roots.clone(),
+            ide_name: IDE_NAME.into(),
+            transport: "ws".into(),
+            running_in_windows: false,
+            auth_token: token.to_string(),
+        };
+        let lock = match LockFile::create(&cfg.lock_dir, port, &contents) {
+            Ok(lock) => lock,
+            Err(e) => {
+                tracing::warn!("cannot place the Claude Code lock file for port {port}: {e}");
+                last_err = Some(e);
+                continue;
+            }
+        };
+        let lock_path = lock.path().to_owned();
+        tracing::info!(port, lock = %lock_path.display(), "Claude Code IDE server listening");
+        let accept = tokio::spawn(ws::accept_loop(ws::Listener {
+            listener,
+            port,
+            token: token.clone(),
+            hub: hub.clone(),
+            roots: roots.clone(),
+            limits: cfg.limits.clone(),
+        }));
+        return Ok(IdeServer {
+            port,
+            lock_path,
+            _lock: lock,
+            accept: accept.abort_handle(),
+        });
+    }
+    Err(last_err.unwrap_or_else(|| Error::Invalid("no port for the IDE server".into())))
+}

@@ -1,0 +1,587 @@
+//! The WebSocket listener for Claude Code, and one task pair per CLI.
+//!
+//! Accept: at most [`IdeLimits::max_pre_auth`] connections may be in their
+//! handshake at once (more are closed at once); the whole handshake has a
+//! deadline; the request head is read by us with a cap and decided by
+//! [`handshake::decide`] before tungstenite sees a byte, so a refused client
+//! never gets a 101.
+//!
+//! Per client: a reader (JSON-RPC in, in order) and a writer (responses,
+//! hub notifications, debounced `selection_changed`, pings). Outgoing bytes
+//! are counted: past the high-water mark the reader stops reading; past the
+//! hard cap the client is dropped, so a CLI that stops reading cannot grow
+//! our memory.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+use super::handshake::{self, MAX_HEAD, TOO_LARGE};
+use super::mcp::{self, ToolCall};
+use crate::hub::{Event, HubHandle, IdeClientId};
+use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
+
+/// Tunables of the IDE server; tests shorten the times.
+#[derive(Clone, Debug)]
+pub struct IdeLimits {
+    pub handshake_timeout: Duration,
+    pub max_pre_auth: usize,
+    pub max_clients: usize,
+    pub ping_interval: Duration,
+    pub selection_debounce: Duration,
+    pub max_message: usize,
+    /// Queued outgoing bytes at which we stop reading the client.
+    pub high_water: usize,
+    /// Queued outgoing bytes at which the client is dropped.
+    pub hard_cap: usize,
+}
+
+impl Default for IdeLimits {
+    fn default() -> IdeLimits {
+        IdeLimits {
+            handshake_timeout: Duration::from_secs(10),
+            max_pre_auth: 8,
+            max_clients: 64,
+            ping_interval: Duration::from_secs(30),
+            selection_debounce: Duration::from_millis(100),
+            max_message: 16 << 20,
+            high_water: 1 << 20,
+            hard_cap: 32 << 20,
+        }
+    }
+}
+
+pub(super) struct Listener {
+    pub listener: TcpListener,
+    pub port: u16,
+    pub token: Arc<String>,
+    pub hub: HubHandle,
+    pub roots: Vec<PathBuf>,
+    pub limits: IdeLimits,
+}
+
+pub(super) async fn accept_loop(l: Listener) {
+    let pre_auth = Arc::new(Semaphore::new(l.limits.max_pre_auth));
+    let clients = Arc::new(Semaphore::new(l.limits.max_clients));
+    let shared = Arc::new(Shared {
+        port: l.port,
+        token: l.token,
+        hub: l.hub,
+        roots: l.roots,
+        limits: l.limits,
+    });
+    loop {
+        let (stream, _) = match l.listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("IDE accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = pre_auth.clone().try_acquire_owned() else {
+            tracing::warn!("too many Claude Code handshakes in progress; closing a new connection");
+            continue;
+        };
+        let shared = shared.clone();
+        let clients = clients.clone();
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let upgraded =
+                tokio::time::timeout(shared.limits.handshake_timeout, handshake(stream, &shared))
+                    .await;
+            drop(permit);
+            let ws = match upgraded {
+                Ok(Some(ws)) => ws,
+                Ok(None) => return,
+                Err(_) => {
+                    tracing::info!("Claude Code handshake timed out");
+                    return;
+                }
+            };
+            let Ok(_slot) = clients.try_acquire_owned() else {
+                tracing::warn!("too many Claude Code clients; closing a new one");
+                return;
+            };
+            serve_client(ws, &shared).await;
+        });
+    }
+}
+
+struct Shared {
+    port: u16,
+    token: Arc<String>,
+    hub: HubHandle,
+    roots: Vec<PathBuf>,
+    limits: IdeLimits,
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<Prefixed<TcpStream>>;
+
+/// Reads and decides the request head, then lets tungstenite finish the
+/// upgrade. `None` when the client was refused or went away.
+async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    let head_len = loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        // Only the new bytes (and 3 before) can complete the terminator, so
+        // a head sent a byte at a time costs linear, not quadratic, work.
+        let from = head.len().saturating_sub(3);
+        head.extend_from_slice(&chunk[..n]);
+        if let Some(end) = head[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            break from + end + 4;
+        }
+        if head.len() > MAX_HEAD {
+            refuse(&mut stream, TOO_LARGE).await;
+            return None;
+        }
+    };
+    if head_len > MAX_HEAD {
+        refuse(&mut stream, TOO_LARGE).await;
+        return None;
+    }
+    let parsed = handshake::parse_head(&head[..head_len]);
+    let decision =
+        parsed.and_then(|h| handshake::decide(&h, shared.port, &shared.token).map(|()| h));
+    let parsed = match decision {
+        Ok(h) => h,
+        Err(refusal) => {
+            // Neither the presented token nor ours is logged.
+            tracing::warn!(
+                status = refusal.status,
+                "refused a Claude Code connection: {}",
+                refusal.reason
+            );
+            refuse(&mut stream, refusal).await;
+            return None;
+        }
+    };
+    let offers_mcp = parsed.offers_mcp();
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(shared.limits.max_message))
+        .max_frame_size(Some(shared.limits.max_message))
+        .max_write_buffer_size(shared.limits.hard_cap);
+    // The error type is tungstenite's, not ours to shrink.
+    #[allow(clippy::result_large_err)]
+    let echo = move |_: &Request, mut resp: Response| {
+        if offers_mcp {
+            resp.headers_mut()
+                .insert("Sec-WebSocket-Protocol", HeaderValue::from_static("mcp"));
+        }
+        Ok(resp)
+    };
+    let prefixed = Prefixed {
+        prefix: head,
+        pos: 0,
+        inner: stream,
+    };
+    match tokio_tungstenite::accept_hdr_async_with_config(prefixed, echo, Some(config)).await {
+        Ok(ws) => Some(ws),
+        Err(e) => {
+            tracing::info!("Claude Code upgrade failed: {e}");
+            None
+        }
+    }
+}
+
+async fn refuse(stream: &mut TcpStream, refusal: handshake::Refusal) {
+    let _ = stream.write_all(&refusal.response()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// What the reader asks the writer to do.
+enum Out {
+    Text(String),
+    /// The client finished `initialize`: send it the current selection soon.
+    Initialized,
+    Close(CloseCode, &'static str),
+}
+
+/// Counts bytes queued for one client.
+struct Backlog {
+    bytes: AtomicUsize,
+    drained: Notify,
+    high_water: usize,
+    hard_cap: usize,
+}
+
+impl Backlog {
+    /// Accounts for `len` more bytes; `false` if that passes the hard cap.
+    fn add(&self, len: usize) -> bool {
+        self.bytes.fetch_add(len, Ordering::AcqRel) + len <= self.hard_cap
+    }
+    fn sent(&self, len: usize) {
+        self.bytes.fetch_sub(len, Ordering::AcqRel);
+        self.drained.notify_waiters();
+    }
+    async fn below_high_water(&self) {
+        loop {
+            let drained = self.drained.notified();
+            if self.bytes.load(Ordering::Acquire) <= self.high_water {
+                return;
+            }
+            drained.await;
+        }
+    }
+}
+
+async fn serve_client(ws: Ws, shared: &Shared) {
+    let client = shared.hub.new_ide_client_id();
+    tracing::info!(client = client.0, "Claude Code connected");
+    let (sink, mut stream) = ws.split();
+    let (out_tx, out_rx) = mpsc::channel::<Out>(1024);
+    let (hub_tx, hub_rx) = mpsc::channel::<String>(1024);
+    let backlog = Arc::new(Backlog {
+        bytes: AtomicUsize::new(0),
+        drained: Notify::new(),
+        high_water: shared.limits.high_water,
+        hard_cap: shared.limits.hard_cap,
+    });
+    let last_heard = Arc::new(std::sync::Mutex::new(Instant::now()));
+    let writer = tokio::spawn(write_loop(WriterState {
+        sink,
+        out_rx,
+        hub_rx,
+        backlog: backlog.clone(),
+        selection: shared.hub.selection(),
+        debounce: shared.limits.selection_debounce,
+        ping_interval: shared.limits.ping_interval,
+        last_heard: last_heard.clone(),
+    }));
+    let mut reader = Reader {
+        client,
+        shared,
+        out: out_tx,
+        backlog,
+        hub_outbox: Some(hub_tx),
+        attached: false,
+    };
+    while let Some(frame) = stream.next().await {
+        *last_heard.lock().expect("last_heard lock") = Instant::now();
+        let keep_going = match frame {
+            Ok(Message::Text(text)) => reader.text(text.as_bytes()).await,
+            Ok(Message::Binary(_)) => {
+                reader
+                    .close(CloseCode::Unsupported, "binary frames are not used")
+                    .await;
+                false
+            }
+            Ok(Message::Close(_)) => false,
+            Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => true,
+            Err(e) => {
+                let (close, why) = close_for(&e);
+                tracing::info!(client = client.0, "Claude Code connection error: {e}");
+                if let Some(close) = close {
+                    reader.close(close, why).await;
+                }
+                false
+            }
+        };
+        if !keep_going || writer.is_finished() {
+            break;
+        }
+        reader.backlog.below_high_water().await;
+    }
+    if reader.attached {
+        shared.hub.send(Event::IdeDetach { client }).await;
+    }
+    drop(reader);
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    tracing::info!(client = client.0, "Claude Code disconnected");
+}
+
+/// The close code RFC 6455 asks for after a read error, if one can be sent.
+fn close_for(e: &WsError) -> (Option<CloseCode>, &'static str) {
+    use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
+    match e {
+        WsError::Capacity(CapacityError::MessageTooLong { .. }) => {
+            (Some(CloseCode::Size), "message too big")
+        }
+        WsError::Capacity(_) => (Some(CloseCode::Size), "message too big"),
+        WsError::Utf8(_) => (Some(CloseCode::Invalid), "text is not UTF-8"),
+        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => (None, ""),
+        WsError::Protocol(_) => (Some(CloseCode::Protocol), "protocol error"),
+        _ => (None, ""),
+    }
+}
+
+struct Reader<'a> {
+    client: IdeClientId,
+    shared: &'a Shared,
+    out: mpsc::Sender<Out>,
+    backlog: Arc<Backlog>,
+    /// Handed to the hub once the client has initialized.
+    hub_outbox: Option<mpsc::Sender<String>>,
+    attached: bool,
+}
+
+impl Reader<'_> {
+    /// Handles one JSON-RPC text; `false` ends the connection.
+    async fn text(&mut self, bytes: &[u8]) -> bool {
+        let msg = match message::parse(bytes) {
+            Ok(msg) => msg,
+            Err(err) => return self.send(err.to_response()).await,
+        };
+        match msg {
+            RpcMessage::Request { id, method, params } => {
+                let params: Value = serde_json::from_str(params.get()).unwrap_or(Value::Null);
+                self.request(id, &method, params).await
+            }
+            RpcMessage::Notification { method, params } => {
+                match method.as_str() {
+                    "ide_connected" => {
+                        let pid = serde_json::from_str::<Value>(params.get())
+                            .ok()
+                            .and_then(|p| p.get("pid").and_then(Value::as_u64))
+                            .and_then(|p| u32::try_from(p).ok());
+                        tracing::info!(
+                            client = self.client.0,
+                            ?pid,
+                            "Claude Code identified itself"
+                        );
+                        self.shared
+                            .hub
+                            .send(Event::IdeConnected {
+                                client: self.client,
+                                pid,
+                            })
+                            .await;
+                    }
+                    "notifications/initialized" => {}
+                    _ => tracing::debug!(client = self.client.0, %method, "ignoring notification"),
+                }
+                true
+            }
+            RpcMessage::Response { .. } => true,
+        }
+    }
+
+    async fn request(&mut self, id: RequestId, method: &str, params: Value) -> bool {
+        let result = match method {
+            "initialize" => {
+                let result = mcp::initialize_result(&params);
+                if let Some(outbox) = self.hub_outbox.take() {
+                    self.shared
+                        .hub
+                        .send(Event::IdeAttach {
+                            client: self.client,
+                            outbox,
+                        })
+                        .await;
+                    self.attached = true;
+                    let _ = self.out.send(Out::Initialized).await;
+                }
+                Ok(result)
+            }
+            "tools/list" => Ok(mcp::tools_list()),
+            "ping" => Ok(json!({})),
+            "tools/call" => return self.tool_call(id, &params).await,
+            _ => Err(ResponseError::new(
+                code::METHOD_NOT_FOUND,
+                format!("unknown method {method}"),
+            )),
+        };
+        self.send(message::response(&id, &result)).await
+    }
+
+    async fn tool_call(&mut self, id: RequestId, params: &Value) -> bool {
+        let (tool, arguments) = match mcp::prepare_call(params, &self.shared.roots) {
+            ToolCall::Answer(result) => {
+                return self.send(message::response(&id, &Ok(result))).await;
+            }
+            ToolCall::Error(code, why) => {
+                return self
+                    .send(message::response(&id, &Err(ResponseError::new(code, why))))
+                    .await;
+            }
+            ToolCall::Hub { tool, arguments } => (tool, arguments),
+        };
+        let (reply, answer) = oneshot::channel();
+        let event = Event::IdeToolCall {
+            client: self.client,
+            tool,
+            arguments,
+            reply,
+        };
+        if !self.shared.hub.send(event).await {
+            return false;
+        }
+        // Answered in its own task: a tool that waits for the user must not
+        // stop this client's other requests.
+        let out = self.out.clone();
+        let backlog = self.backlog.clone();
+        tokio::spawn(async move {
+            let result = answer.await.unwrap_or_else(|_| {
+                Err(ResponseError::new(
+                    code::REQUEST_FAILED,
+                    "the workspace is shutting down",
+                ))
+            });
+            let body = String::from_utf8(message::response(&id, &result)).expect("JSON is UTF-8");
+            if backlog.add(body.len()) {
+                let _ = out.send(Out::Text(body)).await;
+            } else {
+                let _ = out
+                    .send(Out::Close(CloseCode::Policy, "client does not read"))
+                    .await;
+            }
+        });
+        true
+    }
+
+    async fn send(&self, body: Vec<u8>) -> bool {
+        let body = String::from_utf8(body).expect("JSON is UTF-8");
+        if !self.backlog.add(body.len()) {
+            tracing::warn!(
+                client = self.client.0,
+                "Claude Code client does not read; dropping it"
+            );
+            return false;
+        }
+        self.out.send(Out::Text(body)).await.is_ok()
+    }
+
+    async fn close(&self, code: CloseCode, why: &'static str) {
+        let _ = self.out.send(Out::Close(code, why)).await;
+    }
+}
+
+struct WriterState {
+    sink: futures_util::stream::SplitSink<Ws, Message>,
+    out_rx: mpsc::Receiver<Out>,
+    hub_rx: mpsc::Receiver<String>,
+    backlog: Arc<Backlog>,
+    selection: tokio::sync::watch::Receiver<Option<Value>>,
+    debounce: Duration,
+    ping_interval: Duration,
+    last_heard: Arc<std::sync::Mutex<Instant>>,
+}
+
+async fn write_loop(mut w: WriterState) {
+    let mut initialized = false;
+    let mut selection_due: Option<Instant> = None;
+    let mut last_selection: Option<Value> = None;
+    let mut ping = tokio::time::interval_at(Instant::now() + w.ping_interval, w.ping_interval);
+    let mut ping_sent_at: Option<Instant> = None;
+    loop {
+        let due = selection_due;
+        tokio::select! {
+            out = w.out_rx.recv() => match out {
+                Some(Out::Text(text)) => {
+                    let len = text.len();
+                    let sent = w.sink.send(Message::text(text)).await;
+                    w.backlog.sent(len);
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+                Some(Out::Initialized) => {
+                    initialized = true;
+                    selection_due = Some(Instant::now() + w.debounce);
+                }
+                Some(Out::Close(code, reason)) => {
+                    let _ = w.sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+                    return;
+                }
+                None => {
+                    let _ = w.sink.close().await;
+                    return;
+                }
+            },
+            Some(text) = w.hub_rx.recv() => {
+                if w.sink.send(Message::text(text)).await.is_err() {
+                    return;
+                }
+            }
+            changed = w.selection.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                if initialized && selection_due.is_none() {
+                    selection_due = Some(Instant::now() + w.debounce);
+                }
+            }
+            () = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => {
+                selection_due = None;
+                let current = w.selection.borrow_and_update().clone();
+                if let Some(params) = current.filter(|c| Some(c) != last_selection.as_ref()) {
+                    let body = String::from_utf8(message::notification("selection_changed", params.clone())).expect("UTF-8");
+                    if w.sink.send(Message::text(body)).await.is_err() {
+                        return;
+                    }
+                    last_selection = Some(params);
+                }
+            }
+            _ = ping.tick() => {
+                let heard = *w.last_heard.lock().expect("last_heard lock");
+                if ping_sent_at.is_some_and(|sent| heard < sent) {
+                    tracing::info!("Claude Code client silent for a ping interval; dropping it");
+                    return;
+                }
+                if w.sink.send(Message::Ping(Vec::new().into())).await.is_err() {
+                    return;
+                }
+                ping_sent_at = Some(Instant::now());
+            }
+        }
+    }
+}
+
+/// A stream that first replays bytes already read (the request head).
+struct Prefixed<S> {
+    prefix: Vec<u8>,
+    pos: usize,
+    inner: S,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.pos < this.prefix.len() {
+            let n = (this.prefix.len() - this.pos).min(buf.remaining());
+            buf.put_slice(&this.prefix[this.pos..this.pos + n]);
+            this.pos += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}

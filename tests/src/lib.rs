@@ -103,11 +103,17 @@ impl Sandbox {
     /// Starts `moonkale-service serve` on the workspace and waits until it
     /// has published its info file.
     pub async fn start_service(&self, extra: &[&str]) -> Service {
+        self.start_service_with_env(extra, &[]).await
+    }
+
+    /// [`Self::start_service`] with extra environment variables.
+    pub async fn start_service_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Service {
         let mut cmd = self.command("moonkale-service");
         cmd.arg("serve")
             .arg("--workspace")
             .arg(&self.workspace)
             .args(extra);
+        cmd.envs(env.iter().copied());
         // The service's log stays in the sandbox (and would show a leaked token).
         let log = std::fs::File::create(self.root.join("service.log")).expect("service log");
         cmd.env("MOONKALE_LOG", "debug")
@@ -369,4 +375,164 @@ pub fn editor<'a>(status: &'a Value, client: &str) -> &'a Value {
         .as_array()
         .and_then(|eds| eds.iter().find(|e| e["client"] == client))
         .unwrap_or_else(|| panic!("no editor {client} in {status:#}"))
+}
+
+/// The lock file a service wrote for Claude Code, and its JSON.
+pub fn ide_lock(sb: &Sandbox, service: &Service) -> (u16, Value) {
+    let port = service
+        .info
+        .ide_port
+        .expect("the service runs an IDE server");
+    let path = sb
+        .home
+        .join(".claude")
+        .join("ide")
+        .join(format!("{port}.lock"));
+    let json =
+        serde_json::from_slice(&std::fs::read(&path).expect("lock file")).expect("lock JSON");
+    (port, json)
+}
+
+type WsStream =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A Claude Code stand-in on the IDE WebSocket: sends JSON-RPC, reads
+/// replies and notifications, answers pings (by reading).
+pub struct IdeClient {
+    pub ws: WsStream,
+    next_id: i64,
+    /// Notifications that arrived while waiting for a response.
+    pub notifications: Vec<Value>,
+}
+
+impl IdeClient {
+    /// Connects with the token and the `mcp` subprotocol, as the CLI does.
+    pub async fn connect(port: u16, token: &str) -> IdeClient {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = format!("ws://127.0.0.1:{port}")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("X-Claude-Code-Ide-Authorization", token.parse().unwrap());
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", "mcp".parse().unwrap());
+        let (ws, resp) = tokio_tungstenite::connect_async(req)
+            .await
+            .expect("IDE handshake");
+        assert_eq!(
+            resp.headers()
+                .get("sec-websocket-protocol")
+                .map(|v| v.to_str().unwrap()),
+            Some("mcp")
+        );
+        IdeClient {
+            ws,
+            next_id: 0,
+            notifications: Vec::new(),
+        }
+    }
+
+    pub async fn send(&mut self, msg: Value) {
+        use futures_util::SinkExt;
+        self.ws
+            .send(tokio_tungstenite::tungstenite::Message::text(
+                msg.to_string(),
+            ))
+            .await
+            .expect("send");
+    }
+
+    pub async fn send_text(&mut self, text: &str) {
+        use futures_util::SinkExt;
+        self.ws
+            .send(tokio_tungstenite::tungstenite::Message::text(text))
+            .await
+            .expect("send");
+    }
+
+    /// The next JSON-RPC message; `None` once the server closed.
+    pub async fn try_recv(&mut self) -> Option<Value> {
+        use futures_util::StreamExt;
+        loop {
+            let frame = tokio::time::timeout(TIMEOUT, self.ws.next())
+                .await
+                .expect("timed out waiting for the IDE server");
+            match frame? {
+                Ok(tokio_tungstenite::tungstenite::Message::Text(t)) => {
+                    return Some(serde_json::from_str(&t).expect("JSON"));
+                }
+                Ok(tokio_tungstenite::tungstenite::Message::Close(_)) | Err(_) => return None,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    pub async fn recv(&mut self) -> Value {
+        self.try_recv()
+            .await
+            .expect("the IDE server closed the connection")
+    }
+
+    /// Sends a request and returns the whole response, keeping notifications aside.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let msg = self.recv().await;
+            if msg.get("id") == Some(&json!(id)) && msg.get("method").is_none() {
+                return msg;
+            }
+            self.notifications.push(msg);
+        }
+    }
+
+    /// `tools/call` and its `result` (failing on a JSON-RPC error).
+    pub async fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        let resp = self
+            .request("tools/call", json!({"name": name, "arguments": arguments}))
+            .await;
+        assert!(resp.get("error").is_none(), "{name} failed: {resp}");
+        resp["result"].clone()
+    }
+
+    /// The CLI's opening: initialize, initialized, ide_connected.
+    pub async fn initialize(&mut self, version: &str) -> Value {
+        let resp = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": version, "capabilities": {"roots": {"listChanged": true}},
+                       "clientInfo": {"name": "claude-code", "version": "2.1.332"}}),
+            )
+            .await;
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        self.send(json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": std::process::id()}})).await;
+        resp["result"].clone()
+    }
+
+    /// Waits for the next notification named `method`.
+    pub async fn notification(&mut self, method: &str) -> Value {
+        if let Some(i) = self
+            .notifications
+            .iter()
+            .position(|n| n["method"] == method)
+        {
+            return self.notifications.remove(i);
+        }
+        loop {
+            let msg = self.recv().await;
+            if msg["method"] == method {
+                return msg;
+            }
+            self.notifications.push(msg);
+        }
+    }
+}
+
+/// The text of a `CallToolResult`'s first item, parsed as JSON.
+pub fn tool_json(result: &Value) -> Value {
+    serde_json::from_str(result["content"][0]["text"].as_str().expect("text item"))
+        .expect("JSON text")
 }

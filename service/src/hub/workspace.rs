@@ -802,6 +802,21 @@ impl Workspace {
         }
     }
 
+    /// Sends a request to an editor without waiting for its answer (the
+    /// connection drops responses to our requests).
+    fn request_editor(&mut self, editor: EditorId, method: &str, params: Value) {
+        self.clock += 1;
+        let id = message::RequestId::String(format!("moonkale-{}", self.clock));
+        if let Some(ed) = self.editors.get(&editor)
+            && ed
+                .outbox
+                .try_send(message::request(&id, method, params))
+                .is_err()
+        {
+            tracing::debug!(editor = editor.0, %method, "outbox full; request dropped");
+        }
+    }
+
     /// Logs a protocol violation and tells the editor, which may not know
     /// that we stopped trusting its stream.
     fn violation(&mut self, editor: EditorId, what: String) {

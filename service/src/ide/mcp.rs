@@ -76,6 +76,32 @@ pub fn tools_list() -> Value {
     ]})
 }
 
+/// Largest file `openFile` reads to find its selection text.
+const MAX_READ: u64 = 16 << 20;
+
+/// Reads a confined regular file without following a final symlink or
+/// blocking on a FIFO, up to [`MAX_READ`] bytes.
+fn read_capped(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot check {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("not a regular file: {}", path.display()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_READ)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// What to do with a `tools/call`.
 pub enum ToolCall {
     /// Answer now with this `CallToolResult`.
@@ -188,6 +214,12 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                 Ok(path) if path.is_file() => {
                     let mut args = args.clone();
                     args["filePath"] = json!(path);
+                    // The hub searches the editor's buffer when the file is
+                    // open; it does no IO, so it gets the file's text too.
+                    match read_capped(&path) {
+                        Ok(text) => args["fileText"] = json!(text),
+                        Err(why) => return ToolCall::Answer(hub::error_result(why)),
+                    }
                     ToolCall::Hub {
                         tool: name.into(),
                         arguments: args,

@@ -267,6 +267,7 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         ping_interval: shared.limits.ping_interval,
         last_heard: last_heard.clone(),
     }));
+    let mut writer = writer;
     let mut reader = Reader {
         client,
         shared,
@@ -275,7 +276,17 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         hub_outbox: Some(hub_tx),
         attached: false,
     };
-    while let Some(frame) = stream.next().await {
+    let mut writer_done = false;
+    loop {
+        let frame = tokio::select! {
+            frame = stream.next() => frame,
+            // The writer gave up (a silent client, a failed write): so do we.
+            _ = &mut writer => {
+                writer_done = true;
+                break;
+            }
+        };
+        let Some(frame) = frame else { break };
         *last_heard.lock().expect("last_heard lock") = Instant::now();
         let keep_going = match frame {
             Ok(Message::Text(text)) => reader.text(text.as_bytes()).await,
@@ -296,7 +307,7 @@ async fn serve_client(ws: Ws, shared: &Shared) {
                 false
             }
         };
-        if !keep_going || writer.is_finished() {
+        if !keep_going {
             break;
         }
         reader.backlog.below_high_water().await;
@@ -305,7 +316,9 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         shared.hub.send(Event::IdeDetach { client }).await;
     }
     drop(reader);
-    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    if !writer_done {
+        let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    }
     tracing::info!(client = client.0, "Claude Code disconnected");
 }
 

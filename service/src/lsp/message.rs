@@ -129,6 +129,8 @@ impl ParseError {
 #[derive(Deserialize)]
 struct Envelope {
     jsonrpc: Option<String>,
+    /// `Some(Null)` for `"id": null`, `None` when absent.
+    #[serde(default, deserialize_with = "present")]
     id: Option<Value>,
     method: Option<Value>,
     params: Option<Params>,
@@ -152,6 +154,12 @@ pub fn parse(body: &[u8]) -> Result<Message, ParseError> {
         },
         _ => ParseError::Parse(format!("body is not JSON: {e}")),
     })?;
+    if env.method.is_some() && env.id == Some(Value::Null) {
+        return Err(ParseError::Invalid {
+            id: None,
+            why: "a request id cannot be null".into(),
+        });
+    }
     let id = match env.id.as_ref().filter(|v| !v.is_null()) {
         None => None,
         Some(v) => Some(RequestId::from_json(v).ok_or_else(|| ParseError::Invalid {

@@ -107,6 +107,7 @@ impl Workspace {
                     ),
                 }
             }
+            "openFile" => self.open_file(&path_arg("filePath")?, args),
             _ => {
                 return Err(ResponseError::new(
                     code::METHOD_NOT_FOUND,
@@ -114,6 +115,105 @@ impl Workspace {
                 ));
             }
         })
+    }
+
+    /// `openFile`: shows the file in the active editor (`window/showDocument`),
+    /// selecting the text between `startText` and `endText` when given (empty
+    /// strings count as absent, as old CLIs send them). The text searched is
+    /// the editor's buffer, else the file's contents the adapter read.
+    fn open_file(&mut self, path: &Path, args: &Value) -> Value {
+        let Ok(uri) = Url::from_file_path(path) else {
+            return error_result("not a file path");
+        };
+        let non_empty = |k: &str| {
+            args.get(k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        let (start_text, end_text) = (non_empty("startText"), non_empty("endText"));
+        let to_eol = args
+            .get("selectToEndOfLine")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let frontmost = args
+            .get("makeFrontmost")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        let rope = match self.latest(&uri) {
+            Some((_, open)) => open.doc.text().clone(),
+            None => ropey::Rope::from_str(
+                args.get("fileText")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            ),
+        };
+        let text = rope.to_string();
+        let mut message = format!("Opened file: {}", path.display());
+        let mut range = None;
+        if let Some(start) = start_text {
+            match text.find(start) {
+                None => message = format!("Opened file, but text \"{start}\" not found"),
+                Some(from) => {
+                    let mut to = from + start.len();
+                    message = format!("Opened file and selected text \"{start}\"");
+                    if let Some(end) = end_text {
+                        match text[to..].find(end) {
+                            Some(at) => {
+                                to += at + end.len();
+                                message = format!(
+                                    "Opened file and selected text from \"{start}\" to \"{end}\""
+                                );
+                            }
+                            None => {
+                                message = format!(
+                                    "Opened file and positioned at \"{start}\" (end text \"{end}\" not found)"
+                                )
+                            }
+                        }
+                    }
+                    if to_eol {
+                        to += text[to..].find(['\n', '\r']).unwrap_or(text.len() - to);
+                    }
+                    range = Some((rope.byte_to_char(from), rope.byte_to_char(to)));
+                }
+            }
+        }
+        let target = self
+            .editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor)
+            .max_by_key(|(_, ed)| ed.last_active)
+            .map(|(id, ed)| (*id, ed.info.encoding));
+        if let Some((editor, encoding)) = target {
+            let mut params = json!({"uri": uri, "takeFocus": frontmost});
+            if let Some((from, to)) = range {
+                let pos = |c: usize| {
+                    let p = to_wire(
+                        &rope,
+                        crate::core::position::clamp_char_idx(&rope, c),
+                        encoding,
+                    );
+                    json!({"line": p.line, "character": p.character})
+                };
+                params["selection"] = json!({"start": pos(from), "end": pos(to)});
+            }
+            self.request_editor(editor, "window/showDocument", params);
+        }
+        if !frontmost {
+            let open = self.latest(&uri).map(|(_, o)| o);
+            return json_result(&json!({
+                "success": true,
+                "filePath": path,
+                "fileUrl": display_url(&uri),
+                "message": message,
+                "languageId": open.map(|o| o.doc.language_id()).unwrap_or(""),
+                "lineCount": rope.len_lines(),
+                "isDirty": open.is_some_and(|o| o.doc.is_dirty()),
+                "isUntitled": false,
+                "isClosed": open.is_none(),
+            }));
+        }
+        text_result(message)
     }
 
     /// The buffer of `path` in the editor that touched it last.

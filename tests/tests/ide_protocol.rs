@@ -867,3 +867,385 @@ async fn n4_at_mentioned_is_queued_until_a_client_connects() {
         json!({"filePath": sb.workspace.join("src/main.rs")})
     );
 }
+
+/// The CLI's openDiff call for `path`.
+fn open_diff(path: &str, contents: &str, tab: &str) -> Value {
+    json!({"old_file_path": path, "new_file_path": path, "new_file_contents": contents, "tab_name": tab})
+}
+
+/// Sends openDiff without waiting (it answers only when the user decides).
+/// Use ids of 50 and up: `IdeClient::request` numbers its own from 1.
+async fn start_open_diff(c: &mut IdeClient, id: i64, args: Value) {
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+}
+
+/// Waits for the response with `id`.
+async fn response(c: &mut IdeClient, id: i64) -> Value {
+    if let Some(i) = c.notifications.iter().position(|m| m["id"] == id) {
+        return c.notifications.remove(i);
+    }
+    loop {
+        let msg = c.recv().await;
+        if msg["id"] == id {
+            return msg;
+        }
+        c.notifications.push(msg);
+    }
+}
+
+/// The next request the service sends the editor with `method`.
+async fn server_request(ed: &mut RawLsp, method: &str) -> Value {
+    if let Some(i) = ed.notifications.iter().position(|m| m["method"] == method) {
+        return ed.notifications.remove(i);
+    }
+    loop {
+        let msg = ed.recv().await;
+        if msg["method"] == method {
+            return msg;
+        }
+        ed.notifications.push(msg);
+    }
+}
+
+/// The proposal document the editor was asked to show, opened in the editor.
+async fn open_proposal(ed: &mut RawLsp) -> (String, String) {
+    let show = server_request(ed, "window/showDocument").await;
+    let uri = show["params"]["uri"].as_str().unwrap().to_owned();
+    assert!(uri.contains("/.moonkale/proposals/"), "{uri}");
+    let path = uri.strip_prefix("file://").unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    ed.did_open(&uri, 1, &text).await;
+    (uri, text)
+}
+
+fn texts(result: &Value) -> Vec<String> {
+    result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// T2: openDiff waits for the user; the proposal opens in the editor, the
+/// user tweaks it and accepts: FILE_SAVED with the tweaked text, trailing
+/// newline kept; the editor's unmodified buffer of the target gets the same
+/// text; the proposal file is cleaned up.
+#[tokio::test]
+async fn t2_open_diff_accept_with_a_tweak() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("src/main.rs");
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    std::fs::write(&target, "fn main() {\n    old();\n}\n").unwrap();
+    let (svc, port, token) = service(&sb).await;
+    let (mut ed, target_uri) = editor(&svc, &sb, "acceptor", "fn main() {\n    old();\n}\n").await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    let tab = "✻ [Claude Code] main.rs (abc123) ⧉";
+    start_open_diff(
+        &mut c,
+        50,
+        open_diff(
+            target.to_str().unwrap(),
+            "fn main() {\n    new();\n}\n",
+            tab,
+        ),
+    )
+    .await;
+    let (uri, text) = open_proposal(&mut ed).await;
+    assert_eq!(text, "fn main() {\n    new();\n}\n");
+    // Still pending: a ping is answered first.
+    assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
+    ed.did_change(&uri, 2, [1, 4, 1, 7], "newer").await;
+    let actions = ed
+        .call("textDocument/codeAction", json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "context": {"diagnostics": []}}))
+        .await;
+    let accept = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["command"]["command"] == "moonkale.acceptProposal")
+        .unwrap()
+        .clone();
+    assert_eq!(accept["title"], "Accept Claude Code's edit to main.rs");
+    ed.call("workspace/executeCommand", json!({"command": accept["command"]["command"], "arguments": accept["command"]["arguments"]})).await;
+    let answer = response(&mut c, 50).await;
+    assert_eq!(
+        texts(&answer["result"]),
+        vec![
+            "FILE_SAVED".to_owned(),
+            "fn main() {\n    newer();\n}\n".to_owned()
+        ]
+    );
+    let sync = server_request(&mut ed, "workspace/applyEdit").await;
+    let edit = &sync["params"]["edit"]["changes"][&target_uri][0];
+    assert_eq!(edit["newText"], "fn main() {\n    newer();\n}\n");
+    assert_eq!(edit["range"]["end"], json!({"line": 3, "character": 0}));
+    let dir = std::path::Path::new(uri.strip_prefix("file://").unwrap())
+        .parent()
+        .unwrap()
+        .to_owned();
+    moonkale_tests::wait_until("the proposal to be cleaned up", || {
+        let gone = !dir.exists();
+        async move { gone.then_some(()) }
+    })
+    .await;
+    assert_eq!(
+        c.tool("close_tab", json!({"tab_name": tab})).await["content"][0]["text"],
+        "TAB_CLOSED"
+    );
+}
+
+/// T3: reject from the command (no argument: the newest proposal):
+/// DIFF_REJECTED with the tab name, and the file is untouched.
+#[tokio::test]
+async fn t3_open_diff_reject() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("a.txt");
+    std::fs::write(&target, "one\n").unwrap();
+    let (svc, port, token) = service(&sb).await;
+    let (mut ed, _) = editor(&svc, &sb, "rejector", "x").await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    start_open_diff(
+        &mut c,
+        7,
+        open_diff(target.to_str().unwrap(), "two\n", "tab-r"),
+    )
+    .await;
+    open_proposal(&mut ed).await;
+    ed.call(
+        "workspace/executeCommand",
+        json!({"command": "moonkale.rejectProposal", "arguments": []}),
+    )
+    .await;
+    let answer = response(&mut c, 7).await;
+    assert_eq!(texts(&answer["result"]), vec!["DIFF_REJECTED", "tab-r"]);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "one\n");
+    let none = ed
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.rejectProposal", "arguments": []}),
+        )
+        .await;
+    assert!(none.get("error").is_some(), "nothing left to reject");
+}
+
+/// T4, T7: close_tab while pending answers that openDiff DIFF_REJECTED and
+/// itself TAB_CLOSED; closeAllDiffTabs rejects every pending one and counts.
+#[tokio::test]
+async fn t4_t7_closing_pending_diffs() {
+    let sb = Sandbox::new();
+    let (_svc, port, token) = service(&sb).await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    let path = |n: &str| sb.workspace.join(n).display().to_string();
+    start_open_diff(&mut c, 101, open_diff(&path("a"), "a\n", "tab-a")).await;
+    assert_eq!(
+        c.tool("close_tab", json!({"tab_name": "tab-a"})).await["content"][0]["text"],
+        "TAB_CLOSED"
+    );
+    assert_eq!(
+        texts(&response(&mut c, 101).await["result"]),
+        vec!["DIFF_REJECTED", "tab-a"]
+    );
+    start_open_diff(&mut c, 102, open_diff(&path("b"), "b\n", "tab-b")).await;
+    start_open_diff(&mut c, 103, open_diff(&path("c"), "c\n", "tab-c")).await;
+    assert_eq!(
+        c.tool("closeAllDiffTabs", json!({})).await["content"][0]["text"],
+        "CLOSED_2_DIFF_TABS"
+    );
+    assert_eq!(
+        texts(&response(&mut c, 102).await["result"])[0],
+        "DIFF_REJECTED"
+    );
+    assert_eq!(
+        texts(&response(&mut c, 103).await["result"])[0],
+        "DIFF_REJECTED"
+    );
+    assert_eq!(
+        c.tool("closeAllDiffTabs", json!({})).await["content"][0]["text"],
+        "CLOSED_0_DIFF_TABS"
+    );
+}
+
+/// T5: a CLI that disconnects while its diff is pending has the proposal
+/// withdrawn (its document removed); the editor can no longer accept it.
+#[tokio::test]
+async fn t5_client_disconnect_withdraws_its_diffs() {
+    let sb = Sandbox::new();
+    let (svc, port, token) = service(&sb).await;
+    let (mut ed, _) = editor(&svc, &sb, "watcher", "x").await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    start_open_diff(
+        &mut c,
+        9,
+        open_diff(
+            &sb.workspace.join("n.txt").display().to_string(),
+            "n\n",
+            "tab-n",
+        ),
+    )
+    .await;
+    let (uri, _) = open_proposal(&mut ed).await;
+    drop(c);
+    let path = std::path::PathBuf::from(uri.strip_prefix("file://").unwrap());
+    moonkale_tests::wait_until("the withdrawn proposal to be removed", || {
+        let gone = !path.exists();
+        async move { gone.then_some(()) }
+    })
+    .await;
+    let late = ed
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.acceptProposal", "arguments": [uri]}),
+        )
+        .await;
+    assert!(late.get("error").is_some(), "{late}");
+}
+
+/// T6: a proposal for a file that does not exist yet diffs against nothing,
+/// and accepting returns its contents; nothing is written by the service.
+#[tokio::test]
+async fn t6_new_file_proposal() {
+    let sb = Sandbox::new();
+    let (svc, port, token) = service(&sb).await;
+    let (mut ed, _) = editor(&svc, &sb, "creator", "x").await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    let target = sb.workspace.join("brand/new.rs");
+    start_open_diff(
+        &mut c,
+        4,
+        open_diff(target.to_str().unwrap(), "pub fn x() {}\n", "tab-new"),
+    )
+    .await;
+    let (uri, _) = open_proposal(&mut ed).await;
+    let actions = ed
+        .call("textDocument/codeAction", json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}))
+        .await;
+    assert!(
+        actions
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["command"]["command"] == "moonkale.revertHunk"),
+        "{actions}"
+    );
+    ed.call(
+        "workspace/executeCommand",
+        json!({"command": "moonkale.acceptProposal", "arguments": ["tab-new"]}),
+    )
+    .await;
+    assert_eq!(
+        texts(&response(&mut c, 4).await["result"]),
+        vec!["FILE_SAVED", "pub fn x() {}\n"]
+    );
+    assert!(!target.exists(), "the CLI writes the file, not the service");
+}
+
+/// Hunks: of two changes, the user reverts one in the proposal (a code
+/// action on it, applied by the editor) and accepts: the answer keeps the
+/// other change only.
+#[tokio::test]
+async fn accepting_some_hunks_and_reverting_others() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("h.txt");
+    let old: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&target, &old).unwrap();
+    let (svc, port, token) = service(&sb).await;
+    let (mut ed, _) = editor(&svc, &sb, "hunker", "x").await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    let proposed = old
+        .replace("line 2\n", "LINE TWO\n")
+        .replace("line 9\n", "LINE NINE\n");
+    start_open_diff(
+        &mut c,
+        5,
+        open_diff(target.to_str().unwrap(), &proposed, "tab-h"),
+    )
+    .await;
+    let (uri, _) = open_proposal(&mut ed).await;
+    let at = |line: u32| json!({"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}});
+    let actions = ed
+        .call(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": at(1), "context": {"diagnostics": []}}),
+        )
+        .await;
+    let revert = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["command"]["command"] == "moonkale.revertHunk")
+        .unwrap()
+        .clone();
+    assert_eq!(revert["command"]["arguments"][1], 0);
+    ed.call(
+        "workspace/executeCommand",
+        json!({"command": "moonkale.revertHunk", "arguments": revert["command"]["arguments"]}),
+    )
+    .await;
+    let apply = server_request(&mut ed, "workspace/applyEdit").await;
+    let edit = apply["params"]["edit"]["changes"][&uri][0].clone();
+    assert_eq!(
+        edit,
+        json!({"range": {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 0}}, "newText": "line 2\n"})
+    );
+    // The editor applies it, says so, and reports the change.
+    ed.send(json!({"jsonrpc": "2.0", "id": apply["id"], "result": {"applied": true}}))
+        .await;
+    ed.did_change(&uri, 2, [1, 0, 2, 0], "line 2\n").await;
+    ed.call(
+        "workspace/executeCommand",
+        json!({"command": "moonkale.acceptProposal", "arguments": [uri]}),
+    )
+    .await;
+    let want = old.replace("line 9\n", "LINE NINE\n");
+    assert_eq!(
+        texts(&response(&mut c, 5).await["result"]),
+        vec!["FILE_SAVED".to_owned(), want]
+    );
+}
+
+/// Editors with `window.showMessage` get Accept/Reject buttons; clicking
+/// Accept answers the diff.
+#[tokio::test]
+async fn accept_button_of_show_message_request() {
+    let sb = Sandbox::new();
+    let (svc, port, token) = service(&sb).await;
+    let mut ed = svc.connect().await;
+    ed.call(
+        "initialize",
+        json!({"clientInfo": {"name": "Neovim"}, "capabilities": {"window": {"showMessage": {"messageActionItem": {"additionalPropertiesSupport": true}}, "showDocument": {"support": true}}}}),
+    )
+    .await;
+    ed.notify("initialized", json!({})).await;
+    ed.barrier().await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    start_open_diff(
+        &mut c,
+        6,
+        open_diff(
+            &sb.workspace.join("b.txt").display().to_string(),
+            "b\n",
+            "tab-b",
+        ),
+    )
+    .await;
+    let ask = server_request(&mut ed, "window/showMessageRequest").await;
+    assert_eq!(
+        ask["params"]["actions"],
+        json!([{"title": "Accept"}, {"title": "Reject"}])
+    );
+    ed.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"title": "Accept"}}))
+        .await;
+    assert_eq!(
+        texts(&response(&mut c, 6).await["result"]),
+        vec!["FILE_SAVED", "b\n"]
+    );
+}

@@ -30,8 +30,8 @@ pub use status::{
     render as render_status,
 };
 pub use workspace::{
-    MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES, SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND,
-    error_result, lenient_file_url, text_result,
+    ACCEPT_COMMAND, MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES, REJECT_COMMAND, REVERT_HUNK_COMMAND,
+    SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result,
 };
 
 /// How many events may wait for the hub before senders are slowed down.
@@ -70,6 +70,9 @@ pub struct EditorInfo {
     pub transport: Transport,
     pub encoding: PositionEncoding,
     pub role: Role,
+    /// The editor advertised `window.showMessage`, so it can show
+    /// `window/showMessageRequest` buttons (Helix cannot).
+    pub shows_message_buttons: bool,
 }
 
 /// Serialized JSON-RPC bodies on their way to one editor. Bounded: the hub
@@ -100,6 +103,12 @@ pub enum Event {
         method: String,
         params: Params,
         reply: Reply,
+    },
+    /// An editor answered a request we sent it (`window/showMessageRequest`).
+    EditorResponse {
+        editor: EditorId,
+        id: crate::lsp::message::RequestId,
+        result: Result<Value, ResponseError>,
     },
     /// A Claude Code CLI finished its MCP handshake; `outbox` takes whole
     /// JSON-RPC texts (notifications such as `at_mentioned`).
@@ -137,6 +146,9 @@ impl std::fmt::Debug for Event {
                 write!(f, "Notification({}, {method})", editor.0)
             }
             Event::Request { editor, method, .. } => write!(f, "Request({}, {method})", editor.0),
+            Event::EditorResponse { editor, id, .. } => {
+                write!(f, "EditorResponse({}, {id:?})", editor.0)
+            }
             Event::IdeAttach { client, .. } => write!(f, "IdeAttach({})", client.0),
             Event::IdeDetach { client } => write!(f, "IdeDetach({})", client.0),
             Event::IdeConnected { client, pid } => write!(f, "IdeConnected({}, {pid:?})", client.0),

@@ -15,8 +15,10 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 mod ide;
+mod proposals;
 
 pub use ide::{SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result};
+pub use proposals::{ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND};
 
 use super::diagnostics::{DiagnosticsStore, SourceDiagnostics};
 use super::status::{DocumentStatus, EditorStatus, SelectionStatus, Status};
@@ -62,6 +64,10 @@ pub(super) struct Workspace {
     ide_clients: BTreeMap<IdeClientId, IdeClient>,
     /// `at_mentioned` notifications waiting for a CLI to connect.
     mention_queue: Vec<String>,
+    /// Edits Claude Code proposed (`openDiff`) that the user has not decided.
+    proposals: Vec<proposals::Proposal>,
+    /// Requests we sent editors whose answers decide a proposal.
+    awaited_answers: HashMap<(EditorId, message::RequestId), u64>,
     /// The active editor's selection as `selection_changed` params.
     selection_tx: tokio::sync::watch::Sender<Option<Value>>,
 }
@@ -118,6 +124,8 @@ impl Workspace {
             version_waiters: Vec::new(),
             ide_clients: BTreeMap::new(),
             mention_queue: Vec::new(),
+            proposals: Vec::new(),
+            awaited_answers: HashMap::new(),
             selection_tx,
         }
     }
@@ -142,6 +150,10 @@ impl Workspace {
             Event::IdeAttach { client, outbox } => self.ide_attach(client, outbox),
             Event::IdeDetach { client } => {
                 self.ide_clients.remove(&client);
+                self.withdraw_proposals_of(client);
+            }
+            Event::EditorResponse { editor, id, result } => {
+                self.editor_response(editor, id, result)
             }
             Event::IdeConnected { client, pid } => {
                 if let Some(c) = self.ide_clients.get_mut(&client) {
@@ -149,20 +161,29 @@ impl Workspace {
                 }
             }
             Event::IdeToolCall {
-                client: _,
+                client,
                 tool,
                 arguments,
                 reply,
             } => {
-                let answer = catch_unwind(AssertUnwindSafe(|| self.ide_tool(&tool, &arguments)))
-                    .unwrap_or_else(|_| {
-                        tracing::error!(%tool, "IDE tool handler panicked");
-                        Err(ResponseError::new(
-                            code::INTERNAL_ERROR,
-                            format!("internal error in {tool}"),
-                        ))
-                    });
-                let _ = reply.send(answer);
+                let mut slot = Some(reply);
+                let answer = catch_unwind(AssertUnwindSafe(|| {
+                    if tool == "openDiff" {
+                        self.open_diff(client, &arguments, &mut slot)
+                    } else {
+                        Some(self.ide_tool(client, &tool, &arguments))
+                    }
+                }))
+                .unwrap_or_else(|_| {
+                    tracing::error!(%tool, "IDE tool handler panicked");
+                    Some(Err(ResponseError::new(
+                        code::INTERNAL_ERROR,
+                        format!("internal error in {tool}"),
+                    )))
+                });
+                if let (Some(answer), Some(reply)) = (answer, slot) {
+                    let _ = reply.send(answer);
+                }
             }
             Event::Attach {
                 editor,
@@ -515,7 +536,8 @@ impl Workspace {
         if uri.scheme() != "file" {
             return Ok(json!([]));
         }
-        Ok(json!([{
+        let mut actions = self.proposal_actions(&uri, &p.range);
+        actions.push(json!({
             "title": "Send selection to Claude Code",
             "kind": "source",
             "command": {
@@ -523,7 +545,8 @@ impl Workspace {
                 "command": SEND_TO_CLAUDE_COMMAND,
                 "arguments": [uri, p.range],
             },
-        }]))
+        }));
+        Ok(Value::Array(actions))
     }
 
     /// Requests that carry the editor's cursor: we have nothing to add to the
@@ -573,6 +596,9 @@ impl Workspace {
         let p: lsp_types::ExecuteCommandParams = parse_params(&params)?;
         if p.command == SEND_TO_CLAUDE_COMMAND {
             return self.send_to_claude(editor, &p.arguments);
+        }
+        if [ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND].contains(&p.command.as_str()) {
+            return self.proposal_command(editor, &p.command, &p.arguments);
         }
         if p.command != SELECTION_COMMAND {
             return Err(ResponseError::invalid_params(format!(
@@ -802,9 +828,14 @@ impl Workspace {
         }
     }
 
-    /// Sends a request to an editor without waiting for its answer (the
-    /// connection drops responses to our requests).
-    fn request_editor(&mut self, editor: EditorId, method: &str, params: Value) {
+    /// Sends a request to an editor; its answer comes back as an
+    /// `EditorResponse` event with the returned id.
+    fn request_editor(
+        &mut self,
+        editor: EditorId,
+        method: &str,
+        params: Value,
+    ) -> message::RequestId {
         self.clock += 1;
         let id = message::RequestId::String(format!("moonkale-{}", self.clock));
         if let Some(ed) = self.editors.get(&editor)
@@ -814,6 +845,19 @@ impl Workspace {
                 .is_err()
         {
             tracing::debug!(editor = editor.0, %method, "outbox full; request dropped");
+        }
+        id
+    }
+
+    /// Sends a notification to an editor (dropped if it does not read).
+    fn notify_editor(&self, editor: EditorId, method: &str, params: Value) {
+        if let Some(ed) = self.editors.get(&editor)
+            && ed
+                .outbox
+                .try_send(message::notification(method, params))
+                .is_err()
+        {
+            tracing::debug!(editor = editor.0, %method, "outbox full; notification dropped");
         }
     }
 
@@ -920,6 +964,7 @@ mod tests {
             transport: Transport::Unix,
             encoding: PositionEncoding::Utf16,
             role: Role::Editor,
+            shows_message_buttons: false,
         };
         ws.handle(Event::Attach {
             editor: EditorId(id),

@@ -102,14 +102,58 @@ fn read_capped(path: &std::path::Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// Writes a proposal document: `<root>/.moonkale/proposals/<random>/<name>`
+/// (0600, created exclusively, never through a symlink). Returns the
+/// proposal's directory and file.
+fn write_proposal(
+    root: &std::path::Path,
+    target: &std::path::Path,
+    contents: &str,
+) -> Result<(PathBuf, PathBuf), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let state = root.join(".moonkale");
+    std::fs::create_dir_all(state.join("proposals"))
+        .map_err(|e| format!("cannot create {}: {e}", state.display()))?;
+    let ignore = state.join(".gitignore");
+    if !ignore.exists() {
+        let _ = std::fs::write(&ignore, "*\n");
+    }
+    let mut raw = [0u8; 6];
+    getrandom::fill(&mut raw).map_err(|e| format!("no randomness: {e}"))?;
+    let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = state.join("proposals").join(id);
+    let name = target.file_name().ok_or("the target has no file name")?;
+    let file = dir.join(name);
+    // The whole way down must stay inside the workspace.
+    paths::confine(&[root.to_path_buf()], &file.display().to_string())
+        .map_err(|paths::Refused(why)| why)?;
+    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&file)
+        .map_err(|e| format!("cannot create {}: {e}", file.display()))?;
+    out.write_all(contents.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    Ok((dir, file))
+}
+
 /// What to do with a `tools/call`.
 pub enum ToolCall {
     /// Answer now with this `CallToolResult`.
     Answer(Value),
     /// A JSON-RPC error (bad params, unknown tool).
     Error(i64, String),
-    /// Ask the hub, with these (confined) arguments.
-    Hub { tool: String, arguments: Value },
+    /// Ask the hub, with these (confined) arguments; remove `cleanup` (a
+    /// directory we created) once it has answered.
+    Hub {
+        tool: String,
+        arguments: Value,
+        cleanup: Option<PathBuf>,
+    },
 }
 
 /// Checks a `tools/call`'s params and confines the paths it names to
@@ -152,22 +196,52 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                     );
                 }
             }
-            if let Err(refusal) = confined("old_file_path").and_then(|_| confined("new_file_path"))
+            let (old_path, new_path) = match confined("old_file_path")
+                .and_then(|old| Ok((old, confined("new_file_path")?)))
             {
-                return refusal;
+                Ok(paths) => paths,
+                Err(refusal) => return refusal,
+            };
+            let old_text = if old_path.exists() {
+                match read_capped(&old_path) {
+                    Ok(text) => text,
+                    Err(why) => return ToolCall::Answer(hub::error_result(why)),
+                }
+            } else {
+                String::new() // a new file
+            };
+            let contents = string_arg("new_file_contents").unwrap_or_default();
+            let root = roots.first().expect("a workspace has a root");
+            let (dir, proposal) = match write_proposal(root, &new_path, contents) {
+                Ok(written) => written,
+                Err(why) => return ToolCall::Answer(hub::error_result(why)),
+            };
+            let mut arguments = args.clone();
+            arguments["oldText"] = json!(old_text);
+            arguments["new_file_path"] = json!(new_path);
+            arguments["proposalPath"] = json!(proposal);
+            ToolCall::Hub {
+                tool: name.into(),
+                arguments,
+                cleanup: Some(dir),
             }
-            ToolCall::Answer(hub::error_result(
-                "openDiff is not available in this version of Moonkale",
-            ))
         }
         "close_tab" => match string_arg("tab_name") {
-            Some(_) => ToolCall::Answer(hub::text_result("TAB_CLOSED")),
+            Some(_) => ToolCall::Hub {
+                tool: name.into(),
+                arguments: args,
+                cleanup: None,
+            },
             None => ToolCall::Error(
                 code::INVALID_PARAMS,
                 "Missing required parameter: tab_name".into(),
             ),
         },
-        "closeAllDiffTabs" => ToolCall::Answer(hub::text_result("CLOSED_0_DIFF_TABS")),
+        "closeAllDiffTabs" => ToolCall::Hub {
+            tool: name.into(),
+            arguments: args,
+            cleanup: None,
+        },
         "executeCode" => ToolCall::Answer(hub::error_result(
             "executeCode is not supported by Moonkale",
         )),
@@ -186,12 +260,14 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
             ToolCall::Hub {
                 tool: name.into(),
                 arguments: args,
+                cleanup: None,
             }
         }
         "checkDocumentDirty" | "saveDocument" => match confined("filePath") {
             Ok(path) => ToolCall::Hub {
                 tool: name.into(),
                 arguments: json!({"filePath": path}),
+                cleanup: None,
             },
             Err(answer) => answer,
         },
@@ -199,6 +275,7 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
             ToolCall::Hub {
                 tool: name.into(),
                 arguments: args,
+                cleanup: None,
             }
         }
         "openFile" => {
@@ -223,6 +300,7 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                     ToolCall::Hub {
                         tool: name.into(),
                         arguments: args,
+                        cleanup: None,
                     }
                 }
                 Ok(path) => ToolCall::Answer(hub::error_result(format!(

@@ -417,7 +417,7 @@ impl Reader<'_> {
     }
 
     async fn tool_call(&mut self, id: RequestId, params: &Value) -> bool {
-        let (tool, arguments) = match mcp::prepare_call(params, &self.shared.roots) {
+        let (tool, arguments, cleanup) = match mcp::prepare_call(params, &self.shared.roots) {
             ToolCall::Answer(result) => {
                 return self.send(message::response(&id, &Ok(result))).await;
             }
@@ -426,7 +426,11 @@ impl Reader<'_> {
                     .send(message::response(&id, &Err(ResponseError::new(code, why))))
                     .await;
             }
-            ToolCall::Hub { tool, arguments } => (tool, arguments),
+            ToolCall::Hub {
+                tool,
+                arguments,
+                cleanup,
+            } => (tool, arguments, cleanup),
         };
         let (reply, answer) = oneshot::channel();
         let event = Event::IdeToolCall {
@@ -443,7 +447,11 @@ impl Reader<'_> {
         let out = self.out.clone();
         let backlog = self.backlog.clone();
         tokio::spawn(async move {
-            let result = answer.await.unwrap_or_else(|_| {
+            let result = answer.await;
+            if let Some(dir) = cleanup {
+                let _ = tokio::fs::remove_dir_all(dir).await;
+            }
+            let result = result.unwrap_or_else(|_| {
                 Err(ResponseError::new(
                     code::REQUEST_FAILED,
                     "the workspace is shutting down",

@@ -158,7 +158,21 @@ impl Connection {
         match msg {
             Message::Request { id, method, params } => self.request(id, method, params).await,
             Message::Notification { method, params } => self.notification(method, params).await,
-            Message::Response { .. } => None, // we send no requests yet
+            Message::Response {
+                id: Some(id),
+                result,
+            } => {
+                if let Lifecycle::Initialized { hub, editor } = &self.lifecycle {
+                    hub.send(Event::EditorResponse {
+                        editor: *editor,
+                        id,
+                        result,
+                    })
+                    .await;
+                }
+                None
+            }
+            Message::Response { id: None, .. } => None,
         }
     }
 
@@ -351,6 +365,7 @@ impl Connection {
             transport: self.cfg.transport,
             encoding,
             role,
+            shows_message_buttons: params.pointer("/capabilities/window/showMessage").is_some(),
         };
         let hub = self.pick_hub(&params);
         let editor = hub.new_editor_id();
@@ -427,7 +442,13 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
                 "save": {"includeText": true},
             },
             "codeActionProvider": true,
-            "executeCommandProvider": {"commands": [crate::hub::SELECTION_COMMAND, crate::hub::SEND_TO_CLAUDE_COMMAND]},
+            "executeCommandProvider": {"commands": [
+                crate::hub::SELECTION_COMMAND,
+                crate::hub::SEND_TO_CLAUDE_COMMAND,
+                crate::hub::ACCEPT_COMMAND,
+                crate::hub::REJECT_COMMAND,
+                crate::hub::REVERT_HUNK_COMMAND,
+            ]},
             "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false},
         },
         "serverInfo": {"name": "moonkale-service", "version": env!("CARGO_PKG_VERSION")},

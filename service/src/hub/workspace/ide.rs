@@ -40,6 +40,7 @@ impl Workspace {
     /// Answers a `tools/call` for a tool whose answer is in the hub's state.
     pub(in crate::hub) fn ide_tool(
         &mut self,
+        client: IdeClientId,
         tool: &str,
         args: &Value,
     ) -> Result<Value, ResponseError> {
@@ -108,6 +109,17 @@ impl Workspace {
                 }
             }
             "openFile" => self.open_file(&path_arg("filePath")?, args),
+            "close_tab" => {
+                let tab = args
+                    .get("tab_name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                self.close_tab(client, tab);
+                text_result("TAB_CLOSED")
+            }
+            "closeAllDiffTabs" => {
+                text_result(format!("CLOSED_{}_DIFF_TABS", self.close_all_diffs(client)))
+            }
             _ => {
                 return Err(ResponseError::new(
                     code::METHOD_NOT_FOUND,

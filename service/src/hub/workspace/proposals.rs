@@ -1,0 +1,474 @@
+//! Edits Claude Code proposes (`openDiff`) and how the user decides them in
+//! their editors.
+//!
+//! A proposal is a real file: the IDE adapter writes the proposed contents
+//! to `<workspace>/.moonkale/proposals/<id>/<name>` and we ask every editor
+//! to show it (`window/showDocument`). The user may edit it like any file.
+//! They decide with code actions on it or on the target file (the only way
+//! that works in Helix), with `moonkale.acceptProposal` /
+//! `moonkale.rejectProposal` commands, or with the Accept/Reject buttons of
+//! `window/showMessageRequest` where the editor has them. A hunk the user
+//! does not want is reverted in the proposal document itself (a code action
+//! on that hunk, computed with `similar`), so whatever the document holds
+//! when they accept is the answer: `FILE_SAVED` and that text.
+
+use std::path::PathBuf;
+
+use lsp_types::Url;
+use serde_json::{Value, json};
+use similar::{DiffOp, TextDiff};
+
+use super::Workspace;
+use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
+use crate::hub::{EditorId, IdeClientId, Reply, Role};
+use crate::lsp::message::{self, ResponseError, code};
+
+pub const ACCEPT_COMMAND: &str = "moonkale.acceptProposal";
+pub const REJECT_COMMAND: &str = "moonkale.rejectProposal";
+pub const REVERT_HUNK_COMMAND: &str = "moonkale.revertHunk";
+
+pub(super) struct Proposal {
+    pub id: u64,
+    pub tab_name: String,
+    pub client: IdeClientId,
+    /// The file Claude Code wants to change.
+    pub target: Url,
+    /// The document holding the proposed (and user-edited) contents.
+    pub document: Url,
+    pub old_text: String,
+    pub proposed_text: String,
+    /// The pending `openDiff` reply.
+    pub reply: Reply,
+}
+
+/// A hunk: lines `old` of the original become lines `new` of the proposal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hunk {
+    pub old: std::ops::Range<usize>,
+    pub new: std::ops::Range<usize>,
+}
+
+/// The hunks between two texts, by lines, with no context merged in.
+pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
+    let diff = TextDiff::from_lines(old, new);
+    diff.grouped_ops(0)
+        .into_iter()
+        .filter_map(|group| {
+            let changes: Vec<&DiffOp> = group
+                .iter()
+                .filter(|op| !matches!(op, DiffOp::Equal { .. }))
+                .collect();
+            let first = changes.first()?;
+            let last = changes.last()?;
+            Some(Hunk {
+                old: first.old_range().start..last.old_range().end,
+                new: first.new_range().start..last.new_range().end,
+            })
+        })
+        .collect()
+}
+
+impl Workspace {
+    /// `openDiff`: records the proposal and shows it in every editor; the
+    /// reply waits for the user (returns `None`).
+    pub(in crate::hub) fn open_diff(
+        &mut self,
+        client: IdeClientId,
+        args: &Value,
+        reply: &mut Option<Reply>,
+    ) -> Option<Result<Value, ResponseError>> {
+        let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
+        let (Some(target), Some(document), Some(tab_name), Some(proposed_text), Some(old_text)) = (
+            text("new_file_path"),
+            text("proposalPath"),
+            text("tab_name"),
+            text("new_file_contents"),
+            text("oldText"),
+        ) else {
+            return Some(Err(ResponseError::invalid_params(
+                "openDiff arguments are incomplete",
+            )));
+        };
+        let (Ok(target), Ok(document)) =
+            (Url::from_file_path(&target), Url::from_file_path(&document))
+        else {
+            return Some(Err(ResponseError::invalid_params(
+                "openDiff paths must be absolute",
+            )));
+        };
+        self.clock += 1;
+        let id = self.clock;
+        let name = PathBuf::from(target.path())
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let count = hunks(&old_text, &proposed_text).len();
+        let editors: Vec<(EditorId, bool)> = self
+            .editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor)
+            .map(|(id, ed)| (*id, ed.info.shows_message_buttons))
+            .collect();
+        for (editor, buttons) in editors {
+            self.request_editor(
+                editor,
+                "window/showDocument",
+                json!({"uri": document, "takeFocus": true}),
+            );
+            if buttons {
+                let ask = json!({
+                    "type": 3,
+                    "message": format!("Claude Code proposes {count} change(s) to {name}. Edit the proposal if you like, then:"),
+                    "actions": [{"title": "Accept"}, {"title": "Reject"}],
+                });
+                let asked = self.request_editor(editor, "window/showMessageRequest", ask);
+                self.awaited_answers.insert((editor, asked), id);
+            } else {
+                let tell = format!(
+                    "Claude Code proposes {count} change(s) to {name}: use the code actions to accept or reject."
+                );
+                self.notify_editor(
+                    editor,
+                    "window/showMessage",
+                    json!({"type": 3, "message": tell}),
+                );
+            }
+        }
+        let reply = reply.take().expect("the reply is ours until answered");
+        tracing::info!(proposal = id, %tab_name, "Claude Code proposed an edit");
+        self.proposals.push(Proposal {
+            id,
+            tab_name,
+            client,
+            target,
+            document,
+            old_text,
+            proposed_text,
+            reply,
+        });
+        None
+    }
+
+    /// The text the proposal document holds now: the latest editor buffer,
+    /// else what Claude Code proposed.
+    fn proposal_text(&self, p: &Proposal) -> String {
+        match self.latest(&p.document) {
+            Some((_, open)) => open.doc.text().to_string(),
+            None => p.proposed_text.clone(),
+        }
+    }
+
+    /// Accepts (`FILE_SAVED` + final text) or rejects (`DIFF_REJECTED` +
+    /// tab name) the proposal `id`.
+    pub(super) fn decide(&mut self, id: u64, accept: bool) -> bool {
+        let Some(at) = self.proposals.iter().position(|p| p.id == id) else {
+            return false;
+        };
+        let p = self.proposals.remove(at);
+        self.awaited_answers.retain(|_, pid| *pid != id);
+        let content = if accept {
+            let final_text = self.proposal_text(&p);
+            self.sync_target_buffers(&p.target, &final_text);
+            json!({"content": [{"type": "text", "text": "FILE_SAVED"}, {"type": "text", "text": final_text}]})
+        } else {
+            json!({"content": [{"type": "text", "text": "DIFF_REJECTED"}, {"type": "text", "text": p.tab_name}]})
+        };
+        tracing::info!(proposal = id, accept, "proposal decided");
+        let _ = p.reply.send(Ok(content));
+        true
+    }
+
+    /// After an accept Claude Code writes the file; editors holding it
+    /// unmodified get the same text now, so buffer and disk agree. A buffer
+    /// with unsaved changes of the user's is left alone, with a warning.
+    fn sync_target_buffers(&mut self, target: &Url, final_text: &str) {
+        let holders: Vec<(EditorId, bool, Value)> = self
+            .editors
+            .iter()
+            .filter_map(|(id, ed)| {
+                let open = ed.docs.get(target)?;
+                let rope = open.doc.text();
+                let end = to_wire(
+                    rope,
+                    clamp_char_idx(rope, rope.len_chars()),
+                    ed.info.encoding,
+                );
+                Some((
+                    *id,
+                    open.doc.is_dirty(),
+                    json!({"line": end.line, "character": end.character}),
+                ))
+            })
+            .collect();
+        for (editor, dirty, end) in holders {
+            if dirty {
+                let warn = format!(
+                    "Claude Code changed {} on disk, but your buffer has unsaved changes.",
+                    target.path()
+                );
+                self.notify_editor(
+                    editor,
+                    "window/showMessage",
+                    json!({"type": 2, "message": warn}),
+                );
+                continue;
+            }
+            let edit = json!({"uri": target, "range": {"start": {"line": 0, "character": 0}, "end": end}, "newText": final_text});
+            let mut changes = serde_json::Map::new();
+            changes.insert(target.to_string(), json!([edit]));
+            self.request_editor(
+                editor,
+                "workspace/applyEdit",
+                json!({"label": "Claude Code edit", "edit": {"changes": changes}}),
+            );
+        }
+    }
+
+    /// `close_tab`: a pending proposal with that tab name is rejected.
+    pub(super) fn close_tab(&mut self, client: IdeClientId, tab: &str) {
+        let ids: Vec<u64> = self
+            .proposals
+            .iter()
+            .filter(|p| p.client == client && p.tab_name == tab)
+            .map(|p| p.id)
+            .collect();
+        for id in ids {
+            self.decide(id, false);
+        }
+    }
+
+    /// `closeAllDiffTabs`: rejects this client's pending proposals.
+    pub(super) fn close_all_diffs(&mut self, client: IdeClientId) -> usize {
+        let ids: Vec<u64> = self
+            .proposals
+            .iter()
+            .filter(|p| p.client == client)
+            .map(|p| p.id)
+            .collect();
+        ids.iter().filter(|id| self.decide(**id, false)).count()
+    }
+
+    /// A disconnected CLI's proposals are withdrawn; nobody can receive the
+    /// answer any more.
+    pub(super) fn withdraw_proposals_of(&mut self, client: IdeClientId) {
+        let gone: Vec<u64> = self
+            .proposals
+            .iter()
+            .filter(|p| p.client == client)
+            .map(|p| p.id)
+            .collect();
+        for id in gone {
+            self.decide(id, false);
+        }
+    }
+
+    /// An editor's answer to our Accept/Reject buttons.
+    pub(super) fn editor_response(
+        &mut self,
+        editor: EditorId,
+        id: message::RequestId,
+        result: Result<Value, ResponseError>,
+    ) {
+        let Some(proposal) = self.awaited_answers.remove(&(editor, id)) else {
+            return;
+        };
+        match result
+            .ok()
+            .and_then(|v| v.get("title").and_then(Value::as_str).map(str::to_owned))
+            .as_deref()
+        {
+            Some("Accept") => {
+                self.decide(proposal, true);
+            }
+            Some("Reject") => {
+                self.decide(proposal, false);
+            }
+            _ => {} // dismissed: the code actions still work
+        }
+    }
+
+    /// The proposal a command or code action names: by proposal document or
+    /// target URI, or by tab name; with no argument, the newest.
+    fn find_proposal(&self, arg: Option<&Value>) -> Option<u64> {
+        let Some(arg) = arg.and_then(Value::as_str) else {
+            return self.proposals.last().map(|p| p.id);
+        };
+        self.proposals
+            .iter()
+            .rev()
+            .find(|p| p.document.as_str() == arg || p.target.as_str() == arg || p.tab_name == arg)
+            .map(|p| p.id)
+    }
+
+    /// `moonkale.acceptProposal` / `moonkale.rejectProposal` /
+    /// `moonkale.revertHunk`.
+    pub(super) fn proposal_command(
+        &mut self,
+        editor: EditorId,
+        command: &str,
+        args: &[Value],
+    ) -> Result<Value, ResponseError> {
+        let Some(id) = self.find_proposal(args.first()) else {
+            return Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                "no proposal from Claude Code is waiting",
+            ));
+        };
+        match command {
+            ACCEPT_COMMAND => {
+                self.decide(id, true);
+                Ok(json!({"accepted": true}))
+            }
+            REJECT_COMMAND => {
+                self.decide(id, false);
+                Ok(json!({"rejected": true}))
+            }
+            _ => {
+                let index = args.get(1).and_then(Value::as_u64).ok_or_else(|| {
+                    ResponseError::invalid_params("revertHunk wants [proposal, hunk index]")
+                })?;
+                self.revert_hunk(editor, id, index as usize)
+            }
+        }
+    }
+
+    /// Puts the original lines of one hunk back into the proposal document
+    /// in `editor` (a `workspace/applyEdit`; the editor's `didChange` then
+    /// updates our copy).
+    fn revert_hunk(
+        &mut self,
+        editor: EditorId,
+        id: u64,
+        index: usize,
+    ) -> Result<Value, ResponseError> {
+        let p = self
+            .proposals
+            .iter()
+            .find(|p| p.id == id)
+            .expect("found by id");
+        let current = self.proposal_text(p);
+        let hunk = hunks(&p.old_text, &current)
+            .into_iter()
+            .nth(index)
+            .ok_or_else(|| ResponseError::invalid_params("no such hunk"))?;
+        let original: String = p
+            .old_text
+            .split_inclusive('\n')
+            .skip(hunk.old.start)
+            .take(hunk.old.len())
+            .collect();
+        let document = p.document.clone();
+        let ed = &self.editors[&editor];
+        let Some(open) = ed.docs.get(&document) else {
+            return Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                "open the proposal document first",
+            ));
+        };
+        let rope = open.doc.text();
+        let line_start = |line: usize| -> CharIdx {
+            if line >= rope.len_lines() {
+                clamp_char_idx(rope, rope.len_chars())
+            } else {
+                clamp_char_idx(rope, rope.line_to_char(line))
+            }
+        };
+        let pos = |c: CharIdx| {
+            let w = to_wire(rope, c, ed.info.encoding);
+            json!({"line": w.line, "character": w.character})
+        };
+        let range =
+            json!({"start": pos(line_start(hunk.new.start)), "end": pos(line_start(hunk.new.end))});
+        let mut changes = serde_json::Map::new();
+        changes.insert(
+            document.to_string(),
+            json!([{"range": range, "newText": original}]),
+        );
+        self.request_editor(
+            editor,
+            "workspace/applyEdit",
+            json!({"label": "Revert Claude Code's change", "edit": {"changes": changes}}),
+        );
+        Ok(json!({"reverted": index}))
+    }
+
+    /// Code actions for a document that is a proposal or the target of one.
+    pub(super) fn proposal_actions(&self, uri: &Url, range: &lsp_types::Range) -> Vec<Value> {
+        let mut actions = Vec::new();
+        for p in self
+            .proposals
+            .iter()
+            .filter(|p| &p.document == uri || &p.target == uri)
+        {
+            let name = p
+                .target
+                .path()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            let arg = json!(p.document);
+            let action = |title: String, command: &str, args: Value| json!({"title": title, "kind": "quickfix", "command": {"title": title, "command": command, "arguments": args}});
+            actions.push(action(
+                format!("Accept Claude Code's edit to {name}"),
+                ACCEPT_COMMAND,
+                json!([arg]),
+            ));
+            actions.push(action(
+                format!("Reject Claude Code's edit to {name}"),
+                REJECT_COMMAND,
+                json!([arg]),
+            ));
+            if &p.document == uri {
+                let current = self.proposal_text(p);
+                let (first, last) = (range.start.line as usize, range.end.line as usize);
+                for (i, h) in hunks(&p.old_text, &current).iter().enumerate() {
+                    // A hunk that only deletes has an empty range; it sits at its start line.
+                    let touches = h.new.start <= last
+                        && (first < h.new.end || (h.new.is_empty() && first == h.new.start));
+                    if touches {
+                        let title = format!(
+                            "Revert this change (lines {}-{} of the proposal)",
+                            h.new.start + 1,
+                            h.new.end.max(h.new.start + 1)
+                        );
+                        actions.push(action(title, REVERT_HUNK_COMMAND, json!([arg, i])));
+                    }
+                }
+            }
+        }
+        actions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hunks_by_line() {
+        let old = "a\nb\nc\nd\ne\n";
+        let new = "a\nB\nc\nd\ne\nf\n";
+        assert_eq!(
+            hunks(old, new),
+            vec![
+                Hunk {
+                    old: 1..2,
+                    new: 1..2
+                },
+                Hunk {
+                    old: 5..5,
+                    new: 5..6
+                }
+            ]
+        );
+        assert_eq!(
+            hunks("", "x\n"),
+            vec![Hunk {
+                old: 0..0,
+                new: 0..1
+            }]
+        );
+        assert!(hunks(old, old).is_empty());
+    }
+}

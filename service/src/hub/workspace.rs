@@ -134,7 +134,11 @@ impl Workspace {
         tracing::trace!(?event, "hub event");
         self.handle_event(event);
         // Every event may move the active editor or its selection; the
-        // watchers (Claude Code connections) only hear of real changes.
+        // watchers (Claude Code connections) only hear of real changes, and
+        // without any the payload is not even computed.
+        if self.ide_clients.is_empty() {
+            return;
+        }
         let payload = self.latest_selection_payload();
         self.selection_tx.send_if_modified(|current| {
             let changed = *current != payload;

@@ -538,18 +538,21 @@ async fn write_loop(mut w: WriterState) {
                     return;
                 }
                 if initialized && selection_due.is_none() {
-                    selection_due = Some(Instant::now() + w.debounce);
+                    if w.debounce.is_zero() {
+                        // No timer: its millisecond granularity would be
+                        // the whole latency.
+                        if !send_selection(&mut w, &mut last_selection).await {
+                            return;
+                        }
+                    } else {
+                        selection_due = Some(Instant::now() + w.debounce);
+                    }
                 }
             }
             () = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => {
                 selection_due = None;
-                let current = w.selection.borrow_and_update().clone();
-                if let Some(params) = current.filter(|c| Some(c) != last_selection.as_ref()) {
-                    let body = String::from_utf8(message::notification("selection_changed", params.clone())).expect("UTF-8");
-                    if w.sink.send(Message::text(body)).await.is_err() {
-                        return;
-                    }
-                    last_selection = Some(params);
+                if !send_selection(&mut w, &mut last_selection).await {
+                    return;
                 }
             }
             _ = ping.tick() => {
@@ -565,6 +568,22 @@ async fn write_loop(mut w: WriterState) {
             }
         }
     }
+}
+
+/// Sends the current selection if it differs from the last one sent;
+/// `false` if the connection is gone.
+async fn send_selection(w: &mut WriterState, last: &mut Option<Value>) -> bool {
+    let current = w.selection.borrow_and_update().clone();
+    let Some(params) = current.filter(|c| Some(c) != last.as_ref()) else {
+        return true;
+    };
+    let body = String::from_utf8(message::notification("selection_changed", params.clone()))
+        .expect("JSON is UTF-8");
+    if w.sink.send(Message::text(body)).await.is_err() {
+        return false;
+    }
+    *last = Some(params);
+    true
 }
 
 /// A stream that first replays bytes already read (the request head).

@@ -7,6 +7,11 @@
 //!    same request sent straight to the socket; the difference is what the
 //!    shim adds.
 //!
+//! 3. Editor selection → `selection_changed` frame latency with 10 Claude Code
+//!    clients connected, beside a bare TCP → WebSocket relay.
+//! 4. openDiff hunk computation on a 20 000-line file with 200 changes,
+//!    beside `git diff --no-index` on the same files.
+//!
 //! Run with `scripts/bench.sh` (release build of every binary first).
 
 use std::process::Stdio;
@@ -175,6 +180,185 @@ async fn main() {
     );
     let _ = child.kill().await;
     drop(service);
+
+    selection_latency().await;
+    hunk_computation();
+}
+
+const CLIENTS: usize = 10;
+const SELECTIONS: usize = 500;
+
+/// Editor selection → `selection_changed` at 10 clients, debounce 0 so the
+/// figure is what the service adds beyond the debounce.
+async fn selection_latency() {
+    let sb = Sandbox::new();
+    let service = sb
+        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "0")])
+        .await;
+    let (port, lock) = moonkale_tests::ide_lock(&sb, &service);
+    let token = lock["authToken"].as_str().unwrap().to_owned();
+    let mut ed = service.connect().await;
+    ed.initialize("bench-editor", &["utf-16"], Value::Null)
+        .await;
+    let uri = sb.uri("sel.txt");
+    let text: String = (0..1000)
+        .map(|i| format!("line {i} of the selection benchmark\n"))
+        .collect();
+    ed.did_open(&uri, 1, &text).await;
+    ed.barrier().await;
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let mut c = moonkale_tests::IdeClient::connect(port, &token).await;
+        c.initialize("2025-11-25").await;
+        clients.push(c);
+    }
+    let mut service_us = Vec::new();
+    for i in 0..SELECTIONS {
+        let line = (i % 900) as u32;
+        let params = json!({"textDocument": {"uri": uri}, "selection": {"start": {"line": line, "character": 0}, "end": {"line": line + 3, "character": 4}}});
+        let start = Instant::now();
+        ed.notify("moonkale/selectionChanged", params).await;
+        for c in &mut clients {
+            loop {
+                let n = c.notification("selection_changed").await;
+                if n["params"]["selection"]["start"]["line"] == line {
+                    break;
+                }
+            }
+            service_us.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    service_us.sort_by(f64::total_cmp);
+    let relay_us = relay_latency().await;
+    println!(
+        "\n## selection -> selection_changed at {CLIENTS} clients ({SELECTIONS} selections, debounce 0), microseconds"
+    );
+    println!("{:<28} {:>8} {:>8} {:>8}", "", "p50", "p90", "p99");
+    println!(
+        "{:<28} {:>8.1} {:>8.1} {:>8.1}",
+        "moonkale-service",
+        pct(&service_us, 50),
+        pct(&service_us, 90),
+        pct(&service_us, 99)
+    );
+    println!(
+        "{:<28} {:>8.1} {:>8.1} {:>8.1}",
+        "bare TCP -> WebSocket relay",
+        pct(&relay_us, 50),
+        pct(&relay_us, 90),
+        pct(&relay_us, 99)
+    );
+    println!("goal: p99 <= 1000 us beyond the debounce");
+}
+
+/// The baseline: a relay that reads lines from one TCP connection and sends
+/// each as a text frame to 10 WebSocket clients, in this process.
+async fn relay_latency() -> Vec<f64> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let ws_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ws_port = ws_listener.local_addr().unwrap().port();
+    let in_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let in_port = in_listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut sinks = Vec::new();
+        for _ in 0..CLIENTS {
+            let (tcp, _) = ws_listener.accept().await.unwrap();
+            let ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+            sinks.push(ws.split().0);
+        }
+        let (input, _) = in_listener.accept().await.unwrap();
+        let mut lines = tokio::io::BufReader::new(input).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            for s in &mut sinks {
+                s.send(Message::text(line.clone())).await.unwrap();
+            }
+        }
+    });
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let (ws, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{ws_port}"))
+            .await
+            .unwrap();
+        clients.push(ws);
+    }
+    let mut input = tokio::net::TcpStream::connect(("127.0.0.1", in_port))
+        .await
+        .unwrap();
+    input.set_nodelay(true).unwrap();
+    let mut us = Vec::new();
+    for i in 0..SELECTIONS {
+        let start = Instant::now();
+        input
+            .write_all(format!("{{\"selection\":{i}}}\n").as_bytes())
+            .await
+            .unwrap();
+        for c in &mut clients {
+            let _ = c.next().await;
+            us.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    us.sort_by(f64::total_cmp);
+    us
+}
+
+/// Hunks of a 20 000-line file with 200 changed lines.
+fn hunk_computation() {
+    const LINES: usize = 20_000;
+    const CHANGES: usize = 200;
+    let old: String = (0..LINES)
+        .map(|i| format!("let value_{i} = compute({i}, \"some text\");\n"))
+        .collect();
+    let changed: std::collections::BTreeSet<usize> = edit_positions(CHANGES)
+        .into_iter()
+        .map(|(l, _)| l as usize % LINES)
+        .collect();
+    let new: String = old
+        .split_inclusive('\n')
+        .enumerate()
+        .map(|(i, l)| {
+            if changed.contains(&i) {
+                format!("// changed {i}\n{l}")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    let runs = 20;
+    let start = Instant::now();
+    let mut count = 0;
+    for _ in 0..runs {
+        count = moonkale_service::core::diff::hunks(&old, &new).len();
+    }
+    let ours = start.elapsed().as_secs_f64() * 1e3 / runs as f64;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("old.rs"), dir.path().join("new.rs"));
+    std::fs::write(&a, &old).unwrap();
+    std::fs::write(&b, &new).unwrap();
+    let start = Instant::now();
+    let mut git_ok = true;
+    for _ in 0..runs {
+        let out = std::process::Command::new("git")
+            .args(["diff", "--no-index", "--no-color", "-U0"])
+            .arg(&a)
+            .arg(&b)
+            .output();
+        git_ok &= out.is_ok_and(|o| o.status.code() == Some(1));
+    }
+    let git = start.elapsed().as_secs_f64() * 1e3 / runs as f64;
+    println!(
+        "\n## openDiff hunks, {LINES}-line file with {} changed lines ({count} hunks), milliseconds per diff",
+        changed.len()
+    );
+    println!("similar (in process)               {ours:>8.2}");
+    if git_ok {
+        println!(
+            "git diff --no-index -U0 (process)  {git:>8.2}   (includes starting git and reading both files)"
+        );
+    } else {
+        println!("git diff --no-index: not available");
+    }
 }
 
 async fn round_trips(c: &mut RawLsp, uri: &str, n: usize) -> Vec<f64> {

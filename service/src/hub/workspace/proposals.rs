@@ -16,9 +16,9 @@ use std::path::PathBuf;
 
 use lsp_types::Url;
 use serde_json::{Value, json};
-use similar::{DiffOp, TextDiff};
 
 use super::Workspace;
+use crate::core::diff::hunks;
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::hub::{EditorId, IdeClientId, Reply, Role};
 use crate::lsp::message::{self, ResponseError, code};
@@ -39,33 +39,6 @@ pub(super) struct Proposal {
     pub proposed_text: String,
     /// The pending `openDiff` reply.
     pub reply: Reply,
-}
-
-/// A hunk: lines `old` of the original become lines `new` of the proposal.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hunk {
-    pub old: std::ops::Range<usize>,
-    pub new: std::ops::Range<usize>,
-}
-
-/// The hunks between two texts, by lines, with no context merged in.
-pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
-    let diff = TextDiff::from_lines(old, new);
-    diff.grouped_ops(0)
-        .into_iter()
-        .filter_map(|group| {
-            let changes: Vec<&DiffOp> = group
-                .iter()
-                .filter(|op| !matches!(op, DiffOp::Equal { .. }))
-                .collect();
-            let first = changes.first()?;
-            let last = changes.last()?;
-            Some(Hunk {
-                old: first.old_range().start..last.old_range().end,
-                new: first.new_range().start..last.new_range().end,
-            })
-        })
-        .collect()
 }
 
 impl Workspace {
@@ -438,37 +411,5 @@ impl Workspace {
             }
         }
         actions
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hunks_by_line() {
-        let old = "a\nb\nc\nd\ne\n";
-        let new = "a\nB\nc\nd\ne\nf\n";
-        assert_eq!(
-            hunks(old, new),
-            vec![
-                Hunk {
-                    old: 1..2,
-                    new: 1..2
-                },
-                Hunk {
-                    old: 5..5,
-                    new: 5..6
-                }
-            ]
-        );
-        assert_eq!(
-            hunks("", "x\n"),
-            vec![Hunk {
-                old: 0..0,
-                new: 0..1
-            }]
-        );
-        assert!(hunks(old, old).is_empty());
     }
 }

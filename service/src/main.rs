@@ -129,9 +129,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                         workspace: root.clone(),
                     })?;
             client.initialize_observer("moonkale-status").await?;
-            let status = client
+            let mut status = client
                 .request("moonkale/status", serde_json::Value::Null)
                 .await?;
+            // What the service published about itself, beside its state.
+            status["idePort"] = serde_json::json!(info.ide_port);
             let _ = client.request("shutdown", serde_json::Value::Null).await;
             let _ = client.notify("exit", serde_json::Value::Null).await;
             if json {

@@ -1249,3 +1249,85 @@ async fn accept_button_of_show_message_request() {
         vec!["FILE_SAVED", "b\n"]
     );
 }
+
+fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Security 13: a client that floods requests without reading makes the
+/// service stop reading it (memory stays bounded, others are served); answers
+/// piling up past the 32 MiB hard cap for a client that does not read get it
+/// dropped.
+#[tokio::test]
+async fn hostile_13_clients_that_do_not_read() {
+    let sb = Sandbox::new();
+    let (svc, port, token) = service(&sb).await;
+    let (mut ed, _) = editor(&svc, &sb, "decider", "x").await;
+    let mut flooder = IdeClient::connect(port, &token).await;
+    flooder.initialize("2025-11-25").await;
+    let before = rss_kib(svc.pid());
+    let flood = async {
+        for i in 0..300_000 {
+            flooder
+                .send(json!({"jsonrpc": "2.0", "id": 1000 + i, "method": "ping"}))
+                .await;
+        }
+    };
+    // Our writes stall once the service stops reading us.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), flood)
+            .await
+            .is_err(),
+        "the service kept reading"
+    );
+    let grown = rss_kib(svc.pid()).saturating_sub(before);
+    assert!(grown < 16 * 1024, "RSS grew by {grown} KiB");
+    let mut other = IdeClient::connect(port, &token).await;
+    other.initialize("2025-11-25").await;
+    assert_eq!(
+        other.request("ping", Value::Null).await["result"],
+        json!({})
+    );
+    drop(flooder);
+
+    let mut lazy = IdeClient::connect(port, &token).await;
+    lazy.initialize("2025-11-25").await;
+    let big = "x".repeat(10 << 20);
+    // All six are read while nothing is queued (past 1 MiB queued the
+    // service would stop reading this client). Socket buffers absorb about
+    // one answer; the rest pass the 32 MiB cap.
+    const PROPOSALS: i64 = 6;
+    for i in 0..PROPOSALS {
+        let path = sb
+            .workspace
+            .join(format!("big{i}.txt"))
+            .display()
+            .to_string();
+        start_open_diff(
+            &mut lazy,
+            200 + i,
+            open_diff(&path, &big, &format!("big-{i}")),
+        )
+        .await;
+        server_request(&mut ed, "window/showDocument").await;
+    }
+    for i in 0..PROPOSALS {
+        let args = json!({"command": "moonkale.acceptProposal", "arguments": [format!("big-{i}")]});
+        // Once the client is dropped its remaining proposals are withdrawn,
+        // so a late accept may fail.
+        ed.request("workspace/executeCommand", args).await;
+    }
+    // The lazy client now reads: it gets what was on the wire, then the end.
+    let mut answers = 0;
+    while let Some(msg) = lazy.try_recv().await {
+        answers += usize::from(msg["result"]["content"][0]["text"] == "FILE_SAVED");
+    }
+    // try_recv returned None: the service closed the connection.
+    assert!(answers < PROPOSALS as usize, "{answers} answers arrived");
+    assert_eq!(
+        other.request("ping", Value::Null).await["result"],
+        json!({})
+    );
+}

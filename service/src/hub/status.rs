@@ -89,6 +89,12 @@ pub fn render(status: &serde_json::Value) -> String {
         s(&status["workspace"]),
         status["pid"]
     );
+    if let Some(port) = status["idePort"].as_u64() {
+        let _ = writeln!(
+            out,
+            "Claude Code IDE on 127.0.0.1:{port} (CLAUDE_CODE_SSE_PORT={port})"
+        );
+    }
     let editors = status["editors"].as_array().cloned().unwrap_or_default();
     let _ = writeln!(out, "{} editor(s) attached", editors.len());
     for ed in &editors {

@@ -222,12 +222,43 @@ struct Backlog {
     drained: Notify,
     high_water: usize,
     hard_cap: usize,
+    /// Set once the hard cap was passed: the client is dropped.
+    overflowed: std::sync::atomic::AtomicBool,
+    overflow: Notify,
 }
 
 impl Backlog {
-    /// Accounts for `len` more bytes; `false` if that passes the hard cap.
+    fn new(high_water: usize, hard_cap: usize) -> Backlog {
+        Backlog {
+            bytes: AtomicUsize::new(0),
+            drained: Notify::new(),
+            high_water,
+            hard_cap,
+            overflowed: std::sync::atomic::AtomicBool::new(false),
+            overflow: Notify::new(),
+        }
+    }
+
+    /// Accounts for `len` more bytes; `false` (and the client is to be
+    /// dropped) if that passes the hard cap.
     fn add(&self, len: usize) -> bool {
-        self.bytes.fetch_add(len, Ordering::AcqRel) + len <= self.hard_cap
+        if self.bytes.fetch_add(len, Ordering::AcqRel) + len <= self.hard_cap {
+            return true;
+        }
+        self.overflowed.store(true, Ordering::Release);
+        self.overflow.notify_waiters();
+        false
+    }
+
+    /// Resolves once the hard cap has been passed.
+    async fn overflowed(&self) {
+        loop {
+            let overflow = self.overflow.notified();
+            if self.overflowed.load(Ordering::Acquire) {
+                return;
+            }
+            overflow.await;
+        }
     }
     fn sent(&self, len: usize) {
         self.bytes.fetch_sub(len, Ordering::AcqRel);
@@ -250,12 +281,10 @@ async fn serve_client(ws: Ws, shared: &Shared) {
     let (sink, mut stream) = ws.split();
     let (out_tx, out_rx) = mpsc::channel::<Out>(1024);
     let (hub_tx, hub_rx) = mpsc::channel::<String>(1024);
-    let backlog = Arc::new(Backlog {
-        bytes: AtomicUsize::new(0),
-        drained: Notify::new(),
-        high_water: shared.limits.high_water,
-        hard_cap: shared.limits.hard_cap,
-    });
+    let backlog = Arc::new(Backlog::new(
+        shared.limits.high_water,
+        shared.limits.hard_cap,
+    ));
     let last_heard = Arc::new(std::sync::Mutex::new(Instant::now()));
     let writer = tokio::spawn(write_loop(WriterState {
         sink,
@@ -310,7 +339,15 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         if !keep_going {
             break;
         }
-        reader.backlog.below_high_water().await;
+        // Past the high-water mark we stop reading this client until its
+        // backlog drains, or until the writer gives up on it.
+        tokio::select! {
+            () = reader.backlog.below_high_water() => {}
+            _ = &mut writer => {
+                writer_done = true;
+                break;
+            }
+        }
     }
     if reader.attached {
         shared.hub.send(Event::IdeDetach { client }).await;
@@ -509,9 +546,9 @@ async fn write_loop(mut w: WriterState) {
             out = w.out_rx.recv() => match out {
                 Some(Out::Text(text)) => {
                     let len = text.len();
-                    let sent = w.sink.send(Message::text(text)).await;
+                    let sent = send(&mut w, Message::text(text)).await;
                     w.backlog.sent(len);
-                    if sent.is_err() {
+                    if !sent {
                         return;
                     }
                 }
@@ -520,7 +557,7 @@ async fn write_loop(mut w: WriterState) {
                     selection_due = Some(Instant::now() + w.debounce);
                 }
                 Some(Out::Close(code, reason)) => {
-                    let _ = w.sink.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+                    let _ = send(&mut w, Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
                     return;
                 }
                 None => {
@@ -529,7 +566,7 @@ async fn write_loop(mut w: WriterState) {
                 }
             },
             Some(text) = w.hub_rx.recv() => {
-                if w.sink.send(Message::text(text)).await.is_err() {
+                if !send(&mut w, Message::text(text)).await {
                     return;
                 }
             }
@@ -561,11 +598,25 @@ async fn write_loop(mut w: WriterState) {
                     tracing::info!("Claude Code client silent for a ping interval; dropping it");
                     return;
                 }
-                if w.sink.send(Message::Ping(Vec::new().into())).await.is_err() {
+                if !send(&mut w, Message::Ping(Vec::new().into())).await {
                     return;
                 }
                 ping_sent_at = Some(Instant::now());
             }
+        }
+    }
+}
+
+/// Sends one frame; `false` if the connection is gone or the client passed
+/// the backlog's hard cap (a write to a client that does not read would
+/// otherwise wait forever).
+async fn send(w: &mut WriterState, msg: Message) -> bool {
+    let backlog = w.backlog.clone();
+    tokio::select! {
+        sent = w.sink.send(msg) => sent.is_ok(),
+        () = backlog.overflowed() => {
+            tracing::warn!("Claude Code client does not read; dropping it");
+            false
         }
     }
 }
@@ -579,7 +630,7 @@ async fn send_selection(w: &mut WriterState, last: &mut Option<Value>) -> bool {
     };
     let body = String::from_utf8(message::notification("selection_changed", params.clone()))
         .expect("JSON is UTF-8");
-    if w.sink.send(Message::text(body)).await.is_err() {
+    if !send(w, Message::text(body)).await {
         return false;
     }
     *last = Some(params);

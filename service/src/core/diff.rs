@@ -20,7 +20,7 @@ pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
                 .iter()
                 .filter(|op| !matches!(op, DiffOp::Equal { .. }));
             let first = changes.next()?;
-            let last = changes.last().unwrap_or(first);
+            let last = changes.next_back().unwrap_or(first);
             Some(Hunk {
                 old: first.old_range().start..last.old_range().end,
                 new: first.new_range().start..last.new_range().end,

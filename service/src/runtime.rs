@@ -185,27 +185,30 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
-/// Reads a small regular file without following a symlink or blocking on a FIFO.
-fn read_small_private(path: &Path) -> Result<Vec<u8>> {
+/// Reads at most `cap` bytes of a regular file, never following a symlink at
+/// `path` itself and never blocking on a FIFO: opened `O_NOFOLLOW |
+/// O_NONBLOCK`, type checked on the open descriptor, then read.
+pub fn read_regular_file(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .context(|| format!("opening {}", path.display()))?;
-    let meta = file
-        .metadata()
-        .context(|| format!("checking {}", path.display()))?;
-    if !meta.is_file() || meta.uid() != uid() {
-        return Err(Error::Invalid(format!(
-            "{} is not our regular file",
-            path.display()
-        )));
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
     }
     let mut bytes = Vec::new();
-    file.take(MAX_SMALL_FILE)
-        .read_to_end(&mut bytes)
-        .context(|| format!("reading {}", path.display()))?;
+    file.take(cap).read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// [`read_regular_file`] of a small file that must be ours.
+fn read_small_private(path: &Path) -> Result<Vec<u8>> {
+    let meta =
+        std::fs::symlink_metadata(path).context(|| format!("checking {}", path.display()))?;
+    if meta.uid() != uid() {
+        return Err(Error::Invalid(format!("{} is not ours", path.display())));
+    }
+    read_regular_file(path, MAX_SMALL_FILE).context(|| format!("reading {}", path.display()))
 }
 
 /// A new secret: 256 bits from the OS CSPRNG as 64 lowercase hex digits.

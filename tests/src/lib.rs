@@ -536,3 +536,16 @@ pub fn tool_json(result: &Value) -> Value {
     serde_json::from_str(result["content"][0]["text"].as_str().expect("text item"))
         .expect("JSON text")
 }
+
+/// Resident memory of a process, in KiB.
+pub fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS line");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|kib| kib.parse().ok())
+        .expect("VmRSS in KiB")
+}

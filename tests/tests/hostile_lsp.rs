@@ -103,12 +103,6 @@ async fn hostile_17_header_framing_violations() {
     child.kill().await.unwrap();
 }
 
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Case 18: a 1 MiB header line and 10 000 headers are cut off at the caps
 /// (8 KiB a line, 8 lines) without the service's memory growing by a MiB.
 #[tokio::test]
@@ -116,13 +110,13 @@ async fn hostile_18_huge_header_line_and_many_headers() {
     let sb = Sandbox::new();
     let service = sb.start_service(&[]).await;
     assert_survives(&service).await;
-    let before = rss_kib(service.pid());
+    let before = moonkale_tests::rss_kib(service.pid());
     let mut long = b"Content-Type: ".to_vec();
     long.extend(std::iter::repeat_n(b'a', 1 << 20));
     long.extend(b"\r\n\r\n");
     assert_socket_closes(&service, &long).await;
     assert_socket_closes(&service, "Content-Type: x\r\n".repeat(10_000).as_bytes()).await;
-    let after = rss_kib(service.pid());
+    let after = moonkale_tests::rss_kib(service.pid());
     assert!(
         after < before + 1024,
         "RSS grew from {before} KiB to {after} KiB"

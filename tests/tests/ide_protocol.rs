@@ -1250,12 +1250,6 @@ async fn accept_button_of_show_message_request() {
     );
 }
 
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Security 13: a client that floods requests without reading makes the
 /// service stop reading it (memory stays bounded, others are served); answers
 /// piling up past the 32 MiB hard cap for a client that does not read get it
@@ -1267,7 +1261,7 @@ async fn hostile_13_clients_that_do_not_read() {
     let (mut ed, _) = editor(&svc, &sb, "decider", "x").await;
     let mut flooder = IdeClient::connect(port, &token).await;
     flooder.initialize("2025-11-25").await;
-    let before = rss_kib(svc.pid());
+    let before = moonkale_tests::rss_kib(svc.pid());
     let flood = async {
         for i in 0..300_000 {
             flooder
@@ -1282,7 +1276,7 @@ async fn hostile_13_clients_that_do_not_read() {
             .is_err(),
         "the service kept reading"
     );
-    let grown = rss_kib(svc.pid()).saturating_sub(before);
+    let grown = moonkale_tests::rss_kib(svc.pid()).saturating_sub(before);
     assert!(grown < 16 * 1024, "RSS grew by {grown} KiB");
     let mut other = IdeClient::connect(port, &token).await;
     other.initialize("2025-11-25").await;

@@ -10,7 +10,7 @@
 //! wrote.
 
 use std::fs::OpenOptions;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -196,16 +196,7 @@ fn write_temp(dir: &Path, bytes: &[u8]) -> Result<PathBuf> {
 }
 
 fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_LOCK_FILE).read_to_end(&mut bytes)?;
-    Ok(bytes)
+    crate::runtime::read_regular_file(path, MAX_LOCK_FILE)
 }
 
 #[cfg(test)]

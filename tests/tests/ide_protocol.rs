@@ -823,6 +823,28 @@ async fn n1_to_n5_selection_changed() {
     assert_eq!(n["params"]["text"], "line");
 }
 
+/// The current selection is sent again shortly after `tools/list`, even
+/// unchanged: Claude Code may not have been listening for the first push.
+#[tokio::test]
+async fn selection_is_sent_again_after_tools_list() {
+    let sb = Sandbox::new();
+    let (svc, port, token) =
+        service_with_env(&sb, &[("MOONKALE_SELECTION_DEBOUNCE_MS", "10")]).await;
+    let (mut ed, uri) = editor(&svc, &sb, "selector", "one\ntwo\n").await;
+    ed.notify(
+        "moonkale/selectionChanged",
+        json!({"textDocument": {"uri": uri}, "cursor": {"line": 1, "character": 1}}),
+    )
+    .await;
+    ed.barrier().await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    let first = c.notification("selection_changed").await;
+    c.request("tools/list", Value::Null).await;
+    let again = c.notification("selection_changed").await;
+    assert_eq!(first["params"], again["params"]);
+}
+
 /// N4: "Send selection to Claude Code" (code action command) sends
 /// at_mentioned with 0-based inclusive lines, queued while no CLI is
 /// connected.

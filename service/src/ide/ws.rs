@@ -213,6 +213,9 @@ enum Out {
     Text(String),
     /// The client finished `initialize`: send it the current selection soon.
     Initialized,
+    /// The client listed the tools: its UI may only now listen for
+    /// `selection_changed`, so the current selection is sent again shortly.
+    ToolsListed,
     Close(CloseCode, &'static str),
 }
 
@@ -442,7 +445,10 @@ impl Reader<'_> {
                 }
                 Ok(result)
             }
-            "tools/list" => Ok(mcp::tools_list()),
+            "tools/list" => {
+                let _ = self.out.send(Out::ToolsListed).await;
+                Ok(mcp::tools_list())
+            }
             "ping" => Ok(json!({})),
             "tools/call" => return self.tool_call(id, &params).await,
             _ => Err(ResponseError::new(
@@ -537,11 +543,14 @@ struct WriterState {
 async fn write_loop(mut w: WriterState) {
     let mut initialized = false;
     let mut selection_due: Option<Instant> = None;
+    // A send of the current selection even if it is what we sent last.
+    let mut resend_due: Option<Instant> = None;
     let mut last_selection: Option<Value> = None;
     let mut ping = tokio::time::interval_at(Instant::now() + w.ping_interval, w.ping_interval);
     let mut ping_sent_at: Option<Instant> = None;
     loop {
         let due = selection_due;
+        let resend = resend_due;
         tokio::select! {
             out = w.out_rx.recv() => match out {
                 Some(Out::Text(text)) => {
@@ -556,6 +565,7 @@ async fn write_loop(mut w: WriterState) {
                     initialized = true;
                     selection_due = Some(Instant::now() + w.debounce);
                 }
+                Some(Out::ToolsListed) => resend_due = Some(Instant::now() + RESEND_AFTER_TOOLS_LIST),
                 Some(Out::Close(code, reason)) => {
                     let _ = send(&mut w, Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
                     return;
@@ -592,6 +602,13 @@ async fn write_loop(mut w: WriterState) {
                     return;
                 }
             }
+            () = async { tokio::time::sleep_until(resend.expect("guarded")).await }, if resend.is_some() => {
+                resend_due = None;
+                last_selection = None;
+                if !send_selection(&mut w, &mut last_selection).await {
+                    return;
+                }
+            }
             _ = ping.tick() => {
                 let heard = *w.last_heard.lock().expect("last_heard lock");
                 if ping_sent_at.is_some_and(|sent| heard < sent) {
@@ -606,6 +623,12 @@ async fn write_loop(mut w: WriterState) {
         }
     }
 }
+
+/// How long after `tools/list` the current selection is sent again. Claude
+/// Code 2.1.332 starts listening for `selection_changed` only once its UI has
+/// taken in the new connection, which under load is after the first send;
+/// VS Code's extension waits about this long after a connect.
+const RESEND_AFTER_TOOLS_LIST: Duration = Duration::from_millis(500);
 
 /// Sends one frame; `false` if the connection is gone or the client passed
 /// the backlog's hard cap (a write to a client that does not read would

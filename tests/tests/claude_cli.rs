@@ -1,0 +1,635 @@
+//! End to end with the real `claude` CLI (2.1.332, interactive, under a
+//! pty), offline: the real service, a scripted LSP editor on its socket, and
+//! the fake Anthropic API (tests/tests/support). Each test shows one thing
+//! reaching the model or the IDE through the whole chain.
+//!
+//! Needs `scripts/install-test-peers.sh` (or `MOONKALE_CLAUDE`) and the
+//! workspace's binaries (`cargo build --workspace`).
+//!
+//! The CLI uses the IDE in a turn only if it was connected when the prompt
+//! was submitted (else an Edit gets the terminal's own diff, not `openDiff`).
+//! Before submitting, make the editor's cursor or selection show in the
+//! CLI's prompt box with [`World::show_in_cli`]: that proves the connection
+//! is up.
+//!
+//! Adding an `openDiff` test: [`edit_script`] makes the model read a file and
+//! propose an `Edit`; with `diffTool: "auto"` (seeded) and
+//! `--permission-mode default` (the [`ClaudeConfig`] default) the CLI sends
+//! it to the service as `openDiff` and waits, while its own terminal dialog
+//! ([`EDIT_QUESTION`]) shows in parallel (the IDE's answer closes it). The
+//! editor gets the proposal ([`editor_request`] for `window/showDocument`)
+//! and decides it (`workspace/executeCommand` `moonkale.acceptProposal` /
+//! `moonkale.rejectProposal`). Accepted: [`edit_result`] is the Edit's tool
+//! result ("…has been updated successfully…", plus "The user modified your
+//! proposed changes…" when the editor changed the proposal) and the file on
+//! disk has the accepted text; rejected: the screen shows [`REJECTED_TEXT`],
+//! the file is unchanged and the CLI makes no further API request in that
+//! turn. Checked against the service of 2026-11-29:
+//!
+//! ```ignore
+//! let mut w = World::start(&[("hello.txt", "hello world\nsecond line\n")], Script::new()).await;
+//! let path = w.path("hello.txt");
+//! w.fake.set_script(edit_script("edit hello", &path, "hello world", "hello EDITED", "EDIT_DONE"));
+//! let uri = w.open("hello.txt").await;
+//! let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+//! w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hello.txt").await;
+//! cli.submit("edit hello", STEP).await;
+//! editor_request(&mut w.ed, "window/showDocument").await;
+//! w.ed.call("workspace/executeCommand",
+//!     json!({"command": "moonkale.acceptProposal", "arguments": []})).await;
+//! assert!(edit_result(&w.fake).await.text.contains("has been updated successfully"));
+//! cli.wait_for_text("EDIT_DONE", STEP).await;
+//! assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello EDITED\nsecond line\n");
+//! ```
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use moonkale_tests::{RawLsp, Sandbox, Service, ide_lock};
+use serde_json::{Value, json};
+use support::claude_cli::{Claude, ClaudeConfig};
+use support::fakeapi::{FakeApi, Recorded, Reply, Script, ToolResult};
+
+/// The longest any single step may take (each test stays well under 30 s;
+/// a step normally takes well under a second once the CLI is up).
+const STEP: Duration = Duration::from_secs(15);
+
+/// The CLI's own permission question for an edit (shown while `openDiff`
+/// waits).
+pub const EDIT_QUESTION: &str = "Do you want to make this edit to";
+/// What the CLI shows after the IDE answered `DIFF_REJECTED`.
+pub const REJECTED_TEXT: &str = "Rejected update to";
+
+/// The service, a scripted LSP editor attached to it, and the fake API.
+/// Fields drop in order: the editor, the service, the fake, and last the
+/// sandbox's folders.
+struct World {
+    ed: RawLsp,
+    svc: Service,
+    fake: FakeApi,
+    /// The IDE WebSocket port (the lock file's name).
+    ide_port: u16,
+    /// The lock file's token: must never reach the CLI's environment.
+    ide_token: String,
+    sb: Sandbox,
+}
+
+impl World {
+    /// Writes `files` (paths relative to the workspace) and starts the
+    /// service, the editor (utf-16, like VS Code) and the fake API.
+    async fn start(files: &[(&str, &str)], script: Script) -> World {
+        let sb = Sandbox::new();
+        for (rel, text) in files {
+            let path = sb.workspace.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let svc = sb.start_service(&[]).await;
+        let (ide_port, lock) = ide_lock(&sb, &svc);
+        let ide_token = lock["authToken"].as_str().expect("token").to_owned();
+        let mut ed = svc.connect().await;
+        ed.initialize("scripted-editor", &["utf-16"], Value::Null)
+            .await;
+        let fake = FakeApi::start(script).await;
+        World {
+            sb,
+            svc,
+            ed,
+            fake,
+            ide_port,
+            ide_token,
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.sb.workspace.join(rel)
+    }
+
+    /// Opens a workspace file in the editor with its text on disk; returns
+    /// its URI.
+    async fn open(&mut self, rel: &str) -> String {
+        let uri = self.sb.uri(rel);
+        let text = std::fs::read_to_string(self.path(rel)).unwrap();
+        self.ed.did_open(&uri, 1, &text).await;
+        self.ed.barrier().await;
+        uri
+    }
+
+    /// Selects `[start, end)` (0-based line, utf-16 column) in `uri`.
+    async fn select(&mut self, uri: &str, start: (u32, u32), end: (u32, u32)) {
+        self.ed
+            .notify(
+                "moonkale/selectionChanged",
+                json!({"textDocument": {"uri": uri}, "selection": {
+                    "start": {"line": start.0, "character": start.1},
+                    "end": {"line": end.0, "character": end.1}}}),
+            )
+            .await;
+        self.ed.barrier().await;
+    }
+
+    /// Puts the editor's cursor at `at` in `uri` (an empty selection): the
+    /// connected CLI then shows `⧉ In <file name>` in its prompt box.
+    async fn cursor(&mut self, uri: &str, at: (u32, u32)) {
+        self.select(uri, at, at).await;
+    }
+
+    /// Selects `[start, end)` in `uri` (start = end: the cursor) and makes
+    /// sure the CLI got it: waits until its prompt box shows `shown`
+    /// (`⧉ N lines selected`, `⧉ In <file>`), which also proves that the CLI
+    /// is connected and will use the IDE in the next turn.
+    ///
+    /// The service pushes the selection 100 ms after the CLI's
+    /// `initialized`, again 500 ms after its `tools/list` (CLI 2.1.332 only
+    /// listens once its UI has taken in the connection, which under load
+    /// can miss the first push), and on every change. Should the CLI still
+    /// not show it, the cursor goes elsewhere and back (two real changes,
+    /// each pushed), up to [`STEP`].
+    async fn show_in_cli(
+        &mut self,
+        cli: &mut Claude,
+        uri: &str,
+        start: (u32, u32),
+        end: (u32, u32),
+        shown: &str,
+    ) {
+        let deadline = tokio::time::Instant::now() + STEP;
+        let elsewhere = if start == (0, 0) && end == (0, 0) {
+            (1, 0)
+        } else {
+            (0, 0)
+        };
+        let retry = Duration::from_millis(1000);
+        loop {
+            self.select(uri, start, end).await;
+            if cli.shows(shown, retry).await {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the CLI never showed {shown:?}:\n{}",
+                cli.screen()
+            );
+            eprintln!(
+                "the CLI does not show {shown:?} yet: moving the cursor to push the selection again"
+            );
+            self.cursor(uri, elsewhere).await;
+            cli.shows("⧉ In ", retry).await;
+        }
+    }
+
+    /// The default CLI setup for this world: HOME is the sandbox's home (where
+    /// the service put its lock file), the fake API, `--permission-mode
+    /// default`, and `CLAUDE_CODE_SSE_PORT` (as the editor's terminal would
+    /// set it) unless `configure` removes it.
+    fn config(&self, cwd: &Path) -> ClaudeConfig {
+        ClaudeConfig::new(&self.sb.home, cwd, self.fake.port).sse_port(self.ide_port)
+    }
+
+    /// Starts the CLI in `cwd`, waits for its prompt, and checks that its
+    /// environment carries none of the service's secrets.
+    async fn claude(
+        &self,
+        cwd: &Path,
+        configure: impl FnOnce(ClaudeConfig) -> ClaudeConfig,
+    ) -> Claude {
+        let mut cli = Claude::spawn(configure(self.config(cwd)));
+        // After the prompt shows, the process has surely exec'd (before that
+        // /proc may still show the forked copy of our own environment).
+        cli.wait_ready(STEP).await;
+        self.assert_env_clean(&cli);
+        cli
+    }
+
+    /// The CLI got only what [`ClaudeConfig::environment`] built: no lock
+    /// token, no service token, no `MOONKALE_*`, nothing of ours.
+    fn assert_env_clean(&self, cli: &Claude) {
+        let env = cli.process_env();
+        assert!(!env.is_empty(), "cannot read the CLI's environment");
+        let service_token = std::fs::read_to_string(&self.svc.info.token_file).unwrap();
+        let service_token = service_token.trim();
+        for (k, v) in &env {
+            assert!(
+                !k.starts_with("MOONKALE") && k != "XDG_RUNTIME_DIR",
+                "the CLI inherited {k}"
+            );
+            assert!(
+                !v.contains(&self.ide_token)
+                    && (service_token.is_empty() || !v.contains(service_token)),
+                "a service token leaked into the CLI's {k}"
+            );
+        }
+    }
+}
+
+/// A script in which the model answers `prompt` by reading `path` (the CLI
+/// refuses an Edit of a file not read in the session), then proposes
+/// replacing `old` with `new` there, then says `done`.
+pub fn edit_script(prompt: &str, path: &Path, old: &str, new: &str, done: &str) -> Script {
+    let file = path.display().to_string();
+    Script::new()
+        .on_prompt(prompt, Reply::tool_use("Read", json!({"file_path": file})))
+        .after_tool(
+            "Read",
+            Reply::tool_use(
+                "Edit",
+                json!({"file_path": file, "old_string": old, "new_string": new, "replace_all": false}),
+            ),
+        )
+        .after_tool("Edit", Reply::text(done))
+}
+
+/// The result of the model's Edit, as the CLI sent it back to the model.
+pub async fn edit_result(fake: &FakeApi) -> ToolResult {
+    fake.wait_tool_result("Edit", STEP).await.1
+}
+
+/// The next request the service sends the editor with `method` (other
+/// messages are kept in `ed.notifications`). Times out after the harness's
+/// TIMEOUT.
+pub async fn editor_request(ed: &mut RawLsp, method: &str) -> Value {
+    if let Some(i) = ed
+        .notifications
+        .iter()
+        .position(|m| m["method"] == method && m.get("id").is_some())
+    {
+        return ed.notifications.remove(i);
+    }
+    loop {
+        let msg = ed.recv().await;
+        if msg["method"] == method && msg.get("id").is_some() {
+            return msg;
+        }
+        ed.notifications.push(msg);
+    }
+}
+
+/// The end of a long text, for failure messages.
+fn tail(text: &str) -> String {
+    let n = text.chars().count();
+    text.chars().skip(n.saturating_sub(600)).collect()
+}
+
+/// The main request that carried the user's `prompt`.
+async fn prompt_request(fake: &FakeApi, prompt: &str) -> Recorded {
+    fake.wait_prompt(prompt, STEP).await
+}
+
+/// (1) A selection made in an attached LSP editor reaches the model: the
+/// editor opens a file and reports a two-line selection
+/// (`moonkale/selectionChanged`); the service pushes it to the connected
+/// CLI as `selection_changed`; the CLI shows it in its prompt box and sends
+/// exactly the selected text (and where it is) with the user's next prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selection_in_the_editor_reaches_the_model() {
+    let source = "def main():\n    answer = compute_answer()\n    return answer  # SELECTION_END\nprint('not selected')\n";
+    let mut w = World::start(
+        &[("src/app.py", source)],
+        Script::new().on_prompt("explain this", Reply::text("SELECTION_EXPLAINED")),
+    )
+    .await;
+    let uri = w.open("src/app.py").await;
+    // From "answer =" on line 2 to the end of "SELECTION_END" on line 3.
+    let line3_end = source.lines().nth(2).unwrap().len() as u32;
+    let (start, end) = ((1, 4), (2, line3_end));
+    w.select(&uri, start, end).await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+
+    // The CLI got the selection from the service.
+    w.show_in_cli(&mut cli, &uri, start, end, "⧉ 2 lines selected")
+        .await;
+    cli.submit("explain this", STEP).await;
+    let req = prompt_request(&w.fake, "explain this").await;
+    let turn = req.latest_turn_text();
+    let selected = "answer = compute_answer()\n    return answer  # SELECTION_END";
+    assert!(
+        turn.contains(selected),
+        "the selected text is not in the request: …{}",
+        tail(&turn)
+    );
+    let path = w.path("src/app.py").display().to_string();
+    assert!(
+        turn.contains(&format!("lines 2 to 3 from {path}")),
+        "the selection's place is not in the request: …{}",
+        tail(&turn)
+    );
+    // Exactly the selection: the rest of the file is not sent.
+    let body = req.body_text();
+    assert!(!body.contains("def main") && !body.contains("not selected"));
+    cli.wait_for_text("SELECTION_EXPLAINED", STEP).await;
+}
+
+/// (4) The model calls `mcp__ide__getDiagnostics`; the CLI asks the service
+/// (`tools/call getDiagnostics`) and sends back, as the tool result, the
+/// diagnostics the editor forwarded with `moonkale/publishDiagnostics`:
+/// message, severity name, 0-based range, source and code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_reads_the_editors_diagnostics() {
+    let mut w = World::start(
+        &[("src/app.py", "import os\nx = undefined_name\n")],
+        Script::new()
+            .on_prompt(
+                "what is wrong",
+                Reply::tool_use("mcp__ide__getDiagnostics", json!({})),
+            )
+            .after_tool("mcp__ide__getDiagnostics", Reply::text("DIAGNOSTICS_READ")),
+    )
+    .await;
+    let uri = w.open("src/app.py").await;
+    w.ed.notify(
+        "moonkale/publishDiagnostics",
+        json!({"uri": uri, "source": "ruff", "diagnostics": [
+            {"range": {"start": {"line": 0, "character": 7}, "end": {"line": 0, "character": 9}},
+             "severity": 2, "message": "DIAG_ONE `os` imported but unused", "source": "ruff", "code": "F401"},
+            {"range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 18}},
+             "severity": 1, "message": "DIAG_TWO undefined name", "source": "ruff", "code": "F821"}]}),
+    )
+    .await;
+    w.cursor(&uri, (1, 4)).await;
+    // Allowed up front: in default mode an MCP tool call otherwise waits for
+    // the terminal's "Do you want to proceed?".
+    let mut cli = w
+        .claude(&w.sb.workspace, |c| {
+            c.arg("--allowedTools").arg("mcp__ide__getDiagnostics")
+        })
+        .await;
+    w.show_in_cli(&mut cli, &uri, (1, 4), (1, 4), "⧉ In app.py")
+        .await;
+    cli.submit("what is wrong", STEP).await;
+
+    let (_, result) = w
+        .fake
+        .wait_tool_result("mcp__ide__getDiagnostics", STEP)
+        .await;
+    assert!(!result.is_error, "getDiagnostics failed: {}", result.text);
+    let files: Value = serde_json::from_str(&result.text)
+        .unwrap_or_else(|e| panic!("the tool result is not JSON ({e}): {}", result.text));
+    let entry = files
+        .as_array()
+        .and_then(|fs| fs.iter().find(|f| f["uri"] == uri.as_str()))
+        .unwrap_or_else(|| panic!("no entry for {uri} in {files:#}"));
+    let by_message = |m: &str| {
+        entry["diagnostics"]
+            .as_array()
+            .and_then(|ds| ds.iter().find(|d| d["message"] == m).cloned())
+            .unwrap_or_else(|| panic!("no diagnostic {m:?} in {entry:#}"))
+    };
+    let one = by_message("DIAG_ONE `os` imported but unused");
+    assert_eq!(
+        (&one["severity"], &one["source"], &one["code"]),
+        (&json!("Warning"), &json!("ruff"), &json!("F401"))
+    );
+    assert_eq!(
+        one["range"],
+        json!({"start": {"line": 0, "character": 7}, "end": {"line": 0, "character": 9}})
+    );
+    let two = by_message("DIAG_TWO undefined name");
+    assert_eq!(
+        (&two["severity"], &two["code"]),
+        (&json!("Error"), &json!("F821"))
+    );
+    cli.wait_for_text("DIAGNOSTICS_READ", STEP).await;
+}
+
+/// (5) A plain `claude --ide`, without `CLAUDE_CODE_SSE_PORT`, started in a
+/// folder inside the workspace, finds the service through the lock file
+/// alone (its `workspaceFolders` contain the cwd; another IDE's lock for
+/// another folder is passed over) and connects: the editor's selection
+/// shows in the CLI and reaches the model, and the IDE's tools are offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_ide_flag_finds_the_service_by_its_lock_file() {
+    let mut w = World::start(
+        &[(
+            "src/lib.rs",
+            "pub fn found_by_lock_file() -> u8 {\n    7\n}\n",
+        )],
+        Script::new().on_prompt("which function", Reply::text("FOUND_IT")),
+    )
+    .await;
+    // Another (live) IDE's lock for a folder that does not hold the cwd.
+    let elsewhere = w.sb.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let decoy = json!({"pid": std::process::id(), "workspaceFolders": [elsewhere], "ideName": "Decoy",
+                       "transport": "ws", "runningInWindows": false, "authToken": "decoy-token"});
+    std::fs::write(w.sb.home.join(".claude/ide/1.lock"), decoy.to_string()).unwrap();
+    let uri = w.open("src/lib.rs").await;
+    // "fn found_by_lock_file"
+    w.select(&uri, (0, 4), (0, 25)).await;
+
+    let cwd = w.path("src");
+    let mut cli = w
+        .claude(&cwd, |mut c| {
+            c.sse_port = None;
+            c.arg("--ide")
+        })
+        .await;
+    assert!(
+        !cli.process_env()
+            .iter()
+            .any(|(k, _)| k.starts_with("CLAUDE_CODE_SSE_PORT")),
+        "the CLI must find the IDE by the lock file alone"
+    );
+    w.show_in_cli(&mut cli, &uri, (0, 4), (0, 25), "⧉ 1 line selected")
+        .await;
+    cli.submit("which function", STEP).await;
+    let req = prompt_request(&w.fake, "which function").await;
+    let turn = req.latest_turn_text();
+    let path = w.path("src/lib.rs").display().to_string();
+    assert!(
+        turn.contains(&format!(
+            "lines 1 to 1 from {path}:\nfn found_by_lock_file\n"
+        )),
+        "the selection did not reach the model: …{}",
+        tail(&turn)
+    );
+    // The IDE's model-visible tool is offered (2.1.332 defers it: named in
+    // the system message for ToolSearch rather than in `tools`).
+    assert!(req.body_text().contains("mcp__ide__getDiagnostics"));
+    cli.wait_for_text("FOUND_IT", STEP).await;
+}
+
+/// (2) The model's Edit reaches the editor as a proposal (`openDiff` →
+/// `window/showDocument` of the proposal document); the user tweaks the
+/// proposal in the editor and accepts it there: the CLI writes the tweaked
+/// text to disk and tells the model the user modified its change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_accepted_in_the_editor_with_a_tweak() {
+    let mut w = World::start(
+        &[("hello.txt", "hello world\nsecond line\n")],
+        Script::new(),
+    )
+    .await;
+    let path = w.path("hello.txt");
+    w.fake.set_script(edit_script(
+        "edit hello",
+        &path,
+        "hello world",
+        "hello EDITED",
+        "EDIT_DONE",
+    ));
+    let uri = w.open("hello.txt").await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hello.txt")
+        .await;
+    cli.submit("edit hello", STEP).await;
+
+    let show = editor_request(&mut w.ed, "window/showDocument").await;
+    let proposal = show["params"]["uri"].as_str().unwrap().to_owned();
+    assert!(proposal.contains("/.moonkale/proposals/"), "{proposal}");
+    let proposed = std::fs::read_to_string(proposal.strip_prefix("file://").unwrap()).unwrap();
+    assert_eq!(proposed, "hello EDITED\nsecond line\n");
+    w.ed.did_open(&proposal, 1, &proposed).await;
+    // The user's tweak: "EDITED" becomes "TWEAKED" before accepting.
+    w.ed.did_change(&proposal, 2, [0, 6, 0, 12], "TWEAKED")
+        .await;
+    w.ed.call(
+        "workspace/executeCommand",
+        json!({"command": "moonkale.acceptProposal", "arguments": [proposal]}),
+    )
+    .await;
+
+    let result = edit_result(&w.fake).await;
+    assert!(
+        result.text.contains("has been updated successfully"),
+        "{}",
+        result.text
+    );
+    assert!(
+        result
+            .text
+            .contains("The user modified your proposed changes"),
+        "{}",
+        result.text
+    );
+    cli.wait_for_text("EDIT_DONE", STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "hello TWEAKED\nsecond line\n"
+    );
+}
+
+/// (3) The user rejects the proposal in the editor: the file on disk is
+/// unchanged, the CLI reports the rejection and asks the model nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_rejected_in_the_editor() {
+    let mut w = World::start(
+        &[("hello.txt", "hello world\nsecond line\n")],
+        Script::new(),
+    )
+    .await;
+    let path = w.path("hello.txt");
+    w.fake.set_script(edit_script(
+        "edit hello",
+        &path,
+        "hello world",
+        "hello EDITED",
+        "EDIT_DONE",
+    ));
+    let uri = w.open("hello.txt").await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hello.txt")
+        .await;
+    cli.submit("edit hello", STEP).await;
+
+    editor_request(&mut w.ed, "window/showDocument").await;
+    let requests_before = w.fake.requests().len();
+    w.ed.call(
+        "workspace/executeCommand",
+        json!({"command": "moonkale.rejectProposal", "arguments": []}),
+    )
+    .await;
+    cli.wait_for_text(REJECTED_TEXT, STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "hello world\nsecond line\n"
+    );
+    assert_eq!(
+        w.fake.requests().len(),
+        requests_before,
+        "no further request to the model after a rejection"
+    );
+}
+
+/// The fake API itself, without the CLI: a chunked streaming request gets
+/// the SSE sequence the CLI parses (tool input split over deltas), a side
+/// request gets a stub fitting its JSON schema, CONNECT is refused, and
+/// everything is recorded.
+#[tokio::test]
+async fn fake_api_streams_and_records() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fake = FakeApi::start(Script::new().on_prompt(
+        "hi",
+        Reply::text("hello").and_tool_use("Read", json!({"file_path": "/x"})),
+    ))
+    .await;
+    let exchange = |request: Vec<u8>| async move {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", fake.port))
+            .await
+            .unwrap();
+        s.write_all(&request).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(STEP, s.read_to_end(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let body = json!({"model": "m", "stream": true, "tools": [{"name": "Read"}],
+                      "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})
+    .to_string();
+    let (a, b) = body.split_at(10);
+    let chunked = format!(
+        "POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    );
+    let sse = exchange(chunked.into_bytes()).await;
+    assert!(sse.starts_with("HTTP/1.1 200 OK\r\n"), "{sse}");
+    let events: Vec<&str> = sse
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(events.first(), Some(&"message_start"));
+    assert_eq!(events.last(), Some(&"message_stop"));
+    let partial: String = sse
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .filter_map(|d| d["delta"]["partial_json"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<Value>(&partial).unwrap(),
+        json!({"file_path": "/x"})
+    );
+    assert!(sse.contains(r#""stop_reason":"tool_use""#));
+
+    let side = json!({"model": "m", "stream": false, "messages": [],
+                      "output_config": {"format": {"type": "json_schema", "schema": {
+                          "type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}}}})
+    .to_string();
+    let answer = exchange(
+        format!(
+            "POST /v1/messages HTTP/1.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{side}",
+            side.len()
+        )
+        .into_bytes(),
+    )
+    .await;
+    let json_body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let title: Value =
+        serde_json::from_str(json_body["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(title, json!({"title": "Fake title"}));
+
+    let refused =
+        exchange(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n".to_vec())
+            .await;
+    assert!(refused.starts_with("HTTP/1.1 403"));
+
+    let log = fake.requests();
+    assert_eq!(log.len(), 3);
+    assert_eq!((log[0].turn, log[0].rule.as_str()), (1, "prompt \"hi\""));
+    assert_eq!(log[0].latest_user_text(), "hi");
+    assert_eq!(fake.outside_attempts(), ["example.com:443"]);
+}

@@ -1,0 +1,506 @@
+//! The real `claude` CLI in interactive (TTY) mode, under a pseudo-terminal,
+//! offline: pointed at the fake API ([`super::fakeapi`]), in a throwaway
+//! HOME with the pre-seeded `~/.claude.json` of shared/docs/real-cli.md §2,
+//! with an environment built from nothing (so nothing of the test process,
+//! the service or the developer's own Claude setup leaks in).
+//!
+//! The process runs under portable-pty; its output goes through a vt100
+//! parser, so tests wait for text on the *screen*, with a deadline. Typing
+//! is plain bytes on the pty (`\r` is Enter). The CLI is its own session
+//! leader; [`Claude::kill`] (and drop) kill its whole process group.
+//!
+//! Only the interactive mode connects to an IDE from a lock file or
+//! `CLAUDE_CODE_SSE_PORT`; `-p` never does (real-cli.md §5).
+
+#![allow(dead_code)] // each test file uses a different part of the support code
+
+use std::io::{Read, Write};
+use std::num::NonZeroU16;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// The API key the CLI sends; the fake accepts anything. Short keys are
+/// approved whole in `customApiKeyResponses` (it keeps the last 20 chars).
+pub const API_KEY: &str = "sk-test-dummy";
+
+const ROWS: u16 = 50;
+const COLS: u16 = 140;
+
+/// The `claude` executable: `$MOONKALE_CLAUDE`, else the one
+/// `scripts/install-test-peers.sh` put into `<repo>/.peers/claude`.
+pub fn claude_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("MOONKALE_CLAUDE").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "MOONKALE_CLAUDE={} is not a file", p.display());
+        return p;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repository root");
+    let peer = repo.join(".peers/claude/node_modules");
+    let candidates = [
+        peer.join(".bin/claude"),
+        peer.join("@anthropic-ai/claude-code-linux-x64/claude"),
+        peer.join("@anthropic-ai/claude-code/bin/claude.exe"),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "the claude CLI is not installed (looked for {}); run scripts/install-test-peers.sh \
+                 or set MOONKALE_CLAUDE to a claude executable",
+                candidates[0].display()
+            )
+        })
+}
+
+/// Writes `home/.claude.json` so that the TTY starts straight at the prompt:
+/// onboarding done, the API key approved, each of `trusted` (the CLI's
+/// working directory) trusted, and `diffTool: "auto"` (edits go to the
+/// IDE's `openDiff`).
+pub fn seed_home(home: &Path, trusted: &[&Path]) {
+    std::fs::create_dir_all(home).expect("create the CLI's HOME");
+    let projects: serde_json::Map<String, Value> = trusted
+        .iter()
+        .map(|p| {
+            (
+                p.display().to_string(),
+                json!({"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}),
+            )
+        })
+        .collect();
+    let seed = json!({
+        "hasCompletedOnboarding": true,
+        "theme": "dark",
+        "diffTool": "auto",
+        "autoInstallIdeExtension": false,
+        "customApiKeyResponses": {"approved": [API_KEY], "rejected": []},
+        "projects": projects,
+    });
+    std::fs::write(
+        home.join(".claude.json"),
+        serde_json::to_vec_pretty(&seed).unwrap(),
+    )
+    .expect("write ~/.claude.json");
+}
+
+/// How to start the CLI.
+#[derive(Clone, Debug)]
+pub struct ClaudeConfig {
+    /// The CLI's HOME; seeded by [`Claude::spawn`]. Use the sandbox's home
+    /// so that the CLI finds the lock file the service wrote there.
+    pub home: PathBuf,
+    /// Working directory (inside the workspace for lock-file discovery).
+    pub cwd: PathBuf,
+    /// Where temporary files go (`TMPDIR`); created if missing.
+    pub tmp: PathBuf,
+    /// The fake API's port (base URL and proxy).
+    pub api_port: u16,
+    /// Sets `CLAUDE_CODE_SSE_PORT` (the IDE's port, as an IDE terminal does).
+    pub sse_port: Option<u16>,
+    /// Extra command-line arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables (after the defaults, so they win).
+    pub env: Vec<(String, String)>,
+    /// Writes the CLI's debug log here (`--debug-file`), shown on failures.
+    pub debug_file: Option<PathBuf>,
+}
+
+impl ClaudeConfig {
+    /// 2.1.332's TTY defaults to "auto" permission mode, in which edits
+    /// skip `openDiff` (cli-matrix.md §5): start it in `default` mode.
+    pub fn new(home: &Path, cwd: &Path, api_port: u16) -> ClaudeConfig {
+        let root = home.parent().unwrap_or(home);
+        ClaudeConfig {
+            home: home.to_owned(),
+            cwd: cwd.to_owned(),
+            tmp: root.join("claude-tmp"),
+            api_port,
+            sse_port: None,
+            args: vec!["--permission-mode".into(), "default".into()],
+            env: Vec::new(),
+            debug_file: Some(root.join("claude-debug.log")),
+        }
+    }
+
+    pub fn sse_port(mut self, port: u16) -> ClaudeConfig {
+        self.sse_port = Some(port);
+        self
+    }
+
+    pub fn arg(mut self, arg: impl Into<String>) -> ClaudeConfig {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> ClaudeConfig {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The whole environment the CLI gets: nothing inherited.
+    pub fn environment(&self) -> Vec<(String, String)> {
+        let api = format!("http://127.0.0.1:{}", self.api_port);
+        let mut env: Vec<(String, String)> = [
+            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            ("TERM", "xterm-256color"),
+            ("COLORTERM", "truecolor"),
+            ("LANG", "C.UTF-8"),
+            ("ANTHROPIC_API_KEY", API_KEY),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_TELEMETRY", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("DISABLE_ERROR_REPORTING", "1"),
+            ("CLAUDE_CODE_MAX_RETRIES", "2"),
+            ("CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL", "true"),
+            // Else it git-clones the plugin marketplace from GitHub, over
+            // HTTPS (refused by the proxy) and then over ssh (not proxied).
+            ("CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL", "1"),
+            ("GIT_SSH_COMMAND", "/bin/false"),
+            ("NO_PROXY", "127.0.0.1,localhost"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        env.push(("HOME".into(), self.home.display().to_string()));
+        env.push(("TMPDIR".into(), self.tmp.display().to_string()));
+        env.push(("ANTHROPIC_BASE_URL".into(), api.clone()));
+        // The fake refuses (and records) every CONNECT: nothing leaves.
+        env.push(("HTTPS_PROXY".into(), api.clone()));
+        env.push(("HTTP_PROXY".into(), api));
+        if let Some(port) = self.sse_port {
+            env.push(("CLAUDE_CODE_SSE_PORT".into(), port.to_string()));
+        }
+        env.extend(self.env.iter().cloned());
+        env
+    }
+}
+
+/// What the reader thread keeps.
+struct Term {
+    parser: vt100::Parser,
+    /// Every byte the CLI wrote, for failure messages.
+    raw: Vec<u8>,
+    eof: bool,
+}
+
+/// A running CLI on a pty.
+pub struct Claude {
+    pub config: ClaudeConfig,
+    child: Box<dyn Child + Send + Sync>,
+    pid: u32,
+    writer: Box<dyn Write + Send>,
+    _master: Box<dyn MasterPty + Send>,
+    term: Arc<Mutex<Term>>,
+    changed: watch::Receiver<u64>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    killed: bool,
+}
+
+impl Claude {
+    /// Seeds the home and starts `claude <args>` on a fresh pty.
+    pub fn spawn(config: ClaudeConfig) -> Claude {
+        seed_home(&config.home, &[&config.cwd]);
+        std::fs::create_dir_all(&config.tmp).expect("create TMPDIR");
+        let pty = portable_pty::native_pty_system()
+            .openpty(PtySize {
+                rows: ROWS,
+                cols: COLS,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("open a pty");
+        let mut cmd = CommandBuilder::new(claude_bin());
+        cmd.env_clear();
+        for (k, v) in config.environment() {
+            cmd.env(k, v);
+        }
+        cmd.cwd(&config.cwd);
+        if let Some(debug) = &config.debug_file {
+            cmd.arg("--debug-file");
+            cmd.arg(debug);
+        }
+        cmd.args(&config.args);
+        let child = pty.slave.spawn_command(cmd).expect("spawn claude");
+        // Only the child holds the slave now: its exit ends our reads.
+        drop(pty.slave);
+        let pid = child.process_id().expect("claude pid");
+        let reader = pty.master.try_clone_reader().expect("pty reader");
+        let writer = pty.master.take_writer().expect("pty writer");
+        let term = Arc::new(Mutex::new(Term {
+            parser: vt100::Parser::new(
+                NonZeroU16::new(ROWS).unwrap(),
+                NonZeroU16::new(COLS).unwrap(),
+                0,
+            ),
+            raw: Vec::new(),
+            eof: false,
+        }));
+        let (tx, changed) = watch::channel(0u64);
+        let reader = {
+            let term = term.clone();
+            std::thread::Builder::new()
+                .name("claude-pty".into())
+                .spawn(move || read_pty(reader, term, tx))
+                .expect("pty reader thread")
+        };
+        Claude {
+            config,
+            child,
+            pid,
+            writer,
+            _master: pty.master,
+            term,
+            changed,
+            reader: Some(reader),
+            killed: false,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The screen as text, one line per row, trailing blanks trimmed.
+    pub fn screen(&self) -> String {
+        let t = self.term.lock().expect("pty state");
+        t.parser
+            .screen()
+            .rows(0, COLS)
+            .map(|r| r.trim_end().to_owned())
+            .collect::<Vec<_>>()
+            .join("\n")
+            .trim_end()
+            .to_owned()
+    }
+
+    /// Everything the CLI printed, escape sequences included.
+    pub fn raw_output(&self) -> String {
+        String::from_utf8_lossy(&self.term.lock().expect("pty state").raw).into_owned()
+    }
+
+    /// The tail of the `--debug-file` log, for failure messages.
+    pub fn debug_tail(&self, lines: usize) -> String {
+        let Some(path) = &self.config.debug_file else {
+            return String::new();
+        };
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Waits until `pred` holds for the screen; returns that screen, or
+    /// `None` after `timeout` or once the CLI has exited.
+    pub async fn try_wait_screen(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            self.changed.borrow_and_update();
+            let screen = self.screen();
+            if pred(&screen) {
+                return Some(screen);
+            }
+            let eof = self.term.lock().expect("pty state").eof;
+            let timed_out = eof
+                || tokio::time::timeout_at(deadline, self.changed.changed())
+                    .await
+                    .map_or(true, |r| r.is_err());
+            if timed_out {
+                // One last look: the change may have come with the end.
+                let screen = self.screen();
+                return pred(&screen).then_some(screen);
+            }
+        }
+    }
+
+    /// Waits until `pred` holds for the screen; returns that screen. Panics
+    /// after `timeout` with the screen and the debug log's tail.
+    pub async fn wait_screen(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        if let Some(screen) = self.try_wait_screen(timeout, pred).await {
+            return screen;
+        }
+        let eof = self.term.lock().expect("pty state").eof;
+        panic!(
+            "claude: {} waiting for {what} after {timeout:?}.\n--- screen ---\n{}\n\
+             --- debug log (tail) ---\n{}",
+            if eof { "exited" } else { "timed out" },
+            self.screen(),
+            self.debug_tail(40)
+        );
+    }
+
+    /// True once `needle` is on the screen, false after `timeout`.
+    pub async fn shows(&mut self, needle: &str, timeout: Duration) -> bool {
+        self.try_wait_screen(timeout, |s| s.contains(needle))
+            .await
+            .is_some()
+    }
+
+    /// Waits until `needle` is on the screen.
+    pub async fn wait_for_text(&mut self, needle: &str, timeout: Duration) -> String {
+        self.wait_screen(&format!("{needle:?} on the screen"), timeout, |s| {
+            s.contains(needle)
+        })
+        .await
+    }
+
+    /// Waits until the prompt input is ready for typing.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> String {
+        self.wait_screen("the prompt", timeout, |s| {
+            s.contains("? for shortcuts") && s.contains('❯')
+        })
+        .await
+    }
+
+    /// Writes raw bytes to the terminal (keys).
+    pub fn send_keys(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("write to the pty");
+        self.writer.flush().expect("flush the pty");
+    }
+
+    pub fn type_text(&mut self, text: &str) {
+        self.send_keys(text.as_bytes());
+    }
+
+    pub fn press_enter(&mut self) {
+        self.send_keys(b"\r");
+    }
+
+    /// Types `prompt`, waits until the screen shows it once more than before
+    /// (the input box echoing it, so Enter is not taken as part of a paste),
+    /// and presses Enter.
+    pub async fn submit(&mut self, prompt: &str, timeout: Duration) {
+        let before = self.screen().matches(prompt).count();
+        self.type_text(prompt);
+        self.wait_screen(&format!("{prompt:?} in the input box"), timeout, |s| {
+            s.matches(prompt).count() > before
+        })
+        .await;
+        self.press_enter();
+    }
+
+    /// Answers the terminal dialog that asks `question` with its selected
+    /// option (Enter; "1. Yes" is selected first). A dialog ignores keys
+    /// for a moment after it first shows, so Enter is repeated until the
+    /// question is gone (a stray Enter on the empty prompt does nothing).
+    pub async fn confirm_dialog(&mut self, question: &str, timeout: Duration) {
+        self.wait_for_text(question, timeout).await;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            self.press_enter();
+            let retry = tokio::time::Instant::now() + Duration::from_millis(500);
+            loop {
+                self.changed.borrow_and_update();
+                if !self.screen().contains(question) {
+                    return;
+                }
+                let until = retry.min(deadline);
+                if tokio::time::timeout_at(until, self.changed.changed())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "claude: the dialog {question:?} did not go away.\n--- screen ---\n{}",
+                    self.screen()
+                );
+            }
+        }
+    }
+
+    /// The CLI process's environment, from /proc.
+    pub fn process_env(&self) -> Vec<(String, String)> {
+        let raw = std::fs::read(format!("/proc/{}/environ", self.pid)).unwrap_or_default();
+        raw.split(|b| *b == 0)
+            .filter(|kv| !kv.is_empty())
+            .map(|kv| {
+                let kv = String::from_utf8_lossy(kv);
+                match kv.split_once('=') {
+                    Some((k, v)) => (k.to_owned(), v.to_owned()),
+                    None => (kv.into_owned(), String::new()),
+                }
+            })
+            .collect()
+    }
+
+    /// True while the CLI process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills the CLI's whole process group (it is a session leader), reaps
+    /// it and ends the reader thread.
+    pub fn kill(&mut self) {
+        if self.killed {
+            return;
+        }
+        self.killed = true;
+        let pid = self.pid as libc::pid_t;
+        // SAFETY: kill has no memory-safety preconditions; the group is the
+        // CLI's own session (portable-pty calls setsid for the child).
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+            libc::kill(pid, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            // The reader ends when the last holder of the slave is gone;
+            // a grandchild that escaped the group could keep it open, so do
+            // not wait for it forever.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !reader.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if reader.is_finished() {
+                let _ = reader.join();
+            }
+        }
+    }
+}
+
+impl Drop for Claude {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn read_pty(mut reader: Box<dyn Read + Send>, term: Arc<Mutex<Term>>, tx: watch::Sender<u64>) {
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        {
+            let mut t = term.lock().expect("pty state");
+            t.parser.process(&buf[..n]);
+            // Bounded: keep the last 4 MiB.
+            t.raw.extend_from_slice(&buf[..n]);
+            if t.raw.len() > 4 << 20 {
+                let cut = t.raw.len() - (4 << 20);
+                t.raw.drain(..cut);
+            }
+        }
+        tx.send_modify(|g| *g += 1);
+    }
+    term.lock().expect("pty state").eof = true;
+    tx.send_modify(|g| *g += 1);
+}

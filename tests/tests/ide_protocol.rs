@@ -1347,3 +1347,64 @@ async fn hostile_13_clients_that_do_not_read() {
         json!({})
     );
 }
+
+/// Security 36: special files named by tools (a FIFO, a socket, a folder,
+/// `/dev/zero` behind a symlink, a 10 GB sparse file, a binary file) are
+/// refused or read only up to the cap; nothing blocks.
+#[tokio::test]
+async fn hostile_36_special_files() {
+    let sb = Sandbox::new();
+    let ws = sb.workspace.clone();
+    let fifo = std::ffi::CString::new(ws.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let _socket = std::os::unix::net::UnixListener::bind(ws.join("sock")).unwrap();
+    std::fs::create_dir(ws.join("folder")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", ws.join("zero")).unwrap();
+    std::fs::File::create(ws.join("sparse"))
+        .unwrap()
+        .set_len(10 << 30)
+        .unwrap();
+    std::fs::write(ws.join("binary"), [0u8, 159, 146, 150, 255, 0, 1]).unwrap();
+    let (_svc, port, token) = service(&sb).await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    for name in ["fifo", "sock", "folder", "zero"] {
+        let path = ws.join(name).display().to_string();
+        for (tool, args) in [
+            (
+                "openFile",
+                json!({"filePath": path, "startText": "x", "makeFrontmost": false}),
+            ),
+            ("openDiff", open_diff(&path, "new\n", "tab")),
+        ] {
+            let started = std::time::Instant::now();
+            let reply = c
+                .request("tools/call", json!({"name": tool, "arguments": args}))
+                .await;
+            assert_eq!(reply["result"]["isError"], true, "{tool} {name}: {reply}");
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{tool} {name} blocked"
+            );
+        }
+    }
+    let sparse = c
+        .tool(
+            "openFile",
+            json!({"filePath": ws.join("sparse"), "makeFrontmost": false}),
+        )
+        .await;
+    assert_eq!(
+        tool_json(&sparse)["success"],
+        true,
+        "read only up to the cap"
+    );
+    let binary = c
+        .tool(
+            "openFile",
+            json!({"filePath": ws.join("binary"), "makeFrontmost": false}),
+        )
+        .await;
+    assert_eq!(tool_json(&binary)["success"], true);
+}

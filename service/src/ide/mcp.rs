@@ -80,8 +80,13 @@ pub fn tools_list() -> Value {
 const MAX_READ: u64 = 16 << 20;
 
 /// A confined file's text, up to [`MAX_READ`] bytes.
-fn read_capped(path: &std::path::Path) -> Result<String, String> {
-    let bytes = crate::runtime::read_regular_file(path, MAX_READ)
+fn read_capped(root: &std::path::Path, path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = paths::open_beneath(root, path, paths::Open::Read)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_READ)
+        .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -95,34 +100,30 @@ fn write_proposal(
     contents: &str,
 ) -> Result<(PathBuf, PathBuf), String> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let state = root.join(".moonkale");
-    std::fs::create_dir_all(state.join("proposals"))
-        .map_err(|e| format!("cannot create {}: {e}", state.display()))?;
-    let ignore = state.join(".gitignore");
-    if !ignore.exists() {
-        let _ = std::fs::write(&ignore, "*\n");
-    }
     let mut raw = [0u8; 6];
     getrandom::fill(&mut raw).map_err(|e| format!("no randomness: {e}"))?;
     let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let state = root.join(".moonkale");
     let dir = state.join("proposals").join(id);
     let name = target.file_name().ok_or("the target has no file name")?;
     let file = dir.join(name);
-    // The whole way down must stay inside the workspace.
-    paths::confine(&[root.to_path_buf()], &file.display().to_string())
-        .map_err(|paths::Refused(why)| why)?;
-    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&file)
-        .map_err(|e| format!("cannot create {}: {e}", file.display()))?;
-    out.write_all(contents.as_bytes())
+    let open = |path: &std::path::Path| {
+        paths::open_beneath(root, path, paths::Open::CreateNew)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))
+    };
+    // Keep proposals (and later chats) out of the user's git status.
+    if let Ok(mut ignore) = open(&state.join(".gitignore")) {
+        let _ = ignore.write_all(b"*\n");
+    }
+    open(&file)?
+        .write_all(contents.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     Ok((dir, file))
+}
+
+/// The workspace folder (one per IDE server).
+fn root_of(roots: &[PathBuf]) -> &std::path::Path {
+    roots.first().expect("a workspace has a root")
 }
 
 /// What to do with a `tools/call`.
@@ -187,7 +188,7 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                 Err(refusal) => return refusal,
             };
             let old_text = if old_path.exists() {
-                match read_capped(&old_path) {
+                match read_capped(root_of(roots), &old_path) {
                     Ok(text) => text,
                     Err(why) => return ToolCall::Answer(hub::error_result(why)),
                 }
@@ -195,8 +196,7 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                 String::new() // a new file
             };
             let contents = string_arg("new_file_contents").unwrap_or_default();
-            let root = roots.first().expect("a workspace has a root");
-            let (dir, proposal) = match write_proposal(root, &new_path, contents) {
+            let (dir, proposal) = match write_proposal(root_of(roots), &new_path, contents) {
                 Ok(written) => written,
                 Err(why) => return ToolCall::Answer(hub::error_result(why)),
             };
@@ -277,7 +277,7 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                     args["filePath"] = json!(path);
                     // The hub searches the editor's buffer when the file is
                     // open; it does no IO, so it gets the file's text too.
-                    match read_capped(&path) {
+                    match read_capped(root_of(roots), &path) {
                         Ok(text) => args["fileText"] = json!(text),
                         Err(why) => return ToolCall::Answer(hub::error_result(why)),
                     }

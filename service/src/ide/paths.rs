@@ -7,6 +7,12 @@
 //! any letter case, and reaches its target without passing through a symlink
 //! (checked with `lstat` from the folder down). Components that do not exist
 //! yet are allowed: a proposal may create a new file.
+//!
+//! A check followed by an open can be raced: a folder swapped for a symlink
+//! after the check would lead the open outside (security.md 34). So files
+//! are opened with [`open_beneath`]: a walk from the workspace folder's own
+//! descriptor, one `openat(O_NOFOLLOW)` per component, which refuses a
+//! symlink at any step whenever it appears.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -53,6 +59,88 @@ pub fn confine(roots: &[PathBuf], raw: &str) -> Result<PathBuf, Refused> {
         }
     }
     Ok(clean)
+}
+
+/// How [`open_beneath`] opens the last component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Open {
+    /// An existing regular file, for reading (never blocks on a FIFO).
+    Read,
+    /// A new file (mode 0600), creating missing folders on the way.
+    CreateNew,
+}
+
+/// Opens `path`, which must lie under `root`, walking from `root` one
+/// component at a time without following any symlink.
+pub fn open_beneath(root: &Path, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| std::io::Error::other("not under the workspace"))?;
+    let parts: Vec<&OsStr> = rel.components().map(|c| c.as_os_str()).collect();
+    let Some((last, dirs)) = parts.split_last() else {
+        return Err(std::io::Error::other("no file name"));
+    };
+    let cstr =
+        |p: &OsStr| CString::new(p.as_bytes()).map_err(|_| std::io::Error::other("NUL in path"));
+    let openat =
+        |dir: &OwnedFd, name: &CString, flags: i32, mode: u32| -> std::io::Result<OwnedFd> {
+            // SAFETY: a valid directory descriptor and a NUL-terminated name;
+            // on success we own the returned descriptor.
+            let fd = unsafe {
+                libc::openat(
+                    dir.as_raw_fd(),
+                    name.as_ptr(),
+                    flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                    mode,
+                )
+            };
+            if fd < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+            }
+        };
+    let root_c = CString::new(root.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("NUL in path"))?;
+    // SAFETY: as above, with an absolute path.
+    let fd = unsafe {
+        libc::open(
+            root_c.as_ptr(),
+            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut dir = unsafe { OwnedFd::from_raw_fd(fd) };
+    for part in dirs {
+        let name = cstr(part)?;
+        if how == Open::CreateNew {
+            // SAFETY: valid descriptor and name; EEXIST is fine.
+            let made = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) };
+            if made < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        dir = openat(&dir, &name, libc::O_DIRECTORY | libc::O_RDONLY, 0)?;
+    }
+    let name = cstr(last)?;
+    let fd = match how {
+        Open::Read => openat(&dir, &name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?,
+        Open::CreateNew => openat(
+            &dir,
+            &name,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            0o600,
+        )?,
+    };
+    let file = std::fs::File::from(fd);
+    if how == Open::Read && !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }
 
 fn is_git(part: &OsStr) -> bool {
@@ -109,5 +197,39 @@ mod tests {
         ] {
             assert!(confine(&roots, &bad).is_err(), "{bad:?} was accepted");
         }
+    }
+
+    /// Security case 34: a folder swapped for a symlink after the check and
+    /// before the open (deterministically, between `confine` and
+    /// `open_beneath`) is refused; nothing is read or created outside.
+    #[test]
+    fn hostile_34_swap_after_the_check_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = base.join("proj");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("sub/a.txt"), "inside").unwrap();
+        std::fs::write(outside.join("a.txt"), "SECRET").unwrap();
+        let roots = vec![root.clone()];
+        let target = confine(&roots, &format!("{}/sub/a.txt", root.display())).unwrap();
+        let created = confine(&roots, &format!("{}/sub/new.txt", root.display())).unwrap();
+        assert!(open_beneath(&root, &target, Open::Read).is_ok());
+        // The swap.
+        std::fs::rename(root.join("sub"), base.join("moved")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("sub")).unwrap();
+        assert!(open_beneath(&root, &target, Open::Read).is_err());
+        assert!(open_beneath(&root, &created, Open::CreateNew).is_err());
+        assert!(!outside.join("new.txt").exists());
+        // A symlink as the file itself, and special files.
+        std::fs::remove_file(root.join("sub")).unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(outside.join("a.txt"), root.join("sub/link")).unwrap();
+        assert!(open_beneath(&root, &root.join("sub/link"), Open::Read).is_err());
+        assert!(
+            open_beneath(&root, &root.join("sub"), Open::Read).is_err(),
+            "a folder is not a file"
+        );
     }
 }

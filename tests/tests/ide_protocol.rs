@@ -1408,3 +1408,38 @@ async fn hostile_36_special_files() {
         .await;
     assert_eq!(tool_json(&binary)["success"], true);
 }
+
+/// F4: a frame that arrives in pieces is buffered, not refused.
+#[tokio::test]
+async fn f4_truncated_frame_is_buffered() {
+    let sb = Sandbox::new();
+    let (_svc, port, token) = service(&sb).await;
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    s.write_all(upgrade(port, &auth(&token)).as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).await.unwrap();
+        head.push(b[0]);
+    }
+    let ping = frame(
+        true,
+        false,
+        1,
+        br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+    );
+    let (first, rest) = ping.split_at(7);
+    s.write_all(first).await.unwrap();
+    s.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await; // the server sees half a frame
+    s.write_all(rest).await.unwrap();
+    let mut reply = [0u8; 64];
+    let n = tokio::time::timeout(moonkale_tests::TIMEOUT, s.read(&mut reply))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reply[0], 0x81, "a text frame back");
+    assert!(String::from_utf8_lossy(&reply[2..n]).contains(r#""result":{}"#));
+}

@@ -77,24 +77,6 @@ impl LockFile {
         &self.path
     }
 
-    /// Replaces the contents (e.g. new workspace folders), only if the file
-    /// still holds what we wrote last.
-    pub fn rewrite(&mut self, contents: &LockContents) -> Result<()> {
-        if !self.is_ours() {
-            return Err(Error::Invalid(format!(
-                "{} was changed by someone else",
-                self.path.display()
-            )));
-        }
-        let bytes = serde_json::to_vec(contents).expect("lock contents serialize");
-        let dir = self.path.parent().expect("a lock file has a directory");
-        let tmp = write_temp(dir, &bytes)?;
-        std::fs::rename(&tmp, &self.path)
-            .context(|| format!("replacing {}", self.path.display()))?;
-        self.written = bytes;
-        Ok(())
-    }
-
     fn is_ours(&self) -> bool {
         read_small(&self.path).is_ok_and(|b| b == self.written)
     }

@@ -137,8 +137,16 @@ pub fn open_beneath(root: &Path, path: &Path, how: Open) -> std::io::Result<std:
         )?,
     };
     let file = std::fs::File::from(fd);
-    if how == Open::Read && !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
+    if how == Open::Read {
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        // A hard link may share its contents with a file outside the
+        // workspace (security.md 35): such files are not read.
+        if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+            return Err(std::io::Error::other("the file has other hard links"));
+        }
     }
     Ok(file)
 }

@@ -977,6 +977,13 @@ async fn t2_open_diff_accept_with_a_tweak() {
     .await;
     let (uri, text) = open_proposal(&mut ed).await;
     assert_eq!(text, "fn main() {\n    new();\n}\n");
+    let st = sb.status().await;
+    assert_eq!(
+        st["claudeClients"][0]["pid"],
+        std::process::id(),
+        "ide_connected recorded"
+    );
+    assert_eq!(st["pendingProposals"][0]["tabName"], tab);
     // Still pending: a ping is answered first.
     assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
     ed.did_change(&uri, 2, [1, 4, 1, 7], "newer").await;

@@ -19,6 +19,26 @@ pub struct Status {
     pub diagnostics: Vec<DiagnosticsCount>,
     /// UTF-8 bytes held across every editor's buffers.
     pub total_bytes: usize,
+    /// Claude Code CLIs connected to the IDE server.
+    pub claude_clients: Vec<ClaudeClientStatus>,
+    /// Edits Claude Code proposed that wait for the user.
+    pub pending_proposals: Vec<ProposalStatus>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaudeClientStatus {
+    pub id: u64,
+    /// From the CLI's `ide_connected`.
+    pub pid: Option<u32>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalStatus {
+    pub tab_name: String,
+    pub target: String,
+    pub document: String,
 }
 
 #[derive(Debug, Serialize)]

@@ -931,6 +931,23 @@ impl Workspace {
             editors,
             diagnostics: self.diagnostics.counts(),
             total_bytes: self.total_bytes,
+            claude_clients: self
+                .ide_clients
+                .iter()
+                .map(|(id, c)| super::status::ClaudeClientStatus {
+                    id: id.0,
+                    pid: c.cli_pid,
+                })
+                .collect(),
+            pending_proposals: self
+                .proposals
+                .iter()
+                .map(|p| super::status::ProposalStatus {
+                    tab_name: p.tab_name.clone(),
+                    target: p.target.to_string(),
+                    document: p.document.to_string(),
+                })
+                .collect(),
         }
     }
 }

@@ -1,0 +1,99 @@
+//! Finding the `claude` executable.
+//!
+//! A configured path wins. Otherwise `PATH` is searched, skipping entries a
+//! workspace could plant a fake `claude` in: relative entries (`""`, `.`,
+//! `bin`) and entries inside the workspace folder. A repository that ships
+//! `./node_modules/.bin/claude` must not get to run it with the user's login.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// The executable to run: `configured`, else the first safe `claude` on
+/// `path_var` (the value of `PATH`).
+pub fn find(
+    configured: Option<&Path>,
+    path_var: Option<&OsStr>,
+    workspace: &Path,
+) -> Result<PathBuf> {
+    if let Some(path) = configured {
+        return if is_executable(path) {
+            Ok(path.to_path_buf())
+        } else {
+            Err(Error::NotExecutable(path.to_path_buf()))
+        };
+    }
+    let mut looked = Vec::new();
+    for dir in std::env::split_paths(path_var.unwrap_or_default()) {
+        if !dir.is_absolute() || dir.starts_with(workspace) {
+            continue;
+        }
+        let candidate = dir.join("claude");
+        if is_executable(&candidate) {
+            return Ok(candidate);
+        }
+        looked.push(dir.display().to_string());
+    }
+    Err(Error::NotFound {
+        looked: if looked.is_empty() {
+            "PATH is empty".into()
+        } else {
+            format!("searched {}", looked.join(":"))
+        },
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exe(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn path_entries_a_workspace_could_plant_are_skipped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        let planted = ws.join("node_modules/.bin/claude");
+        let real = tmp.path().join("usr/bin/claude");
+        exe(&planted);
+        exe(&real);
+        let path = std::env::join_paths([
+            ws.join("node_modules/.bin"),
+            "bin".into(),
+            real.parent().unwrap().into(),
+        ])
+        .unwrap();
+        assert_eq!(find(None, Some(&path), &ws).unwrap(), real);
+        let only_planted = std::env::join_paths([ws.join("node_modules/.bin")]).unwrap();
+        let err = find(None, Some(&only_planted), &ws)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not found") && err.contains("npm install"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_configured_path_must_be_executable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("claude");
+        std::fs::write(&file, "").unwrap();
+        assert!(find(Some(&file), None, tmp.path()).is_err());
+        exe(&file);
+        assert_eq!(
+            find(Some(&file), None, Path::new("/nowhere")).unwrap(),
+            file
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "the claude CLI was not found ({looked}); install it with `npm install -g @anthropic-ai/claude-code` \
+         or set its path in the service's configuration"
+    )]
+    NotFound { looked: String },
+    #[error("{0} is not an executable file")]
+    NotExecutable(PathBuf),
+    #[error("argument {index} contains a line break; prompts go over stdin, never in argv")]
+    LineBreakInArgv { index: usize },
+}

@@ -1,0 +1,191 @@
+//! The command line and environment of a session's `claude` process.
+//!
+//! As the SDKs do (agent-host.md §1.1–1.2): stream-json both ways, partial
+//! messages, permission questions over the control channel
+//! (`--permission-prompt-tool stdio`), valued flags in `--flag=value` form so
+//! a value can never be read as another flag, and never a prompt in argv.
+
+use std::ffi::{OsStr, OsString};
+
+use uuid::Uuid;
+
+use crate::{Error, Result};
+
+/// How much the CLI may do without asking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PermissionMode {
+    /// Ask for anything that is not a read.
+    Default,
+    /// Edits without asking; other tools ask.
+    AcceptEdits,
+    /// Read only: the service's default.
+    Plan,
+    /// Everything without asking: only on the user's explicit say-so.
+    BypassPermissions,
+}
+
+impl PermissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Default => "default",
+            PermissionMode::AcceptEdits => "acceptEdits",
+            PermissionMode::Plan => "plan",
+            PermissionMode::BypassPermissions => "bypassPermissions",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PermissionMode> {
+        [
+            PermissionMode::Default,
+            PermissionMode::AcceptEdits,
+            PermissionMode::Plan,
+            PermissionMode::BypassPermissions,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+    }
+}
+
+/// Whether the process starts a new conversation or continues one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionStart {
+    New(Uuid),
+    Resume(Uuid),
+}
+
+/// What a session's process is started with.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub session: SessionStart,
+    pub permission_mode: PermissionMode,
+    pub model: Option<String>,
+    /// `--mcp-config` JSON (e.g. an in-process server `{"type":"sdk",…}`).
+    pub mcp_config: Option<String>,
+}
+
+impl Launch {
+    /// The arguments after the executable. Fails if any would contain a
+    /// line break.
+    pub fn argv(&self) -> Result<Vec<String>> {
+        let mut argv: Vec<String> = [
+            "--output-format",
+            "stream-json",
+            "--input-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+            "--permission-prompt-tool",
+            "stdio",
+        ]
+        .map(String::from)
+        .to_vec();
+        argv.push(format!(
+            "--permission-mode={}",
+            self.permission_mode.as_str()
+        ));
+        argv.push(match &self.session {
+            SessionStart::New(id) => format!("--session-id={id}"),
+            SessionStart::Resume(id) => format!("--resume={id}"),
+        });
+        if let Some(model) = &self.model {
+            argv.push(format!("--model={model}"));
+        }
+        if let Some(config) = &self.mcp_config {
+            argv.push(format!("--mcp-config={config}"));
+        }
+        if let Some(index) = argv.iter().position(|a| a.contains(['\n', '\r'])) {
+            return Err(Error::LineBreakInArgv { index });
+        }
+        Ok(argv)
+    }
+}
+
+/// Variables never passed to the CLI: ours (tokens, configuration), the
+/// marker that would make it think it runs inside Claude Code, and Node
+/// settings that change how it runs.
+fn scrubbed(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name.starts_with("MOONKALE")
+        || matches!(
+            name.as_ref(),
+            "CLAUDECODE" | "ANTHROPIC_API_KEY" | "CLAUDE_CODE_SSE_PORT" | "NODE_OPTIONS" | "DEBUG"
+        )
+}
+
+/// The child's environment: the parent's, scrubbed, plus what a headless
+/// host sets. `ANTHROPIC_API_KEY` passes only when the user configured one
+/// for the agent; otherwise the CLI uses the user's own login.
+pub fn child_env(
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+    api_key: Option<&str>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> =
+        parent.into_iter().filter(|(k, _)| !scrubbed(k)).collect();
+    env.push(("CLAUDE_CODE_ENTRYPOINT".into(), "sdk-rust".into()));
+    env.push(("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS".into(), "1".into()));
+    if let Some(key) = api_key {
+        env.push(("ANTHROPIC_API_KEY".into(), key.into()));
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::expect;
+
+    #[test]
+    fn argv_of_a_new_plan_session() {
+        let id = Uuid::from_u128(0x1234);
+        let launch = Launch {
+            session: SessionStart::New(id),
+            permission_mode: PermissionMode::Plan,
+            model: Some("sonnet".into()),
+            mcp_config: None,
+        };
+        expect![[r#"--output-format stream-json --input-format stream-json --verbose --include-partial-messages --permission-prompt-tool stdio --permission-mode=plan --session-id=00000000-0000-0000-0000-000000001234 --model=sonnet"#]]
+            .assert_eq(&launch.argv().unwrap().join(" "));
+    }
+
+    #[test]
+    fn a_line_break_never_reaches_argv() {
+        let launch = Launch {
+            session: SessionStart::Resume(Uuid::nil()),
+            permission_mode: PermissionMode::Default,
+            model: Some("x\n--dangerously-skip-permissions".into()),
+            mcp_config: None,
+        };
+        assert!(matches!(
+            launch.argv(),
+            Err(Error::LineBreakInArgv { index: 10 })
+        ));
+    }
+
+    #[test]
+    fn environment_is_scrubbed() {
+        let parent = [
+            ("PATH", "/bin"),
+            ("CLAUDECODE", "1"),
+            ("ANTHROPIC_API_KEY", "sk-user"),
+            ("MOONKALE_TOKEN", "t"),
+            ("HOME", "/h"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = child_env(parent.clone(), None);
+        let names: Vec<_> = env
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "PATH",
+                "HOME",
+                "CLAUDE_CODE_ENTRYPOINT",
+                "CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS"
+            ]
+        );
+        let with_key = child_env(parent, Some("sk-configured"));
+        assert!(with_key.contains(&("ANTHROPIC_API_KEY".into(), "sk-configured".into())));
+    }
+}

@@ -880,13 +880,17 @@ impl Workspace {
         }
     }
 
-    pub(super) fn status(&self) -> Status {
-        let active = self
-            .editors
+    /// The workspace's active editor: the one with the latest sign of use.
+    fn active_editor(&self) -> Option<(EditorId, &Editor)> {
+        self.editors
             .iter()
             .filter(|(_, ed)| ed.info.role == Role::Editor)
             .max_by_key(|(_, ed)| ed.last_active)
-            .map(|(id, _)| *id);
+            .map(|(id, ed)| (*id, ed))
+    }
+
+    pub(super) fn status(&self) -> Status {
+        let active = self.active_editor().map(|(id, _)| id);
         let editors = self
             .editors
             .iter()

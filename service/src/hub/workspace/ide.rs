@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::{OpenDocument, Workspace};
 use crate::core::position::{to_char_idx, to_wire};
 use crate::core::{LineCol, PositionEncoding, WirePosition};
-use crate::hub::{IdeClientId, Role};
+use crate::hub::IdeClientId;
 use crate::lsp::message::{self, ResponseError, code};
 
 /// The command (and code action) that sends the selection to Claude Code.
@@ -190,12 +190,7 @@ impl Workspace {
                 }
             }
         }
-        let target = self
-            .editors
-            .iter()
-            .filter(|(_, ed)| ed.info.role == Role::Editor)
-            .max_by_key(|(_, ed)| ed.last_active)
-            .map(|(id, ed)| (*id, ed.info.encoding));
+        let target = self.active_editor().map(|(id, ed)| (id, ed.info.encoding));
         if let Some((editor, encoding)) = target {
             let mut params = json!({"uri": uri, "takeFocus": frontmost});
             if let Some((from, to)) = range {
@@ -271,16 +266,9 @@ impl Workspace {
         }
     }
 
-    fn active_editor(&self) -> Option<&super::Editor> {
-        self.editors
-            .values()
-            .filter(|ed| ed.info.role == Role::Editor && ed.last_active > 0)
-            .max_by_key(|ed| ed.last_active)
-    }
-
     /// The active editor's selection as `selection_changed` params.
     pub(in crate::hub) fn latest_selection_payload(&self) -> Option<Value> {
-        let sel = self.active_editor()?.selection.as_ref()?;
+        let sel = self.active_editor()?.1.selection.as_ref()?;
         let path = sel.uri.to_file_path().ok()?;
         let open = self.latest(&sel.uri).map(|(_, open)| open);
         let (start, end) = if sel.anchor <= sel.cursor {
@@ -344,7 +332,7 @@ impl Workspace {
     fn open_editors(&self) -> Value {
         let active = self
             .active_editor()
-            .and_then(|ed| ed.selection.as_ref())
+            .and_then(|(_, ed)| ed.selection.as_ref())
             .map(|s| s.uri.clone());
         let mut uris: Vec<&Url> = self
             .editors

@@ -166,21 +166,29 @@ pub struct WorkspaceLock {
     _file: File,
 }
 
-/// Writes `bytes` to `path` with mode 0600, atomically: an exclusive-create
-/// temp file (never following a planted link) renamed over the target.
-pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp); // our own leftover from a crash, if any
+/// Creates `path` (mode 0600; never an existing file, never through a
+/// symlink) holding `bytes`, synced to disk. A failed write removes it.
+pub fn write_new_private(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .context(|| format!("creating {}", tmp.display()))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .context(|| format!("writing {}", tmp.display()))?;
+        .open(path)
+        .context(|| format!("creating {}", path.display()))?;
+    if let Err(e) = file.write_all(bytes).and_then(|()| file.sync_all()) {
+        let _ = std::fs::remove_file(path);
+        return Err(Error::io(format!("writing {}", path.display()), e));
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` with mode 0600, atomically: a new temp file
+/// ([`write_new_private`]) renamed over the target.
+pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp); // our own leftover from a crash, if any
+    write_new_private(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
         .context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }

@@ -450,17 +450,10 @@ async fn plain_ide_flag_finds_the_service_by_its_lock_file() {
     cli.wait_for_text("FOUND_IT", STEP).await;
 }
 
-/// (2) The model's Edit reaches the editor as a proposal (`openDiff` →
-/// `window/showDocument` of the proposal document); the user tweaks the
-/// proposal in the editor and accepts it there: the CLI writes the tweaked
-/// text to disk and tells the model the user modified its change.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn edit_accepted_in_the_editor_with_a_tweak() {
-    let mut w = World::start(
-        &[("hello.txt", "hello world\nsecond line\n")],
-        Script::new(),
-    )
-    .await;
+/// The start of an edit turn: `hello.txt` open in the editor, the CLI
+/// connected and asked to edit it; returns once the proposal reached the
+/// editor (its `window/showDocument`), with the CLI and the file's path.
+async fn edit_turn_until_the_proposal_shows(w: &mut World) -> (Claude, PathBuf, Value) {
     let path = w.path("hello.txt");
     w.fake.set_script(edit_script(
         "edit hello",
@@ -474,8 +467,22 @@ async fn edit_accepted_in_the_editor_with_a_tweak() {
     w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hello.txt")
         .await;
     cli.submit("edit hello", STEP).await;
-
     let show = editor_request(&mut w.ed, "window/showDocument").await;
+    (cli, path, show)
+}
+
+/// (2) The model's Edit reaches the editor as a proposal (`openDiff` →
+/// `window/showDocument` of the proposal document); the user tweaks the
+/// proposal in the editor and accepts it there: the CLI writes the tweaked
+/// text to disk and tells the model the user modified its change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_accepted_in_the_editor_with_a_tweak() {
+    let mut w = World::start(
+        &[("hello.txt", "hello world\nsecond line\n")],
+        Script::new(),
+    )
+    .await;
+    let (mut cli, path, show) = edit_turn_until_the_proposal_shows(&mut w).await;
     let proposal = show["params"]["uri"].as_str().unwrap().to_owned();
     assert!(proposal.contains("/.moonkale/proposals/"), "{proposal}");
     let proposed = std::fs::read_to_string(proposal.strip_prefix("file://").unwrap()).unwrap();
@@ -519,21 +526,7 @@ async fn edit_rejected_in_the_editor() {
         Script::new(),
     )
     .await;
-    let path = w.path("hello.txt");
-    w.fake.set_script(edit_script(
-        "edit hello",
-        &path,
-        "hello world",
-        "hello EDITED",
-        "EDIT_DONE",
-    ));
-    let uri = w.open("hello.txt").await;
-    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
-    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hello.txt")
-        .await;
-    cli.submit("edit hello", STEP).await;
-
-    editor_request(&mut w.ed, "window/showDocument").await;
+    let (mut cli, path, _) = edit_turn_until_the_proposal_shows(&mut w).await;
     let requests_before = w.fake.requests().len();
     w.ed.call(
         "workspace/executeCommand",

@@ -9,9 +9,7 @@
 //! not write, and removed on exit only while it still holds exactly what we
 //! wrote.
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -162,18 +160,7 @@ fn write_temp(dir: &Path, bytes: &[u8]) -> Result<PathBuf> {
     getrandom::fill(&mut raw).map_err(|e| Error::Invalid(format!("no OS randomness: {e}")))?;
     let suffix: String = raw.iter().map(|b| format!("{b:02x}")).collect();
     let tmp = dir.join(format!(".moonkale-{}-{suffix}.tmp", std::process::id()));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .context(|| format!("creating {}", tmp.display()))?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all());
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(format!("writing {}", tmp.display()), e));
-    }
+    crate::runtime::write_new_private(&tmp, bytes)?;
     Ok(tmp)
 }
 

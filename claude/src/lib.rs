@@ -10,13 +10,15 @@
 //! - [`stream`]: decoding stdout into typed messages (unknown types pass
 //!   through), with a line-length cap.
 //! - [`control`]: what the host writes: user turns and control messages.
+//! - [`process`]: one running CLI: its own process group, stdout decoded,
+//!   stderr drained, shut down whole.
 //!
-//! Running the process (spawn, shutdown of its process group) and sessions
-//! on disk come next (issue 4).
+//! Sessions (and transcripts) come next.
 
 pub mod binary;
 pub mod control;
 pub mod launch;
+pub mod process;
 pub mod stream;
 
 mod error;

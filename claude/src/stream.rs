@@ -226,6 +226,20 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    /// At end of output: a line without its `\n` is a torn write.
+    pub fn finish(&mut self) -> Option<Result<CliMessage, DecodeError>> {
+        let torn = !self.line.is_empty() && !self.skipping;
+        self.line.clear();
+        self.skipping = false;
+        torn.then(|| {
+            Err(DecodeError::BadJson(
+                "the output ended inside a line".into(),
+            ))
+        })
+    }
+}
+
 fn decode_line(line: &[u8]) -> Option<Result<CliMessage, DecodeError>> {
     let trimmed = line.trim_ascii();
     if !trimmed.starts_with(b"{") {

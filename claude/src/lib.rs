@@ -12,6 +12,8 @@
 //! - [`control`]: what the host writes: user turns and control messages.
 //! - [`process`]: one running CLI: its own process group, stdout decoded,
 //!   stderr drained, shut down whole.
+//! - [`sessions`]: the CLI's own transcripts: list a project's sessions,
+//!   render one.
 //!
 //! Sessions (and transcripts) come next.
 
@@ -19,6 +21,7 @@ pub mod binary;
 pub mod control;
 pub mod launch;
 pub mod process;
+pub mod sessions;
 pub mod stream;
 
 mod error;

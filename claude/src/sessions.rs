@@ -1,0 +1,292 @@
+//! The CLI's own transcripts, `<config>/projects/<slug>/<session-id>.jsonl`:
+//! listing a project's past sessions and rendering one as a conversation
+//! (agent-host.md §2.2–2.3), the way the SDKs do.
+//!
+//! Only the first and last 64 KiB of a file are read to list it; rendering
+//! follows the main chain (`parentUuid` from the newest leaf that is not a
+//! side chain) so abandoned branches and subagents stay out.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+/// Longest slug the CLI writes whole; longer ones end in a hash we cannot
+/// reproduce, so they are matched by this prefix.
+const SLUG_PREFIX: usize = 200;
+const HEAD_TAIL: u64 = 64 * 1024;
+const TITLE_CHARS: usize = 200;
+
+/// The folder name the CLI uses for a working directory: every character
+/// that is not an ASCII letter or digit becomes `-`.
+pub fn project_slug(cwd: &Path) -> String {
+    cwd.to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// The project folders under `config_dir/projects` that hold `cwd`'s sessions.
+pub fn project_dirs(config_dir: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let slug = project_slug(cwd);
+    let projects = config_dir.join("projects");
+    if slug.len() <= SLUG_PREFIX {
+        let dir = projects.join(&slug);
+        return if dir.is_dir() { vec![dir] } else { vec![] };
+    }
+    let prefix = &slug[..SLUG_PREFIX];
+    let Ok(entries) = std::fs::read_dir(&projects) else {
+        return vec![];
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub path: PathBuf,
+    pub title: String,
+    /// The first line's timestamp.
+    pub created: Option<String>,
+    pub modified: Option<SystemTime>,
+    pub git_branch: Option<String>,
+}
+
+/// The sessions of `cwd`, newest first.
+pub fn list_sessions(config_dir: &Path, cwd: &Path) -> Vec<SessionSummary> {
+    let mut out: Vec<SessionSummary> = project_dirs(config_dir, cwd)
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "jsonl")
+                && p.file_stem()
+                    .is_some_and(|s| uuid::Uuid::parse_str(&s.to_string_lossy()).is_ok())
+        })
+        .filter_map(|p| summarize(&p))
+        .collect();
+    out.sort_by(|a, b| b.modified.cmp(&a.modified));
+    out
+}
+
+fn summarize(path: &Path) -> Option<SessionSummary> {
+    let (head, tail) = head_and_tail(path)?;
+    let lines: Vec<Value> = head
+        .lines()
+        .chain(tail.lines())
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let first = lines.first()?;
+    if first.get("isSidechain").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    let last_of = |kind: &str, key: &str| {
+        lines
+            .iter()
+            .rev()
+            .find(|l| l["type"] == kind)
+            .and_then(|l| l[key].as_str())
+            .map(str::to_owned)
+    };
+    let title = last_of("custom-title", "customTitle")
+        .or_else(|| last_of("ai-title", "aiTitle"))
+        .or_else(|| last_of("last-prompt", "lastPrompt"))
+        .or_else(|| last_of("summary", "summary"))
+        .or_else(|| lines.iter().find_map(first_prompt))
+        .unwrap_or_default();
+    Some(SessionSummary {
+        id: path.file_stem()?.to_string_lossy().into_owned(),
+        path: path.to_path_buf(),
+        title: title.chars().take(TITLE_CHARS).collect(),
+        created: lines
+            .iter()
+            .find_map(|l| l["timestamp"].as_str().map(str::to_owned)),
+        modified: std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+        git_branch: lines
+            .iter()
+            .rev()
+            .find_map(|l| l["gitBranch"].as_str().map(str::to_owned)),
+    })
+}
+
+/// A real prompt the user typed (not a tool result, a command or a marker).
+fn first_prompt(line: &Value) -> Option<String> {
+    if line["type"] != "user" || line["isMeta"] == true || line["isCompactSummary"] == true {
+        return None;
+    }
+    let text = message_text(&line["message"])?;
+    let noise = [
+        "<command-name>",
+        "<local-command-stdout>",
+        "[Request interrupted by user",
+        "<ide_selection>",
+    ];
+    (!text.is_empty() && !noise.iter().any(|n| text.starts_with(n))).then_some(text)
+}
+
+/// The text of a message: a string, or its text blocks joined.
+fn message_text(message: &Value) -> Option<String> {
+    match &message["content"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(blocks) => {
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .collect();
+            (!texts.is_empty()).then(|| texts.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+fn head_and_tail(path: &Path) -> Option<(String, String)> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let mut head = Vec::new();
+    (&mut file).take(HEAD_TAIL).read_to_end(&mut head).ok()?;
+    let mut tail = Vec::new();
+    if len > HEAD_TAIL {
+        file.seek(SeekFrom::Start(
+            len.saturating_sub(HEAD_TAIL).max(HEAD_TAIL),
+        ))
+        .ok()?;
+        file.read_to_end(&mut tail).ok()?;
+        // The first tail line is likely cut.
+        if let Some(nl) = tail.iter().position(|&b| b == b'\n') {
+            tail.drain(..=nl);
+        }
+    }
+    Some((
+        String::from_utf8_lossy(&head).into_owned(),
+        String::from_utf8_lossy(&tail).into_owned(),
+    ))
+}
+
+/// One turn of a rendered conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    pub role: &'static str,
+    pub text: String,
+}
+
+/// The main conversation of a transcript: from the newest main-chain leaf
+/// back to the root, user and assistant text only.
+pub fn render(path: &Path) -> std::io::Result<Vec<Turn>> {
+    let text = std::fs::read_to_string(path)?;
+    let entries: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["uuid"].is_string()
+                && ["user", "assistant", "system", "attachment", "progress"]
+                    .contains(&e["type"].as_str().unwrap_or(""))
+        })
+        .collect();
+    let by_uuid: HashMap<&str, &Value> = entries
+        .iter()
+        .map(|e| (e["uuid"].as_str().expect("filtered"), e))
+        .collect();
+    let parents: HashSet<&str> = entries
+        .iter()
+        .filter_map(|e| e["parentUuid"].as_str())
+        .collect();
+    let Some(leaf) = entries.iter().rev().find(|e| {
+        !parents.contains(e["uuid"].as_str().expect("filtered"))
+            && e["isSidechain"] != true
+            && e["isMeta"] != true
+    }) else {
+        return Ok(vec![]);
+    };
+    let mut chain = vec![leaf];
+    while let Some(parent) = chain
+        .last()
+        .and_then(|e| e["parentUuid"].as_str())
+        .and_then(|p| by_uuid.get(p))
+    {
+        chain.push(parent);
+    }
+    chain.reverse();
+    Ok(chain
+        .into_iter()
+        .filter(|e| e["isMeta"] != true && e["isSidechain"] != true)
+        .filter_map(|e| {
+            let role = match e["type"].as_str()? {
+                "user" => "user",
+                "assistant" => "assistant",
+                _ => return None,
+            };
+            Some(Turn {
+                role,
+                text: message_text(&e["message"])?,
+            })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slug_rule() {
+        assert_eq!(
+            project_slug(Path::new("/srv/demo/ws/d-session")),
+            "-srv-demo-ws-d-session"
+        );
+        assert_eq!(
+            project_slug(Path::new("/home/me/my project/é")),
+            "-home-me-my-project--"
+        );
+    }
+
+    /// A recorded transcript (three turns about the number 42) lists with
+    /// its last prompt as title and renders as its main chain.
+    #[test]
+    fn recorded_session_lists_and_renders() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/srv/demo/ws/d-session");
+        let dir = tmp.path().join("projects").join(project_slug(cwd));
+        std::fs::create_dir_all(&dir).unwrap();
+        let id = "11111111-2222-4333-8444-555555555555";
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/d-transcript.jsonl"),
+            dir.join(format!("{id}.jsonl")),
+        )
+        .unwrap();
+        std::fs::write(dir.join("not-a-session.jsonl"), "{}\n").unwrap();
+        let sessions = list_sessions(tmp.path(), cwd);
+        assert_eq!(sessions.len(), 1);
+        assert_eq!(sessions[0].id, id);
+        assert_eq!(sessions[0].title, "what number again?");
+        assert_eq!(
+            sessions[0].created.as_deref(),
+            Some("2026-11-29T19:31:01.135Z")
+        );
+        let turns = render(&sessions[0].path).unwrap();
+        let text: Vec<String> = turns
+            .iter()
+            .map(|t| format!("{}: {}", t.role, t.text))
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "user: remember the number 42",
+                "assistant: OK, I will remember 42.",
+                "user: what number did I say?",
+                "assistant: The number was 42.",
+                "user: what number again?",
+                "assistant: The number was 42.",
+            ]
+        );
+    }
+}

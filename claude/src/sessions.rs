@@ -74,7 +74,7 @@ pub fn list_sessions(config_dir: &Path, cwd: &Path) -> Vec<SessionSummary> {
         })
         .filter_map(|p| summarize(&p))
         .collect();
-    out.sort_by(|a, b| b.modified.cmp(&a.modified));
+    out.sort_by_key(|s| std::cmp::Reverse(s.modified));
     out
 }
 

@@ -8,25 +8,39 @@
 //! not know pass through as [`CliMessage::Other`]: new ones appear in minor
 //! CLI releases.
 
+use serde::Deserialize;
 use serde_json::Value;
+
+/// A message's JSON text as it came, validated once while its type was read.
+/// The frequent messages (stream events, assistant and user messages) are
+/// kept like this and parsed only by whoever needs their insides: decoding
+/// every line into a `Value` tree cost more than everything else together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Raw(Box<str>);
+
+impl Raw {
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
 
 /// Longest stdout line kept. The CLI's largest lines are whole tool results
 /// and initialize answers, well under this.
 pub const MAX_LINE: usize = 32 << 20;
 
 /// One message from the CLI. Every variant keeps the whole JSON (`raw`) so
-/// transcripts can record it byte for byte in meaning.
-#[derive(Clone, Debug, PartialEq)]
+/// transcripts can record it as it came.
+#[derive(Clone, Debug)]
 pub enum CliMessage {
     /// `system` frames: `init`, `status`, `api_retry`,
     /// `session_state_changed`, …
-    System { subtype: String, raw: Value },
+    System { subtype: String, raw: Raw },
     /// A raw Messages-API stream event (partial messages).
-    StreamEvent { raw: Value },
+    StreamEvent { raw: Raw },
     /// A complete assistant message.
-    Assistant { raw: Value },
+    Assistant { raw: Raw },
     /// Tool results and replays.
-    User { raw: Value },
+    User { raw: Raw },
     /// The end of a turn. An API failure arrives as `subtype: "success"`
     /// with `is_error: true`, its text in `result`.
     Result(TurnResult),
@@ -44,7 +58,7 @@ pub enum CliMessage {
     /// after an interrupt): drop it and do not answer.
     ControlCancel { request_id: String },
     /// Anything else, passed through.
-    Other { kind: String, raw: Value },
+    Other { kind: String, raw: Raw },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -80,16 +94,103 @@ pub enum ControlRequest {
 
 impl CliMessage {
     /// The text of a partial `text_delta`, if this is one.
-    pub fn text_delta(&self) -> Option<&str> {
+    pub fn text_delta(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Event {
+            event: Inner,
+        }
+        #[derive(Deserialize)]
+        struct Inner {
+            delta: Option<Delta>,
+        }
+        #[derive(Deserialize)]
+        struct Delta {
+            #[serde(rename = "type")]
+            kind: String,
+            text: Option<String>,
+        }
         let CliMessage::StreamEvent { raw } = self else {
             return None;
         };
-        let delta = raw.get("event")?.get("delta")?;
-        (delta.get("type")? == "text_delta")
-            .then(|| delta.get("text")?.as_str())
-            .flatten()
+        let delta = serde_json::from_str::<Event>(raw.get()).ok()?.event.delta?;
+        (delta.kind == "text_delta").then_some(delta.text).flatten()
     }
 
+    /// The message as a JSON value (parsed again for the kept-raw kinds).
+    pub fn to_value(&self) -> Value {
+        let parse = |raw: &Raw| serde_json::from_str(raw.get()).expect("validated when decoded");
+        match self {
+            CliMessage::System { raw, .. }
+            | CliMessage::StreamEvent { raw }
+            | CliMessage::Assistant { raw }
+            | CliMessage::User { raw }
+            | CliMessage::Other { raw, .. } => parse(raw),
+            CliMessage::Result(r) => r.raw.clone(),
+            CliMessage::ControlRequest {
+                request_id,
+                request,
+            } => {
+                let request = match request {
+                    ControlRequest::CanUseTool { raw, .. } | ControlRequest::Other { raw, .. } => {
+                        raw.clone()
+                    }
+                    ControlRequest::McpMessage {
+                        server_name,
+                        message,
+                    } => {
+                        serde_json::json!({"subtype": "mcp_message", "server_name": server_name, "message": message})
+                    }
+                };
+                serde_json::json!({"type": "control_request", "request_id": request_id, "request": request})
+            }
+            CliMessage::ControlResponse {
+                request_id,
+                outcome,
+            } => match outcome {
+                Ok(response) => {
+                    serde_json::json!({"type": "control_response", "response": {"subtype": "success", "request_id": request_id, "response": response}})
+                }
+                Err(error) => {
+                    serde_json::json!({"type": "control_response", "response": {"subtype": "error", "request_id": request_id, "error": error}})
+                }
+            },
+            CliMessage::ControlCancel { request_id } => {
+                serde_json::json!({"type": "control_cancel_request", "request_id": request_id})
+            }
+        }
+    }
+
+    /// Reads the type of `line` (validating all of it) and keeps the text.
+    fn decode(line: &str) -> Result<CliMessage, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            subtype: Option<std::borrow::Cow<'a, str>>,
+        }
+        let head: Head<'_> = serde_json::from_str(line)?;
+        let kind = head.kind.unwrap_or_default();
+        let raw = Raw(line.into());
+        Ok(match kind.as_ref() {
+            "system" => CliMessage::System {
+                subtype: head.subtype.unwrap_or_default().into_owned(),
+                raw,
+            },
+            "stream_event" => CliMessage::StreamEvent { raw },
+            "assistant" => CliMessage::Assistant { raw },
+            "user" => CliMessage::User { raw },
+            "result" | "control_request" | "control_response" | "control_cancel_request" => {
+                CliMessage::from_json(serde_json::from_str(raw.get())?)
+            }
+            _ => CliMessage::Other {
+                kind: kind.into_owned(),
+                raw,
+            },
+        })
+    }
+
+    /// The rare kinds, whose fields the host reads.
     fn from_json(raw: Value) -> CliMessage {
         let kind = raw
             .get("type")
@@ -98,13 +199,6 @@ impl CliMessage {
             .to_owned();
         let string = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
         match kind.as_str() {
-            "system" => CliMessage::System {
-                subtype: string(&raw, "subtype").unwrap_or_default(),
-                raw,
-            },
-            "stream_event" => CliMessage::StreamEvent { raw },
-            "assistant" => CliMessage::Assistant { raw },
-            "user" => CliMessage::User { raw },
             "result" => CliMessage::Result(TurnResult {
                 subtype: string(&raw, "subtype").unwrap_or_default(),
                 is_error: raw
@@ -160,7 +254,9 @@ impl CliMessage {
             "control_cancel_request" => CliMessage::ControlCancel {
                 request_id: string(&raw, "request_id").unwrap_or_default(),
             },
-            _ => CliMessage::Other { kind, raw },
+            other => {
+                unreachable!("decode sends only results and control messages here, not {other:?}")
+            }
         }
     }
 }
@@ -205,6 +301,11 @@ impl Decoder {
                 None => (bytes, &[][..], false),
             };
             bytes = rest;
+            // The common case: a whole line inside this read needs no copy.
+            if ends_line && self.line.is_empty() && !self.skipping && chunk.len() <= max {
+                out.extend(decode_line(chunk));
+                continue;
+            }
             if !self.skipping {
                 if self.line.len() + chunk.len() > max {
                     self.line.clear();
@@ -245,11 +346,11 @@ fn decode_line(line: &[u8]) -> Option<Result<CliMessage, DecodeError>> {
     if !trimmed.starts_with(b"{") {
         return None; // noise such as "[SandboxDebug] …"
     }
-    Some(
-        serde_json::from_slice(trimmed)
-            .map(CliMessage::from_json)
-            .map_err(|e| DecodeError::BadJson(e.to_string())),
-    )
+    let text = match std::str::from_utf8(trimmed) {
+        Ok(text) => text,
+        Err(e) => return Some(Err(DecodeError::BadJson(format!("not UTF-8: {e}")))),
+    };
+    Some(CliMessage::decode(text).map_err(|e| DecodeError::BadJson(e.to_string())))
 }
 
 #[cfg(test)]
@@ -290,12 +391,17 @@ mod tests {
     /// whatever the chunking, and its streamed text can be rebuilt.
     #[test]
     fn recorded_session_in_any_chunking() {
+        let as_values = |ms: &[Result<CliMessage, DecodeError>]| -> Vec<Value> {
+            ms.iter()
+                .map(|m| m.as_ref().map_or(Value::Null, CliMessage::to_value))
+                .collect()
+        };
         let bytes = include_bytes!("../tests/fixtures/f-stdio.stdout.jsonl");
         let whole = Decoder::new().push(bytes);
         for chunk in [1, 7, 4096] {
             let mut d = Decoder::new();
             let pieces: Vec<_> = bytes.chunks(chunk).flat_map(|c| d.push(c)).collect();
-            assert_eq!(pieces, whole, "chunks of {chunk}");
+            assert_eq!(as_values(&pieces), as_values(&whole), "chunks of {chunk}");
         }
         let text: String = whole
             .iter()

@@ -11,6 +11,8 @@
 //!    clients connected, beside a bare TCP → WebSocket relay.
 //! 4. openDiff hunk computation on a 20 000-line file with 200 changes,
 //!    beside `git diff --no-index` on the same files.
+//! 5. stream-json decoding of 100 MB of recorded CLI output, beside
+//!    splitting the same bytes into lines alone.
 //!
 //! Run with `scripts/bench.sh` (release build of every binary first).
 
@@ -183,6 +185,32 @@ async fn main() {
 
     selection_latency().await;
     hunk_computation();
+    stream_json_ingest();
+}
+
+/// Decodes ~100 MB of recorded `claude` stdout (a real session, repeated)
+/// in 64 KiB reads, as the agent host does.
+fn stream_json_ingest() {
+    let recording = include_bytes!("../../../claude/tests/fixtures/f-stdio.stdout.jsonl");
+    let copies = (100 << 20) / recording.len() + 1;
+    let input: Vec<u8> = recording.repeat(copies);
+    let mb = input.len() as f64 / (1 << 20) as f64;
+    let start = Instant::now();
+    let mut decoder = moonkale_claude::stream::Decoder::new();
+    let mut messages = 0usize;
+    for chunk in input.chunks(64 * 1024) {
+        messages += decoder.push(chunk).len();
+    }
+    let decode = mb / start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let lines = input
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    let split = mb / start.elapsed().as_secs_f64();
+    println!("\n## stream-json ingest, {mb:.0} MB of recorded CLI output ({messages} messages)");
+    println!("typed decoding (moonkale-claude)     {decode:>8.0} MB/s   goal: >= 300");
+    println!("splitting into lines only            {split:>8.0} MB/s   ({lines} lines)");
 }
 
 const CLIENTS: usize = 10;

@@ -263,10 +263,12 @@ impl Backlog {
             overflow.await;
         }
     }
+
     fn sent(&self, len: usize) {
         self.bytes.fetch_sub(len, Ordering::AcqRel);
         self.drained.notify_waiters();
     }
+
     async fn below_high_water(&self) {
         loop {
             let drained = self.drained.notified();
@@ -289,7 +291,7 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         shared.limits.hard_cap,
     ));
     let last_heard = Arc::new(std::sync::Mutex::new(Instant::now()));
-    let writer = tokio::spawn(write_loop(WriterState {
+    let mut writer = tokio::spawn(write_loop(WriterState {
         sink,
         out_rx,
         hub_rx,
@@ -299,7 +301,6 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         ping_interval: shared.limits.ping_interval,
         last_heard: last_heard.clone(),
     }));
-    let mut writer = writer;
     let mut reader = Reader {
         client,
         shared,

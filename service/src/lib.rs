@@ -11,7 +11,9 @@
 //! - [`server`]: listeners (unix socket, loopback TCP, stdio) that wire
 //!   connections to a hub.
 //! - [`client`]: a small LSP client used by `status`, the shim and tests.
+//! - [`agent`]: the agent host: crash-safe session transcripts.
 
+pub mod agent;
 pub mod client;
 pub mod core;
 pub mod error;

@@ -1450,3 +1450,29 @@ async fn f4_truncated_frame_is_buffered() {
     assert_eq!(reply[0], 0x81, "a text frame back");
     assert!(String::from_utf8_lossy(&reply[2..n]).contains(r#""result":{}"#));
 }
+
+/// Security 56(d): pending proposals are capped; past the cap an openDiff
+/// is refused at once and the service stays responsive.
+#[tokio::test]
+async fn pending_proposals_are_capped() {
+    let sb = Sandbox::new();
+    let (_svc, port, token) = service(&sb).await;
+    let mut c = IdeClient::connect(port, &token).await;
+    c.initialize("2025-11-25").await;
+    for i in 0..33 {
+        let path = sb.workspace.join(format!("f{i}.txt")).display().to_string();
+        start_open_diff(
+            &mut c,
+            300 + i,
+            open_diff(&path, "x\n", &format!("tab-{i}")),
+        )
+        .await;
+    }
+    let refused = response(&mut c, 332).await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
+    assert_eq!(
+        c.tool("closeAllDiffTabs", json!({})).await["content"][0]["text"],
+        "CLOSED_32_DIFF_TABS"
+    );
+}

@@ -26,6 +26,9 @@ use crate::lsp::message::{self, ResponseError, code};
 pub const ACCEPT_COMMAND: &str = "moonkale.acceptProposal";
 pub const REJECT_COMMAND: &str = "moonkale.rejectProposal";
 pub const REVERT_HUNK_COMMAND: &str = "moonkale.revertHunk";
+/// Proposals that may wait for the user at once; more are refused at once
+/// (each holds two copies of a file and a pending reply).
+pub const MAX_PENDING_PROPOSALS: usize = 32;
 
 pub(super) struct Proposal {
     pub id: u64,
@@ -50,6 +53,10 @@ impl Workspace {
         args: &Value,
         reply: &mut Option<Reply>,
     ) -> Option<Result<Value, ResponseError>> {
+        if self.proposals.len() >= MAX_PENDING_PROPOSALS {
+            let why = format!("{MAX_PENDING_PROPOSALS} proposals already wait for the user");
+            return Some(Ok(super::ide::error_result(why)));
+        }
         let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
         let (Some(target), Some(document), Some(tab_name), Some(proposed_text), Some(old_text)) = (
             text("new_file_path"),

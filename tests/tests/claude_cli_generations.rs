@@ -39,20 +39,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use moonkale_tests::{RawLsp, Sandbox, Service, ide_lock};
 use serde_json::{Value, json};
 use support::claude_cli::{Claude, ClaudeConfig, DebugLog};
-use support::fakeapi::{FakeApi, Reply, Script};
+use support::fakeapi::Script;
+use support::world::{EDIT_QUESTION, STEP, World, edit_script, editor_request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The longest any single step may take (a step normally takes well under
-/// a second once the CLI is up; node needs a few seconds to start it).
-const STEP: Duration = Duration::from_secs(15);
-
-/// The CLI's own permission question for an edit, shown while `openDiff`
-/// waits (the same words in 1.0.60, 2.0.50 and 2.1.332).
-const EDIT_QUESTION: &str = "Do you want to make this edit to";
 /// Above the question while the IDE has the diff (`ideName` of the lock).
 const OPENED_IN_IDE: &str = "Opened changes in Moonkale";
 
@@ -228,198 +221,43 @@ async fn guard_connection(
     Ok(())
 }
 
-/// The service, a scripted LSP editor attached to it, the fake API and the
-/// egress guard. Fields drop in order; the sandbox's folders go last.
-struct World {
-    ed: RawLsp,
-    _svc: Service,
-    fake: FakeApi,
-    guard: EgressGuard,
-    /// The IDE WebSocket port (the lock file's name).
-    ide_port: u16,
-    sb: Sandbox,
+/// `generation`'s CLI in the workspace, as an IDE terminal would start it:
+/// the IDE's port and auto-connect on, the guard as its proxy.
+fn config(w: &World, guard: &EgressGuard, generation: &Generation) -> ClaudeConfig {
+    let mut c = ClaudeConfig::new(&w.sb.home, &w.sb.workspace, w.fake.port)
+        .sse_port(w.ide_port)
+        .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "true")
+        .env("HTTPS_PROXY", &guard.url())
+        .env("HTTP_PROXY", &guard.url());
+    c.bin = Some(generation.bin());
+    match generation.debug_log {
+        Some(how) => c.debug_log = how,
+        None => c.debug_file = None,
+    }
+    c
 }
 
-impl World {
-    /// Writes `files` (relative to the workspace) and starts the service,
-    /// the editor (utf-16, like VS Code), the fake API and the guard.
-    async fn start(files: &[(&str, &str)]) -> World {
-        let sb = Sandbox::new();
-        for (rel, text) in files {
-            let path = sb.workspace.join(rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
+/// Waits until `status --json` lists a Claude client with the CLI's pid
+/// (the service got its `ide_connected`); returns that entry.
+async fn wait_connected(w: &World, cli: &Claude) -> Value {
+    let pid = cli.pid();
+    let deadline = Instant::now() + STEP;
+    loop {
+        let st = w.sb.status().await;
+        let clients = st["claudeClients"].as_array().cloned().unwrap_or_default();
+        if let Some(c) = clients.iter().find(|c| c["pid"] == pid) {
+            return c.clone();
         }
-        let svc = sb.start_service(&[]).await;
-        let (ide_port, _) = ide_lock(&sb, &svc);
-        let mut ed = svc.connect().await;
-        ed.initialize("scripted-editor", &["utf-16"], Value::Null)
-            .await;
-        let fake = FakeApi::start(Script::new()).await;
-        let guard = EgressGuard::start().await;
-        World {
-            ed,
-            _svc: svc,
-            fake,
-            guard,
-            ide_port,
-            sb,
-        }
+        assert!(
+            Instant::now() < deadline,
+            "the service never listed the CLI (pid {pid}) as connected: claudeClients = {}\n--- screen ---\n{}\n--- service log (tail) ---\n{}",
+            st["claudeClients"],
+            cli.screen(),
+            w.service_log_tail(30)
+        );
+        // status is a process of its own: no faster than this.
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.sb.workspace.join(rel)
-    }
-
-    /// Opens a workspace file in the editor with its text on disk; returns
-    /// its URI.
-    async fn open(&mut self, rel: &str) -> String {
-        let uri = self.sb.uri(rel);
-        let text = std::fs::read_to_string(self.path(rel)).unwrap();
-        self.ed.did_open(&uri, 1, &text).await;
-        self.ed.barrier().await;
-        uri
-    }
-
-    /// The CLI of `generation` in the workspace, as an IDE terminal would
-    /// start it: the IDE's port and auto-connect on, the guard as its proxy.
-    fn config(&self, generation: &Generation) -> ClaudeConfig {
-        let mut c = ClaudeConfig::new(&self.sb.home, &self.sb.workspace, self.fake.port)
-            .sse_port(self.ide_port)
-            .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "true")
-            .env("HTTPS_PROXY", &self.guard.url())
-            .env("HTTP_PROXY", &self.guard.url());
-        c.bin = Some(generation.bin());
-        match generation.debug_log {
-            Some(how) => c.debug_log = how,
-            None => c.debug_file = None,
-        }
-        c
-    }
-
-    /// Waits until `status --json` lists a Claude client with `pid` (the
-    /// service got the CLI's `ide_connected`); returns that entry.
-    async fn wait_connected(&self, cli: &Claude) -> Value {
-        let pid = cli.pid();
-        let deadline = Instant::now() + STEP;
-        loop {
-            let st = self.sb.status().await;
-            let clients = st["claudeClients"].as_array().cloned().unwrap_or_default();
-            if let Some(c) = clients.iter().find(|c| c["pid"] == pid) {
-                return c.clone();
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "the service never listed the CLI (pid {pid}) as connected: claudeClients = {}\n\
-                     --- screen ---\n{}\n--- service log (tail) ---\n{}",
-                    st["claudeClients"],
-                    cli.screen(),
-                    self.service_log_tail(30)
-                );
-            }
-            // status is a process of its own: no faster than this.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Selects `[start, end)` (0-based line, utf-16 column) in `uri`.
-    async fn select(&mut self, uri: &str, start: (u32, u32), end: (u32, u32)) {
-        self.ed
-            .notify(
-                "moonkale/selectionChanged",
-                json!({"textDocument": {"uri": uri}, "selection": {
-                    "start": {"line": start.0, "character": start.1},
-                    "end": {"line": end.0, "character": end.1}}}),
-            )
-            .await;
-        self.ed.barrier().await;
-    }
-
-    /// Selects `[start, end)` in `uri` and waits until the CLI's prompt box
-    /// shows `shown` (`⧉ 1 line selected`; 1.0.60 and 2.0.50 show it as
-    /// 2.1.332 does): the CLI's UI has the connection. The service pushes
-    /// the selection after the CLI's `initialized` and `tools/list` and on
-    /// every change; should the CLI still not show it, the cursor goes
-    /// elsewhere and back (each change pushed again), up to [`STEP`].
-    async fn show_in_cli(
-        &mut self,
-        cli: &mut Claude,
-        uri: &str,
-        start: (u32, u32),
-        end: (u32, u32),
-        shown: &str,
-    ) {
-        let deadline = tokio::time::Instant::now() + STEP;
-        let retry = Duration::from_millis(1000);
-        loop {
-            self.select(uri, start, end).await;
-            if cli.shows(shown, retry).await {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the CLI never showed {shown:?}:\n{}\n--- service log (tail) ---\n{}",
-                cli.screen(),
-                self.service_log_tail(30)
-            );
-            eprintln!("the CLI does not show {shown:?} yet: pushing the selection again");
-            self.select(uri, (1, 0), (1, 0)).await;
-            cli.shows("⧉ In ", retry).await;
-        }
-    }
-
-    /// The next request the service sends the editor with `method` (other
-    /// messages are kept in `ed.notifications`); panics after [`STEP`] with
-    /// the CLI's screen and the service's log.
-    async fn editor_request(&mut self, cli: &Claude, method: &str) -> Value {
-        if let Some(i) = self
-            .ed
-            .notifications
-            .iter()
-            .position(|m| m["method"] == method && m.get("id").is_some())
-        {
-            return self.ed.notifications.remove(i);
-        }
-        let deadline = tokio::time::Instant::now() + STEP;
-        loop {
-            let Ok(msg) = tokio::time::timeout_at(deadline, self.ed.recv()).await else {
-                panic!(
-                    "the editor got no {method} after {STEP:?}\n--- screen ---\n{}\n\
-                     --- CLI debug log (tail) ---\n{}\n--- service log (tail) ---\n{}",
-                    cli.screen(),
-                    cli.debug_tail(30),
-                    self.service_log_tail(30)
-                );
-            };
-            if msg["method"] == method && msg.get("id").is_some() {
-                return msg;
-            }
-            self.ed.notifications.push(msg);
-        }
-    }
-
-    fn service_log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.sb.root.join("service.log")).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-}
-
-/// A script in which the model answers `prompt` by reading `path` (the CLI
-/// refuses an Edit of a file not read in the session), then proposes
-/// replacing `old` with `new` there, then says `done`.
-fn edit_script(prompt: &str, path: &Path, old: &str, new: &str, done: &str) -> Script {
-    let file = path.display().to_string();
-    Script::new()
-        .on_prompt(prompt, Reply::tool_use("Read", json!({"file_path": file})))
-        .after_tool(
-            "Read",
-            Reply::tool_use(
-                "Edit",
-                json!({"file_path": file, "old_string": old, "new_string": new, "replace_all": false}),
-            ),
-        )
-        .after_tool("Edit", Reply::text(done))
 }
 
 /// The prompt input is ready: its `>` line (1.0.60 draws it in a box,
@@ -435,7 +273,12 @@ fn prompt_ready(screen: &str) -> bool {
 /// accept it in the editor.
 async fn edit_accepted_in_the_editor_with_a_tweak(generation: &Generation) {
     let started = Instant::now();
-    let mut w = World::start(&[("hello.txt", "hello world\nsecond line\n")]).await;
+    let mut w = World::start(
+        &[("hello.txt", "hello world\nsecond line\n")],
+        Script::new(),
+    )
+    .await;
+    let guard = EgressGuard::start().await;
     let path = w.path("hello.txt");
     w.fake.set_script(edit_script(
         "edit hello",
@@ -445,10 +288,10 @@ async fn edit_accepted_in_the_editor_with_a_tweak(generation: &Generation) {
         "EDIT_DONE",
     ));
     let uri = w.open("hello.txt").await;
-    let mut cli = Claude::spawn(w.config(generation));
+    let mut cli = Claude::spawn(config(&w, &guard, generation));
 
     // Connected: the service got `ide_connected` with the CLI's pid ...
-    let client = w.wait_connected(&cli).await;
+    let client = wait_connected(&w, &cli).await;
     assert!(client["id"].is_u64(), "{client}");
     // ... and the CLI's UI has taken the connection in (it uses the IDE in
     // a turn only if so): the editor's selection shows in its prompt box.
@@ -460,7 +303,7 @@ async fn edit_accepted_in_the_editor_with_a_tweak(generation: &Generation) {
 
     // openDiff: the proposal opens in the editor, and the CLI shows its own
     // question in parallel (same wording as 2.1.332).
-    let show = w.editor_request(&cli, "window/showDocument").await;
+    let show = editor_request(&mut w.ed, "window/showDocument").await;
     let proposal = show["params"]["uri"].as_str().unwrap().to_owned();
     assert!(proposal.contains("/.moonkale/proposals/"), "{proposal}");
     let proposed = std::fs::read_to_string(proposal.strip_prefix("file://").unwrap()).unwrap();
@@ -498,8 +341,8 @@ async fn edit_accepted_in_the_editor_with_a_tweak(generation: &Generation) {
         "claude {}: connected after {connected:?}, done after {:?}; proxy tunnelled {:?}, refused {:?}",
         generation.version,
         started.elapsed(),
-        w.guard.tunnelled(),
-        w.guard.refused()
+        guard.tunnelled(),
+        guard.refused()
     );
 }
 

@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use support::claude_cli::Claude;
 use support::fakeapi::{FakeApi, Recorded, Reply, Script};
-use support::world::{REJECTED_TEXT, STEP, World, edit_result, edit_script, editor_request};
+use support::world::{REJECTED_TEXT, STEP, World, edit_script, editor_request};
 
 /// The end of a long text, for failure messages.
 fn tail(text: &str) -> String {
@@ -268,38 +268,9 @@ async fn edit_accepted_in_the_editor_with_a_tweak() {
     )
     .await;
     let (mut cli, path, show) = edit_turn_until_the_proposal_shows(&mut w).await;
-    let proposal = show["params"]["uri"].as_str().unwrap().to_owned();
-    assert!(proposal.contains("/.moonkale/proposals/"), "{proposal}");
-    let proposed = std::fs::read_to_string(proposal.strip_prefix("file://").unwrap()).unwrap();
-    assert_eq!(proposed, "hello EDITED\nsecond line\n");
-    w.ed.did_open(&proposal, 1, &proposed).await;
-    // The user's tweak: "EDITED" becomes "TWEAKED" before accepting.
-    w.ed.did_change(&proposal, 2, [0, 6, 0, 12], "TWEAKED")
+    w.tweak_and_accept(&show).await;
+    w.assert_tweak_landed(&mut cli, &path, "has been updated successfully")
         .await;
-    w.ed.call(
-        "workspace/executeCommand",
-        json!({"command": "moonkale.acceptProposal", "arguments": [proposal]}),
-    )
-    .await;
-
-    let result = edit_result(&w.fake).await;
-    assert!(
-        result.text.contains("has been updated successfully"),
-        "{}",
-        result.text
-    );
-    assert!(
-        result
-            .text
-            .contains("The user modified your proposed changes"),
-        "{}",
-        result.text
-    );
-    cli.wait_for_text("EDIT_DONE", STEP).await;
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        "hello TWEAKED\nsecond line\n"
-    );
 }
 
 /// (3) The user rejects the proposal in the editor: the file on disk is

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::claude_cli::{Claude, ClaudeConfig, DebugLog};
 use support::fakeapi::Script;
 use support::world::{EDIT_QUESTION, STEP, World, edit_script, editor_request};
@@ -304,39 +304,12 @@ async fn edit_accepted_in_the_editor_with_a_tweak(generation: &Generation) {
     // openDiff: the proposal opens in the editor, and the CLI shows its own
     // question in parallel (same wording as 2.1.332).
     let show = editor_request(&mut w.ed, "window/showDocument").await;
-    let proposal = show["params"]["uri"].as_str().unwrap().to_owned();
-    assert!(proposal.contains("/.moonkale/proposals/"), "{proposal}");
-    let proposed = std::fs::read_to_string(proposal.strip_prefix("file://").unwrap()).unwrap();
-    assert_eq!(proposed, "hello EDITED\nsecond line\n");
     cli.wait_for_text(EDIT_QUESTION, STEP).await;
     cli.wait_for_text(OPENED_IN_IDE, STEP).await;
-
-    // The user's tweak: "EDITED" becomes "TWEAKED" before accepting.
-    w.ed.did_open(&proposal, 1, &proposed).await;
-    w.ed.did_change(&proposal, 2, [0, 6, 0, 12], "TWEAKED")
-        .await;
-    w.ed.call(
-        "workspace/executeCommand",
-        json!({"command": "moonkale.acceptProposal", "arguments": [proposal]}),
-    )
-    .await;
-
+    w.tweak_and_accept(&show).await;
     // 1.x/2.0 word it "has been updated." (2.1.x: "…updated successfully.").
-    let result = w.fake.wait_tool_result("Edit", STEP).await.1;
-    assert!(!result.is_error, "{}", result.text);
-    assert!(result.text.contains("has been updated"), "{}", result.text);
-    assert!(
-        result
-            .text
-            .contains("The user modified your proposed changes"),
-        "{}",
-        result.text
-    );
-    cli.wait_for_text("EDIT_DONE", STEP).await;
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        "hello TWEAKED\nsecond line\n"
-    );
+    w.assert_tweak_landed(&mut cli, &path, "has been updated")
+        .await;
     eprintln!(
         "claude {}: connected after {connected:?}, done after {:?}; proxy tunnelled {:?}, refused {:?}",
         generation.version,

@@ -233,3 +233,47 @@ pub async fn editor_request(ed: &mut RawLsp, method: &str) -> Value {
         ed.notifications.push(msg);
     }
 }
+
+impl World {
+    /// The user's side of an accepted edit: opens the proposal the editor
+    /// was shown (`show`, a `window/showDocument` request), checks it holds
+    /// the model's `hello EDITED` edit, tweaks "EDITED" into "TWEAKED" and
+    /// accepts it with `moonkale.acceptProposal`.
+    pub async fn tweak_and_accept(&mut self, show: &Value) {
+        let proposal = show["params"]["uri"].as_str().unwrap().to_owned();
+        assert!(proposal.contains("/.moonkale/proposals/"), "{proposal}");
+        let proposed = std::fs::read_to_string(proposal.strip_prefix("file://").unwrap()).unwrap();
+        assert_eq!(proposed, "hello EDITED\nsecond line\n");
+        self.ed.did_open(&proposal, 1, &proposed).await;
+        self.ed
+            .did_change(&proposal, 2, [0, 6, 0, 12], "TWEAKED")
+            .await;
+        self.ed
+            .call(
+                "workspace/executeCommand",
+                json!({"command": "moonkale.acceptProposal", "arguments": [proposal]}),
+            )
+            .await;
+    }
+
+    /// The tweaked edit landed: the Edit's result says `updated` and that
+    /// the user modified the change, the model finished, and `path` holds
+    /// the tweaked text.
+    pub async fn assert_tweak_landed(&self, cli: &mut Claude, path: &Path, updated: &str) {
+        let result = edit_result(&self.fake).await;
+        assert!(!result.is_error, "{}", result.text);
+        assert!(result.text.contains(updated), "{}", result.text);
+        assert!(
+            result
+                .text
+                .contains("The user modified your proposed changes"),
+            "{}",
+            result.text
+        );
+        cli.wait_for_text("EDIT_DONE", STEP).await;
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap(),
+            "hello TWEAKED\nsecond line\n"
+        );
+    }
+}

@@ -66,13 +66,23 @@ fi
 
 echo "nvim: $nvim"
 
+# --version runs with a private, empty HOME: whatever the machine's own
+# ~/.claude.json holds (1.0.x crashes on projects written by newer CLIs) must
+# not decide whether a peer counts as installed. Its stderr is kept for the
+# error message.
+probe_home=$(mktemp -d)
+probe_err="$probe_home/stderr"
+trap 'rm -rf "$probe_home"' EXIT
+
 installed_claude_version() {
     # $1: a claude executable. Prints e.g. 2.1.332, or nothing when it is
     # missing or does not work. The update check and telemetry are off:
     # --version must work offline.
     [[ -x "$1" ]] || return 0
-    DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-        "$1" --version </dev/null 2>/dev/null | sed -n '1s/^\([0-9][0-9.]*\) (Claude Code).*/\1/p' || true
+    HOME="$probe_home" CLAUDE_CONFIG_DIR="$probe_home/.claude" \
+        DISABLE_AUTOUPDATER=1 DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+        timeout 60 "$1" --version </dev/null 2>"$probe_err" |
+        sed -n '1s/^\([0-9][0-9.]*\) (Claude Code).*/\1/p' || true
 }
 
 install_claude() {
@@ -94,6 +104,8 @@ install_claude() {
         got=$(installed_claude_version "$bin")
         if [[ "$got" != "$version" ]]; then
             echo "error: $bin reports version '${got:-none}', wanted $version" >&2
+            echo "its stderr:" >&2
+            cat "$probe_err" >&2
             exit 1
         fi
     fi

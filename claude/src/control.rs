@@ -77,6 +77,13 @@ pub fn deny(request_id: &str, message: &str, interrupt: bool) -> Vec<u8> {
     )
 }
 
+/// Refuses a control request of the CLI (e.g. a subtype we do not serve).
+pub fn error(request_id: &str, message: &str) -> Vec<u8> {
+    line(
+        json!({"type": "control_response", "response": {"subtype": "error", "request_id": request_id, "error": message}}),
+    )
+}
+
 /// Answers an `mcp_message` with the in-process server's JSON-RPC reply
 /// (for a notification, an empty result).
 pub fn mcp_response(request_id: &str, reply: Option<Value>) -> Vec<u8> {

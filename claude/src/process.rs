@@ -50,6 +50,7 @@ pub struct CliProcess {
     stdin: Option<ChildStdin>,
     messages: mpsc::Receiver<Result<CliMessage, DecodeError>>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
     grace: Duration,
 }
 
@@ -91,13 +92,14 @@ impl CliProcess {
         let (tx, messages) = mpsc::channel(MESSAGE_QUEUE);
         tokio::spawn(read_stdout(stdout, tx, pgid));
         let stderr = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
-        tokio::spawn(drain_stderr(stderr_pipe, stderr.clone()));
+        let stderr_reader = Some(tokio::spawn(drain_stderr(stderr_pipe, stderr.clone())));
         Ok(CliProcess {
             child,
             pgid,
             stdin,
             messages,
             stderr,
+            stderr_reader,
             grace: cfg.grace,
         })
     }
@@ -121,10 +123,29 @@ impl CliProcess {
         self.messages.recv().await
     }
 
+    /// Kills the whole process group now; the end of stdout follows.
+    pub fn kill(&self) {
+        kill_group(self.pgid, libc::SIGKILL);
+    }
+
     /// The end of what the CLI wrote to stderr.
     pub fn stderr_tail(&self) -> String {
         let tail = self.stderr.lock().expect("stderr lock");
         String::from_utf8_lossy(&tail.iter().copied().collect::<Vec<u8>>()).into_owned()
+    }
+
+    /// [`Self::shutdown`], then the end of its stderr, read to the end
+    /// (within a second: a grandchild may hold the pipe open).
+    pub async fn finish(mut self) -> (std::io::Result<ExitStatus>, String) {
+        let reader = self.stderr_reader.take();
+        let stderr = self.stderr.clone();
+        let status = self.shutdown().await;
+        if let Some(reader) = reader {
+            let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+        }
+        let tail = stderr.lock().expect("stderr lock");
+        let text = String::from_utf8_lossy(&tail.iter().copied().collect::<Vec<u8>>()).into_owned();
+        (status, text)
     }
 
     /// Stops the process and everything it started; returns its exit status.

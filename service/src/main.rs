@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use moonkale_service::agent::AgentConfig;
 use moonkale_service::client::LspClient;
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
@@ -38,6 +39,8 @@ enum Command {
         /// ~/.claude/ide, no WebSocket port).
         #[arg(long)]
         no_claude_ide: bool,
+        #[command(flatten)]
+        agent: AgentArgs,
     },
     /// Serve one editor that started us on stdin/stdout.
     Lsp {
@@ -50,6 +53,8 @@ enum Command {
         /// Do not serve Claude Code's IDE protocol.
         #[arg(long)]
         no_claude_ide: bool,
+        #[command(flatten)]
+        agent: AgentArgs,
     },
     /// Show what the running service for a workspace holds.
     Status {
@@ -60,6 +65,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// How the service runs Claude Code as its agent.
+#[derive(clap::Args)]
+struct AgentArgs {
+    /// The `claude` executable for agent sessions [default:
+    /// $MOONKALE_CLAUDE_BIN, else the first `claude` on PATH outside the
+    /// workspace].
+    #[arg(long, value_name = "PATH")]
+    claude: Option<PathBuf>,
+    /// Do not host agent sessions (`moonkale/agent/*` is refused).
+    #[arg(long)]
+    no_agent: bool,
+}
+
+impl AgentArgs {
+    fn config(self) -> Option<AgentConfig> {
+        (!self.no_agent).then(|| AgentConfig::from_env(self.claude))
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -88,6 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             workspaces,
             lsp_tcp,
             no_claude_ide,
+            agent,
         } => {
             let workspaces = workspaces
                 .iter()
@@ -98,6 +123,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 workspaces,
                 lsp_tcp,
                 ide,
+                agent: agent.config(),
             };
             match server::serve(cfg, shutdown_signal()).await {
                 Ok(()) => Ok(0),
@@ -112,9 +138,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             stdio: _,
             workspace,
             no_claude_ide,
+            agent,
         } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
-            Ok(server::run_stdio(root, ide_config(no_claude_ide)?).await?)
+            let ide = ide_config(no_claude_ide)?;
+            Ok(server::run_stdio(root, ide, agent.config()).await?)
         }
         Command::Status { workspace, json } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;

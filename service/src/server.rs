@@ -13,6 +13,7 @@ use std::sync::Arc;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 
+use crate::agent::{AgentCommand, AgentConfig, AgentSender};
 use crate::error::{Error, IoContext, Result};
 use crate::hub::{self, HubHandle, Transport};
 use crate::ide::{IdeConfig, IdeServer};
@@ -29,12 +30,49 @@ pub struct ServeConfig {
     pub lsp_tcp: Option<SocketAddr>,
     /// Claude Code's IDE server and lock file; `None` turns them off.
     pub ide: Option<IdeConfig>,
+    /// How agent sessions run `claude`; `None` turns the agent off.
+    pub agent: Option<AgentConfig>,
+}
+
+/// A workspace's hub and, when enabled, its agent host.
+pub struct Workspace {
+    pub hub: HubHandle,
+    agent: Option<(AgentSender, tokio::task::JoinHandle<()>)>,
+}
+
+impl Workspace {
+    pub fn start(root: PathBuf, agent: Option<&AgentConfig>) -> Workspace {
+        let Some(config) = agent else {
+            return Workspace {
+                hub: hub::spawn(root, None),
+                agent: None,
+            };
+        };
+        let (tx, rx) = crate::agent::channel();
+        let hub = hub::spawn(root, Some(tx.clone()));
+        let task = crate::agent::spawn(hub.clone(), rx, config.clone());
+        Workspace {
+            hub,
+            agent: Some((tx, task)),
+        }
+    }
+
+    /// Ends the agent's sessions: each closes its process's stdin, waits,
+    /// then ends its process group. Bounded by twice the grace period.
+    pub async fn stop(&mut self, grace: std::time::Duration) {
+        if let Some((tx, task)) = self.agent.take() {
+            let _ = tx.send(AgentCommand::Shutdown).await;
+            if tokio::time::timeout(grace * 2, task).await.is_err() {
+                tracing::warn!("agent sessions did not stop in time");
+            }
+        }
+    }
 }
 
 /// One workspace being served: its hub and the files that say so. Dropping
 /// it removes the socket, info and token files if they are still ours.
 pub struct Served {
-    pub hub: HubHandle,
+    pub workspace: Workspace,
     pub info: ServiceInfo,
     /// Dropped before the files below, so the lock file goes first.
     pub ide: Option<IdeServer>,
@@ -86,8 +124,15 @@ pub async fn serve(
     };
     let mut served = Vec::new();
     for root in &cfg.workspaces {
-        let Some(s) =
-            start_workspace(&runtime_dir, root, tcp_addr, &token, cfg.ide.as_ref()).await?
+        let Some(s) = start_workspace(
+            &runtime_dir,
+            root,
+            tcp_addr,
+            &token,
+            cfg.ide.as_ref(),
+            cfg.agent.as_ref(),
+        )
+        .await?
         else {
             let info = runtime_dir.workspace(root).read_info();
             return Err(Error::AlreadyRunning {
@@ -99,7 +144,12 @@ pub async fn serve(
         served.push(s);
     }
     if let Some(listener) = tcp {
-        let hubs = Arc::new(served.iter().map(|s| s.hub.clone()).collect::<Vec<_>>());
+        let hubs = Arc::new(
+            served
+                .iter()
+                .map(|s| s.workspace.hub.clone())
+                .collect::<Vec<_>>(),
+        );
         tracing::info!(addr = %tcp_addr.expect("bound"), "LSP over TCP (token required)");
         tokio::spawn(accept_tcp(
             listener,
@@ -109,6 +159,13 @@ pub async fn serve(
     }
     shutdown.await;
     tracing::info!("shutting down");
+    let grace = cfg
+        .agent
+        .as_ref()
+        .map_or(std::time::Duration::ZERO, |a| a.shutdown_grace);
+    for s in &mut served {
+        s.workspace.stop(grace).await;
+    }
     drop(served);
     Ok(())
 }
@@ -121,6 +178,7 @@ pub async fn start_workspace(
     tcp: Option<SocketAddr>,
     token: &Arc<String>,
     ide: Option<&IdeConfig>,
+    agent: Option<&AgentConfig>,
 ) -> Result<Option<Served>> {
     let files = runtime_dir.workspace(root);
     let Some(lock) = files.try_lock()? else {
@@ -130,7 +188,8 @@ pub async fn start_workspace(
     let meta =
         std::fs::symlink_metadata(&socket).context(|| format!("checking {}", socket.display()))?;
     runtime::write_private_atomic(&files.token_path(), token.as_bytes())?;
-    let hub = hub::spawn(root.to_path_buf());
+    let workspace = Workspace::start(root.to_path_buf(), agent);
+    let hub = workspace.hub.clone();
     let ide = match ide {
         Some(cfg) => Some(crate::ide::start(hub.clone(), cfg).await?),
         None => None,
@@ -148,7 +207,7 @@ pub async fn start_workspace(
     runtime::write_private_atomic(&files.info_path(), &json)?;
     tokio::spawn(accept_unix(listener, hub.clone()));
     Ok(Some(Served {
-        hub,
+        workspace,
         info,
         ide,
         files,
@@ -258,11 +317,15 @@ async fn accept_tcp(listener: TcpListener, hubs: HubSelector, token: Arc<String>
 /// workspace's socket is served too when no other service holds it, so
 /// `status` and other editors can reach the same state. Returns the process
 /// exit code the LSP specification asks for.
-pub async fn run_stdio(root: PathBuf, ide: Option<IdeConfig>) -> Result<i32> {
+pub async fn run_stdio(
+    root: PathBuf,
+    ide: Option<IdeConfig>,
+    agent: Option<AgentConfig>,
+) -> Result<i32> {
     let served = match RuntimeDir::from_env() {
         Ok(dir) => {
             let token = Arc::new(runtime::new_token()?);
-            start_workspace(&dir, &root, None, &token, ide.as_ref())
+            start_workspace(&dir, &root, None, &token, ide.as_ref(), agent.as_ref())
                 .await
                 .unwrap_or_else(|e| {
                     tracing::warn!("not serving the workspace socket: {e}");
@@ -274,9 +337,12 @@ pub async fn run_stdio(root: PathBuf, ide: Option<IdeConfig>) -> Result<i32> {
             None
         }
     };
-    let hub = match &served {
-        Some(s) => s.hub.clone(),
-        None => hub::spawn(root),
+    let (hub, mut own) = match &served {
+        Some(s) => (s.workspace.hub.clone(), None),
+        None => {
+            let w = Workspace::start(root, agent.as_ref());
+            (w.hub.clone(), Some(w))
+        }
     };
     let cfg = ConnectionConfig {
         transport: Transport::Stdio,
@@ -284,6 +350,16 @@ pub async fn run_stdio(root: PathBuf, ide: Option<IdeConfig>) -> Result<i32> {
         hubs: HubSelector::One(hub),
     };
     let ending = serve_connection(stdio::stdin(), stdio::stdout(), cfg).await;
+    let grace = agent
+        .as_ref()
+        .map_or(std::time::Duration::ZERO, |a| a.shutdown_grace);
+    if let Some(w) = own.as_mut() {
+        w.stop(grace).await;
+    }
+    let mut served = served;
+    if let Some(s) = served.as_mut() {
+        s.workspace.stop(grace).await;
+    }
     drop(served);
     Ok(match ending {
         Ending::Exit {

@@ -30,8 +30,9 @@ pub use status::{
     render as render_status,
 };
 pub use workspace::{
-    ACCEPT_COMMAND, MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES, REJECT_COMMAND, REVERT_HUNK_COMMAND,
-    SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result,
+    ACCEPT_COMMAND, ANSWER_APPROVAL_COMMAND, MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES,
+    REJECT_COMMAND, REVERT_HUNK_COMMAND, SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND, error_result,
+    lenient_file_url, text_result,
 };
 
 /// How many events may wait for the hub before senders are slowed down.
@@ -73,6 +74,9 @@ pub struct EditorInfo {
     /// The editor advertised `window.showMessage`, so it can show
     /// `window/showMessageRequest` buttons (Helix cannot).
     pub shows_message_buttons: bool,
+    /// The editor advertised `window.workDoneProgress`: it takes
+    /// `$/progress` for tokens we create.
+    pub shows_progress: bool,
 }
 
 /// Serialized JSON-RPC bodies on their way to one editor. Bounded: the hub
@@ -132,6 +136,46 @@ pub enum Event {
         arguments: Value,
         reply: Reply,
     },
+    /// From the agent: tell the connections subscribed to `session`.
+    AgentNotify {
+        session: String,
+        method: &'static str,
+        params: Value,
+    },
+    /// From the agent: subscribe a connection to a session it started.
+    AgentSubscribe {
+        editor: EditorId,
+        session: String,
+    },
+    /// From the agent: a permission question for every editor. `approval`
+    /// is the approval object of docs/protocol.md.
+    AgentApproval {
+        approval: Value,
+    },
+    /// From the agent: the question was decided or withdrawn.
+    AgentApprovalClosed {
+        session: String,
+        approval: String,
+    },
+    /// From the agent: a turn began, moved on, or ended.
+    AgentProgress {
+        session: String,
+        progress: AgentProgress,
+    },
+    /// From the agent: one of the editor tools it offers the CLI.
+    AgentToolCall {
+        tool: String,
+        arguments: Value,
+        reply: Reply,
+    },
+}
+
+/// A turn's progress, shown in editors as `$/progress`.
+#[derive(Clone, Debug)]
+pub enum AgentProgress {
+    Begin(String),
+    Report(String),
+    End(String),
 }
 
 impl std::fmt::Debug for Event {
@@ -155,6 +199,22 @@ impl std::fmt::Debug for Event {
             Event::IdeToolCall { client, tool, .. } => {
                 write!(f, "IdeToolCall({}, {tool})", client.0)
             }
+            Event::AgentNotify {
+                session, method, ..
+            } => write!(f, "AgentNotify({session}, {method})"),
+            Event::AgentSubscribe { editor, session } => {
+                write!(f, "AgentSubscribe({}, {session})", editor.0)
+            }
+            Event::AgentApproval { approval } => {
+                write!(f, "AgentApproval({})", approval["approval"])
+            }
+            Event::AgentApprovalClosed { approval, .. } => {
+                write!(f, "AgentApprovalClosed({approval})")
+            }
+            Event::AgentProgress { session, progress } => {
+                write!(f, "AgentProgress({session}, {progress:?})")
+            }
+            Event::AgentToolCall { tool, .. } => write!(f, "AgentToolCall({tool})"),
         }
     }
 }
@@ -188,6 +248,12 @@ impl HubHandle {
         self.selection.clone()
     }
 
+    /// Sends an event without waiting; `false` if the hub's queue is full
+    /// or the hub is gone.
+    pub fn try_send(&self, event: Event) -> bool {
+        self.tx.try_send(event).is_ok()
+    }
+
     /// Sends an event; `false` if the hub is gone (the service is stopping).
     pub async fn send(&self, event: Event) -> bool {
         self.tx.send(event).await.is_ok()
@@ -196,7 +262,9 @@ impl HubHandle {
 
 /// Starts the hub task for the workspace at `root` (an absolute, canonical
 /// path) and returns the handle adapters use to reach it.
-pub fn spawn(root: PathBuf) -> HubHandle {
+/// `agent` receives the `moonkale/agent/*` requests; without one they are
+/// refused.
+pub fn spawn(root: PathBuf, agent: Option<crate::agent::AgentSender>) -> HubHandle {
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
     let (selection_tx, selection) = watch::channel(None);
     let handle = HubHandle {
@@ -206,6 +274,7 @@ pub fn spawn(root: PathBuf) -> HubHandle {
     };
     tokio::spawn(async move {
         let mut ws = workspace::Workspace::new(root, workspace::Limits::default(), selection_tx);
+        ws.set_agent(agent);
         while let Some(event) = rx.recv().await {
             ws.handle(event);
         }

@@ -14,9 +14,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+mod agent;
 mod ide;
 mod proposals;
 
+pub use agent::ANSWER_APPROVAL_COMMAND;
 pub use ide::{SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result};
 pub use proposals::{ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND};
 
@@ -66,10 +68,19 @@ pub(super) struct Workspace {
     mention_queue: Vec<String>,
     /// Edits Claude Code proposed (`openDiff`) that the user has not decided.
     proposals: Vec<proposals::Proposal>,
-    /// Requests we sent editors whose answers decide a proposal.
-    awaited_answers: HashMap<(EditorId, message::RequestId), u64>,
+    /// Requests we sent editors whose answers decide something.
+    awaited_answers: HashMap<(EditorId, message::RequestId), Awaited>,
+    /// Agent sessions' subscribers, approvals and progress.
+    agent: agent::AgentLink,
     /// The active editor's selection as `selection_changed` params.
     selection_tx: tokio::sync::watch::Sender<Option<Value>>,
+}
+
+/// What an editor's answer to one of our requests decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Awaited {
+    Proposal(u64),
+    Approval(String),
 }
 
 struct IdeClient {
@@ -126,6 +137,7 @@ impl Workspace {
             mention_queue: Vec::new(),
             proposals: Vec::new(),
             awaited_answers: HashMap::new(),
+            agent: agent::AgentLink::default(),
             selection_tx,
         }
     }
@@ -157,7 +169,42 @@ impl Workspace {
                 self.withdraw_proposals_of(client);
             }
             Event::EditorResponse { editor, id, result } => {
-                self.editor_response(editor, id, result)
+                match self.awaited_answers.remove(&(editor, id)) {
+                    Some(Awaited::Proposal(proposal)) => self.proposal_button(proposal, result),
+                    Some(Awaited::Approval(approval)) => {
+                        let title = result.ok().and_then(|v| {
+                            v.get("title").and_then(Value::as_str).map(str::to_owned)
+                        });
+                        self.approval_button(approval, title.as_deref());
+                    }
+                    None => {} // an answer nothing waits for (progress creation, …)
+                }
+            }
+            Event::AgentNotify {
+                session,
+                method,
+                params,
+            } => self.agent_notify(&session, method, params),
+            Event::AgentSubscribe { editor, session } => self.agent_subscribe(editor, session),
+            Event::AgentApproval { approval } => self.agent_approval(approval),
+            Event::AgentApprovalClosed { session, approval } => {
+                self.agent_approval_closed(&session, &approval)
+            }
+            Event::AgentProgress { session, progress } => self.agent_progress(&session, progress),
+            Event::AgentToolCall {
+                tool,
+                arguments,
+                reply,
+            } => {
+                let answer = catch_unwind(AssertUnwindSafe(|| self.agent_tool(&tool, &arguments)))
+                    .unwrap_or_else(|_| {
+                        tracing::error!(%tool, "agent tool handler panicked");
+                        Err(ResponseError::new(
+                            code::INTERNAL_ERROR,
+                            format!("internal error in {tool}"),
+                        ))
+                    });
+                let _ = reply.send(answer);
             }
             Event::IdeConnected { client, pid } => {
                 if let Some(c) = self.ide_clients.get_mut(&client) {
@@ -219,6 +266,7 @@ impl Workspace {
                         gone.docs.values().map(|d| d.doc.len_bytes()).sum::<usize>();
                 }
                 self.diagnostics.remove_editor(editor);
+                self.agent_detach(editor);
             }
             Event::Notification {
                 editor,
@@ -516,6 +564,9 @@ impl Workspace {
             }
             "moonkale/document" => self.document(params),
             "moonkale/waitForVersion" => return self.wait_for_version(params, reply),
+            m if m.starts_with("moonkale/agent/") => {
+                return self.agent_request(editor, method, params, reply);
+            }
             #[cfg(test)]
             "moonkale/test/panic" => panic!("injected by a test"),
             _ => Err(ResponseError::new(
@@ -541,6 +592,7 @@ impl Workspace {
             return Ok(json!([]));
         }
         let mut actions = self.proposal_actions(&uri, &p.range);
+        actions.extend(self.approval_actions());
         actions.push(json!({
             "title": "Send selection to Claude Code",
             "kind": "source",
@@ -598,6 +650,9 @@ impl Workspace {
         params: Params,
     ) -> Result<Value, ResponseError> {
         let p: lsp_types::ExecuteCommandParams = parse_params(&params)?;
+        if p.command == ANSWER_APPROVAL_COMMAND {
+            return self.answer_approval_command(&p.arguments);
+        }
         if p.command == SEND_TO_CLAUDE_COMMAND {
             return self.send_to_claude(editor, &p.arguments);
         }
@@ -990,6 +1045,7 @@ mod tests {
             encoding: PositionEncoding::Utf16,
             role: Role::Editor,
             shows_message_buttons: false,
+            shows_progress: false,
         };
         ws.handle(Event::Attach {
             editor: EditorId(id),

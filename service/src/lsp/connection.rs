@@ -366,6 +366,10 @@ impl Connection {
             encoding,
             role,
             shows_message_buttons: params.pointer("/capabilities/window/showMessage").is_some(),
+            shows_progress: params
+                .pointer("/capabilities/window/workDoneProgress")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         };
         let hub = self.pick_hub(&params);
         let editor = hub.new_editor_id();
@@ -448,6 +452,7 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
                 crate::hub::ACCEPT_COMMAND,
                 crate::hub::REJECT_COMMAND,
                 crate::hub::REVERT_HUNK_COMMAND,
+                crate::hub::ANSWER_APPROVAL_COMMAND,
             ]},
             "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false},
         },
@@ -472,7 +477,7 @@ mod tests {
         fn start(transport: Transport) -> Peer {
             let (ours, theirs) = tokio::io::duplex(1 << 16);
             let (their_read, their_write) = tokio::io::split(theirs);
-            let hub = crate::hub::spawn(std::env::temp_dir());
+            let hub = crate::hub::spawn(std::env::temp_dir(), None);
             let cfg = ConnectionConfig {
                 transport,
                 token: None,

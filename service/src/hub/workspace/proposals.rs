@@ -21,7 +21,7 @@ use super::Workspace;
 use crate::core::diff::hunks;
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::hub::{EditorId, IdeClientId, Reply, Role};
-use crate::lsp::message::{self, ResponseError, code};
+use crate::lsp::message::{ResponseError, code};
 
 pub const ACCEPT_COMMAND: &str = "moonkale.acceptProposal";
 pub const REJECT_COMMAND: &str = "moonkale.rejectProposal";
@@ -102,7 +102,8 @@ impl Workspace {
                     "actions": [{"title": "Accept"}, {"title": "Reject"}],
                 });
                 let asked = self.request_editor(editor, "window/showMessageRequest", ask);
-                self.awaited_answers.insert((editor, asked), id);
+                self.awaited_answers
+                    .insert((editor, asked), super::Awaited::Proposal(id));
             } else {
                 let tell = format!(
                     "Claude Code proposes {count} change(s) to {name}: use the code actions to accept or reject."
@@ -145,7 +146,8 @@ impl Workspace {
             return false;
         };
         let p = self.proposals.remove(at);
-        self.awaited_answers.retain(|_, pid| *pid != id);
+        self.awaited_answers
+            .retain(|_, a| *a != super::Awaited::Proposal(id));
         let content = if accept {
             let final_text = self.proposal_text(&p);
             self.sync_target_buffers(&p.target, &final_text);
@@ -243,15 +245,7 @@ impl Workspace {
     }
 
     /// An editor's answer to our Accept/Reject buttons.
-    pub(super) fn editor_response(
-        &mut self,
-        editor: EditorId,
-        id: message::RequestId,
-        result: Result<Value, ResponseError>,
-    ) {
-        let Some(proposal) = self.awaited_answers.remove(&(editor, id)) else {
-            return;
-        };
+    pub(super) fn proposal_button(&mut self, proposal: u64, result: Result<Value, ResponseError>) {
         match result
             .ok()
             .and_then(|v| v.get("title").and_then(Value::as_str).map(str::to_owned))

@@ -1,0 +1,550 @@
+//! The agent host of one workspace: starts sessions, loads them from their
+//! transcripts, routes `moonkale/agent/*` requests to them and lists them.
+//!
+//! **Invariant:** the host only routes; it never waits for a session (its
+//! commands are `try_send`), so one busy session cannot stall the others.
+//! It owns the set of live session tasks; a session's state belongs to its
+//! task.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use moonkale_claude::launch::PermissionMode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc::error::TrySendError;
+use uuid::Uuid;
+
+use super::session::{self, MAX_EVENTS_PER_PAGE, SessionCommand, SessionHandle, State};
+use super::transcript::{self, Transcript};
+use super::{AgentCommand, AgentConfig, AgentReceiver, Answer};
+use crate::hub::{EditorId, Event, HubHandle, Reply};
+use crate::lsp::message::{Params, ResponseError, code};
+
+/// Sessions with a task (and maybe a process) at once; the least recently
+/// used idle one is closed to make room.
+pub const MAX_LIVE_SESSIONS: usize = 16;
+/// Largest prompt, in bytes.
+pub const MAX_PROMPT_BYTES: usize = 4 << 20;
+
+/// Starts the agent host of the workspace `hub` serves. It ends when the
+/// hub drops its sender; its sessions end with it.
+pub fn spawn(
+    hub: HubHandle,
+    commands: AgentReceiver,
+    config: AgentConfig,
+) -> tokio::task::JoinHandle<()> {
+    let host = Host {
+        root: hub.root().to_path_buf(),
+        hub,
+        config: Arc::new(config),
+        sessions: HashMap::new(),
+        clock: 0,
+    };
+    tokio::spawn(host.run(commands))
+}
+
+struct Host {
+    root: PathBuf,
+    hub: HubHandle,
+    config: Arc<AgentConfig>,
+    sessions: HashMap<Uuid, Live>,
+    clock: u64,
+}
+
+struct Live {
+    handle: SessionHandle,
+    last_used: u64,
+}
+
+fn invalid(message: impl Into<String>) -> ResponseError {
+    ResponseError::invalid_params(message)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(params: &Params) -> Result<T, ResponseError> {
+    serde_json::from_str(params.get()).map_err(|e| invalid(format!("invalid params: {e}")))
+}
+
+fn session_id(raw: &str) -> Result<Uuid, ResponseError> {
+    Uuid::parse_str(raw).map_err(|_| invalid(format!("{raw:?} is not a session id")))
+}
+
+/// A request, parsed, before it meets its reply.
+enum Routed {
+    Start {
+        mode: PermissionMode,
+        model: Option<String>,
+        prompt: Option<String>,
+    },
+    ToSession {
+        session: String,
+        command: Box<dyn FnOnce(Reply) -> SessionCommand + Send>,
+    },
+    List,
+    Answer {
+        approval: String,
+        answer: Answer,
+    },
+}
+
+fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
+    #[derive(Deserialize)]
+    struct Session {
+        session: String,
+    }
+    let to = |session: String, command: Box<dyn FnOnce(Reply) -> SessionCommand + Send>| {
+        Ok(Routed::ToSession { session, command })
+    };
+    match method {
+        "moonkale/agent/start" => {
+            #[derive(Deserialize)]
+            #[serde(rename_all = "camelCase")]
+            struct P {
+                prompt: Option<String>,
+                permission_mode: Option<String>,
+                model: Option<String>,
+            }
+            let p: P = parse(params)?;
+            let mode = match p.permission_mode.as_deref() {
+                None => PermissionMode::Plan,
+                Some(m) => parse_mode(m)?,
+            };
+            check_model(p.model.as_deref())?;
+            if let Some(prompt) = &p.prompt {
+                check_prompt(prompt)?;
+            }
+            Ok(Routed::Start {
+                mode,
+                model: p.model,
+                prompt: p.prompt,
+            })
+        }
+        "moonkale/agent/send" => {
+            #[derive(Deserialize)]
+            struct P {
+                session: String,
+                prompt: String,
+            }
+            let p: P = parse(params)?;
+            check_prompt(&p.prompt)?;
+            let text = p.prompt;
+            to(
+                p.session,
+                Box::new(|reply| SessionCommand::Prompt { text, reply }),
+            )
+        }
+        "moonkale/agent/events" => {
+            #[derive(Deserialize)]
+            struct P {
+                session: String,
+                #[serde(default)]
+                since: usize,
+                limit: Option<usize>,
+            }
+            let p: P = parse(params)?;
+            let (since, limit) = (p.since, p.limit.unwrap_or(MAX_EVENTS_PER_PAGE));
+            to(
+                p.session,
+                Box::new(move |reply| SessionCommand::Events {
+                    since,
+                    limit,
+                    reply,
+                }),
+            )
+        }
+        "moonkale/agent/list" => Ok(Routed::List),
+        "moonkale/agent/interrupt" => {
+            let p: Session = parse(params)?;
+            to(
+                p.session,
+                Box::new(|reply| SessionCommand::Interrupt { reply }),
+            )
+        }
+        "moonkale/agent/setPermissionMode" => {
+            #[derive(Deserialize)]
+            struct P {
+                session: String,
+                mode: String,
+            }
+            let p: P = parse(params)?;
+            let mode = parse_mode(&p.mode)?;
+            to(
+                p.session,
+                Box::new(move |reply| SessionCommand::SetPermissionMode { mode, reply }),
+            )
+        }
+        "moonkale/agent/setModel" => {
+            #[derive(Deserialize)]
+            struct P {
+                session: String,
+                model: Option<String>,
+            }
+            let p: P = parse(params)?;
+            check_model(p.model.as_deref())?;
+            let model = p.model;
+            to(
+                p.session,
+                Box::new(|reply| SessionCommand::SetModel { model, reply }),
+            )
+        }
+        "moonkale/agent/answer" => {
+            #[derive(Deserialize)]
+            struct P {
+                approval: String,
+                allow: bool,
+                #[serde(default)]
+                always: bool,
+                message: Option<String>,
+            }
+            let p: P = parse(params)?;
+            Ok(Routed::Answer {
+                approval: p.approval,
+                answer: Answer {
+                    allow: p.allow,
+                    always: p.always,
+                    message: p.message,
+                    by: "api",
+                },
+            })
+        }
+        _ => Err(ResponseError::new(
+            code::METHOD_NOT_FOUND,
+            format!("unknown method {method}"),
+        )),
+    }
+}
+
+fn parse_mode(mode: &str) -> Result<PermissionMode, ResponseError> {
+    PermissionMode::parse(mode).ok_or_else(|| {
+        invalid(format!(
+            "unknown permission mode {mode:?} (plan, default, acceptEdits or bypassPermissions)"
+        ))
+    })
+}
+
+fn check_prompt(prompt: &str) -> Result<(), ResponseError> {
+    if prompt.len() > MAX_PROMPT_BYTES {
+        return Err(invalid(format!(
+            "the prompt has {} bytes; at most {MAX_PROMPT_BYTES} are accepted",
+            prompt.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A model name goes into argv: short, one line, no flag.
+fn check_model(model: Option<&str>) -> Result<(), ResponseError> {
+    match model {
+        Some(m)
+            if m.is_empty()
+                || m.len() > 200
+                || m.starts_with('-')
+                || m.chars().any(|c| c.is_control() || c.is_whitespace()) =>
+        {
+            Err(invalid(format!("{m:?} is not a model name")))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl SessionCommand {
+    /// The reply of a command the session did not take.
+    fn into_reply(self) -> Option<Reply> {
+        match self {
+            SessionCommand::Prompt { reply, .. }
+            | SessionCommand::Events { reply, .. }
+            | SessionCommand::Interrupt { reply }
+            | SessionCommand::SetPermissionMode { reply, .. }
+            | SessionCommand::SetModel { reply, .. } => Some(reply),
+            SessionCommand::Answer { reply, .. } => reply,
+        }
+    }
+}
+
+impl Host {
+    async fn run(mut self, mut commands: AgentReceiver) {
+        while let Some(command) = commands.recv().await {
+            match command {
+                AgentCommand::Request {
+                    editor,
+                    method,
+                    params,
+                    reply,
+                } => self.request(editor, &method, &params, reply),
+                AgentCommand::Answer { approval, answer } => {
+                    self.answer(approval, answer, None);
+                }
+                AgentCommand::Shutdown => break,
+            }
+        }
+        // The service is stopping: every session closes its process.
+        let tasks: Vec<_> = self.sessions.drain().map(|(_, l)| l.handle).collect();
+        for handle in tasks {
+            drop(handle.tx);
+            let _ = handle.task.await;
+        }
+    }
+
+    fn request(&mut self, editor: EditorId, method: &str, params: &Params, reply: Reply) {
+        let routed = match route(method, params) {
+            Ok(routed) => routed,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        match routed {
+            Routed::Start {
+                mode,
+                model,
+                prompt,
+            } => {
+                let id = match self.start(mode, model) {
+                    Ok(id) => id,
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        return;
+                    }
+                };
+                let session = id.to_string();
+                self.hub.try_send(Event::AgentSubscribe {
+                    editor,
+                    session: session.clone(),
+                });
+                match prompt {
+                    Some(text) => self.forward(&session, SessionCommand::Prompt { text, reply }),
+                    None => {
+                        let _ = reply.send(Ok(json!({"session": session, "state": State::Idle})));
+                    }
+                }
+            }
+            Routed::ToSession { session, command } => self.forward(&session, command(reply)),
+            Routed::List => {
+                let _ = reply.send(Ok(self.list()));
+            }
+            Routed::Answer { approval, answer } => self.answer(approval, answer, Some(reply)),
+        }
+    }
+
+    fn answer(&mut self, approval: String, answer: Answer, reply: Option<Reply>) {
+        let session = approval.split('/').next().unwrap_or_default().to_owned();
+        let command = SessionCommand::Answer {
+            approval,
+            answer,
+            reply,
+        };
+        self.forward(&session, command);
+    }
+
+    /// Hands `command` to its session (loading it from disk if needed);
+    /// errors go to the command's reply.
+    fn forward(&mut self, session: &str, command: SessionCommand) {
+        let failed = match self.live(session) {
+            Ok(live) => match live.handle.tx.try_send(command) {
+                Ok(()) => return,
+                Err(TrySendError::Full(command)) => (
+                    command,
+                    ResponseError::new(code::REQUEST_FAILED, "the session is busy; try again"),
+                ),
+                Err(TrySendError::Closed(command)) => (
+                    command,
+                    ResponseError::new(code::REQUEST_FAILED, "the session has ended"),
+                ),
+            },
+            Err(e) => (command, e),
+        };
+        let (command, error) = failed;
+        if let Some(reply) = command.into_reply() {
+            let _ = reply.send(Err(error));
+        }
+    }
+
+    /// The live session `raw`, loaded from its transcript if it has no task.
+    fn live(&mut self, raw: &str) -> Result<&mut Live, ResponseError> {
+        let id = session_id(raw)?;
+        self.clock += 1;
+        let clock = self.clock;
+        if !self.sessions.contains_key(&id) {
+            let path = transcript::path_for(&self.root, raw).map_err(|e| invalid(e.to_string()))?;
+            if std::fs::symlink_metadata(&path).is_err() {
+                return Err(invalid(format!("no session {raw} in this workspace")));
+            }
+            self.make_room()?;
+            let transcript = Transcript::open(&path)
+                .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+            let records = transcript
+                .records()
+                .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+            let damaged = transcript.read_only().map(|c| {
+                format!(
+                    "line {} of the transcript is damaged ({}); a copy is at {}",
+                    c.line,
+                    c.reason,
+                    c.quarantine.display()
+                )
+            });
+            let events = records.records.into_iter().map(|r| r.value).collect();
+            let handle = session::spawn(
+                session::Start {
+                    id,
+                    workspace: self.root.clone(),
+                    transcript,
+                    events,
+                    damaged,
+                    permission_mode: PermissionMode::Plan,
+                    model: None,
+                },
+                self.hub.clone(),
+                self.config.clone(),
+            );
+            self.sessions.insert(
+                id,
+                Live {
+                    handle,
+                    last_used: 0,
+                },
+            );
+        }
+        let live = self.sessions.get_mut(&id).expect("inserted above");
+        live.last_used = clock;
+        Ok(live)
+    }
+
+    fn start(
+        &mut self,
+        mode: PermissionMode,
+        model: Option<String>,
+    ) -> Result<Uuid, ResponseError> {
+        self.make_room()?;
+        let id = Uuid::new_v4();
+        let path = transcript::path_for(&self.root, &id.to_string())
+            .map_err(|e| ResponseError::new(code::INTERNAL_ERROR, e.to_string()))?;
+        let transcript = Transcript::open(&path)
+            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+        let handle = session::spawn(
+            session::Start {
+                id,
+                workspace: self.root.clone(),
+                transcript,
+                events: Vec::new(),
+                damaged: None,
+                permission_mode: mode,
+                model,
+            },
+            self.hub.clone(),
+            self.config.clone(),
+        );
+        self.clock += 1;
+        let last_used = self.clock;
+        self.sessions.insert(id, Live { handle, last_used });
+        tracing::info!(session = %id, mode = mode.as_str(), "agent session started");
+        Ok(id)
+    }
+
+    /// Closes the least recently used idle session when the host is full.
+    fn make_room(&mut self) -> Result<(), ResponseError> {
+        if self.sessions.len() < MAX_LIVE_SESSIONS {
+            return Ok(());
+        }
+        let idle = self
+            .sessions
+            .iter()
+            .filter(|(_, l)| matches!(l.handle.summary.borrow().state, State::Idle | State::Failed))
+            .min_by_key(|(_, l)| l.last_used)
+            .map(|(id, _)| *id);
+        match idle {
+            Some(id) => {
+                self.sessions.remove(&id); // its task shuts its process down
+                Ok(())
+            }
+            None => Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                format!("{MAX_LIVE_SESSIONS} sessions are busy; wait for one to finish"),
+            )),
+        }
+    }
+
+    /// Every session of the workspace: live ones from their tasks, the
+    /// others from the start and size of their transcripts.
+    fn list(&self) -> Value {
+        let mut sessions: Vec<Value> = self
+            .sessions
+            .values()
+            .map(|l| serde_json::to_value(&*l.handle.summary.borrow()).expect("serializes"))
+            .collect();
+        let chats = self.root.join(".moonkale").join("chats");
+        if let Ok(entries) = std::fs::read_dir(&chats) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                    continue;
+                };
+                let Ok(id) = Uuid::parse_str(stem) else {
+                    continue;
+                };
+                if self.sessions.contains_key(&id) {
+                    continue;
+                }
+                if let Some(summary) = summary_from_disk(&entry.path(), stem) {
+                    sessions.push(summary);
+                }
+            }
+        }
+        sessions.sort_by_key(|s| std::cmp::Reverse(s["updated"].as_u64().unwrap_or(0)));
+        json!({"sessions": sessions})
+    }
+}
+
+/// Bytes read from the start of a transcript to find its settings and
+/// title.
+const SUMMARY_HEAD: u64 = 256 * 1024;
+
+/// What `list` shows of a session that has no task: its first events give
+/// the settings and the title, the file's size the number of events.
+fn summary_from_disk(path: &Path, id: &str) -> Option<Value> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    let mut head = Vec::new();
+    file.take(SUMMARY_HEAD).read_to_end(&mut head).ok()?;
+    let mut summary = json!({
+        "session": id, "state": "idle", "title": "", "created": 0, "updated": 0,
+        "permissionMode": "plan", "model": null, "events": null,
+    });
+    for line in head.split(|&b| b == b'\n') {
+        let Ok(event) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        let data = &event["data"];
+        match event["kind"].as_str() {
+            Some("session") => {
+                summary["created"] = event["at"].clone();
+                summary["permissionMode"] = data["permissionMode"].clone();
+                summary["model"] = data["model"].clone();
+            }
+            Some("prompt") if summary["title"] == "" => {
+                summary["title"] =
+                    json!(session::title_of(data["text"].as_str().unwrap_or_default()));
+            }
+            // A turn that ran when the service stopped did not finish.
+            Some("state") => {
+                let failed = data["state"] == "failed";
+                summary["state"] = json!(if failed { "failed" } else { "idle" });
+            }
+            _ => {}
+        }
+    }
+    if let Ok(modified) = meta.modified()
+        && let Ok(since) = modified.duration_since(std::time::UNIX_EPOCH)
+    {
+        summary["updated"] = json!(since.as_millis() as u64);
+    }
+    if meta.len() <= SUMMARY_HEAD {
+        summary["events"] = json!(head.iter().filter(|&&b| b == b'\n').count());
+    }
+    Some(summary)
+}

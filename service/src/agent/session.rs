@@ -1,0 +1,1054 @@
+//! One agent session: its `claude` process, its transcript, its state and
+//! its pending approvals, owned by one task.
+//!
+//! **Invariant:** only this task writes the session's transcript and talks
+//! to its process. Everything reaches it as a [`SessionCommand`] or as the
+//! process's output; it answers through reply channels and hub events, so
+//! a turn goes on whether or not anyone is attached.
+//!
+//! The process is started lazily by the first prompt and kept between
+//! turns (one long-lived CLI per session). It is started with
+//! `--session-id=<id>` the first time and `--resume=<id>` once the CLI has
+//! seen the conversation; if the CLI no longer has it ("No conversation
+//! found") the prompts still unanswered are sent again to a fresh one.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use moonkale_claude::control;
+use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, child_env};
+use moonkale_claude::process::{CliProcess, ProcessConfig};
+use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, TurnResult};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::transcript::Transcript;
+use super::{AgentConfig, Answer, policy};
+use crate::hub::{AgentProgress, Event, HubHandle, Reply};
+use crate::lsp::message::{ResponseError, code};
+
+/// The name of our in-process MCP server (tools `mcp__moonkale__*`).
+pub const MCP_SERVER: &str = "moonkale";
+/// Most events one `events` request returns.
+pub const MAX_EVENTS_PER_PAGE: usize = 1000;
+/// Longest a write to the CLI's stdin may take before the process counts
+/// as stuck.
+const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest an editor tool may take to answer (the hub answers at once; this
+/// only guards against a stopping service).
+const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
+const COMMAND_QUEUE: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum State {
+    Idle,
+    Running,
+    WaitingForApproval,
+    Failed,
+}
+
+/// What `list` shows of a session, kept current by its task.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub session: String,
+    pub state: State,
+    pub title: String,
+    pub created: u64,
+    pub updated: u64,
+    pub permission_mode: &'static str,
+    pub model: Option<String>,
+    pub events: usize,
+}
+
+pub enum SessionCommand {
+    Prompt {
+        text: String,
+        reply: Reply,
+    },
+    Events {
+        since: usize,
+        limit: usize,
+        reply: Reply,
+    },
+    Interrupt {
+        reply: Reply,
+    },
+    SetPermissionMode {
+        mode: PermissionMode,
+        reply: Reply,
+    },
+    SetModel {
+        model: Option<String>,
+        reply: Reply,
+    },
+    Answer {
+        approval: String,
+        answer: Answer,
+        reply: Option<Reply>,
+    },
+}
+
+/// The host's way to reach a session task. Dropping it ends the task, which
+/// shuts the process down.
+pub struct SessionHandle {
+    pub tx: mpsc::Sender<SessionCommand>,
+    pub summary: watch::Receiver<Summary>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// How a session starts: new (with its first settings) or loaded from its
+/// transcript.
+pub struct Start {
+    pub id: Uuid,
+    pub workspace: PathBuf,
+    pub transcript: Transcript,
+    /// Events already stored (a loaded session), in order.
+    pub events: Vec<Value>,
+    /// Why the stored transcript cannot take new events, if it cannot.
+    pub damaged: Option<String>,
+    pub permission_mode: PermissionMode,
+    pub model: Option<String>,
+}
+
+pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionHandle {
+    let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+    let (internal_tx, internal_rx) = mpsc::channel(COMMAND_QUEUE);
+    let mut session = Session::new(start, hub, config, internal_tx);
+    let summary = session.summary_tx.subscribe();
+    if session.events.is_empty() {
+        let data = json!({
+            "workspace": session.workspace,
+            "permissionMode": session.permission_mode.as_str(),
+            "model": session.model,
+        });
+        session.record("session", data);
+    }
+    let task = tokio::spawn(session.run(rx, internal_rx));
+    SessionHandle { tx, summary, task }
+}
+
+/// Answers from work the session handed to other tasks.
+enum Internal {
+    McpReply { request_id: String, reply: Value },
+}
+
+struct Pending {
+    request_id: String,
+    tool: String,
+    input: Value,
+    destructive: bool,
+    deadline: Instant,
+}
+
+struct Session {
+    id: Uuid,
+    id_text: String,
+    workspace: PathBuf,
+    hub: HubHandle,
+    config: Arc<AgentConfig>,
+    transcript: Transcript,
+    /// Every event of the session, `seq` = index.
+    events: Vec<Value>,
+    /// Set when events can no longer be stored; shown to clients.
+    store_error: Option<String>,
+    state: State,
+    error: Option<String>,
+    permission_mode: PermissionMode,
+    model: Option<String>,
+    cli: Option<CliProcess>,
+    /// The CLI has this conversation (a `system/init` was seen in this
+    /// session's history): start it with `--resume`.
+    has_conversation: bool,
+    /// The running process was started with `--resume` and has not shown
+    /// `system/init` yet: a failure now may mean the CLI lost the
+    /// conversation.
+    resuming: bool,
+    /// A fresh start after a failed resume (or the reverse) was tried.
+    restarted: bool,
+    /// Prompts sent whose turn has not ended, oldest first.
+    unanswered: VecDeque<String>,
+    /// An interrupt was asked for; the next `result` ends the turn cleanly.
+    interrupting: bool,
+    approvals: BTreeMap<String, Pending>,
+    next_approval: u64,
+    always: HashSet<String>,
+    /// Our control requests waiting for the CLI: the reply and what it gets
+    /// on success.
+    waiters: BTreeMap<String, (Reply, Value)>,
+    next_request: u64,
+    internal_tx: mpsc::Sender<Internal>,
+    summary_tx: watch::Sender<Summary>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs blocking file work (a transcript's fdatasync) without stalling the
+/// other tasks of a multi-threaded runtime.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ResponseError {
+    ResponseError::invalid_params(message)
+}
+
+/// Error text of a failed turn.
+fn turn_error(r: &TurnResult) -> String {
+    if let Some(text) = r.text.as_deref().filter(|t| !t.is_empty()) {
+        return text.to_owned();
+    }
+    let errors: Vec<&str> = r.raw["errors"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if errors.is_empty() {
+        format!("the turn ended with {}", r.subtype)
+    } else {
+        errors.join("; ")
+    }
+}
+
+/// The tool a partial message starts using, if it does.
+fn tool_use_start(event: &Value) -> Option<&str> {
+    let block = event.pointer("/event/content_block")?;
+    (block["type"] == "tool_use").then(|| block["name"].as_str())?
+}
+
+impl Session {
+    fn new(
+        start: Start,
+        hub: HubHandle,
+        config: Arc<AgentConfig>,
+        internal_tx: mpsc::Sender<Internal>,
+    ) -> Session {
+        let has_conversation = start.events.iter().any(|e| {
+            e["kind"] == "cli" && e["data"]["type"] == "system" && e["data"]["subtype"] == "init"
+        });
+        let id_text = start.id.to_string();
+        let summary = Summary {
+            session: id_text.clone(),
+            state: State::Idle,
+            title: String::new(),
+            created: now_ms(),
+            updated: now_ms(),
+            permission_mode: start.permission_mode.as_str(),
+            model: start.model.clone(),
+            events: 0,
+        };
+        let mut session = Session {
+            id: start.id,
+            id_text,
+            workspace: start.workspace,
+            hub,
+            config,
+            transcript: start.transcript,
+            events: start.events,
+            store_error: start.damaged,
+            state: State::Idle,
+            error: None,
+            permission_mode: start.permission_mode,
+            model: start.model,
+            cli: None,
+            has_conversation,
+            resuming: false,
+            restarted: false,
+            unanswered: VecDeque::new(),
+            interrupting: false,
+            approvals: BTreeMap::new(),
+            next_approval: 0,
+            always: HashSet::new(),
+            waiters: BTreeMap::new(),
+            next_request: 0,
+            internal_tx,
+            summary_tx: watch::channel(summary).0,
+        };
+        session.restore();
+        session
+    }
+
+    /// State and settings as the stored events leave them (a turn that was
+    /// running when the service stopped did not finish).
+    fn restore(&mut self) {
+        let mut summary = self.summary_tx.borrow().clone();
+        for event in &self.events {
+            let data = &event["data"];
+            match event["kind"].as_str() {
+                Some("session") | Some("settings") => {
+                    if let Some(mode) = data["permissionMode"]
+                        .as_str()
+                        .and_then(PermissionMode::parse)
+                    {
+                        self.permission_mode = mode;
+                    }
+                    if data.get("model").is_some() {
+                        self.model = data["model"].as_str().map(str::to_owned);
+                    }
+                }
+                Some("prompt") if summary.title.is_empty() => {
+                    summary.title = title_of(data["text"].as_str().unwrap_or_default());
+                }
+                Some("state") => {
+                    self.error = data["error"].as_str().map(str::to_owned);
+                    self.state = if data["state"] == "failed" {
+                        State::Failed
+                    } else {
+                        State::Idle
+                    };
+                }
+                _ => {}
+            }
+        }
+        if let Some(first) = self.events.first() {
+            summary.created = first["at"].as_u64().unwrap_or(summary.created);
+        }
+        if let Some(last) = self.events.last() {
+            summary.updated = last["at"].as_u64().unwrap_or(summary.updated);
+        }
+        self.summary_tx.send_replace(summary);
+        self.publish_summary();
+    }
+
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<SessionCommand>,
+        mut internal: mpsc::Receiver<Internal>,
+    ) {
+        loop {
+            let deadline = self.approvals.values().map(|p| p.deadline).min();
+            tokio::select! {
+                command = rx.recv() => match command {
+                    Some(command) => self.command(command).await,
+                    None => break,
+                },
+                message = next_message(&mut self.cli) => self.cli_output(message).await,
+                Some(done) = internal.recv() => match done {
+                    Internal::McpReply { request_id, reply } => {
+                        self.write(control::mcp_response(&request_id, Some(reply))).await;
+                    }
+                },
+                () = sleep_until(deadline) => self.expire_approvals().await,
+            }
+        }
+        self.withdraw_all("the session was closed");
+        if let Some(cli) = self.cli.take() {
+            let _ = cli.shutdown().await;
+        }
+    }
+
+    // ----- commands -------------------------------------------------------
+
+    async fn command(&mut self, command: SessionCommand) {
+        match command {
+            SessionCommand::Prompt { text, reply } => self.prompt(text, reply).await,
+            SessionCommand::Events {
+                since,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(Ok(self.events_page(since, limit)));
+            }
+            SessionCommand::Interrupt { reply } => {
+                if self.cli.is_none() || self.unanswered.is_empty() {
+                    let _ = reply.send(Ok(json!({})));
+                    return;
+                }
+                self.interrupting = true;
+                let id = self.request_id();
+                self.waiters.insert(id.clone(), (reply, json!({})));
+                self.write(control::interrupt(&id)).await;
+            }
+            SessionCommand::SetPermissionMode { mode, reply } => {
+                self.permission_mode = mode;
+                self.record(
+                    "settings",
+                    json!({"permissionMode": mode.as_str(), "model": self.model}),
+                );
+                self.publish_summary();
+                let result = json!({"mode": mode.as_str()});
+                if self.cli.is_some() {
+                    let id = self.request_id();
+                    self.waiters.insert(id.clone(), (reply, result));
+                    self.write(control::set_permission_mode(&id, mode)).await;
+                } else {
+                    let _ = reply.send(Ok(result)); // used at the next start
+                }
+            }
+            SessionCommand::SetModel { model, reply } => {
+                self.model = model.clone();
+                self.record(
+                    "settings",
+                    json!({"permissionMode": self.permission_mode.as_str(), "model": model}),
+                );
+                self.publish_summary();
+                let result = json!({"model": model});
+                if self.cli.is_some() {
+                    let id = self.request_id();
+                    self.waiters.insert(id.clone(), (reply, result));
+                    self.write(control::set_model(&id, model.as_deref())).await;
+                } else {
+                    let _ = reply.send(Ok(result));
+                }
+            }
+            SessionCommand::Answer {
+                approval,
+                answer,
+                reply,
+            } => {
+                let result = self.answer(&approval, answer).await;
+                if let Some(reply) = reply {
+                    let _ = reply.send(result.map(|()| json!({})));
+                }
+            }
+        }
+    }
+
+    async fn prompt(&mut self, text: String, reply: Reply) {
+        if self.store_error.is_some() {
+            let why = self.store_error.clone().unwrap_or_default();
+            let _ = reply.send(Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                format!("this session's transcript cannot take new events: {why}"),
+            )));
+            return;
+        }
+        if let Err(why) = self.ensure_cli().await {
+            self.error = Some(why.clone());
+            self.set_state(State::Failed);
+            let _ = reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
+            return;
+        }
+        let Some(seq) = self.record("prompt", json!({"text": text})) else {
+            let why = self.store_error.clone().unwrap_or_default();
+            let _ = reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
+            return;
+        };
+        if self.summary_tx.borrow().title.is_empty() {
+            self.summary_tx.send_modify(|s| s.title = title_of(&text));
+        }
+        let first_turn = self.unanswered.is_empty();
+        self.write(control::user_message(&text)).await;
+        self.unanswered.push_back(text);
+        if first_turn {
+            self.error = None;
+            let begin = title_of(&self.unanswered[0]);
+            self.progress(AgentProgress::Begin(begin));
+        }
+        if self.state != State::WaitingForApproval {
+            self.set_state(State::Running);
+        }
+        let _ = reply.send(Ok(
+            json!({"session": self.id_text, "seq": seq, "state": self.state}),
+        ));
+    }
+
+    fn events_page(&self, since: usize, limit: usize) -> Value {
+        let limit = limit.clamp(1, MAX_EVENTS_PER_PAGE);
+        let from = since.min(self.events.len());
+        let to = (from + limit).min(self.events.len());
+        let pending: Vec<Value> = self
+            .approvals
+            .keys()
+            .filter_map(|id| self.approval_object(id))
+            .collect();
+        let mut page = json!({
+            "session": self.id_text,
+            "events": &self.events[from..to],
+            "next": to,
+            "state": self.state,
+            "pendingApprovals": pending,
+        });
+        if let Some(error) = self.error.as_ref().or(self.store_error.as_ref()) {
+            page["error"] = json!(error);
+        }
+        page
+    }
+
+    // ----- the process ----------------------------------------------------
+
+    async fn ensure_cli(&mut self) -> Result<(), String> {
+        if self.cli.is_some() {
+            return Ok(());
+        }
+        let start = if self.has_conversation {
+            SessionStart::Resume(self.id)
+        } else {
+            SessionStart::New(self.id)
+        };
+        self.restarted = false;
+        self.launch(start).await
+    }
+
+    async fn launch(&mut self, start: SessionStart) -> Result<(), String> {
+        let path = self
+            .config
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        let program = moonkale_claude::binary::find(
+            self.config.claude_bin.as_deref(),
+            path.as_deref(),
+            &self.workspace,
+        )
+        .map_err(|e| e.to_string())?;
+        self.resuming = matches!(start, SessionStart::Resume(_));
+        let launch = Launch {
+            session: start,
+            permission_mode: self.permission_mode,
+            model: self.model.clone(),
+            mcp_config: Some(
+                json!({"mcpServers": {MCP_SERVER: {"type": "sdk", "name": MCP_SERVER}}})
+                    .to_string(),
+            ),
+        };
+        let args = launch.argv().map_err(|e| e.to_string())?;
+        let cli = CliProcess::spawn(ProcessConfig {
+            program: program.clone(),
+            args,
+            cwd: self.workspace.clone(),
+            env: child_env(self.config.env.iter().cloned(), None),
+            grace: self.config.shutdown_grace,
+        })
+        .map_err(|e| format!("could not start {}: {e}", program.display()))?;
+        tracing::info!(session = %self.id, pid = cli.pid(), resume = self.resuming, "started claude");
+        self.cli = Some(cli);
+        let id = self.request_id();
+        // Its answer (commands, models) is not needed.
+        self.write(control::initialize(&id, &[MCP_SERVER])).await;
+        Ok(())
+    }
+
+    /// Writes one line to the CLI; a failure is left to the end of its
+    /// output to report (a dead process closes stdout too).
+    async fn write(&mut self, line: Vec<u8>) {
+        let Some(cli) = self.cli.as_mut() else {
+            return;
+        };
+        match tokio::time::timeout(STDIN_TIMEOUT, cli.send(&line)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(session = %self.id, "writing to claude failed: {e}"),
+            Err(_) => {
+                tracing::warn!(session = %self.id, "claude does not read its stdin; killing it");
+                cli.kill(); // its end of output reports the failure
+            }
+        }
+    }
+
+    fn request_id(&mut self) -> String {
+        self.next_request += 1;
+        format!("moonkale-{}", self.next_request)
+    }
+
+    async fn cli_output(&mut self, message: Option<Result<CliMessage, DecodeError>>) {
+        match message {
+            None => self.cli_ended().await,
+            Some(Err(e)) => {
+                self.record(
+                    "notice",
+                    json!({"message": format!("unreadable output from claude: {e}")}),
+                );
+            }
+            Some(Ok(message)) => self.cli_message(message).await,
+        }
+    }
+
+    async fn cli_message(&mut self, message: CliMessage) {
+        match message {
+            CliMessage::StreamEvent { .. } => {
+                if let Some(text) = message.text_delta() {
+                    self.notify(
+                        "moonkale/agent/text",
+                        json!({"session": self.id_text, "text": text}),
+                    );
+                } else if let Some(tool) = tool_use_start(&message.to_value()) {
+                    self.progress(AgentProgress::Report(format!("using {tool}")));
+                }
+            }
+            CliMessage::ControlRequest {
+                request_id,
+                request,
+            } => self.control_request(request_id, request).await,
+            CliMessage::ControlResponse {
+                request_id,
+                outcome,
+            } => {
+                if let Some((reply, result)) = self.waiters.remove(&request_id) {
+                    let _ = reply.send(
+                        outcome
+                            .map(|_| result)
+                            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e)),
+                    );
+                }
+            }
+            CliMessage::ControlCancel { request_id } => {
+                let withdrawn: Vec<String> = self
+                    .approvals
+                    .iter()
+                    .filter(|(_, p)| p.request_id == request_id)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for approval in withdrawn {
+                    self.approvals.remove(&approval);
+                    self.decided(&approval, false, false, "withdrawn", None);
+                }
+            }
+            CliMessage::Result(result) => {
+                self.record("cli", result.raw.clone());
+                self.turn_ended(&result);
+            }
+            CliMessage::System { ref subtype, .. } => {
+                if subtype == "init" {
+                    self.has_conversation = true;
+                    self.resuming = false;
+                }
+                self.record("cli", message.to_value());
+            }
+            other => {
+                self.record("cli", other.to_value());
+            }
+        }
+    }
+
+    fn turn_ended(&mut self, result: &TurnResult) {
+        if self.resuming {
+            return; // decided when the process ends (a lost conversation?)
+        }
+        self.unanswered.pop_front();
+        let interrupted = std::mem::take(&mut self.interrupting);
+        if result.is_error && !interrupted {
+            self.error = Some(turn_error(result));
+        }
+        if self.unanswered.is_empty() {
+            let failed = result.is_error && !interrupted;
+            let end = if failed { "failed" } else { "done" };
+            self.progress(AgentProgress::End(end.into()));
+            self.set_state(if failed { State::Failed } else { State::Idle });
+        }
+    }
+
+    async fn cli_ended(&mut self) {
+        let Some(cli) = self.cli.take() else { return };
+        let (status, stderr) = cli.finish().await;
+        let status = match status {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::info!(session = %self.id, %status, "claude ended");
+        let retry = if self.restarted {
+            None
+        } else if self.resuming && stderr.contains("No conversation found") {
+            Some((
+                SessionStart::New(self.id),
+                "Claude Code no longer has this conversation; continuing in a fresh one",
+            ))
+        } else if !self.resuming && stderr.contains("already in use") {
+            Some((
+                SessionStart::Resume(self.id),
+                "Claude Code already had this conversation; resuming it",
+            ))
+        } else {
+            None
+        };
+        if let Some((start, why)) = retry
+            && !self.unanswered.is_empty()
+        {
+            self.record("notice", json!({"message": why}));
+            self.has_conversation = matches!(start, SessionStart::Resume(_));
+            match self.launch(start).await {
+                Ok(()) => {
+                    self.restarted = true;
+                    let prompts: Vec<String> = self.unanswered.iter().cloned().collect();
+                    for prompt in prompts {
+                        self.write(control::user_message(&prompt)).await;
+                    }
+                    return;
+                }
+                Err(e) => tracing::warn!(session = %self.id, "restart failed: {e}"),
+            }
+        }
+        self.resuming = false;
+        for (_, (reply, _)) in std::mem::take(&mut self.waiters) {
+            let _ = reply.send(Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                "claude exited before answering",
+            )));
+        }
+        self.withdraw_all("claude exited");
+        if self.unanswered.is_empty() && !self.interrupting {
+            return; // between turns: the next prompt starts it again
+        }
+        self.unanswered.clear();
+        self.interrupting = false;
+        let tail: String = {
+            let t = stderr.trim();
+            let skip = t.chars().count().saturating_sub(2000);
+            t.chars().skip(skip).collect()
+        };
+        let mut error = format!("the claude process exited during a turn ({status})");
+        if !tail.is_empty() {
+            error.push_str(": ");
+            error.push_str(&tail);
+        }
+        self.error = Some(error);
+        self.progress(AgentProgress::End("failed".into()));
+        self.set_state(State::Failed);
+    }
+
+    // ----- control requests from the CLI ----------------------------------
+
+    async fn control_request(&mut self, request_id: String, request: ControlRequest) {
+        match request {
+            ControlRequest::CanUseTool {
+                tool_name, input, ..
+            } => self.permission(request_id, tool_name, input).await,
+            ControlRequest::McpMessage {
+                server_name,
+                message,
+            } => self.mcp_message(request_id, &server_name, message).await,
+            ControlRequest::Other { subtype, .. } => {
+                let why = format!("moonkale does not serve {subtype}");
+                self.write(control::error(&request_id, &why)).await;
+            }
+        }
+    }
+
+    async fn permission(&mut self, request_id: String, tool: String, input: Value) {
+        match policy::judge(&tool, &input, &self.always) {
+            policy::Verdict::Allow => {
+                self.write(control::allow(&request_id, &input, None)).await;
+            }
+            policy::Verdict::Ask { destructive } => {
+                self.next_approval += 1;
+                let approval = format!("{}/{}", self.id_text, self.next_approval);
+                let deadline = Instant::now() + self.config.approval_timeout;
+                self.approvals.insert(
+                    approval.clone(),
+                    Pending {
+                        request_id,
+                        tool,
+                        input,
+                        destructive,
+                        deadline,
+                    },
+                );
+                let object = self.approval_object(&approval).expect("just inserted");
+                self.record("approval", object.clone());
+                let _ = self
+                    .hub
+                    .send(Event::AgentApproval { approval: object })
+                    .await;
+                self.set_state(State::WaitingForApproval);
+            }
+        }
+    }
+
+    fn approval_object(&self, approval: &str) -> Option<Value> {
+        let p = self.approvals.get(approval)?;
+        Some(json!({
+            "approval": approval,
+            "session": self.id_text,
+            "tool": p.tool,
+            "input": p.input,
+            "title": policy::title(&p.tool, &p.input, &self.workspace),
+            "destructive": p.destructive,
+        }))
+    }
+
+    async fn answer(&mut self, approval: &str, answer: Answer) -> Result<(), ResponseError> {
+        let Some(p) = self.approvals.remove(approval) else {
+            return Err(invalid(format!(
+                "approval {approval} is not waiting (answered already?)"
+            )));
+        };
+        let always = answer.always && answer.allow && !p.destructive;
+        if answer.allow {
+            if always {
+                self.always.insert(p.tool.clone());
+            }
+            self.write(control::allow(&p.request_id, &p.input, None))
+                .await;
+        } else {
+            let message = answer
+                .message
+                .clone()
+                .unwrap_or_else(|| "The user denied this tool use.".into());
+            self.write(control::deny(&p.request_id, &message, false))
+                .await;
+        }
+        self.decided(approval, answer.allow, always, answer.by, answer.message);
+        Ok(())
+    }
+
+    async fn expire_approvals(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<String> = self
+            .approvals
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let minutes = self.config.approval_timeout.as_secs_f64() / 60.0;
+        for approval in expired {
+            let Some(p) = self.approvals.remove(&approval) else {
+                continue;
+            };
+            let message = format!("No answer within {minutes:.1} minutes; denied.");
+            self.write(control::deny(&p.request_id, &message, false))
+                .await;
+            self.decided(&approval, false, false, "timeout", Some(message));
+        }
+    }
+
+    /// Records a decision and takes the question away from the editors.
+    fn decided(
+        &mut self,
+        approval: &str,
+        allow: bool,
+        always: bool,
+        by: &str,
+        message: Option<String>,
+    ) {
+        let mut data = json!({"approval": approval, "allow": allow, "always": always, "by": by});
+        if let Some(m) = message {
+            data["message"] = json!(m);
+        }
+        self.record("decision", data);
+        let event = Event::AgentApprovalClosed {
+            session: self.id_text.clone(),
+            approval: approval.to_owned(),
+        };
+        self.send_to_hub(event);
+        if self.approvals.is_empty() && self.state == State::WaitingForApproval {
+            self.set_state(State::Running);
+        }
+    }
+
+    fn withdraw_all(&mut self, why: &str) {
+        for approval in std::mem::take(&mut self.approvals).into_keys() {
+            self.decided(&approval, false, false, "withdrawn", Some(why.into()));
+        }
+    }
+
+    // ----- the editor tools (in-process MCP server) ------------------------
+
+    async fn mcp_message(&mut self, request_id: String, server: &str, message: Value) {
+        let id = message.get("id").cloned();
+        let is_notification = id.is_none();
+        let method = message["method"].as_str().unwrap_or_default().to_owned();
+        let reply = move |result: Result<Value, (i64, String)>| match result {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, message)) => {
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            }
+        };
+        if is_notification {
+            // A notification (`notifications/initialized`, …).
+            self.write(control::mcp_response(&request_id, None)).await;
+            return;
+        }
+        let answer = if server != MCP_SERVER {
+            Err((-32601, format!("no MCP server named {server}")))
+        } else {
+            match method.as_str() {
+                "initialize" => Ok(json!({
+                    "protocolVersion": message["params"]["protocolVersion"].as_str().unwrap_or("2025-06-18"),
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": MCP_SERVER, "version": env!("CARGO_PKG_VERSION")},
+                })),
+                "ping" => Ok(json!({})),
+                "tools/list" => Ok(editor_tools()),
+                "tools/call" => {
+                    return self
+                        .tool_call(request_id, message["params"].clone(), reply)
+                        .await;
+                }
+                _ => Err((-32601, format!("method not found: {method}"))),
+            }
+        };
+        self.write(control::mcp_response(&request_id, Some(reply(answer))))
+            .await;
+    }
+
+    /// Asks the hub in a task of its own, so the session goes on reading
+    /// the CLI meanwhile; the answer comes back as [`Internal::McpReply`].
+    async fn tool_call(
+        &mut self,
+        request_id: String,
+        params: Value,
+        reply: impl FnOnce(Result<Value, (i64, String)>) -> Value + Send + 'static,
+    ) {
+        let tool = params["name"].as_str().unwrap_or_default().to_owned();
+        let mut arguments = params
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if let Some(raw) = arguments.get("filePath").and_then(Value::as_str) {
+            match crate::ide::paths::confine(std::slice::from_ref(&self.workspace), raw) {
+                Ok(path) => arguments["filePath"] = json!(path),
+                Err(refused) => {
+                    let result = crate::hub::error_result(refused.0);
+                    let done = Internal::McpReply {
+                        request_id,
+                        reply: reply(Ok(result)),
+                    };
+                    let _ = self.internal_tx.send(done).await;
+                    return;
+                }
+            }
+        }
+        let hub = self.hub.clone();
+        let internal = self.internal_tx.clone();
+        tokio::spawn(async move {
+            let (tx, rx) = oneshot::channel();
+            let asked = hub
+                .send(Event::AgentToolCall {
+                    tool,
+                    arguments,
+                    reply: tx,
+                })
+                .await;
+            let answer = match tokio::time::timeout(TOOL_TIMEOUT, rx).await {
+                Ok(Ok(Ok(result))) if asked => Ok(result),
+                Ok(Ok(Err(e))) => Err((e.code, e.message)),
+                _ => Err((-32603, "the editor state is not available".to_owned())),
+            };
+            let _ = internal
+                .send(Internal::McpReply {
+                    request_id,
+                    reply: reply(answer),
+                })
+                .await;
+        });
+    }
+
+    // ----- events, state, notifications -----------------------------------
+
+    /// Stores an event and tells subscribers; its `seq`, or `None` if it
+    /// could not be stored.
+    fn record(&mut self, kind: &str, data: Value) -> Option<u64> {
+        let seq = self.events.len() as u64;
+        let event = json!({"seq": seq, "at": now_ms(), "kind": kind, "data": data});
+        if self.store_error.is_none()
+            && let Err(e) = blocking(|| self.transcript.append(&event))
+        {
+            tracing::error!(session = %self.id, "storing an event failed: {e}");
+            self.store_error = Some(e.to_string());
+        }
+        if kind == "prompt" && self.store_error.is_some() {
+            return None; // never run a prompt we could not keep
+        }
+        self.notify(
+            "moonkale/agent/event",
+            json!({"session": self.id_text, "event": event}),
+        );
+        self.events.push(event);
+        self.publish_summary();
+        Some(seq)
+    }
+
+    fn set_state(&mut self, state: State) {
+        if self.state == state {
+            return;
+        }
+        self.state = state;
+        let mut data = json!({"state": state});
+        if state == State::Failed
+            && let Some(error) = &self.error
+        {
+            data["error"] = json!(error);
+        }
+        self.record("state", data);
+    }
+
+    fn publish_summary(&self) {
+        self.summary_tx.send_modify(|s| {
+            s.state = self.state;
+            s.events = self.events.len();
+            s.updated = self
+                .events
+                .last()
+                .and_then(|e| e["at"].as_u64())
+                .unwrap_or(s.updated);
+            s.permission_mode = self.permission_mode.as_str();
+            s.model = self.model.clone();
+        });
+    }
+
+    fn notify(&self, method: &'static str, params: Value) {
+        self.send_to_hub(Event::AgentNotify {
+            session: self.id_text.clone(),
+            method,
+            params,
+        });
+    }
+
+    fn progress(&self, progress: AgentProgress) {
+        self.send_to_hub(Event::AgentProgress {
+            session: self.id_text.clone(),
+            progress,
+        });
+    }
+
+    /// Hub events from synchronous code: never waits (a hub that is that
+    /// far behind loses a notification, which `events` can recover).
+    fn send_to_hub(&self, event: Event) {
+        self.hub.try_send(event);
+    }
+}
+
+async fn next_message(cli: &mut Option<CliProcess>) -> Option<Result<CliMessage, DecodeError>> {
+    match cli {
+        Some(cli) => cli.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A session's title: the start of its first prompt, on one line.
+pub(super) fn title_of(prompt: &str) -> String {
+    let line = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 80 {
+        line.chars().take(79).collect::<String>() + "…"
+    } else {
+        line
+    }
+}
+
+/// The tools of our MCP server, for `tools/list`.
+fn editor_tools() -> Value {
+    let path = json!({"type": "string", "description": "Absolute path of a file in the workspace"});
+    let tool = |name: &str, description: &str, properties: Value, required: &[&str]| {
+        json!({
+            "name": name,
+            "description": description,
+            "inputSchema": {"type": "object", "properties": properties, "required": required},
+        })
+    };
+    json!({"tools": [
+        tool("getOpenEditors", "The files open in the user's editors, with their unsaved-changes flag.", json!({}), &[]),
+        tool("getCurrentSelection", "The user's current selection (or cursor) in their active editor, with its text.", json!({}), &[]),
+        tool("getDiagnostics", "Diagnostics (errors, warnings) the user's editors show, for one file URI or all.", json!({"uri": {"type": "string"}}), &[]),
+        tool("getWorkspaceFolders", "The workspace folder.", json!({}), &[]),
+        tool("readBuffer", "The text of a file as the user's editor holds it, including unsaved changes. Prefer this to reading the file from disk when the user is editing it.", json!({"filePath": path}), &["filePath"]),
+        tool("openFile", "Shows a file in the user's editor, optionally selecting lines (1-based, inclusive).", json!({"filePath": path, "startLine": {"type": "integer"}, "endLine": {"type": "integer"}}), &["filePath"]),
+    ]})
+}

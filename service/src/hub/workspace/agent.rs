@@ -1,0 +1,414 @@
+//! The hub's side of the agent host: forwarding `moonkale/agent/*` requests,
+//! who is subscribed to which session, permission questions shown in every
+//! editor, `$/progress`, and the editor tools the agent offers the CLI.
+//!
+//! The sessions themselves live in the agent host (`crate::agent`); the hub
+//! only knows the approvals still waiting, so it can show them as code
+//! actions and route an editor's answer back.
+
+use std::collections::{HashMap, HashSet};
+
+use lsp_types::Url;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ide::{error_result, text_result};
+use super::{Awaited, Workspace, parse_params};
+use crate::agent::{AgentCommand, AgentSender, Answer};
+use crate::hub::{AgentProgress, EditorId, IdeClientId, Reply, Role};
+use crate::lsp::message::{self, Params, ResponseError, code};
+
+pub const ANSWER_APPROVAL_COMMAND: &str = "moonkale.answerApproval";
+
+/// The hub's agent state.
+#[derive(Default)]
+pub(in crate::hub) struct AgentLink {
+    sender: Option<AgentSender>,
+    subscriptions: HashMap<EditorId, Subscription>,
+    /// Approval objects waiting for the user, oldest first.
+    approvals: Vec<Value>,
+    /// `$/progress` tokens created in an editor and not ended yet.
+    progress_tokens: HashSet<(EditorId, String)>,
+}
+
+#[derive(Default)]
+struct Subscription {
+    all: bool,
+    sessions: HashSet<String>,
+}
+
+fn approval_id(approval: &Value) -> &str {
+    approval["approval"].as_str().unwrap_or_default()
+}
+
+impl Workspace {
+    pub(in crate::hub) fn set_agent(&mut self, sender: Option<AgentSender>) {
+        self.agent.sender = sender;
+    }
+
+    pub(super) fn agent_detach(&mut self, editor: EditorId) {
+        self.agent.subscriptions.remove(&editor);
+        self.agent.progress_tokens.retain(|(e, _)| *e != editor);
+    }
+
+    /// A `moonkale/agent/*` request: subscriptions are ours, the rest goes
+    /// to the agent host, which answers `reply` itself.
+    pub(super) fn agent_request(
+        &mut self,
+        editor: EditorId,
+        method: &str,
+        params: Params,
+        reply: &mut Option<Reply>,
+    ) -> Option<Result<Value, ResponseError>> {
+        match method {
+            "moonkale/agent/subscribe" | "moonkale/agent/unsubscribe" => {
+                #[derive(Deserialize)]
+                struct P {
+                    session: Option<String>,
+                }
+                let p: P = match parse_params(&params) {
+                    Ok(p) => p,
+                    Err(e) => return Some(Err(e)),
+                };
+                let subscribe = method.ends_with("/subscribe");
+                let sub = self.agent.subscriptions.entry(editor).or_default();
+                match (p.session, subscribe) {
+                    (None, all) => sub.all = all,
+                    (Some(s), true) => {
+                        sub.sessions.insert(s);
+                    }
+                    (Some(s), false) => {
+                        sub.sessions.remove(&s);
+                    }
+                }
+                return Some(Ok(json!({})));
+            }
+            _ => {}
+        }
+        let Some(sender) = &self.agent.sender else {
+            return Some(Err(ResponseError::new(
+                code::METHOD_NOT_FOUND,
+                "the agent is not available in this service",
+            )));
+        };
+        let command = AgentCommand::Request {
+            editor,
+            method: method.to_owned(),
+            params,
+            reply: reply.take().expect("the reply is ours until answered"),
+        };
+        // Never wait for the agent: a full queue is an error now.
+        if let Err(e) = sender.try_send(command) {
+            let AgentCommand::Request { reply, .. } = e.into_inner() else {
+                unreachable!("we sent a request");
+            };
+            let _ = reply.send(Err(ResponseError::new(
+                code::INTERNAL_ERROR,
+                "the agent is busy or stopping; try again",
+            )));
+        }
+        None
+    }
+
+    pub(super) fn agent_subscribe(&mut self, editor: EditorId, session: String) {
+        if self.editors.contains_key(&editor) {
+            let sub = self.agent.subscriptions.entry(editor).or_default();
+            sub.sessions.insert(session);
+        }
+    }
+
+    /// Sends `method` to every connection subscribed to `session`.
+    pub(super) fn agent_notify(&self, session: &str, method: &str, params: Value) {
+        let body = message::notification(method, params);
+        for (editor, sub) in &self.agent.subscriptions {
+            if (sub.all || sub.sessions.contains(session))
+                && let Some(ed) = self.editors.get(editor)
+                && ed.outbox.try_send(body.clone()).is_err()
+            {
+                tracing::debug!(editor = editor.0, %method, "outbox full; agent notification dropped");
+            }
+        }
+    }
+
+    /// A permission question: buttons where the editor has them, a message
+    /// otherwise (the code actions and the command work everywhere), and
+    /// the front door's notification.
+    pub(super) fn agent_approval(&mut self, approval: Value) {
+        let id = approval_id(&approval).to_owned();
+        let session = approval["session"].as_str().unwrap_or_default().to_owned();
+        let title = approval["title"].as_str().unwrap_or_default().to_owned();
+        let tool = approval["tool"].as_str().unwrap_or_default().to_owned();
+        let editors: Vec<(EditorId, bool)> = self
+            .editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor)
+            .map(|(id, ed)| (*id, ed.info.shows_message_buttons))
+            .collect();
+        for (editor, buttons) in editors {
+            if buttons {
+                let ask = json!({
+                    "type": 3,
+                    "message": format!("Claude wants to run {title}"),
+                    "actions": [
+                        {"title": "Allow"},
+                        {"title": format!("Always allow {tool} in this session")},
+                        {"title": "Deny"},
+                    ],
+                });
+                let asked = self.request_editor(editor, "window/showMessageRequest", ask);
+                self.awaited_answers
+                    .insert((editor, asked), Awaited::Approval(id.clone()));
+            } else {
+                let tell = format!(
+                    "Claude wants to run {title}: use the code actions (Claude: allow / deny) to answer."
+                );
+                self.notify_editor(
+                    editor,
+                    "window/showMessage",
+                    json!({"type": 3, "message": tell}),
+                );
+            }
+        }
+        self.agent_notify(
+            &session,
+            "moonkale/agent/approval",
+            json!({"session": session, "approval": approval, "status": "pending"}),
+        );
+        self.agent.approvals.push(approval);
+    }
+
+    /// The question was decided (by anyone) or withdrawn: the buttons still
+    /// open in other editors are cancelled.
+    pub(super) fn agent_approval_closed(&mut self, session: &str, approval: &str) {
+        let Some(index) = self
+            .agent
+            .approvals
+            .iter()
+            .position(|a| approval_id(a) == approval)
+        else {
+            return;
+        };
+        let closed = self.agent.approvals.remove(index);
+        let asked: Vec<(EditorId, message::RequestId)> = self
+            .awaited_answers
+            .iter()
+            .filter(|(_, a)| matches!(a, Awaited::Approval(id) if id == approval))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (editor, id) in asked {
+            self.awaited_answers.remove(&(editor, id.clone()));
+            self.notify_editor(editor, "$/cancelRequest", json!({"id": id.to_json()}));
+        }
+        self.agent_notify(
+            session,
+            "moonkale/agent/approval",
+            json!({"session": session, "approval": closed, "status": "closed"}),
+        );
+    }
+
+    /// An editor pressed one of our approval buttons.
+    pub(super) fn approval_button(&mut self, approval: String, title: Option<&str>) {
+        let (allow, always) = match title {
+            Some("Allow") => (true, false),
+            Some("Deny") => (false, false),
+            Some(t) if t.starts_with("Always allow") => (true, true),
+            _ => return, // dismissed: the code actions still work
+        };
+        self.forward_answer(
+            approval,
+            Answer {
+                allow,
+                always,
+                message: None,
+                by: "editor",
+            },
+        );
+    }
+
+    fn forward_answer(&mut self, approval: String, answer: Answer) {
+        if let Some(sender) = &self.agent.sender
+            && sender
+                .try_send(AgentCommand::Answer { approval, answer })
+                .is_err()
+        {
+            tracing::warn!("the agent did not take an answer (busy or stopping)");
+        }
+    }
+
+    /// `moonkale.answerApproval [{"approval", "allow", "always"?, "message"?}]`.
+    pub(super) fn answer_approval_command(
+        &mut self,
+        args: &[Value],
+    ) -> Result<Value, ResponseError> {
+        #[derive(Deserialize)]
+        struct A {
+            approval: String,
+            allow: bool,
+            #[serde(default)]
+            always: bool,
+            message: Option<String>,
+        }
+        let a: A = args
+            .first()
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .ok_or_else(|| {
+                ResponseError::invalid_params(format!(
+                    "{ANSWER_APPROVAL_COMMAND} wants [{{\"approval\", \"allow\", \"always\"?}}]"
+                ))
+            })?;
+        if !self
+            .agent
+            .approvals
+            .iter()
+            .any(|p| approval_id(p) == a.approval)
+        {
+            return Err(ResponseError::invalid_params(format!(
+                "approval {} is not waiting (answered already?)",
+                a.approval
+            )));
+        }
+        self.forward_answer(
+            a.approval,
+            Answer {
+                allow: a.allow,
+                always: a.always,
+                message: a.message,
+                by: "editor",
+            },
+        );
+        Ok(Value::Null)
+    }
+
+    /// Code actions answering every waiting approval, offered on any file
+    /// (Helix has no buttons).
+    pub(super) fn approval_actions(&self) -> Vec<Value> {
+        let mut actions = Vec::new();
+        for a in &self.agent.approvals {
+            let title = a["title"].as_str().unwrap_or_default();
+            let tool = a["tool"].as_str().unwrap_or_default();
+            let id = approval_id(a);
+            for (label, allow, always) in [
+                (format!("Claude: allow {title}"), true, false),
+                (
+                    format!("Claude: always allow {tool} in this session"),
+                    true,
+                    true,
+                ),
+                (format!("Claude: deny {title}"), false, false),
+            ] {
+                actions.push(json!({
+                    "title": label,
+                    "kind": "quickfix",
+                    "command": {
+                        "title": label,
+                        "command": ANSWER_APPROVAL_COMMAND,
+                        "arguments": [{"approval": id, "allow": allow, "always": always}],
+                    },
+                }));
+            }
+        }
+        actions
+    }
+
+    /// `$/progress` in editors that take it; the token is created first.
+    pub(super) fn agent_progress(&mut self, session: &str, progress: AgentProgress) {
+        let token = format!("moonkale-agent-{session}");
+        let editors: Vec<EditorId> = self
+            .editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor && ed.info.shows_progress)
+            .map(|(id, _)| *id)
+            .collect();
+        for editor in editors {
+            let key = (editor, token.clone());
+            let value = match &progress {
+                AgentProgress::Begin(message) => {
+                    if !self.agent.progress_tokens.contains(&key) {
+                        self.request_editor(
+                            editor,
+                            "window/workDoneProgress/create",
+                            json!({"token": token}),
+                        );
+                        self.agent.progress_tokens.insert(key);
+                    }
+                    json!({"kind": "begin", "title": "Claude", "message": message, "cancellable": false})
+                }
+                AgentProgress::Report(message) => {
+                    if !self.agent.progress_tokens.contains(&key) {
+                        continue;
+                    }
+                    json!({"kind": "report", "message": message})
+                }
+                AgentProgress::End(message) => {
+                    if !self.agent.progress_tokens.remove(&key) {
+                        continue;
+                    }
+                    json!({"kind": "end", "message": message})
+                }
+            };
+            self.notify_editor(
+                editor,
+                "$/progress",
+                json!({"token": token, "value": value}),
+            );
+        }
+    }
+
+    /// The editor tools of the agent's MCP server. Paths were confined to
+    /// the workspace by the agent.
+    pub(super) fn agent_tool(&mut self, tool: &str, args: &Value) -> Result<Value, ResponseError> {
+        match tool {
+            "readBuffer" => {
+                let path = args["filePath"].as_str().unwrap_or_default();
+                let Ok(uri) = Url::from_file_path(path) else {
+                    return Ok(error_result("filePath must be an absolute path"));
+                };
+                Ok(match self.latest(&uri) {
+                    Some((_, open)) => json!({"content": [{"type": "text", "text": json!({
+                        "filePath": path,
+                        "isDirty": open.doc.is_dirty(),
+                        "version": open.doc.version(),
+                        "text": open.doc.text().to_string(),
+                    }).to_string()}]}),
+                    None => error_result(format!(
+                        "{path} is not open in any editor; read it from disk instead"
+                    )),
+                })
+            }
+            "openFile" => {
+                let path = args["filePath"].as_str().unwrap_or_default();
+                let Ok(uri) = Url::from_file_path(path) else {
+                    return Ok(error_result("filePath must be an absolute path"));
+                };
+                let line = |k: &str| {
+                    args.get(k)
+                        .and_then(Value::as_u64)
+                        .map(|l| l.saturating_sub(1))
+                };
+                let mut params = json!({"uri": uri, "takeFocus": true});
+                if let Some(start) = line("startLine") {
+                    let end = line("endLine").unwrap_or(start).max(start) + 1;
+                    params["selection"] = json!({
+                        "start": {"line": start, "character": 0},
+                        "end": {"line": end, "character": 0},
+                    });
+                }
+                let Some((editor, _)) = self.active_editor() else {
+                    return Ok(error_result("no editor is attached"));
+                };
+                self.request_editor(editor, "window/showDocument", params);
+                Ok(text_result(format!("Opened {path}")))
+            }
+            "getOpenEditors"
+            | "getCurrentSelection"
+            | "getLatestSelection"
+            | "getDiagnostics"
+            | "getWorkspaceFolders" => self.ide_tool(IdeClientId(0), tool, args),
+            _ => Err(ResponseError::new(
+                code::METHOD_NOT_FOUND,
+                format!("Tool not found: {tool}"),
+            )),
+        }
+    }
+}

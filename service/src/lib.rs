@@ -14,6 +14,7 @@
 //! - [`agent`]: the agent host: crash-safe session transcripts.
 
 pub mod agent;
+pub mod agent_client;
 pub mod client;
 pub mod core;
 pub mod error;

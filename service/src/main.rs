@@ -9,7 +9,7 @@ use moonkale_service::agent::AgentConfig;
 use moonkale_service::client::LspClient;
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
-use moonkale_service::{Error, hub, server};
+use moonkale_service::{Error, agent_client, hub, server};
 
 /// One long-running process per workspace: editors attach to it as a
 /// language server; it holds their documents, selections and diagnostics.
@@ -56,6 +56,14 @@ enum Command {
         #[command(flatten)]
         agent: AgentArgs,
     },
+    /// Talk to the agent sessions of the running service for a workspace.
+    Agent {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR", global = true)]
+        workspace: Option<PathBuf>,
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
     /// Show what the running service for a workspace holds.
     Status {
         /// The workspace folder [default: the current directory].
@@ -64,6 +72,35 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AgentCommand {
+    /// Send a prompt (to a new session unless --session) and print the
+    /// reply as it streams. Exits 1 if the turn failed.
+    Send {
+        /// Continue this session.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// For a new session: plan (read-only, the default), default,
+        /// acceptEdits or bypassPermissions.
+        #[arg(long, value_name = "MODE")]
+        permission_mode: Option<String>,
+        prompt: String,
+    },
+    /// List the workspace's sessions, newest first.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session's transcript.
+    Show { session: String },
+    /// Answer a permission question.
+    Answer {
+        approval: String,
+        #[arg(value_parser = ["allow", "always", "deny"])]
+        verdict: String,
     },
 }
 
@@ -144,17 +181,35 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let ide = ide_config(no_claude_ide)?;
             Ok(server::run_stdio(root, ide, agent.config()).await?)
         }
+        Command::Agent { workspace, command } => {
+            let info = running_service(workspace)?;
+            match command {
+                AgentCommand::Send {
+                    session,
+                    permission_mode,
+                    prompt,
+                } => Ok(agent_client::send(&info, session, permission_mode, prompt).await?),
+                AgentCommand::List { json } => {
+                    print!("{}", agent_client::list(&info, json).await?);
+                    Ok(0)
+                }
+                AgentCommand::Show { session } => {
+                    print!("{}", agent_client::show(&info, &session).await?);
+                    Ok(0)
+                }
+                AgentCommand::Answer { approval, verdict } => {
+                    agent_client::answer(&info, &approval, &verdict).await?;
+                    Ok(0)
+                }
+            }
+        }
         Command::Status { workspace, json } => {
-            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
-            let files = RuntimeDir::from_env()?.workspace(&root);
-            let info = files.read_info().ok_or(Error::NotRunning {
-                workspace: root.clone(),
-            })?;
+            let info = running_service(workspace)?;
             let mut client =
                 LspClient::connect_unix(&info.socket)
                     .await
                     .map_err(|_| Error::NotRunning {
-                        workspace: root.clone(),
+                        workspace: info.workspace.clone(),
                     })?;
             client.initialize_observer("moonkale-status").await?;
             let mut status = client
@@ -172,6 +227,16 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The info file of the service running for `workspace` (or the current
+/// directory).
+fn running_service(workspace: Option<PathBuf>) -> anyhow::Result<runtime::ServiceInfo> {
+    let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+    let files = RuntimeDir::from_env()?.workspace(&root);
+    Ok(files
+        .read_info()
+        .ok_or(Error::NotRunning { workspace: root })?)
 }
 
 fn ide_config(disabled: bool) -> anyhow::Result<Option<IdeConfig>> {

@@ -412,3 +412,236 @@ impl Workspace {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Limits;
+    use super::*;
+    use crate::core::PositionEncoding;
+    use crate::hub::{EditorInfo, Event, Transport};
+    use crate::lsp::message;
+    use tokio::sync::{mpsc, oneshot};
+
+    fn workspace(agent: Option<AgentSender>) -> Workspace {
+        let mut ws = Workspace::new(
+            "/w".into(),
+            Limits::default(),
+            tokio::sync::watch::channel(None).0,
+        );
+        ws.set_agent(agent);
+        ws
+    }
+
+    fn attach(ws: &mut Workspace, id: u64, buttons: bool) -> mpsc::Receiver<Vec<u8>> {
+        let (outbox, rx) = mpsc::channel(64);
+        let info = EditorInfo {
+            client_name: format!("ed{id}"),
+            client_version: None,
+            process_id: None,
+            transport: Transport::Unix,
+            encoding: PositionEncoding::Utf16,
+            role: Role::Editor,
+            shows_message_buttons: buttons,
+            shows_progress: true,
+        };
+        ws.handle(Event::Attach {
+            editor: EditorId(id),
+            info,
+            outbox,
+        });
+        rx
+    }
+
+    fn drain(rx: &mut mpsc::Receiver<Vec<u8>>) -> Vec<Value> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|b| serde_json::from_slice(&b).unwrap())
+            .collect()
+    }
+
+    fn methods(messages: &[Value]) -> Vec<&str> {
+        messages
+            .iter()
+            .map(|m| m["method"].as_str().unwrap_or("(response)"))
+            .collect()
+    }
+
+    fn request(
+        ws: &mut Workspace,
+        editor: u64,
+        method: &str,
+        params: Value,
+    ) -> oneshot::Receiver<Result<Value, ResponseError>> {
+        let (reply, rx) = oneshot::channel();
+        ws.handle(Event::Request {
+            editor: EditorId(editor),
+            method: method.into(),
+            params: message::params(&params),
+            reply,
+        });
+        rx
+    }
+
+    fn approval() -> Value {
+        json!({"approval": "s1/1", "session": "s1", "tool": "Write", "title": "Write a.txt", "input": {}})
+    }
+
+    /// A question goes to every editor; the first answer is forwarded, the
+    /// other editors' buttons are cancelled once the session closes it.
+    #[test]
+    fn approvals_reach_every_editor_and_close_everywhere() {
+        let (tx, mut agent) = crate::agent::channel();
+        let mut ws = workspace(Some(tx));
+        let mut a = attach(&mut ws, 1, true);
+        let mut b = attach(&mut ws, 2, true);
+        let mut helix = attach(&mut ws, 3, false);
+        ws.handle(Event::AgentApproval {
+            approval: approval(),
+        });
+        let asked_a = drain(&mut a);
+        let asked_b = drain(&mut b);
+        assert_eq!(methods(&asked_a), ["window/showMessageRequest"]);
+        assert_eq!(methods(&asked_b), ["window/showMessageRequest"]);
+        assert_eq!(methods(&drain(&mut helix)), ["window/showMessage"]);
+        let titles: Vec<&str> = asked_a[0]["params"]["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["title"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            titles,
+            ["Allow", "Always allow Write in this session", "Deny"]
+        );
+
+        // Helix answers with a code action's command.
+        let actions = ws.approval_actions();
+        assert_eq!(actions.len(), 3);
+        let deny = &actions[2]["command"];
+        assert_eq!(
+            deny["arguments"][0],
+            json!({"approval": "s1/1", "allow": false, "always": false})
+        );
+
+        // Editor 1 presses "Always allow".
+        let id = message::RequestId::String(asked_a[0]["id"].as_str().unwrap().into());
+        ws.handle(Event::EditorResponse {
+            editor: EditorId(1),
+            id,
+            result: Ok(json!({"title": "Always allow Write in this session"})),
+        });
+        match agent.try_recv() {
+            Ok(AgentCommand::Answer { approval, answer }) => {
+                assert_eq!(approval, "s1/1");
+                assert!(answer.allow && answer.always);
+                assert_eq!(answer.by, "editor");
+            }
+            _ => panic!("the answer was not forwarded"),
+        }
+        ws.handle(Event::AgentApprovalClosed {
+            session: "s1".into(),
+            approval: "s1/1".into(),
+        });
+        let cancelled = drain(&mut b);
+        assert_eq!(methods(&cancelled), ["$/cancelRequest"]);
+        assert_eq!(cancelled[0]["params"]["id"], asked_b[0]["id"]);
+        assert!(ws.approval_actions().is_empty());
+        // A late command for the closed question is refused.
+        let late = ws.answer_approval_command(&[json!({"approval": "s1/1", "allow": true})]);
+        assert!(late.is_err());
+    }
+
+    #[test]
+    fn subscriptions_and_forwarding() {
+        let (tx, mut agent) = crate::agent::channel();
+        let mut ws = workspace(Some(tx));
+        let mut a = attach(&mut ws, 1, false);
+        let mut b = attach(&mut ws, 2, false);
+        let ok = request(
+            &mut ws,
+            1,
+            "moonkale/agent/subscribe",
+            json!({"session": "s1"}),
+        );
+        assert_eq!(ok.blocking_recv().unwrap().unwrap(), json!({}));
+        let ok = request(&mut ws, 2, "moonkale/agent/subscribe", json!({}));
+        assert_eq!(ok.blocking_recv().unwrap().unwrap(), json!({}));
+        ws.handle(Event::AgentNotify {
+            session: "s2".into(),
+            method: "moonkale/agent/text",
+            params: json!({"session": "s2", "text": "x"}),
+        });
+        assert!(drain(&mut a).is_empty(), "editor 1 follows s1 only");
+        assert_eq!(methods(&drain(&mut b)), ["moonkale/agent/text"]);
+
+        // Other agent requests go to the agent host with their reply.
+        let pending = request(&mut ws, 1, "moonkale/agent/list", json!({}));
+        match agent.try_recv() {
+            Ok(AgentCommand::Request { method, reply, .. }) => {
+                assert_eq!(method, "moonkale/agent/list");
+                reply.send(Ok(json!({"sessions": []}))).unwrap();
+            }
+            _ => panic!("not forwarded"),
+        }
+        assert_eq!(
+            pending.blocking_recv().unwrap().unwrap(),
+            json!({"sessions": []})
+        );
+
+        // A detached editor hears nothing more.
+        ws.handle(Event::Detach {
+            editor: EditorId(2),
+        });
+        ws.handle(Event::AgentNotify {
+            session: "s1".into(),
+            method: "moonkale/agent/text",
+            params: json!({}),
+        });
+        assert_eq!(methods(&drain(&mut a)), ["moonkale/agent/text"]);
+    }
+
+    #[test]
+    fn without_an_agent_requests_are_refused() {
+        let mut ws = workspace(None);
+        let _a = attach(&mut ws, 1, false);
+        let refused = request(&mut ws, 1, "moonkale/agent/start", json!({}));
+        let err = refused.blocking_recv().unwrap().unwrap_err();
+        assert_eq!(err.code, code::METHOD_NOT_FOUND);
+    }
+
+    #[test]
+    fn progress_is_created_once_per_turn() {
+        let mut ws = workspace(None);
+        let mut a = attach(&mut ws, 1, false);
+        for p in [
+            AgentProgress::Report("early".into()),
+            AgentProgress::Begin("turn".into()),
+            AgentProgress::Report("using Write".into()),
+            AgentProgress::End("done".into()),
+            AgentProgress::End("again".into()),
+        ] {
+            ws.handle(Event::AgentProgress {
+                session: "s1".into(),
+                progress: p,
+            });
+        }
+        let got: Vec<String> = drain(&mut a)
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {}",
+                    m["method"].as_str().unwrap(),
+                    m["params"]["value"]["kind"]
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "window/workDoneProgress/create null",
+                "$/progress \"begin\"",
+                "$/progress \"report\"",
+                "$/progress \"end\"",
+            ]
+        );
+    }
+}

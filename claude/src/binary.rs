@@ -60,7 +60,7 @@ mod tests {
     }
 
     #[test]
-    fn path_entries_a_workspace_could_plant_are_skipped() {
+    fn hostile_42_path_entries_a_workspace_could_plant_are_skipped() {
         let tmp = tempfile::tempdir().unwrap();
         let ws = tmp.path().join("ws");
         let planted = ws.join("node_modules/.bin/claude");
@@ -85,7 +85,7 @@ mod tests {
     }
 
     #[test]
-    fn a_configured_path_must_be_executable() {
+    fn hostile_42_a_configured_path_must_be_executable() {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("claude");
         std::fs::write(&file, "").unwrap();

@@ -100,9 +100,15 @@ mod tests {
         String::from_utf8(bytes).unwrap()
     }
 
+    /// Security case 41: the prompt reaches the CLI byte-exact, as one
+    /// stdin line.
     #[test]
-    fn prompts_survive_as_json() {
-        let prompt = "line one\nline \"two\"\t\\ end";
+    fn hostile_41_prompts_survive_as_json() {
+        let prompt = format!(
+            "--dangerously-skip-permissions\r\nline \"two\" % ^ & \t\\ end\u{2028}{}",
+            "x".repeat(100 * 1024)
+        );
+        let prompt = prompt.as_str();
         let bytes = user_message(prompt);
         assert_eq!(
             bytes.iter().filter(|&&b| b == b'\n').count(),

@@ -15,4 +15,6 @@ pub enum Error {
     NotExecutable(PathBuf),
     #[error("argument {index} contains a line break; prompts go over stdin, never in argv")]
     LineBreakInArgv { index: usize },
+    #[error("argument {index} has {len} bytes; at most {max} are passed in argv")]
+    ArgTooLong { index: usize, len: usize, max: usize },
 }

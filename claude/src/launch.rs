@@ -11,6 +11,10 @@ use uuid::Uuid;
 
 use crate::{Error, Result};
 
+/// Longest argv element: anything longer (a prompt, a pasted file) belongs
+/// on stdin.
+pub const MAX_ARG_BYTES: usize = 8 * 1024;
+
 /// How much the CLI may do without asking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PermissionMode {
@@ -96,6 +100,13 @@ impl Launch {
         if let Some(index) = argv.iter().position(|a| a.contains(['\n', '\r'])) {
             return Err(Error::LineBreakInArgv { index });
         }
+        if let Some((index, a)) = argv.iter().enumerate().find(|(_, a)| a.len() > MAX_ARG_BYTES) {
+            return Err(Error::ArgTooLong {
+                index,
+                len: a.len(),
+                max: MAX_ARG_BYTES,
+            });
+        }
         Ok(argv)
     }
 }
@@ -159,6 +170,32 @@ mod tests {
             launch.argv(),
             Err(Error::LineBreakInArgv { index: 10 })
         ));
+    }
+
+    proptest::proptest! {
+        /// Security case 41: whatever the settings, argv never carries a
+        /// line break or a long value (prompts go over stdin: see
+        /// `control::user_message`).
+        #[test]
+        fn hostile_41_argv_has_no_line_breaks_and_no_long_values(
+            model in proptest::option::of(".{0,20000}"),
+            mcp in proptest::option::of(".{0,20000}"),
+            resume in proptest::bool::ANY,
+        ) {
+            let id = Uuid::from_u128(7);
+            let launch = Launch {
+                session: if resume { SessionStart::Resume(id) } else { SessionStart::New(id) },
+                permission_mode: PermissionMode::Plan,
+                model,
+                mcp_config: mcp,
+            };
+            if let Ok(argv) = launch.argv() {
+                for a in argv {
+                    proptest::prop_assert!(!a.contains(['\n', '\r']));
+                    proptest::prop_assert!(a.len() <= MAX_ARG_BYTES);
+                }
+            }
+        }
     }
 
     #[test]

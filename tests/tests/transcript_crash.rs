@@ -40,7 +40,7 @@ const ROUNDS_PER_FILE: usize = 10;
 const MAX_ACKS: u64 = 12;
 
 #[test]
-fn sigkill_loop_loses_no_acknowledged_record() {
+fn hostile_53_sigkill_loop_loses_no_acknowledged_record() {
     let rounds = std::env::var("MOONKALE_CRASH_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -226,7 +226,7 @@ fn run_and_kill(writer: &Path, path: &Path, kill_at: KillAt) -> Vec<u64> {
 /// writer: `RLIMIT_FSIZE` makes a real write come back short (then fail
 /// with `EFBIG`), as a full file system would.
 #[test]
-fn a_real_short_write_is_rolled_back_and_appends_resume() {
+fn hostile_55_a_real_short_write_is_rolled_back_and_appends_resume() {
     let dir = tempfile::tempdir_in("/tmp").expect("tempdir");
     let path = dir.path().join("full.jsonl");
     let limit = 8 * 1024;

@@ -949,7 +949,7 @@ mod tests {
 
     /// Security case 54: hand-made tails, and what opening makes of them.
     #[test]
-    fn torn_tails_are_recovered_before_the_next_append() {
+    fn hostile_54_torn_tails_are_recovered_before_the_next_append() {
         struct Case {
             name: &'static str,
             before: &'static [u8],
@@ -1075,7 +1075,7 @@ mod tests {
 
     /// Security case 54: damage that a torn append cannot cause.
     #[test]
-    fn damaged_lines_make_the_transcript_read_only_and_drop_nothing() {
+    fn hostile_54_damaged_lines_make_the_transcript_read_only_and_drop_nothing() {
         struct Case {
             name: &'static str,
             bytes: &'static [u8],
@@ -1435,7 +1435,7 @@ mod tests {
     /// Security case 55: a failed append is not acknowledged, the file goes
     /// back to its length before it, and appends work once the fault is gone.
     #[test]
-    fn failed_appends_are_rolled_back() {
+    fn hostile_55_failed_appends_are_rolled_back() {
         struct Case {
             name: &'static str,
             write: &'static [WriteFault],

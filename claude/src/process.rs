@@ -4,8 +4,11 @@
 //! - Own session and process group (`setsid`), so a shutdown reaches every
 //!   grandchild the CLI started (shell commands, MCP servers), and
 //!   `PR_SET_PDEATHSIG`, so the CLI dies with the service instead of being
-//!   orphaned. The death signal follows the *thread* that forked: spawn from
-//!   a runtime worker, never from a short-lived blocking thread.
+//!   orphaned. The death signal follows the *thread* that forked, not the
+//!   process, and async runtimes retire threads (tokio's `block_in_place`
+//!   turns a worker into a blocking-pool thread that exits after 10 idle
+//!   seconds, killing every child it forked). So every fork happens on one
+//!   thread of our own that lives as long as the process.
 //! - stdout and stderr are read concurrently by their own tasks, so a CLI
 //!   that floods stderr while writing nothing to stdout cannot deadlock us;
 //!   only the last [`STDERR_TAIL`] bytes of stderr are kept, for error
@@ -84,7 +87,11 @@ impl CliProcess {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn()?;
+        let runtime = tokio::runtime::Handle::current();
+        let mut child = on_spawner_thread(move || {
+            let _entered = runtime.enter(); // the pipes join the caller's runtime
+            cmd.spawn()
+        })?;
         let pgid = child.id().map_or(0, |id| id as i32);
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped");
@@ -170,6 +177,35 @@ impl Drop for CliProcess {
         // kill_on_drop ends the CLI; its group goes with it.
         kill_group(self.pgid, libc::SIGKILL);
     }
+}
+
+/// Runs `f` (a fork) on the process's spawner thread, which never exits, so
+/// `PR_SET_PDEATHSIG` fires only when the process dies.
+fn on_spawner_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    type Job = Box<dyn FnOnce() + Send>;
+    static SPAWNER: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("claude-spawner".into())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            })
+            .expect("starting the spawner thread");
+        tx
+    });
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        let _ = done_tx.send(f());
+    });
+    spawner
+        .send(job)
+        .expect("the spawner thread lives as long as the process");
+    done_rx
+        .recv()
+        .expect("the spawner thread answers every job")
 }
 
 /// Marks every descriptor above stderr close-on-exec: whatever the service

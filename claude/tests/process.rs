@@ -193,3 +193,28 @@ async fn a_missing_program_fails_to_spawn() {
     });
     assert!(err.is_err());
 }
+
+/// The death signal follows the thread that forked. A runtime thread that
+/// retires (here: a worker turned blocking by `block_in_place`, retired
+/// after a short keep-alive) must not take the CLI with it.
+#[test]
+fn the_cli_outlives_the_thread_that_asked_for_it() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_keep_alive(Duration::from_millis(50))
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let cli =
+            tokio::spawn(async { tokio::task::block_in_place(|| stand_in("exec sleep 1000")) })
+                .await
+                .unwrap();
+        // Long enough for the retired thread to exit many times over.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let status = std::fs::read_to_string(format!("/proc/{}/stat", cli.pid())).unwrap();
+        let state = status.rsplit(") ").next().unwrap().chars().next().unwrap();
+        assert_ne!(state, 'Z', "the CLI was killed with its forking thread");
+        cli.shutdown().await.unwrap();
+    });
+}

@@ -81,6 +81,9 @@ enum Routed {
     ToSession {
         session: String,
         command: Box<dyn FnOnce(Reply) -> SessionCommand + Send>,
+        /// The asking connection wants the session's stream (it sent a
+        /// prompt).
+        subscribe: bool,
     },
     List,
     Answer {
@@ -95,7 +98,11 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
         session: String,
     }
     let to = |session: String, command: Box<dyn FnOnce(Reply) -> SessionCommand + Send>| {
-        Ok(Routed::ToSession { session, command })
+        Ok(Routed::ToSession {
+            session,
+            command,
+            subscribe: false,
+        })
     };
     match method {
         "moonkale/agent/start" => {
@@ -130,10 +137,11 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
             let p: P = parse(params)?;
             check_prompt(&p.prompt)?;
             let text = p.prompt;
-            to(
-                p.session,
-                Box::new(|reply| SessionCommand::Prompt { text, reply }),
-            )
+            Ok(Routed::ToSession {
+                session: p.session,
+                command: Box::new(|reply| SessionCommand::Prompt { text, reply }),
+                subscribe: true,
+            })
         }
         "moonkale/agent/events" => {
             #[derive(Deserialize)]
@@ -320,7 +328,19 @@ impl Host {
                     }
                 }
             }
-            Routed::ToSession { session, command } => self.forward(&session, command(reply)),
+            Routed::ToSession {
+                session,
+                command,
+                subscribe,
+            } => {
+                if subscribe && session_id(&session).is_ok() {
+                    self.hub.try_send(Event::AgentSubscribe {
+                        editor,
+                        session: session.clone(),
+                    });
+                }
+                self.forward(&session, command(reply))
+            }
             Routed::List => {
                 let _ = reply.send(Ok(self.list()));
             }

@@ -25,19 +25,33 @@ const READ_TOOLS: &[&str] = &[
 /// Prefix of the tools of our in-process MCP server (`mcp__moonkale__…`).
 pub const EDITOR_TOOL_PREFIX: &str = "mcp__moonkale__";
 
+/// The tool with which the model asks to leave plan mode: the user's
+/// approval of the plan.
+const EXIT_PLAN_TOOL: &str = "ExitPlanMode";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// Allowed without asking.
     Allow,
     /// Ask the user. `destructive`: "always" does not apply.
     Ask { destructive: bool },
+    /// Refused without asking (plan mode is read-only).
+    Deny,
 }
 
-/// Decides a `can_use_tool` question. `always` holds the tools the user
-/// allowed for the rest of the session.
-pub fn judge(tool: &str, input: &Value, always: &HashSet<String>) -> Verdict {
+/// Decides a `can_use_tool` question. `plan`: the session is in plan mode,
+/// where nothing but reads runs (the CLI still asks about writes there).
+/// `always` holds the tools the user allowed for the rest of the session.
+pub fn judge(tool: &str, input: &Value, plan: bool, always: &HashSet<String>) -> Verdict {
     if READ_TOOLS.contains(&tool) || tool.starts_with(EDITOR_TOOL_PREFIX) {
         return Verdict::Allow;
+    }
+    if plan {
+        return if tool == EXIT_PLAN_TOOL {
+            Verdict::Ask { destructive: false }
+        } else {
+            Verdict::Deny
+        };
     }
     let destructive = tool == "Bash"
         && input
@@ -135,11 +149,13 @@ mod tests {
     use expect_test::{Expect, expect};
     use serde_json::json;
 
-    fn check(cases: &[(&str, Value)], always: &[&str], expect: Expect) {
+    fn check(cases: &[(&str, Value)], plan: bool, always: &[&str], expect: Expect) {
         let always: HashSet<String> = always.iter().map(|s| s.to_string()).collect();
         let got: Vec<String> = cases
             .iter()
-            .map(|(tool, input)| format!("{tool} {input} -> {:?}", judge(tool, input, &always)))
+            .map(|(tool, input)| {
+                format!("{tool} {input} -> {:?}", judge(tool, input, plan, &always))
+            })
             .collect();
         expect.assert_eq(&got.join("\n"));
     }
@@ -158,6 +174,7 @@ mod tests {
                 ("Bash", json!({})),
                 ("WebFetch", json!({"url": "https://example.com"})),
             ],
+            false,
             &[],
             expect![[r#"
                 Read {"file_path":"/w/a"} -> Allow
@@ -181,12 +198,34 @@ mod tests {
                 ("Bash", json!({"command": "ls && rm x"})),
                 ("Bash", json!({"command": "git push --force origin main"})),
             ],
+            false,
             &["Write", "Bash"],
             expect![[r#"
                 Write {"file_path":"/w/a"} -> Allow
                 Bash {"command":"ls -la"} -> Allow
                 Bash {"command":"ls && rm x"} -> Ask { destructive: true }
                 Bash {"command":"git push --force origin main"} -> Ask { destructive: true }"#]],
+        );
+    }
+
+    #[test]
+    fn plan_mode_runs_reads_only() {
+        check(
+            &[
+                ("Read", json!({"file_path": "/w/a"})),
+                ("mcp__moonkale__getDiagnostics", json!({})),
+                ("Write", json!({"file_path": "/w/a"})),
+                ("Bash", json!({"command": "ls"})),
+                ("ExitPlanMode", json!({"plan": "1. do it"})),
+            ],
+            true,
+            &["Write", "Bash"],
+            expect![[r#"
+                Read {"file_path":"/w/a"} -> Allow
+                mcp__moonkale__getDiagnostics {} -> Allow
+                Write {"file_path":"/w/a"} -> Deny
+                Bash {"command":"ls"} -> Deny
+                ExitPlanMode {"plan":"1. do it"} -> Ask { destructive: false }"#]],
         );
     }
 

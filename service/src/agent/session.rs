@@ -726,9 +726,23 @@ impl Session {
     }
 
     async fn permission(&mut self, request_id: String, tool: String, input: Value) {
-        match policy::judge(&tool, &input, &self.always) {
+        let plan = self.permission_mode == PermissionMode::Plan;
+        match policy::judge(&tool, &input, plan, &self.always) {
             policy::Verdict::Allow => {
                 self.write(control::allow(&request_id, &input, None)).await;
+            }
+            policy::Verdict::Deny => {
+                let message = format!(
+                    "{tool} is not allowed in plan mode, which is read-only. Present your plan instead; \
+                     the user can switch the session to another permission mode."
+                );
+                self.write(control::deny(&request_id, &message, false))
+                    .await;
+                let title = policy::title(&tool, &input, &self.workspace);
+                self.record(
+                    "decision",
+                    json!({"tool": tool, "title": title, "allow": false, "always": false, "by": "policy", "message": message}),
+                );
             }
             policy::Verdict::Ask { destructive } => {
                 self.next_approval += 1;

@@ -20,8 +20,15 @@
 //! answered from a [`Script`]: the first [`Rule`] whose [`When`] holds, else
 //! the script's default reply.
 //!
+//! A reply may also be paced or broken on purpose: a delay before it, a
+//! hang after `message_start`, a pause before each delta
+//! ([`Reply::with_delta_delay`]), a hold after the first deltas until the
+//! test opens a [`Gate`] ([`Reply::gated`]), or a stream cut mid-message
+//! whose non-streaming fallback fails too ([`Reply::broken_stream`]).
+//!
 //! Every request (method, path, headers, JSON body, what it was answered
-//! with) is recorded; tests read the log or wait on it with a deadline.
+//! with, whether the reply went out whole) is recorded; tests read the log
+//! or wait on it with a deadline.
 
 #![allow(dead_code)] // each test file uses a different part of the support code
 
@@ -73,6 +80,48 @@ pub struct Reply {
     pub delay: Duration,
     /// Sends `message_start`, then keeps the stream open this long.
     pub hang: Option<Duration>,
+    /// Streams slowly: waits this long before each content delta after the
+    /// first (the bytes so far are flushed first).
+    pub delta_delay: Duration,
+    /// Holds the stream after `.1` content deltas (flushed) until the gate
+    /// is opened (bounded by one minute), then sends the rest.
+    pub gate: Option<(Gate, usize)>,
+    /// A broken stream: `message_start`, the first block's start and first
+    /// delta, then the connection is closed mid-message. The non-streaming
+    /// fallback the CLI then tries fails too, with this error (a 500
+    /// `api_error` unless set).
+    pub broken: Option<(u16, String, String)>,
+}
+
+/// A gate a streaming reply waits at (see [`Reply::gated`]); the test opens
+/// it. Once open it stays open.
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<watch::Sender<bool>>);
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new()
+    }
+}
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate(Arc::new(watch::channel(false).0))
+    }
+
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn is_open(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Waits until the gate is open, at most `max`.
+    async fn wait(&self, max: Duration) {
+        let mut rx = self.0.subscribe();
+        let _ = tokio::time::timeout(max, rx.wait_for(|open| *open)).await;
+    }
 }
 
 impl Reply {
@@ -114,6 +163,36 @@ impl Reply {
 
     pub fn hanging(mut self, how_long: Duration) -> Reply {
         self.hang = Some(how_long.min(MAX_DELAY));
+        self
+    }
+
+    /// Waits `delay` before each content delta after the first.
+    pub fn with_delta_delay(mut self, delay: Duration) -> Reply {
+        self.delta_delay = delay.min(MAX_DELAY);
+        self
+    }
+
+    /// Sends `after` content deltas (text pieces or tool input pieces, three
+    /// per block), then holds the rest of the stream until `gate` opens.
+    pub fn gated(mut self, gate: &Gate, after: usize) -> Reply {
+        self.gate = Some((gate.clone(), after));
+        self
+    }
+
+    /// A stream cut mid-message (after `text`'s first piece) whose
+    /// non-streaming fallback fails with a 500 `api_error`.
+    pub fn broken_stream(text: impl Into<String>) -> Reply {
+        Reply::text(text).and_broken_fallback(
+            500,
+            "api_error",
+            "fake API: the stream broke and the fallback fails too",
+        )
+    }
+
+    /// Makes the stream break mid-message and the non-streaming fallback
+    /// answer (status, error type, message).
+    pub fn and_broken_fallback(mut self, status: u16, kind: &str, message: &str) -> Reply {
+        self.broken = Some((status, kind.into(), message.into()));
         self
     }
 }
@@ -283,6 +362,9 @@ pub struct Recorded {
     pub rule: String,
     /// Ids of the tool_use blocks this request was answered with.
     pub answered_tool_uses: Vec<String>,
+    /// For `/v1/messages`: the whole reply was written (after its delay,
+    /// hang or gate); false while it is being sent and when it broke off.
+    pub answered: bool,
 }
 
 /// A `tool_result` block the CLI sent, with the name of the tool it answers.
@@ -498,6 +580,18 @@ impl Shared {
         self.changed.send_replace(seq);
         seq
     }
+
+    /// Notes that the reply to request `seq` was sent whole.
+    fn mark_answered(&self, seq: usize) {
+        {
+            let mut st = self.state.lock().expect("fake API state");
+            if let Some(entry) = st.log.get_mut(seq - 1) {
+                entry.answered = true;
+            }
+        }
+        // Wakes the waiters (the log's length is what they watch).
+        self.changed.send_modify(|_| {});
+    }
 }
 
 /// The running fake; stops accepting when dropped.
@@ -584,6 +678,12 @@ impl FakeApi {
             .collect()
     }
 
+    /// A handle on the request log (for failure messages of helpers that do
+    /// not hold the fake).
+    pub fn log_handle(&self) -> FakeLog {
+        FakeLog(self.shared.clone())
+    }
+
     /// The log, one line per request, for failure messages.
     pub fn summary(&self) -> String {
         self.requests()
@@ -656,6 +756,31 @@ impl FakeApi {
                 .find_map(|r| r.tool_result(tool).map(|t| (r.clone(), t)))
         })
         .await
+    }
+}
+
+/// A handle on a fake's request log.
+#[derive(Clone)]
+pub struct FakeLog(Arc<Shared>);
+
+impl FakeLog {
+    /// The log, one line per request (with `answered` marks).
+    pub fn summary(&self) -> String {
+        self.0
+            .state
+            .lock()
+            .expect("fake API state")
+            .log
+            .iter()
+            .map(|r| {
+                let mark = if r.kind == Kind::Main && !r.answered {
+                    " (not answered whole)"
+                } else {
+                    ""
+                };
+                format!("  {}{mark}\n", r.summary())
+            })
+            .collect()
     }
 }
 
@@ -821,6 +946,7 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> std::io::Re
             turn: 0,
             rule: String::new(),
             answered_tool_uses: Vec::new(),
+            answered: false,
         };
         let route = req.path.split('?').next().unwrap_or_default().to_owned();
         match (req.method.as_str(), route.as_str()) {
@@ -848,8 +974,11 @@ async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) -> std::io::Re
                         _ => None,
                     })
                     .collect();
-                shared.record(entry);
-                return answer_messages(&mut conn, &shared, &body, &reply).await;
+                let seq = shared.record(entry);
+                if answer_messages(&mut conn, &shared, &body, &reply).await? {
+                    shared.mark_answered(seq);
+                }
+                return Ok(());
             }
             ("POST", "/v1/messages/count_tokens") => {
                 shared.record(entry);
@@ -1013,12 +1142,14 @@ fn pieces(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// Answers one `/v1/messages` request; true when the whole reply was sent
+/// (not after a hang or a deliberately broken stream).
 async fn answer_messages(
     conn: &mut Conn,
     shared: &Shared,
     body: &Value,
     reply: &Reply,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
@@ -1026,24 +1157,36 @@ async fn answer_messages(
     if let Some((status, kind, message)) = &reply.error {
         let err = json!({"type": "error", "error": {"type": kind, "message": message},
                          "request_id": "req_fake_error"});
-        return conn.send_json(*status, &err, true).await;
+        conn.send_json(*status, &err, true).await?;
+        return Ok(true);
+    }
+    if body["stream"] != true
+        && let Some((status, kind, message)) = &reply.broken
+    {
+        // The CLI's fallback after the broken stream: fails too.
+        let err = json!({"type": "error", "error": {"type": kind, "message": message},
+                         "request_id": "req_fake_error"});
+        conn.send_json(*status, &err, true).await?;
+        return Ok(true);
     }
     let msg_id = shared.next_id("msg_fake");
     if body["stream"] != true {
         let msg = json!({"id": msg_id, "type": "message", "role": "assistant", "model": model,
                          "content": reply.blocks.iter().map(block_json).collect::<Vec<_>>(),
                          "stop_reason": stop_reason(reply), "stop_sequence": null, "usage": usage(body)});
-        return conn.send_json(200, &msg, false).await;
+        conn.send_json(200, &msg, false).await?;
+        return Ok(true);
     }
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n\
                 Cache-Control: no-cache\r\nrequest-id: req_fake\r\nConnection: close\r\n\r\n";
     let mut out = String::from(head);
-    let mut event = |name: &str, data: Value| {
-        out += &format!("event: {name}\ndata: {data}\n\n");
+    let event = |out: &mut String, name: &str, data: Value| {
+        *out += &format!("event: {name}\ndata: {data}\n\n");
     };
     let mut start_usage = usage(body);
     start_usage["output_tokens"] = json!(1);
     event(
+        &mut out,
         "message_start",
         json!({"type": "message_start", "message": {"id": msg_id, "type": "message", "role": "assistant",
                "model": model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}}),
@@ -1052,18 +1195,26 @@ async fn answer_messages(
         conn.stream.write_all(out.as_bytes()).await?;
         conn.stream.flush().await?;
         tokio::time::sleep(hang).await;
-        return Ok(());
+        return Ok(false);
     }
-    event("ping", json!({"type": "ping"}));
+    event(&mut out, "ping", json!({"type": "ping"}));
+    // Content deltas sent so far: where the slow, gated and broken streams
+    // pause or stop.
+    let mut deltas = 0usize;
     for (i, b) in reply.blocks.iter().enumerate() {
         match b {
             Block::Text(text) => {
                 event(
+                    &mut out,
                     "content_block_start",
                     json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
                 );
                 for p in pieces(text) {
+                    if !pace(reply, &mut deltas, &mut out, conn).await? {
+                        return Ok(false);
+                    }
                     event(
+                        &mut out,
                         "content_block_delta",
                         json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": p}}),
                     );
@@ -1071,12 +1222,17 @@ async fn answer_messages(
             }
             Block::ToolUse { id, name, input } => {
                 event(
+                    &mut out,
                     "content_block_start",
                     json!({"type": "content_block_start", "index": i,
                            "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
                 );
                 for p in pieces(&input.to_string()) {
+                    if !pace(reply, &mut deltas, &mut out, conn).await? {
+                        return Ok(false);
+                    }
                     event(
+                        &mut out,
                         "content_block_delta",
                         json!({"type": "content_block_delta", "index": i,
                                "delta": {"type": "input_json_delta", "partial_json": p}}),
@@ -1088,32 +1244,79 @@ async fn answer_messages(
                 signature,
             } => {
                 event(
+                    &mut out,
                     "content_block_start",
                     json!({"type": "content_block_start", "index": i,
                            "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
                 );
+                if !pace(reply, &mut deltas, &mut out, conn).await? {
+                    return Ok(false);
+                }
                 event(
+                    &mut out,
                     "content_block_delta",
                     json!({"type": "content_block_delta", "index": i, "delta": {"type": "thinking_delta", "thinking": thinking}}),
                 );
                 event(
+                    &mut out,
                     "content_block_delta",
                     json!({"type": "content_block_delta", "index": i, "delta": {"type": "signature_delta", "signature": signature}}),
                 );
             }
         }
         event(
+            &mut out,
             "content_block_stop",
             json!({"type": "content_block_stop", "index": i}),
         );
     }
+    if reply.broken.is_some() {
+        // Fewer than two deltas: break before the end all the same.
+        conn.stream.write_all(out.as_bytes()).await?;
+        conn.stream.flush().await?;
+        return Ok(false);
+    }
     event(
+        &mut out,
         "message_delta",
         json!({"type": "message_delta", "delta": {"stop_reason": stop_reason(reply), "stop_sequence": null},
                "usage": {"output_tokens": 5}}),
     );
-    event("message_stop", json!({"type": "message_stop"}));
+    event(&mut out, "message_stop", json!({"type": "message_stop"}));
     conn.stream.write_all(out.as_bytes()).await?;
     conn.stream.flush().await?;
-    conn.stream.shutdown().await
+    conn.stream.shutdown().await?;
+    Ok(true)
+}
+
+/// Called before each content delta of a streaming reply: flushes and waits
+/// as the reply's pacing says. False: stop here (a broken stream).
+async fn pace(
+    reply: &Reply,
+    deltas: &mut usize,
+    out: &mut String,
+    conn: &mut Conn,
+) -> std::io::Result<bool> {
+    if reply.broken.is_some() && *deltas == 1 {
+        conn.stream.write_all(out.as_bytes()).await?;
+        conn.stream.flush().await?;
+        return Ok(false);
+    }
+    if let Some((gate, after)) = &reply.gate
+        && *deltas == *after
+        && !gate.is_open()
+    {
+        conn.stream.write_all(out.as_bytes()).await?;
+        conn.stream.flush().await?;
+        out.clear();
+        gate.wait(MAX_DELAY).await;
+    }
+    if *deltas > 0 && !reply.delta_delay.is_zero() {
+        conn.stream.write_all(out.as_bytes()).await?;
+        conn.stream.flush().await?;
+        out.clear();
+        tokio::time::sleep(reply.delta_delay).await;
+    }
+    *deltas += 1;
+    Ok(true)
 }

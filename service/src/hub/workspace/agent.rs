@@ -138,6 +138,7 @@ impl Workspace {
         let session = approval["session"].as_str().unwrap_or_default().to_owned();
         let title = approval["title"].as_str().unwrap_or_default().to_owned();
         let tool = approval["tool"].as_str().unwrap_or_default().to_owned();
+        let destructive = approval["destructive"] == true;
         let editors: Vec<(EditorId, bool)> = self
             .editors
             .iter()
@@ -146,14 +147,16 @@ impl Workspace {
             .collect();
         for (editor, buttons) in editors {
             if buttons {
+                // "Always" does not apply to a destructive command: not offered.
+                let mut actions = vec![json!({"title": "Allow"})];
+                if !destructive {
+                    actions.push(json!({"title": format!("Always allow {tool} in this session")}));
+                }
+                actions.push(json!({"title": "Deny"}));
                 let ask = json!({
-                    "type": 3,
+                    "type": if destructive { 2 } else { 3 },
                     "message": format!("Claude wants to run {title}"),
-                    "actions": [
-                        {"title": "Allow"},
-                        {"title": format!("Always allow {tool} in this session")},
-                        {"title": "Deny"},
-                    ],
+                    "actions": actions,
                 });
                 let asked = self.request_editor(editor, "window/showMessageRequest", ask);
                 self.awaited_answers
@@ -288,15 +291,17 @@ impl Workspace {
             let title = a["title"].as_str().unwrap_or_default();
             let tool = a["tool"].as_str().unwrap_or_default();
             let id = approval_id(a);
-            for (label, allow, always) in [
-                (format!("Claude: allow {title}"), true, false),
-                (
+            // "Always" does not apply to a destructive command: not offered.
+            let mut choices = vec![(format!("Claude: allow {title}"), true, false)];
+            if a["destructive"] != true {
+                choices.push((
                     format!("Claude: always allow {tool} in this session"),
                     true,
                     true,
-                ),
-                (format!("Claude: deny {title}"), false, false),
-            ] {
+                ));
+            }
+            choices.push((format!("Claude: deny {title}"), false, false));
+            for (label, allow, always) in choices {
                 actions.push(json!({
                     "title": label,
                     "kind": "quickfix",
@@ -548,6 +553,32 @@ mod tests {
         // A late command for the closed question is refused.
         let late = ws.answer_approval_command(&[json!({"approval": "s1/1", "allow": true})]);
         assert!(late.is_err());
+    }
+
+    #[test]
+    fn destructive_commands_are_never_offered_always() {
+        let mut ws = workspace(None);
+        let mut a = attach(&mut ws, 1, true);
+        let mut question = approval();
+        question["destructive"] = json!(true);
+        ws.handle(Event::AgentApproval { approval: question });
+        let asked = drain(&mut a);
+        let titles: Vec<&str> = asked[0]["params"]["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["title"].as_str().unwrap())
+            .collect();
+        assert_eq!(titles, ["Allow", "Deny"]);
+        let labels: Vec<String> = ws
+            .approval_actions()
+            .iter()
+            .map(|a| a["title"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            labels,
+            ["Claude: allow Write a.txt", "Claude: deny Write a.txt"]
+        );
     }
 
     #[test]

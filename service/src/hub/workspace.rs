@@ -908,6 +908,16 @@ impl Workspace {
         id
     }
 
+    /// The real editors (not observers), each with whether it shows
+    /// `window/showMessageRequest` buttons.
+    fn editors_with_buttons(&self) -> Vec<(EditorId, bool)> {
+        self.editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor)
+            .map(|(id, ed)| (*id, ed.info.shows_message_buttons))
+            .collect()
+    }
+
     /// Sends a notification to an editor (dropped if it does not read).
     fn notify_editor(&self, editor: EditorId, method: &str, params: Value) {
         if let Some(ed) = self.editors.get(&editor)

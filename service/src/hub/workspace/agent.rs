@@ -139,13 +139,7 @@ impl Workspace {
         let title = approval["title"].as_str().unwrap_or_default().to_owned();
         let tool = approval["tool"].as_str().unwrap_or_default().to_owned();
         let destructive = approval["destructive"] == true;
-        let editors: Vec<(EditorId, bool)> = self
-            .editors
-            .iter()
-            .filter(|(_, ed)| ed.info.role == Role::Editor)
-            .map(|(id, ed)| (*id, ed.info.shows_message_buttons))
-            .collect();
-        for (editor, buttons) in editors {
+        for (editor, buttons) in self.editors_with_buttons() {
             if buttons {
                 // "Always" does not apply to a destructive command: not offered.
                 let mut actions = vec![json!({"title": "Allow"})];

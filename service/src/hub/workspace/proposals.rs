@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use super::Workspace;
 use crate::core::diff::hunks;
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
-use crate::hub::{EditorId, IdeClientId, Reply, Role};
+use crate::hub::{EditorId, IdeClientId, Reply};
 use crate::lsp::message::{ResponseError, code};
 
 pub const ACCEPT_COMMAND: &str = "moonkale.acceptProposal";
@@ -83,13 +83,7 @@ impl Workspace {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let count = hunks(&old_text, &proposed_text).len();
-        let editors: Vec<(EditorId, bool)> = self
-            .editors
-            .iter()
-            .filter(|(_, ed)| ed.info.role == Role::Editor)
-            .map(|(id, ed)| (*id, ed.info.shows_message_buttons))
-            .collect();
-        for (editor, buttons) in editors {
+        for (editor, buttons) in self.editors_with_buttons() {
             self.request_editor(
                 editor,
                 "window/showDocument",

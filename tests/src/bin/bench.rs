@@ -13,6 +13,10 @@
 //!    beside `git diff --no-index` on the same files.
 //! 5. stream-json decoding of 100 MB of recorded CLI output, beside
 //!    splitting the same bytes into lines alone.
+//! 6. Prompt → first partial token with the real `claude` CLI against the
+//!    fake Anthropic API, less the fake's own time: a long-lived CLI (driven
+//!    directly, and through the service's `moonkale/agent/send`) beside a
+//!    CLI started for each turn.
 //!
 //! Run with `scripts/bench.sh` (release build of every binary first).
 
@@ -23,6 +27,10 @@ use moonkale_service::core::{Document, PositionEncoding, TextChange, WirePositio
 use moonkale_service::lsp::framing::encode_frame;
 use moonkale_tests::{RawLsp, Sandbox};
 use serde_json::{Value, json};
+
+// The fake Anthropic API of the CLI tests, shared as is.
+#[path = "../../tests/support/fakeapi.rs"]
+mod fakeapi;
 
 const LINES: usize = 100_000;
 const EDITS: usize = 200_000;
@@ -67,6 +75,63 @@ async fn main() {
         "moonkale-bench on {} cores, {machine}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    let sections: Vec<String> = std::env::args().skip(1).collect();
+    if sections.iter().any(|a| a == "--help" || a == "-h") {
+        println!("usage: moonkale-bench [SECTION...]   (no section: all of them)");
+        for (name, what) in SECTIONS {
+            println!("  {name:<12} {what}");
+        }
+        return;
+    }
+    if let Some(bad) = sections
+        .iter()
+        .find(|a| !SECTIONS.iter().any(|(name, _)| name == a))
+    {
+        eprintln!("moonkale-bench: unknown section {bad:?} (see --help)");
+        std::process::exit(2);
+    }
+    let want = |name: &str| sections.is_empty() || sections.iter().any(|a| a == name);
+    if want("lsp") {
+        lsp_ingest_and_round_trips().await;
+    }
+    if want("selection") {
+        selection_latency().await;
+    }
+    if want("diff") {
+        hunk_computation();
+    }
+    if want("stream-json") {
+        stream_json_ingest();
+    }
+    if want("first-token") {
+        first_token_latency().await;
+    }
+}
+
+/// The sections `moonkale-bench` can run alone, by name.
+const SECTIONS: &[(&str, &str)] = &[
+    (
+        "lsp",
+        "didChange ingest and request round trips (direct, shim)",
+    ),
+    (
+        "selection",
+        "selection -> selection_changed at 10 Claude Code clients",
+    ),
+    ("diff", "openDiff hunk computation beside git diff"),
+    (
+        "stream-json",
+        "stream-json decoding of 100 MB of recorded CLI output",
+    ),
+    (
+        "first-token",
+        "prompt -> first partial token with the real claude CLI (fake API)",
+    ),
+];
+
+/// didChange ingest over the socket beside in process, then request round
+/// trips straight to the socket and through the shim.
+async fn lsp_ingest_and_round_trips() {
     let text = document_text();
     let positions = edit_positions(EDITS);
 
@@ -182,10 +247,6 @@ async fn main() {
     );
     let _ = child.kill().await;
     drop(service);
-
-    selection_latency().await;
-    hunk_computation();
-    stream_json_ingest();
 }
 
 /// Decodes ~100 MB of recorded `claude` stdout (a real session, repeated)
@@ -402,4 +463,401 @@ async fn round_trips(c: &mut RawLsp, uri: &str, n: usize) -> Vec<f64> {
 
 fn pct(sorted: &[f64], p: usize) -> f64 {
     sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// Measured turns per setup (after one warm-up turn each).
+const TURNS: usize = 10;
+/// The longest one CLI start or turn may take before the section gives up.
+const TURN_DEADLINE: Duration = Duration::from_secs(30);
+/// What the fake answers every prompt with (sent as three text deltas).
+const REPLY: &str = "pong: a short reply in three deltas";
+
+/// One measured turn, in milliseconds.
+struct Turn {
+    /// Prompt written (or, per turn, the process spawned) → first partial
+    /// text received.
+    total: f64,
+    /// Prompt written → the fake has the CLI's request (it runs in this
+    /// process; seen once it has answered, within its own time).
+    to_api: f64,
+    /// The fake's own time for the same request: replayed to it from here,
+    /// first byte sent → first `text_delta` received.
+    fake: f64,
+}
+
+/// Prompt → first partial token, less the fake API's own time, in three
+/// setups: (a) a long-lived CLI driven directly with `moonkale_claude`,
+/// (a') the same through the service's front door (`moonkale/agent/send` →
+/// `moonkale/agent/text`), (b) a CLI started for each turn (`--resume` of
+/// the same session, as a host without long-lived processes would do).
+async fn first_token_latency() {
+    println!(
+        "\n## prompt -> first partial token, real claude CLI against the fake API, milliseconds"
+    );
+    let Some(claude) = claude_bin() else {
+        println!(
+            "skipped: the claude CLI is not installed (scripts/install-test-peers.sh, or MOONKALE_CLAUDE)"
+        );
+        return;
+    };
+    // A private HOME even here: some CLI versions write ~/.claude.json on
+    // any start.
+    let version = std::process::Command::new(&claude)
+        .arg("--version")
+        .env("HOME", &Sandbox::new().home)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let fake =
+        fakeapi::FakeApi::start(fakeapi::Script::new().default_reply(fakeapi::Reply::text(REPLY)))
+            .await;
+    let started = Instant::now();
+    let setups = [
+        (
+            "(a) long-lived CLI, moonkale_claude",
+            long_lived_turns(&claude, &fake).await,
+        ),
+        (
+            "(a') long-lived, via moonkale/agent/send",
+            service_turns(&claude, &fake).await,
+        ),
+        (
+            "(b) a CLI per turn (--resume)",
+            per_turn_turns(&claude, &fake).await,
+        ),
+    ];
+    println!(
+        "claude {version}; {TURNS} turns each after a warm-up; to API = prompt -> the request at the fake; \
+         over(head) = total - the fake's own time (the same request replayed to it)"
+    );
+    println!(
+        "{:<42} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "", "total p50", "to API", "fake p50", "over p50", "over p90"
+    );
+    for (name, turns) in setups {
+        match turns {
+            Ok(turns) => {
+                let sorted = |f: &dyn Fn(&Turn) -> f64| {
+                    let mut v: Vec<f64> = turns.iter().map(f).collect();
+                    v.sort_by(f64::total_cmp);
+                    v
+                };
+                let (total, fake_ms) = (sorted(&|t| t.total), sorted(&|t| t.fake));
+                let (to_api, over) = (sorted(&|t| t.to_api), sorted(&|t| t.total - t.fake));
+                println!(
+                    "{name:<42} {:>9.1} {:>9.1} {:>9.2} {:>9.1} {:>9.1}",
+                    pct(&total, 50),
+                    pct(&to_api, 50),
+                    pct(&fake_ms, 50),
+                    pct(&over, 50),
+                    pct(&over, 90)
+                );
+            }
+            Err(e) => println!("{name:<42} failed: {e}"),
+        }
+    }
+    println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
+}
+
+/// The CLI the tests use: `MOONKALE_CLAUDE`, else the one
+/// scripts/install-test-peers.sh installs.
+fn claude_bin() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("MOONKALE_CLAUDE").filter(|p| !p.is_empty()) {
+        return Some(p.into());
+    }
+    let peer = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()?
+        .join(".peers/claude/node_modules");
+    [
+        ".bin/claude",
+        "@anthropic-ai/claude-code-linux-x64/claude",
+        "@anthropic-ai/claude-code/bin/claude.exe",
+    ]
+    .into_iter()
+    .map(|p| peer.join(p))
+    .find(|p| p.is_file())
+}
+
+/// A private HOME whose `~/.claude/settings.json` points the CLI at the
+/// fake (shared/docs/real-cli.md §2): no variable of ours reaches it.
+fn claude_home(sb: &Sandbox, port: u16) {
+    let url = format!("http://127.0.0.1:{port}");
+    let settings = json!({
+        "env": {
+            "ANTHROPIC_BASE_URL": url, "HTTPS_PROXY": url, "HTTP_PROXY": url,
+            "NO_PROXY": "127.0.0.1,localhost", "CLAUDE_CODE_MAX_RETRIES": "2",
+            "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        },
+        "apiKeyHelper": "echo sk-test-dummy",
+    });
+    let dir = sb.home.join(".claude");
+    std::fs::create_dir_all(&dir).expect("create ~/.claude");
+    std::fs::write(dir.join("settings.json"), settings.to_string()).expect("write settings");
+}
+
+/// Starts the CLI on `sb`'s workspace and HOME, as the service does
+/// (scrubbed environment, `initialize` sent at once, no answer awaited).
+async fn spawn_cli(
+    claude: &std::path::Path,
+    sb: &Sandbox,
+    session: moonkale_claude::launch::SessionStart,
+) -> Result<moonkale_claude::process::CliProcess, String> {
+    use moonkale_claude::launch::{Launch, PermissionMode, child_env};
+    use moonkale_claude::process::{CliProcess, ProcessConfig};
+    let args = Launch {
+        session,
+        permission_mode: PermissionMode::Plan,
+        model: None,
+        mcp_config: None,
+    }
+    .argv()
+    .map_err(|e| e.to_string())?;
+    let parent = std::env::vars_os()
+        .filter(|(k, _)| k != "HOME")
+        .chain([("HOME".into(), sb.home.clone().into_os_string())]);
+    let mut cli = CliProcess::spawn(ProcessConfig {
+        program: claude.to_owned(),
+        args,
+        cwd: sb.workspace.clone(),
+        env: child_env(parent, None),
+        grace: Duration::from_secs(2),
+    })
+    .map_err(|e| format!("spawn {}: {e}", claude.display()))?;
+    cli.send(&moonkale_claude::control::initialize("bench-init", &[]))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(cli)
+}
+
+/// Sends `prompt` and reads the turn to its `result`; returns when the
+/// first partial text came, from `start`.
+async fn cli_turn(
+    cli: &mut moonkale_claude::process::CliProcess,
+    prompt: &str,
+    start: Instant,
+) -> Result<f64, String> {
+    use moonkale_claude::stream::CliMessage;
+    cli.send(&moonkale_claude::control::user_message(prompt))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut first = None;
+    loop {
+        let message = tokio::time::timeout(TURN_DEADLINE, cli.next())
+            .await
+            .map_err(|_| format!("no result within {TURN_DEADLINE:?}"))?;
+        match message {
+            None => return Err(format!("the CLI ended: {}", cli.stderr_tail())),
+            Some(Err(e)) => return Err(e.to_string()),
+            Some(Ok(m)) => {
+                if first.is_none() && m.text_delta().is_some() {
+                    first = Some(start.elapsed().as_secs_f64() * 1e3);
+                }
+                if let CliMessage::Result(r) = m {
+                    if r.is_error {
+                        return Err(format!("the turn failed: {:?}", r.text));
+                    }
+                    return first.ok_or_else(|| "a turn without partial text".to_owned());
+                }
+            }
+        }
+    }
+}
+
+/// Runs `turn` (started at `start`) and notes when the fake sees the next
+/// main request; returns (first partial text, request seen), from `start`.
+async fn with_api_time(
+    fake: &fakeapi::FakeApi,
+    start: Instant,
+    turn: impl std::future::Future<Output = Result<f64, String>>,
+) -> Result<(f64, f64), String> {
+    let n = fake.main_requests().len() + 1;
+    let seen = async {
+        let probe = |log: &[fakeapi::Recorded]| {
+            (log.iter().filter(|r| r.kind == fakeapi::Kind::Main).count() >= n).then_some(())
+        };
+        let wait = fake.wait_for("the turn's request", 2 * TURN_DEADLINE, probe);
+        let seen = tokio::time::timeout(TURN_DEADLINE, wait).await;
+        seen.ok().map(|()| start.elapsed().as_secs_f64() * 1e3)
+    };
+    let (total, seen) = tokio::join!(turn, seen);
+    Ok((total?, seen.ok_or("the fake never got the request")?))
+}
+
+/// The fake's own time for the last main request it got: the same body
+/// replayed to it on a fresh connection, first byte sent → first
+/// `text_delta` received (its parse, its reply, loopback).
+async fn fake_time(fake: &fakeapi::FakeApi) -> Result<f64, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = fake
+        .main_requests()
+        .last()
+        .map(|r| r.body.to_string())
+        .ok_or("the fake got no request")?;
+    let mut request = format!(
+        "POST /v1/messages?beta=true HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body.as_bytes());
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", fake.port))
+        .await
+        .map_err(|e| e.to_string())?;
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    s.write_all(&request).await.map_err(|e| e.to_string())?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 16 << 10];
+    while !got.windows(10).any(|w| w == b"text_delta") {
+        let n = s.read(&mut buf).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the fake closed before a text_delta".into());
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+/// (a): one CLI for every turn, prompts as stream-json user lines.
+async fn long_lived_turns(
+    claude: &std::path::Path,
+    fake: &fakeapi::FakeApi,
+) -> Result<Vec<Turn>, String> {
+    let sb = Sandbox::new();
+    claude_home(&sb, fake.port);
+    let session = moonkale_claude::launch::SessionStart::New(uuid::Uuid::new_v4());
+    let mut cli = spawn_cli(claude, &sb, session).await?;
+    cli_turn(&mut cli, "warm up", Instant::now()).await?;
+    let mut turns = Vec::new();
+    for i in 0..TURNS {
+        let start = Instant::now();
+        let prompt = format!("prompt {i}");
+        let turn = cli_turn(&mut cli, &prompt, start);
+        let (total, to_api) = with_api_time(fake, start, turn).await?;
+        turns.push(Turn {
+            total,
+            to_api,
+            fake: fake_time(fake).await?,
+        });
+    }
+    let _ = cli.shutdown().await;
+    Ok(turns)
+}
+
+/// (b): a fresh CLI for every turn, resuming the session, timed from the
+/// spawn (what a user waits for); its shutdown after the turn is not timed.
+async fn per_turn_turns(
+    claude: &std::path::Path,
+    fake: &fakeapi::FakeApi,
+) -> Result<Vec<Turn>, String> {
+    use moonkale_claude::launch::SessionStart;
+    let sb = Sandbox::new();
+    claude_home(&sb, fake.port);
+    let id = uuid::Uuid::new_v4();
+    let mut turns = Vec::new();
+    for i in 0..=TURNS {
+        let session = if i == 0 {
+            SessionStart::New(id)
+        } else {
+            SessionStart::Resume(id)
+        };
+        let start = Instant::now();
+        let mut cli = spawn_cli(claude, &sb, session).await?;
+        let prompt = format!("prompt {i}");
+        let turn = cli_turn(&mut cli, &prompt, start);
+        let (total, to_api) = with_api_time(fake, start, turn).await?;
+        let _ = cli.shutdown().await;
+        if i > 0 {
+            turns.push(Turn {
+                total,
+                to_api,
+                fake: fake_time(fake).await?,
+            });
+        }
+    }
+    Ok(turns)
+}
+
+/// (a'): the service hosts the CLI; an editor connection starts a session,
+/// then sends each prompt with `moonkale/agent/send` and waits for its
+/// first `moonkale/agent/text` and for the session to be idle again.
+async fn service_turns(
+    claude: &std::path::Path,
+    fake: &fakeapi::FakeApi,
+) -> Result<Vec<Turn>, String> {
+    let sb = Sandbox::new();
+    claude_home(&sb, fake.port);
+    let bin = claude.display().to_string();
+    let service = sb
+        .start_service_with_env(&[], &[("MOONKALE_CLAUDE_BIN", bin.as_str())])
+        .await;
+    let mut ed = service.connect().await;
+    ed.initialize("bench-agent", &["utf-16"], Value::Null).await;
+    let started = ed
+        .request(
+            "moonkale/agent/start",
+            json!({"prompt": "warm up", "permissionMode": "plan"}),
+        )
+        .await;
+    let session = started["result"]["session"]
+        .as_str()
+        .ok_or_else(|| format!("moonkale/agent/start: {started}"))?
+        .to_owned();
+    agent_turn(&mut ed, &session, Instant::now()).await?;
+    let mut turns = Vec::new();
+    for i in 0..TURNS {
+        let start = Instant::now();
+        ed.send(
+            json!({"jsonrpc": "2.0", "id": format!("send-{i}"), "method": "moonkale/agent/send",
+                       "params": {"session": session, "prompt": format!("prompt {i}")}}),
+        )
+        .await;
+        let (total, to_api) =
+            with_api_time(fake, start, agent_turn(&mut ed, &session, start)).await?;
+        turns.push(Turn {
+            total,
+            to_api,
+            fake: fake_time(fake).await?,
+        });
+    }
+    drop(ed);
+    drop(service);
+    Ok(turns)
+}
+
+/// Reads the service's messages until `session` is idle again after a
+/// turn; returns when its first `moonkale/agent/text` came, from `start`.
+async fn agent_turn(ed: &mut RawLsp, session: &str, start: Instant) -> Result<f64, String> {
+    let deadline = Instant::now() + TURN_DEADLINE;
+    let mut first = None;
+    let mut result = false;
+    while Instant::now() < deadline {
+        let m = ed.recv().await;
+        if m.get("error").is_some() {
+            return Err(format!("the service answered {m}"));
+        }
+        if m["params"]["session"] != session {
+            continue;
+        }
+        match m["method"].as_str() {
+            Some("moonkale/agent/text") if first.is_none() => {
+                first = Some(start.elapsed().as_secs_f64() * 1e3);
+            }
+            Some("moonkale/agent/event") => {
+                let event = &m["params"]["event"];
+                if event["kind"] == "cli" && event["data"]["type"] == "result" {
+                    result = true;
+                }
+                let state = &event["data"]["state"];
+                if event["kind"] == "state" && state == "failed" {
+                    return Err(format!("the turn failed: {event}"));
+                }
+                if event["kind"] == "state" && state == "idle" && result {
+                    return first.ok_or_else(|| "a turn without partial text".to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    Err(format!("no idle state within {TURN_DEADLINE:?}"))
 }

@@ -121,7 +121,14 @@ impl CliMessage {
 
     /// The message as a JSON value (parsed again for the kept-raw kinds).
     pub fn to_value(&self) -> Value {
-        let parse = |raw: &Raw| serde_json::from_str(raw.get()).expect("validated when decoded");
+        // Decoding validates the JSON syntax only where it needs to, so a
+        // lone surrogate escape or very deep nesting may still fail here: a
+        // hostile line must not panic the reader, it becomes a marker.
+        let parse = |raw: &Raw| {
+            serde_json::from_str(raw.get()).unwrap_or_else(
+                |e| serde_json::json!({"type": "unreadable", "error": e.to_string()}),
+            )
+        };
         match self {
             CliMessage::System { raw, .. }
             | CliMessage::StreamEvent { raw }
@@ -474,6 +481,37 @@ fn decode_line(line: &[u8]) -> Option<Result<CliMessage, DecodeError>> {
         Err(e) => return Some(Err(DecodeError::BadJson(format!("not UTF-8: {e}")))),
     };
     Some(CliMessage::decode(text).map_err(|e| DecodeError::BadJson(e.to_string())))
+}
+
+#[cfg(test)]
+mod hostile_tests {
+    use super::*;
+
+    /// Security case 43: lines the decoder accepts but serde_json cannot
+    /// build a value of (a lone surrogate, nesting past its limit) never
+    /// panic `to_value`.
+    #[test]
+    fn hostile_43_lines_that_do_not_parse_whole_do_not_panic() {
+        let deep = format!(
+            "{{\"type\":\"assistant\",\"x\":{}{}}}\n",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let lines = [
+            "{\"type\":\"assistant\",\"message\":\"\\ud800\"}\n".to_owned(),
+            "{\"type\":\"stream_event\",\"event\":\"\\udfff\"}\n".to_owned(),
+            deep,
+        ];
+        let mut accepted = 0;
+        for line in lines {
+            for message in Decoder::new().push(line.as_bytes()).into_iter().flatten() {
+                accepted += 1;
+                let _ = message.to_value();
+                let _ = message.text_delta();
+            }
+        }
+        assert!(accepted > 0, "the decoder rejects them all: nothing to check");
+    }
 }
 
 #[cfg(test)]

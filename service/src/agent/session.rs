@@ -573,7 +573,11 @@ impl Session {
                         "moonkale/agent/text",
                         json!({"session": self.id_text, "text": text}),
                     );
-                } else if let Some(tool) = tool_use_start(&message.to_value()) {
+                } else if let CliMessage::StreamEvent { raw } = &message
+                    && raw.get().contains("\"tool_use\"")
+                    && let Some(tool) = tool_use_start(&message.to_value())
+                {
+                    // Parsed again only for the rare start of a tool use.
                     self.progress(AgentProgress::Report(format!("using {tool}")));
                 }
             }

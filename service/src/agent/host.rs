@@ -521,8 +521,8 @@ impl Host {
 /// title.
 const SUMMARY_HEAD: u64 = 256 * 1024;
 
-/// What `list` shows of a session that has no task: its first events give
-/// the settings and the title, the file's size the number of events.
+/// What `list` shows of a session that has no task: what the events at the
+/// start of its transcript say, and its file's time.
 fn summary_from_disk(path: &Path, id: &str) -> Option<Value> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     if !meta.is_file() {
@@ -531,40 +531,18 @@ fn summary_from_disk(path: &Path, id: &str) -> Option<Value> {
     let file = std::fs::File::open(path).ok()?;
     let mut head = Vec::new();
     file.take(SUMMARY_HEAD).read_to_end(&mut head).ok()?;
-    let mut summary = json!({
-        "session": id, "state": "idle", "title": "", "created": 0, "updated": 0,
-        "permissionMode": "plan", "model": null, "events": null,
-    });
-    for line in head.split(|&b| b == b'\n') {
-        let Ok(event) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
-        let data = &event["data"];
-        match event["kind"].as_str() {
-            Some("session") => {
-                summary["created"] = event["at"].clone();
-                summary["permissionMode"] = data["permissionMode"].clone();
-                summary["model"] = data["model"].clone();
-            }
-            Some("prompt") if summary["title"] == "" => {
-                summary["title"] =
-                    json!(session::title_of(data["text"].as_str().unwrap_or_default()));
-            }
-            // A turn that ran when the service stopped did not finish.
-            Some("state") => {
-                let failed = data["state"] == "failed";
-                summary["state"] = json!(if failed { "failed" } else { "idle" });
-            }
-            _ => {}
-        }
-    }
+    let events: Vec<Value> = head
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect();
+    let (mut summary, _) = session::summarize(id, &events);
     if let Ok(modified) = meta.modified()
         && let Ok(since) = modified.duration_since(std::time::UNIX_EPOCH)
     {
-        summary["updated"] = json!(since.as_millis() as u64);
+        summary.updated = since.as_millis() as u64;
     }
-    if meta.len() <= SUMMARY_HEAD {
-        summary["events"] = json!(head.iter().filter(|&&b| b == b'\n').count());
+    if meta.len() > SUMMARY_HEAD {
+        summary.events = None;
     }
-    Some(summary)
+    Some(serde_json::to_value(summary).expect("serializes"))
 }

@@ -63,7 +63,60 @@ pub struct Summary {
     pub updated: u64,
     pub permission_mode: &'static str,
     pub model: Option<String>,
-    pub events: usize,
+    /// `None` when not known (a long transcript listed from its start).
+    pub events: Option<usize>,
+}
+
+/// What stored events say of a session: its settings, title and state, and
+/// why its last turn failed. A turn that was running when the service
+/// stopped did not finish: such a session is idle.
+pub(super) fn summarize(id: &str, events: &[Value]) -> (Summary, Option<String>) {
+    let mut summary = Summary {
+        session: id.to_owned(),
+        state: State::Idle,
+        title: String::new(),
+        created: events
+            .first()
+            .and_then(|e| e["at"].as_u64())
+            .unwrap_or_else(now_ms),
+        updated: events
+            .last()
+            .and_then(|e| e["at"].as_u64())
+            .unwrap_or_else(now_ms),
+        permission_mode: PermissionMode::Plan.as_str(),
+        model: None,
+        events: Some(events.len()),
+    };
+    let mut error = None;
+    for event in events {
+        let data = &event["data"];
+        match event["kind"].as_str() {
+            Some("session") | Some("settings") => {
+                if let Some(mode) = data["permissionMode"]
+                    .as_str()
+                    .and_then(PermissionMode::parse)
+                {
+                    summary.permission_mode = mode.as_str();
+                }
+                if data.get("model").is_some() {
+                    summary.model = data["model"].as_str().map(str::to_owned);
+                }
+            }
+            Some("prompt") if summary.title.is_empty() => {
+                summary.title = title_of(data["text"].as_str().unwrap_or_default());
+            }
+            Some("state") => {
+                error = data["error"].as_str().map(str::to_owned);
+                summary.state = if data["state"] == "failed" {
+                    State::Failed
+                } else {
+                    State::Idle
+                };
+            }
+            _ => {}
+        }
+    }
+    (summary, error)
 }
 
 pub enum SessionCommand {
@@ -238,16 +291,9 @@ impl Session {
             e["kind"] == "cli" && e["data"]["type"] == "system" && e["data"]["subtype"] == "init"
         });
         let id_text = start.id.to_string();
-        let summary = Summary {
-            session: id_text.clone(),
-            state: State::Idle,
-            title: String::new(),
-            created: now_ms(),
-            updated: now_ms(),
-            permission_mode: start.permission_mode.as_str(),
-            model: start.model.clone(),
-            events: 0,
-        };
+        let (mut summary, _) = summarize(&id_text, &[]);
+        summary.permission_mode = start.permission_mode.as_str();
+        summary.model = start.model.clone();
         let mut session = Session {
             id: start.id,
             id_text,
@@ -279,46 +325,18 @@ impl Session {
         session
     }
 
-    /// State and settings as the stored events leave them (a turn that was
-    /// running when the service stopped did not finish).
+    /// State and settings as the stored events leave them.
     fn restore(&mut self) {
-        let mut summary = self.summary_tx.borrow().clone();
-        for event in &self.events {
-            let data = &event["data"];
-            match event["kind"].as_str() {
-                Some("session") | Some("settings") => {
-                    if let Some(mode) = data["permissionMode"]
-                        .as_str()
-                        .and_then(PermissionMode::parse)
-                    {
-                        self.permission_mode = mode;
-                    }
-                    if data.get("model").is_some() {
-                        self.model = data["model"].as_str().map(str::to_owned);
-                    }
-                }
-                Some("prompt") if summary.title.is_empty() => {
-                    summary.title = title_of(data["text"].as_str().unwrap_or_default());
-                }
-                Some("state") => {
-                    self.error = data["error"].as_str().map(str::to_owned);
-                    self.state = if data["state"] == "failed" {
-                        State::Failed
-                    } else {
-                        State::Idle
-                    };
-                }
-                _ => {}
-            }
+        if self.events.is_empty() {
+            return;
         }
-        if let Some(first) = self.events.first() {
-            summary.created = first["at"].as_u64().unwrap_or(summary.created);
-        }
-        if let Some(last) = self.events.last() {
-            summary.updated = last["at"].as_u64().unwrap_or(summary.updated);
-        }
+        let (summary, error) = summarize(&self.id_text, &self.events);
+        self.permission_mode =
+            PermissionMode::parse(summary.permission_mode).unwrap_or(PermissionMode::Plan);
+        self.model = summary.model.clone();
+        self.state = summary.state;
+        self.error = error;
         self.summary_tx.send_replace(summary);
-        self.publish_summary();
     }
 
     async fn run(
@@ -994,7 +1012,7 @@ impl Session {
     fn publish_summary(&self) {
         self.summary_tx.send_modify(|s| {
             s.state = self.state;
-            s.events = self.events.len();
+            s.events = Some(self.events.len());
             s.updated = self
                 .events
                 .last()

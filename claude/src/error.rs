@@ -16,5 +16,9 @@ pub enum Error {
     #[error("argument {index} contains a line break; prompts go over stdin, never in argv")]
     LineBreakInArgv { index: usize },
     #[error("argument {index} has {len} bytes; at most {max} are passed in argv")]
-    ArgTooLong { index: usize, len: usize, max: usize },
+    ArgTooLong {
+        index: usize,
+        len: usize,
+        max: usize,
+    },
 }

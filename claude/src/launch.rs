@@ -100,7 +100,11 @@ impl Launch {
         if let Some(index) = argv.iter().position(|a| a.contains(['\n', '\r'])) {
             return Err(Error::LineBreakInArgv { index });
         }
-        if let Some((index, a)) = argv.iter().enumerate().find(|(_, a)| a.len() > MAX_ARG_BYTES) {
+        if let Some((index, a)) = argv
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.len() > MAX_ARG_BYTES)
+        {
             return Err(Error::ArgTooLong {
                 index,
                 len: a.len(),

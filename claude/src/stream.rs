@@ -510,7 +510,10 @@ mod hostile_tests {
                 let _ = message.text_delta();
             }
         }
-        assert!(accepted > 0, "the decoder rejects them all: nothing to check");
+        assert!(
+            accepted > 0,
+            "the decoder rejects them all: nothing to check"
+        );
     }
 }
 

@@ -23,5 +23,6 @@ pub mod ide;
 pub mod lsp;
 pub mod runtime;
 pub mod server;
+pub mod terminal;
 
 pub use error::{Error, Result};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 
 use crate::agent::{AgentCommand, AgentConfig, AgentSender};
 use crate::error::{Error, IoContext, Result};
@@ -20,6 +20,7 @@ use crate::ide::{IdeConfig, IdeServer};
 use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
 use crate::lsp::stdio;
 use crate::runtime::{self, RuntimeDir, ServiceInfo, WorkspaceFiles, WorkspaceLock};
+use crate::terminal::host::{HostCommand, TerminalConfig, TerminalSender};
 
 /// Connections one listener serves at once; more are closed on accept.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -34,31 +35,55 @@ pub struct ServeConfig {
     pub agent: Option<AgentConfig>,
 }
 
-/// A workspace's hub and, when enabled, its agent host.
+/// A workspace's hub, its agent host (when enabled) and its terminals.
 pub struct Workspace {
     pub hub: HubHandle,
     agent: Option<(AgentSender, tokio::task::JoinHandle<()>)>,
+    terminals: (TerminalSender, Terminals),
+}
+
+enum Terminals {
+    /// Requests wait in the channel until the IDE port is known.
+    Waiting(mpsc::Receiver<HostCommand>),
+    Running(tokio::task::JoinHandle<()>),
+    Stopped,
 }
 
 impl Workspace {
     pub fn start(root: PathBuf, agent: Option<&AgentConfig>) -> Workspace {
+        let (terminal_tx, terminal_rx) = crate::terminal::host::channel();
         let Some(config) = agent else {
             return Workspace {
-                hub: hub::spawn(root, None),
+                hub: hub::spawn(root, None, Some(terminal_tx.clone())),
                 agent: None,
+                terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
             };
         };
         let (tx, rx) = crate::agent::channel();
-        let hub = hub::spawn(root, Some(tx.clone()));
+        let hub = hub::spawn(root, Some(tx.clone()), Some(terminal_tx.clone()));
         let task = crate::agent::spawn(hub.clone(), rx, config.clone());
         Workspace {
             hub,
             agent: Some((tx, task)),
+            terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
         }
     }
 
-    /// Ends the agent's sessions: each closes its process's stdin, waits,
-    /// then ends its process group. Bounded by twice the grace period.
+    /// Starts the terminal host, once this workspace's IDE port is known
+    /// ("Start Claude Code here" passes it on).
+    pub fn start_terminals(&mut self, config: TerminalConfig) {
+        let waiting = std::mem::replace(&mut self.terminals.1, Terminals::Stopped);
+        self.terminals.1 = match waiting {
+            Terminals::Waiting(rx) => {
+                Terminals::Running(crate::terminal::host::spawn(self.hub.clone(), rx, config))
+            }
+            other => other,
+        };
+    }
+
+    /// Ends the agent's sessions (each closes its process's stdin, waits,
+    /// then ends its process group) and the terminals (SIGHUP, then
+    /// SIGKILL). Bounded by twice the grace period each.
     pub async fn stop(&mut self, grace: std::time::Duration) {
         if let Some((tx, task)) = self.agent.take() {
             let _ = tx.send(AgentCommand::Shutdown).await;
@@ -66,6 +91,30 @@ impl Workspace {
                 tracing::warn!("agent sessions did not stop in time");
             }
         }
+        if let Terminals::Running(task) =
+            std::mem::replace(&mut self.terminals.1, Terminals::Stopped)
+        {
+            let _ = self.terminals.0.send(HostCommand::Shutdown).await;
+            if tokio::time::timeout(TERMINAL_GRACE * 2, task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("terminals did not stop in time");
+            }
+        }
+    }
+}
+
+/// SIGHUP → SIGKILL for terminals (security.md case 48).
+pub const TERMINAL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How a workspace's terminals start programs.
+fn terminal_config(agent: Option<&AgentConfig>, ide_port: Option<u16>) -> TerminalConfig {
+    TerminalConfig {
+        env: std::env::vars_os().collect(),
+        grace: TERMINAL_GRACE,
+        claude_bin: agent.and_then(|a| a.claude_bin.clone()),
+        ide_port,
     }
 }
 
@@ -188,12 +237,13 @@ pub async fn start_workspace(
     let meta =
         std::fs::symlink_metadata(&socket).context(|| format!("checking {}", socket.display()))?;
     runtime::write_private_atomic(&files.token_path(), token.as_bytes())?;
-    let workspace = Workspace::start(root.to_path_buf(), agent);
+    let mut workspace = Workspace::start(root.to_path_buf(), agent);
     let hub = workspace.hub.clone();
     let ide = match ide {
         Some(cfg) => Some(crate::ide::start(hub.clone(), cfg).await?),
         None => None,
     };
+    workspace.start_terminals(terminal_config(agent, ide.as_ref().map(|i| i.port)));
     let info = ServiceInfo {
         pid: std::process::id(),
         workspace: root.to_path_buf(),
@@ -340,7 +390,8 @@ pub async fn run_stdio(
     let (hub, mut own) = match &served {
         Some(s) => (s.workspace.hub.clone(), None),
         None => {
-            let w = Workspace::start(root, agent.as_ref());
+            let mut w = Workspace::start(root, agent.as_ref());
+            w.start_terminals(terminal_config(agent.as_ref(), None));
             (w.hub.clone(), Some(w))
         }
     };

@@ -31,8 +31,8 @@ pub use status::{
 };
 pub use workspace::{
     ACCEPT_COMMAND, ANSWER_APPROVAL_COMMAND, MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES,
-    REJECT_COMMAND, REVERT_HUNK_COMMAND, SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND, error_result,
-    lenient_file_url, text_result,
+    REJECT_COMMAND, REVERT_HUNK_COMMAND, SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND,
+    START_CLAUDE_COMMAND, error_result, lenient_file_url, text_result,
 };
 
 /// How many events may wait for the hub before senders are slowed down.
@@ -168,6 +168,18 @@ pub enum Event {
         arguments: Value,
         reply: Reply,
     },
+    /// From a terminal: tell the connections subscribed to it.
+    TerminalNotify {
+        terminal: u64,
+        method: &'static str,
+        params: Value,
+    },
+    /// From the terminal host: subscribe a connection to a terminal it
+    /// opened.
+    TerminalSubscribe {
+        editor: EditorId,
+        terminal: u64,
+    },
 }
 
 /// A turn's progress, shown in editors as `$/progress`.
@@ -215,6 +227,12 @@ impl std::fmt::Debug for Event {
                 write!(f, "AgentProgress({session}, {progress:?})")
             }
             Event::AgentToolCall { tool, .. } => write!(f, "AgentToolCall({tool})"),
+            Event::TerminalNotify {
+                terminal, method, ..
+            } => write!(f, "TerminalNotify({terminal}, {method})"),
+            Event::TerminalSubscribe { editor, terminal } => {
+                write!(f, "TerminalSubscribe({}, {terminal})", editor.0)
+            }
         }
     }
 }
@@ -262,9 +280,13 @@ impl HubHandle {
 
 /// Starts the hub task for the workspace at `root` (an absolute, canonical
 /// path) and returns the handle adapters use to reach it.
-/// `agent` receives the `moonkale/agent/*` requests; without one they are
-/// refused.
-pub fn spawn(root: PathBuf, agent: Option<crate::agent::AgentSender>) -> HubHandle {
+/// `agent` receives the `moonkale/agent/*` requests and `terminals` the
+/// `moonkale/terminal/*` ones; without them those are refused.
+pub fn spawn(
+    root: PathBuf,
+    agent: Option<crate::agent::AgentSender>,
+    terminals: Option<crate::terminal::host::TerminalSender>,
+) -> HubHandle {
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
     let (selection_tx, selection) = watch::channel(None);
     let handle = HubHandle {
@@ -275,6 +297,7 @@ pub fn spawn(root: PathBuf, agent: Option<crate::agent::AgentSender>) -> HubHand
     tokio::spawn(async move {
         let mut ws = workspace::Workspace::new(root, workspace::Limits::default(), selection_tx);
         ws.set_agent(agent);
+        ws.set_terminals(terminals);
         while let Some(event) = rx.recv().await {
             ws.handle(event);
         }

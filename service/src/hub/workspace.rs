@@ -17,10 +17,12 @@ use serde_json::{Value, json};
 mod agent;
 mod ide;
 mod proposals;
+mod terminal;
 
 pub use agent::ANSWER_APPROVAL_COMMAND;
 pub use ide::{SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result};
 pub use proposals::{ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND};
+pub use terminal::START_CLAUDE_COMMAND;
 
 use super::diagnostics::{DiagnosticsStore, SourceDiagnostics};
 use super::status::{DocumentStatus, EditorStatus, SelectionStatus, Status};
@@ -72,6 +74,8 @@ pub(super) struct Workspace {
     awaited_answers: HashMap<(EditorId, message::RequestId), Awaited>,
     /// Agent sessions' subscribers, approvals and progress.
     agent: agent::AgentLink,
+    /// Service terminals' subscribers.
+    terminals: terminal::TerminalLink,
     /// The active editor's selection as `selection_changed` params.
     selection_tx: tokio::sync::watch::Sender<Option<Value>>,
 }
@@ -138,6 +142,7 @@ impl Workspace {
             proposals: Vec::new(),
             awaited_answers: HashMap::new(),
             agent: agent::AgentLink::default(),
+            terminals: terminal::TerminalLink::default(),
             selection_tx,
         }
     }
@@ -191,6 +196,14 @@ impl Workspace {
                 self.agent_approval_closed(&session, &approval)
             }
             Event::AgentProgress { session, progress } => self.agent_progress(&session, progress),
+            Event::TerminalNotify {
+                terminal,
+                method,
+                params,
+            } => self.terminal_notify(terminal, method, params),
+            Event::TerminalSubscribe { editor, terminal } => {
+                self.terminal_subscribe(editor, terminal)
+            }
             Event::AgentToolCall {
                 tool,
                 arguments,
@@ -267,6 +280,7 @@ impl Workspace {
                 }
                 self.diagnostics.remove_editor(editor);
                 self.agent_detach(editor);
+                self.terminal_detach(editor);
             }
             Event::Notification {
                 editor,
@@ -558,6 +572,12 @@ impl Workspace {
             | "textDocument/typeDefinition"
             | "textDocument/implementation" => self.position_request(editor, &params, "definition"),
             "textDocument/diagnostic" => self.pull_diagnostics(editor, params),
+            "workspace/executeCommand" if command_name(&params) == Some(START_CLAUDE_COMMAND) => {
+                let args = parse_params::<lsp_types::ExecuteCommandParams>(&params)
+                    .map(|p| p.arguments)
+                    .unwrap_or_default();
+                return self.start_claude_command(editor, &args, reply);
+            }
             "workspace/executeCommand" => self.execute_command(editor, params),
             "moonkale/status" => {
                 Ok(serde_json::to_value(self.status()).expect("status serializes"))
@@ -566,6 +586,9 @@ impl Workspace {
             "moonkale/waitForVersion" => return self.wait_for_version(params, reply),
             m if m.starts_with("moonkale/agent/") => {
                 return self.agent_request(editor, method, params, reply);
+            }
+            m if m.starts_with("moonkale/terminal/") => {
+                return self.terminal_request(editor, method, params, reply);
             }
             #[cfg(test)]
             "moonkale/test/panic" => panic!("injected by a test"),
@@ -593,6 +616,11 @@ impl Workspace {
         }
         let mut actions = self.proposal_actions(&uri, &p.range);
         actions.extend(self.approval_actions());
+        actions.push(json!({
+            "title": "Start Claude Code here",
+            "kind": "source",
+            "command": {"title": "Start Claude Code here", "command": START_CLAUDE_COMMAND, "arguments": []},
+        }));
         actions.push(json!({
             "title": "Send selection to Claude Code",
             "kind": "source",
@@ -1019,6 +1047,18 @@ impl Workspace {
                 .collect(),
         }
     }
+}
+
+/// The `command` of `workspace/executeCommand` params, if they have one.
+fn command_name(params: &RawValue) -> Option<&str> {
+    #[derive(Deserialize)]
+    struct P<'a> {
+        #[serde(borrow)]
+        command: &'a str,
+    }
+    serde_json::from_str::<P>(params.get())
+        .ok()
+        .map(|p| p.command)
 }
 
 fn accepted_scheme(uri: &Url) -> bool {

@@ -453,6 +453,7 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
                 crate::hub::REJECT_COMMAND,
                 crate::hub::REVERT_HUNK_COMMAND,
                 crate::hub::ANSWER_APPROVAL_COMMAND,
+                crate::hub::START_CLAUDE_COMMAND,
             ]},
             "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false},
         },
@@ -477,7 +478,7 @@ mod tests {
         fn start(transport: Transport) -> Peer {
             let (ours, theirs) = tokio::io::duplex(1 << 16);
             let (their_read, their_write) = tokio::io::split(theirs);
-            let hub = crate::hub::spawn(std::env::temp_dir(), None);
+            let hub = crate::hub::spawn(std::env::temp_dir(), None, None);
             let cfg = ConnectionConfig {
                 transport,
                 token: None,

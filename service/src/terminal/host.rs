@@ -1,0 +1,650 @@
+//! The terminals of one workspace: opens them (programs by argv, in a
+//! folder inside the workspace, with a scrubbed environment), routes
+//! `moonkale/terminal/*` requests to them, closes them with their client or
+//! the service, and starts Claude Code wired to this service.
+//!
+//! **Invariant:** the host never waits for a terminal (commands are
+//! `try_send`); a terminal's screen and PTY belong to its task.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::pty::{Pty, Spawn, scrubbed_env};
+use super::session::{self, TerminalCommand, TerminalHandle, TerminalInfo};
+use crate::hub::{EditorId, Event, HubHandle, Reply};
+use crate::lsp::message::{Params, ResponseError, code};
+
+/// Terminals one workspace may have open.
+pub const MAX_TERMINALS: usize = 64;
+/// Largest accepted size; larger (or zero) sizes are refused.
+pub const MAX_ROWS: u16 = 1000;
+pub const MAX_COLS: u16 = 4000;
+/// Largest input of one request, in bytes.
+pub const MAX_INPUT: usize = 1 << 20;
+const COMMAND_QUEUE: usize = 1024;
+
+pub type TerminalSender = mpsc::Sender<HostCommand>;
+
+pub fn channel() -> (TerminalSender, mpsc::Receiver<HostCommand>) {
+    mpsc::channel(COMMAND_QUEUE)
+}
+
+/// What the hub hands the terminal host.
+pub enum HostCommand {
+    Request {
+        editor: EditorId,
+        method: String,
+        params: Params,
+        reply: Reply,
+    },
+    /// A connection went away: its terminals (those not kept alive) close.
+    Detach { editor: EditorId },
+    /// The service is stopping: every terminal closes.
+    Shutdown,
+}
+
+/// How terminals are started.
+#[derive(Clone, Debug)]
+pub struct TerminalConfig {
+    /// The environment programs inherit, before scrubbing.
+    pub env: Vec<(OsString, OsString)>,
+    /// SIGHUP → SIGKILL.
+    pub grace: Duration,
+    /// The `claude` for "Start Claude Code here" (else `PATH`).
+    pub claude_bin: Option<PathBuf>,
+    /// This service's IDE port, for `CLAUDE_CODE_SSE_PORT`.
+    pub ide_port: Option<u16>,
+}
+
+pub fn spawn(
+    hub: HubHandle,
+    commands: mpsc::Receiver<HostCommand>,
+    config: TerminalConfig,
+) -> tokio::task::JoinHandle<()> {
+    let host = Host {
+        workspace: Arc::new(hub.root().to_path_buf()),
+        hub,
+        config,
+        terminals: BTreeMap::new(),
+        next_id: 1,
+    };
+    tokio::spawn(host.run(commands))
+}
+
+struct Host {
+    workspace: Arc<PathBuf>,
+    hub: HubHandle,
+    config: TerminalConfig,
+    terminals: BTreeMap<u64, Live>,
+    next_id: u64,
+}
+
+struct Live {
+    handle: TerminalHandle,
+    /// Closed when this connection goes away (unless kept alive).
+    owner: Option<EditorId>,
+}
+
+fn invalid(message: impl Into<String>) -> ResponseError {
+    ResponseError::invalid_params(message)
+}
+
+fn parse<T: serde::de::DeserializeOwned>(params: &Params) -> Result<T, ResponseError> {
+    serde_json::from_str(params.get()).map_err(|e| invalid(format!("invalid params: {e}")))
+}
+
+fn check_size(rows: u16, cols: u16) -> Result<(), ResponseError> {
+    if rows == 0 || cols == 0 || rows > MAX_ROWS || cols > MAX_COLS {
+        return Err(invalid(format!(
+            "size {rows}x{cols} refused: 1..={MAX_ROWS} rows and 1..={MAX_COLS} columns"
+        )));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Open {
+    argv: Option<Vec<String>>,
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default = "default_rows")]
+    rows: u16,
+    #[serde(default = "default_cols")]
+    cols: u16,
+    /// Outlives the connection that opened it.
+    #[serde(default)]
+    keep_alive: bool,
+}
+
+fn default_rows() -> u16 {
+    24
+}
+fn default_cols() -> u16 {
+    80
+}
+
+impl Host {
+    async fn run(mut self, mut commands: mpsc::Receiver<HostCommand>) {
+        while let Some(command) = commands.recv().await {
+            match command {
+                HostCommand::Request {
+                    editor,
+                    method,
+                    params,
+                    reply,
+                } => {
+                    let answer = self.request(editor, &method, &params);
+                    match answer {
+                        Ok(Routed::Now(value)) => {
+                            let _ = reply.send(Ok(value));
+                        }
+                        Ok(Routed::To(id, make)) => self.forward(id, make(reply)),
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                        }
+                    }
+                }
+                HostCommand::Detach { editor } => {
+                    let gone: Vec<u64> = self
+                        .terminals
+                        .iter()
+                        .filter(|(_, l)| l.owner == Some(editor))
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for id in gone {
+                        self.close(id);
+                    }
+                }
+                HostCommand::Shutdown => break,
+            }
+        }
+        let ids: Vec<u64> = self.terminals.keys().copied().collect();
+        let mut tasks = Vec::new();
+        for id in ids {
+            if let Some(task) = self.close(id) {
+                tasks.push(task);
+            }
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    fn request(
+        &mut self,
+        editor: EditorId,
+        method: &str,
+        params: &Params,
+    ) -> Result<Routed, ResponseError> {
+        #[derive(Deserialize)]
+        struct Id {
+            terminal: u64,
+        }
+        let to = |id: u64, make: Box<dyn FnOnce(Reply) -> TerminalCommand + Send>| {
+            Ok(Routed::To(id, make))
+        };
+        match method {
+            "moonkale/terminal/open" => {
+                let p: Open = parse(params)?;
+                let argv = p.argv.unwrap_or_else(default_shell);
+                let env = p
+                    .env
+                    .into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect();
+                let id = self.open(editor, argv, p.cwd, env, p.rows, p.cols, p.keep_alive)?;
+                Ok(Routed::Now(self.info(id)))
+            }
+            "moonkale/terminal/startClaude" => {
+                let (id, message) = self.start_claude(editor, params)?;
+                // The opener (subscribed by `open`) is told how it runs.
+                self.hub.try_send(Event::TerminalNotify {
+                    terminal: id,
+                    method: "window/showMessage",
+                    params: json!({"type": 3, "message": message}),
+                });
+                let mut info = self.info(id);
+                info["message"] = json!(message);
+                Ok(Routed::Now(info))
+            }
+            "moonkale/terminal/list" => {
+                let terminals: Vec<Value> =
+                    self.terminals.keys().map(|id| self.info(*id)).collect();
+                Ok(Routed::Now(json!({"terminals": terminals})))
+            }
+            "moonkale/terminal/close" => {
+                let p: Id = parse(params)?;
+                self.close(p.terminal)
+                    .ok_or_else(|| invalid(format!("no terminal {}", p.terminal)))?;
+                Ok(Routed::Now(json!({})))
+            }
+            "moonkale/terminal/input" => {
+                #[derive(Deserialize)]
+                struct P {
+                    terminal: u64,
+                    text: Option<String>,
+                    keys: Option<Vec<String>>,
+                    paste: Option<String>,
+                }
+                let p: P = parse(params)?;
+                let size = p.text.as_ref().map_or(0, String::len)
+                    + p.paste.as_ref().map_or(0, String::len)
+                    + p.keys
+                        .as_ref()
+                        .map_or(0, |k| k.iter().map(String::len).sum());
+                if size > MAX_INPUT {
+                    return Err(invalid(format!("input over {MAX_INPUT} bytes")));
+                }
+                match (p.text, p.keys, p.paste) {
+                    (Some(text), None, None) => to(
+                        p.terminal,
+                        Box::new(|reply| TerminalCommand::Text { text, reply }),
+                    ),
+                    (None, Some(keys), None) => to(
+                        p.terminal,
+                        Box::new(|reply| TerminalCommand::Keys { keys, reply }),
+                    ),
+                    (None, None, Some(text)) => to(
+                        p.terminal,
+                        Box::new(|reply| TerminalCommand::Paste { text, reply }),
+                    ),
+                    _ => Err(invalid("give exactly one of text, keys or paste")),
+                }
+            }
+            "moonkale/terminal/resize" => {
+                #[derive(Deserialize)]
+                struct P {
+                    terminal: u64,
+                    rows: u16,
+                    cols: u16,
+                }
+                let p: P = parse(params)?;
+                check_size(p.rows, p.cols)?;
+                let (rows, cols) = (p.rows, p.cols);
+                to(
+                    p.terminal,
+                    Box::new(move |reply| TerminalCommand::Resize { rows, cols, reply }),
+                )
+            }
+            "moonkale/terminal/screen" => {
+                let p: Id = parse(params)?;
+                to(
+                    p.terminal,
+                    Box::new(|reply| TerminalCommand::Screen { reply }),
+                )
+            }
+            "moonkale/terminal/scrollback" => {
+                #[derive(Deserialize)]
+                struct P {
+                    terminal: u64,
+                    #[serde(default)]
+                    offset: usize,
+                    #[serde(default = "hundred")]
+                    count: usize,
+                }
+                fn hundred() -> usize {
+                    100
+                }
+                let p: P = parse(params)?;
+                let (offset, count) = (p.offset, p.count);
+                to(
+                    p.terminal,
+                    Box::new(move |reply| TerminalCommand::Scrollback {
+                        offset,
+                        count,
+                        reply,
+                    }),
+                )
+            }
+            "moonkale/terminal/links" => {
+                let p: Id = parse(params)?;
+                to(
+                    p.terminal,
+                    Box::new(|reply| TerminalCommand::Links { reply }),
+                )
+            }
+            _ => Err(ResponseError::new(
+                code::METHOD_NOT_FOUND,
+                format!("unknown method {method}"),
+            )),
+        }
+    }
+
+    fn forward(&mut self, id: u64, command: TerminalCommand) {
+        let error = match self.terminals.get(&id) {
+            None => invalid(format!("no terminal {id}")),
+            Some(live) => match live.handle.tx.try_send(command) {
+                Ok(()) => return,
+                Err(e) => {
+                    let command = match e {
+                        mpsc::error::TrySendError::Full(c)
+                        | mpsc::error::TrySendError::Closed(c) => c,
+                    };
+                    let reply = command.into_reply();
+                    let _ = reply.send(Err(ResponseError::new(
+                        code::REQUEST_FAILED,
+                        "the terminal is busy; try again",
+                    )));
+                    return;
+                }
+            },
+        };
+        // The command (and its reply) was never sent anywhere.
+        let _ = error;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn open(
+        &mut self,
+        editor: EditorId,
+        argv: Vec<String>,
+        cwd: Option<PathBuf>,
+        extra_env: Vec<(OsString, OsString)>,
+        rows: u16,
+        cols: u16,
+        keep_alive: bool,
+    ) -> Result<u64, ResponseError> {
+        check_size(rows, cols)?;
+        if self.terminals.len() >= MAX_TERMINALS {
+            return Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                format!("{MAX_TERMINALS} terminals are open; close one first"),
+            ));
+        }
+        if argv.is_empty() || argv.iter().any(|a| a.contains('\0')) {
+            return Err(invalid("argv must name a program (and contain no NUL)"));
+        }
+        let cwd = self.confined_cwd(cwd)?;
+        let mut env = scrubbed_env(self.config.env.iter().cloned());
+        env.retain(|(k, _)| !extra_env.iter().any(|(e, _)| e == k));
+        env.extend(scrubbed_env(extra_env));
+        env.retain(|(k, _)| k != "TERM");
+        env.push(("TERM".into(), "xterm-256color".into()));
+        let pty = Pty::spawn(&Spawn {
+            argv: argv.clone(),
+            cwd: cwd.clone(),
+            env,
+            rows,
+            cols,
+        })
+        .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let info = TerminalInfo {
+            terminal: id,
+            title: argv.join(" "),
+            pid: pty.pid(),
+            argv,
+            cwd,
+            rows,
+            cols,
+            exit_code: None,
+            exited: false,
+        };
+        let handle = session::spawn(
+            id,
+            pty,
+            info,
+            self.workspace.clone(),
+            self.hub.clone(),
+            self.config.grace,
+        );
+        self.terminals.insert(
+            id,
+            Live {
+                handle,
+                owner: (!keep_alive).then_some(editor),
+            },
+        );
+        // The opener sees its terminal's updates from the first one.
+        self.hub.try_send(Event::TerminalSubscribe {
+            editor,
+            terminal: id,
+        });
+        tracing::info!(terminal = id, "terminal opened");
+        Ok(id)
+    }
+
+    /// A working folder inside the workspace (default: the workspace).
+    fn confined_cwd(&self, cwd: Option<PathBuf>) -> Result<PathBuf, ResponseError> {
+        let Some(cwd) = cwd else {
+            return Ok(self.workspace.to_path_buf());
+        };
+        let joined = self.workspace.join(cwd);
+        let real = joined
+            .canonicalize()
+            .map_err(|e| invalid(format!("{}: {e}", joined.display())))?;
+        if !real.starts_with(&*self.workspace) || !real.is_dir() {
+            return Err(invalid(format!(
+                "{} is not a folder inside the workspace",
+                joined.display()
+            )));
+        }
+        Ok(real)
+    }
+
+    /// Ends a terminal; its task's handle, to wait for it.
+    fn close(&mut self, id: u64) -> Option<tokio::task::JoinHandle<()>> {
+        let mut live = self.terminals.remove(&id)?;
+        if let Some(close) = live.handle.close.take() {
+            let _ = close.send(());
+        }
+        self.hub.try_send(Event::TerminalNotify {
+            terminal: id,
+            method: "moonkale/terminal/closed",
+            params: json!({"terminal": id}),
+        });
+        Some(live.handle.task)
+    }
+
+    fn info(&self, id: u64) -> Value {
+        self.terminals
+            .get(&id)
+            .map(|l| serde_json::to_value(&*l.handle.info.borrow()).expect("serializes"))
+            .unwrap_or(Value::Null)
+    }
+
+    /// "Start Claude Code here": `claude` in a terminal of its own in the
+    /// workspace, told this service's IDE port so it connects at once.
+    fn start_claude(
+        &mut self,
+        editor: EditorId,
+        params: &Params,
+    ) -> Result<(u64, String), ResponseError> {
+        #[derive(Deserialize, Default)]
+        struct P {
+            #[serde(default)]
+            args: Vec<String>,
+            rows: Option<u16>,
+            cols: Option<u16>,
+        }
+        let p: P = if params.get().trim() == "null" {
+            P::default()
+        } else {
+            parse(params)?
+        };
+        let path = self
+            .config
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        let program = moonkale_claude::binary::find(
+            self.config.claude_bin.as_deref(),
+            path.as_deref(),
+            &self.workspace,
+        )
+        .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+        let launch = claude_launch(self.config.ide_port, &self.config.env, p.args)
+            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
+        let mut argv = vec![program.display().to_string()];
+        argv.extend(launch.args);
+        let id = self.open(
+            editor,
+            argv,
+            None,
+            launch.env,
+            p.rows.unwrap_or(default_rows()),
+            p.cols.unwrap_or(default_cols()),
+            true,
+        )?;
+        Ok((id, launch.message))
+    }
+}
+
+/// A request, parsed, before it meets its reply.
+enum Routed {
+    Now(Value),
+    To(u64, Box<dyn FnOnce(Reply) -> TerminalCommand + Send>),
+}
+
+impl TerminalCommand {
+    fn into_reply(self) -> Reply {
+        match self {
+            TerminalCommand::Text { reply, .. }
+            | TerminalCommand::Keys { reply, .. }
+            | TerminalCommand::Paste { reply, .. }
+            | TerminalCommand::Resize { reply, .. }
+            | TerminalCommand::Screen { reply }
+            | TerminalCommand::Scrollback { reply, .. }
+            | TerminalCommand::Links { reply } => reply,
+        }
+    }
+}
+
+/// The user's shell, else `/bin/sh`.
+fn default_shell() -> Vec<String> {
+    let shell = std::env::var("SHELL")
+        .ok()
+        .filter(|s| s.starts_with('/'))
+        .unwrap_or_else(|| "/bin/sh".into());
+    vec![shell]
+}
+
+/// How `claude` is started wired to this service.
+pub struct ClaudeLaunch {
+    /// Arguments after the program.
+    pub args: Vec<String>,
+    /// Variables set on top of the user's environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// What to tell the user.
+    pub message: String,
+}
+
+/// The arguments and variables that make every CLI generation connect to
+/// the IDE server on `ide_port` at once (cli-matrix.md): the port, plus the
+/// auto-connect switches older generations need. Unless the user chose a
+/// permission mode (an argument, or `permissions.defaultMode` in their
+/// settings), `--permission-mode default`: current CLIs otherwise start in
+/// "auto", where edits never reach the editor for review.
+pub fn claude_launch(
+    ide_port: Option<u16>,
+    env: &[(OsString, OsString)],
+    mut args: Vec<String>,
+) -> Result<ClaudeLaunch, String> {
+    let Some(port) = ide_port else {
+        return Err(
+            "this service does not serve Claude Code's IDE protocol (--no-claude-ide)".into(),
+        );
+    };
+    let vars = [
+        ("CLAUDE_CODE_SSE_PORT", port.to_string()),
+        ("ENABLE_IDE_INTEGRATION", "true".into()),
+        ("CLAUDE_CODE_AUTO_CONNECT_IDE", "true".into()),
+        ("FORCE_CODE_TERMINAL", "true".into()),
+    ];
+    let chose_mode = args.iter().any(|a| {
+        a == "--permission-mode"
+            || a.starts_with("--permission-mode=")
+            || a == "--dangerously-skip-permissions"
+    }) || user_default_mode(env).is_some();
+    let message = if chose_mode {
+        format!(
+            "Claude Code starts connected to this workspace (IDE port {port}), in the permission mode you chose."
+        )
+    } else {
+        args.splice(0..0, ["--permission-mode".to_owned(), "default".to_owned()]);
+        format!(
+            "Claude Code starts connected to this workspace (IDE port {port}) in permission mode \"default\": every edit comes to your editor for review. Pass --permission-mode or set permissions.defaultMode to choose another."
+        )
+    };
+    Ok(ClaudeLaunch {
+        args,
+        env: vars
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+        message,
+    })
+}
+
+/// `permissions.defaultMode` from the user's Claude Code settings.
+fn user_default_mode(env: &[(OsString, OsString)]) -> Option<String> {
+    let var = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| PathBuf::from(v))
+    };
+    let dir = var("CLAUDE_CONFIG_DIR").or_else(|| var("HOME").map(|h| h.join(".claude")))?;
+    let text = std::fs::read_to_string(dir.join("settings.json")).ok()?;
+    let settings: Value = serde_json::from_str(&text).ok()?;
+    settings["permissions"]["defaultMode"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_is_wired_to_the_ide_and_reviews_edits() {
+        let home = tempfile::tempdir().unwrap();
+        let env = vec![(OsString::from("HOME"), home.path().as_os_str().to_owned())];
+        let launch = claude_launch(Some(4242), &env, vec!["--model".into(), "x".into()]).unwrap();
+        assert_eq!(
+            launch.args,
+            ["--permission-mode", "default", "--model", "x"]
+        );
+        assert!(
+            launch
+                .env
+                .contains(&("CLAUDE_CODE_SSE_PORT".into(), "4242".into()))
+        );
+        assert!(launch.message.contains("review"));
+        // The user's own choice wins: an argument, or their settings.
+        let own = claude_launch(Some(1), &env, vec!["--permission-mode=plan".into()]).unwrap();
+        assert_eq!(own.args, ["--permission-mode=plan"]);
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::write(
+            home.path().join(".claude/settings.json"),
+            r#"{"permissions": {"defaultMode": "acceptEdits"}}"#,
+        )
+        .unwrap();
+        assert!(
+            claude_launch(Some(1), &env, vec![])
+                .unwrap()
+                .args
+                .is_empty()
+        );
+        assert!(claude_launch(None, &env, vec![]).is_err());
+    }
+
+    #[test]
+    fn hostile_51_sizes_outside_the_range_are_refused() {
+        for (rows, cols) in [(0, 0), (0, 80), (24, 0), (65535, 65535), (1001, 80)] {
+            assert!(check_size(rows, cols).is_err(), "{rows}x{cols}");
+        }
+        assert!(check_size(1, 1).is_ok());
+        assert!(check_size(MAX_ROWS, MAX_COLS).is_ok());
+    }
+}

@@ -1,0 +1,396 @@
+//! One service terminal: its program in a PTY and its screen, owned by one
+//! task.
+//!
+//! **Invariant:** only this task reads the PTY and changes the screen. The
+//! PTY is read as fast as the screen takes it (the screen's memory is
+//! bounded by its size and scrollback), and front ends get coalesced updates
+//! of the changed rows at most every [`FRAME`], dropped rather than queued
+//! for a front end that stops reading (it can always ask for the screen).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use super::keys;
+use super::pty::Pty;
+use super::screen::Screen;
+use crate::hub::{Event, HubHandle, Reply};
+use crate::lsp::message::{ResponseError, code};
+
+/// Longest wait between output and the update that shows it.
+pub const FRAME: Duration = Duration::from_millis(16);
+/// Scrollback lines kept per terminal.
+pub const SCROLLBACK: usize = 10_000;
+/// Bracketed-paste end marker: never let pasted text end the paste early.
+const PASTE_END: &str = "\x1b[201~";
+const COMMAND_QUEUE: usize = 256;
+
+pub enum TerminalCommand {
+    /// Raw text (typed characters).
+    Text {
+        text: String,
+        reply: Reply,
+    },
+    /// Key names (`Enter`, `Ctrl+c`, …).
+    Keys {
+        keys: Vec<String>,
+        reply: Reply,
+    },
+    /// Pasted text: bracketed if the program asked for it.
+    Paste {
+        text: String,
+        reply: Reply,
+    },
+    Resize {
+        rows: u16,
+        cols: u16,
+        reply: Reply,
+    },
+    Screen {
+        reply: Reply,
+    },
+    Scrollback {
+        offset: usize,
+        count: usize,
+        reply: Reply,
+    },
+    Links {
+        reply: Reply,
+    },
+}
+
+/// What `list` shows of a terminal, kept current by its task.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminalInfo {
+    pub terminal: u64,
+    pub title: String,
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub rows: u16,
+    pub cols: u16,
+    pub pid: Option<u32>,
+    /// Set once the program has exited.
+    pub exit_code: Option<u32>,
+    pub exited: bool,
+}
+
+pub struct TerminalHandle {
+    pub tx: mpsc::Sender<TerminalCommand>,
+    pub info: watch::Receiver<TerminalInfo>,
+    /// Ends the terminal: SIGHUP, then SIGKILL after the grace period.
+    pub close: Option<tokio::sync::oneshot::Sender<()>>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+pub fn spawn(
+    id: u64,
+    pty: Pty,
+    info: TerminalInfo,
+    workspace: Arc<PathBuf>,
+    hub: HubHandle,
+    grace: Duration,
+) -> TerminalHandle {
+    let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+    let (close_tx, close_rx) = tokio::sync::oneshot::channel();
+    let screen = Screen::new(info.rows, info.cols, SCROLLBACK);
+    let (info_tx, info_rx) = watch::channel(info);
+    let terminal = Terminal {
+        id,
+        pty: Some(pty),
+        screen,
+        workspace,
+        hub,
+        info: info_tx,
+        dirty: false,
+    };
+    let task = tokio::spawn(terminal.run(rx, close_rx, grace));
+    TerminalHandle {
+        tx,
+        info: info_rx,
+        close: Some(close_tx),
+        task,
+    }
+}
+
+struct Terminal {
+    id: u64,
+    /// `None` once the program's output has ended.
+    pty: Option<Pty>,
+    screen: Screen,
+    workspace: Arc<PathBuf>,
+    hub: HubHandle,
+    info: watch::Sender<TerminalInfo>,
+    /// Output arrived that no update has shown yet.
+    dirty: bool,
+}
+
+impl Terminal {
+    async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<TerminalCommand>,
+        mut close: tokio::sync::oneshot::Receiver<()>,
+        grace: Duration,
+    ) {
+        let mut ended: Option<Pty> = None;
+        loop {
+            let frame = async {
+                if self.dirty {
+                    tokio::time::sleep(FRAME).await
+                } else {
+                    std::future::pending().await
+                }
+            };
+            tokio::select! {
+                _ = &mut close => break,
+                command = commands.recv() => match command {
+                    Some(command) => self.command(command),
+                    None => break,
+                },
+                chunk = output(&mut self.pty) => match chunk {
+                    Some(bytes) => {
+                        self.screen.process(&bytes);
+                        self.dirty = true;
+                    }
+                    None => {
+                        ended = self.pty.take();
+                        self.exited(ended.as_mut());
+                    }
+                },
+                () = frame => self.flush(),
+            }
+        }
+        if let Some(pty) = self.pty.take().or(ended) {
+            pty.close(grace).await;
+        }
+    }
+
+    fn command(&mut self, command: TerminalCommand) {
+        let application_cursor = self.screen.application_cursor();
+        match command {
+            TerminalCommand::Text { text, reply } => {
+                let _ = reply.send(self.write(text.as_bytes()));
+            }
+            TerminalCommand::Keys { keys, reply } => {
+                let mut bytes = Vec::new();
+                for key in &keys {
+                    match keys::encode_with(key, application_cursor) {
+                        Ok(b) => bytes.extend(b),
+                        Err(e) => {
+                            let _ = reply.send(Err(ResponseError::invalid_params(e.to_string())));
+                            return;
+                        }
+                    }
+                }
+                let _ = reply.send(self.write(&bytes));
+            }
+            TerminalCommand::Paste { text, reply } => {
+                let bytes = if self.screen.bracketed_paste() {
+                    format!("\x1b[200~{}{PASTE_END}", text.replace(PASTE_END, ""))
+                } else {
+                    text
+                };
+                let _ = reply.send(self.write(bytes.as_bytes()));
+            }
+            TerminalCommand::Resize { rows, cols, reply } => {
+                let result = match &self.pty {
+                    Some(pty) => pty
+                        .resize(rows, cols)
+                        .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string())),
+                    None => Ok(()),
+                };
+                if result.is_ok() {
+                    self.screen.resize(rows, cols);
+                    self.info.send_modify(|i| {
+                        i.rows = rows;
+                        i.cols = cols;
+                    });
+                    self.dirty = true;
+                }
+                let _ = reply.send(result.map(|()| json!({"rows": rows, "cols": cols})));
+            }
+            TerminalCommand::Screen { reply } => {
+                let mut snapshot =
+                    serde_json::to_value(self.screen.snapshot()).expect("serializes");
+                snapshot["terminal"] = json!(self.id);
+                snapshot["exited"] = json!(self.info.borrow().exited);
+                let _ = reply.send(Ok(snapshot));
+            }
+            TerminalCommand::Scrollback {
+                offset,
+                count,
+                reply,
+            } => {
+                let lines = self.screen.scrollback(offset, count.min(SCROLLBACK));
+                let _ = reply.send(Ok(json!({"terminal": self.id, "lines": lines})));
+            }
+            TerminalCommand::Links { reply } => {
+                let cwd = self.info.borrow().cwd.clone();
+                let links = self.links(&cwd);
+                let _ = reply.send(Ok(json!({"terminal": self.id, "links": links})));
+            }
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<Value, ResponseError> {
+        let Some(pty) = self.pty.as_mut() else {
+            return Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                "the terminal's program has exited",
+            ));
+        };
+        pty.write(bytes)
+            .map(|()| json!({}))
+            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))
+    }
+
+    /// Sends the changed rows (and cursor, title, …) to subscribers.
+    fn flush(&mut self) {
+        self.dirty = false;
+        let Some(update) = self.screen.changes() else {
+            return;
+        };
+        if let Some(title) = &update.title {
+            self.info.send_modify(|i| i.title = title.clone());
+        }
+        let mut params = serde_json::to_value(update).expect("serializes");
+        params["terminal"] = json!(self.id);
+        self.notify("moonkale/terminal/update", params);
+    }
+
+    fn exited(&mut self, pty: Option<&mut Pty>) {
+        self.flush();
+        let code = pty.and_then(|p| p.exit_code());
+        self.info.send_modify(|i| {
+            i.exited = true;
+            i.exit_code = code;
+        });
+        self.notify(
+            "moonkale/terminal/exit",
+            json!({"terminal": self.id, "exitCode": code}),
+        );
+    }
+
+    fn notify(&self, method: &'static str, params: Value) {
+        // Never wait: a hub that far behind loses an update, which the
+        // next update or `screen` makes good.
+        self.hub.try_send(Event::TerminalNotify {
+            terminal: self.id,
+            method,
+            params,
+        });
+    }
+
+    /// `path:line[:col]` on the visible screen that name files inside the
+    /// workspace.
+    fn links(&self, cwd: &Path) -> Vec<Value> {
+        let snapshot = self.screen.snapshot();
+        let mut out = Vec::new();
+        for row in &snapshot.lines {
+            let text: String = row.spans.iter().map(|s| s.text.as_str()).collect();
+            for link in find_links(&text) {
+                let path = cwd.join(link.path);
+                let Ok(path) = path.canonicalize() else {
+                    continue;
+                };
+                if !path.starts_with(&*self.workspace) || !path.is_file() {
+                    continue;
+                }
+                out.push(json!({
+                    "row": row.index, "start": link.start, "end": link.end,
+                    "path": path, "line": link.line, "column": link.column,
+                }));
+            }
+        }
+        out
+    }
+}
+
+async fn output(pty: &mut Option<Pty>) -> Option<Vec<u8>> {
+    match pty {
+        Some(pty) => pty.output().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A `path:line[:col]` in a line of text; `start`/`end` are char columns.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Link<'a> {
+    pub path: &'a str,
+    pub line: u32,
+    pub column: Option<u32>,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Finds `path:line[:col]` links (as compilers and grep print them).
+pub fn find_links(text: &str) -> Vec<Link<'_>> {
+    let mut out = Vec::new();
+    let is_path_char = |c: char| c.is_alphanumeric() || "/._-+~@".contains(c);
+    let mut offset = 0;
+    for word in text.split_inclusive(|c: char| c.is_whitespace() || "()[]<>\"'`,".contains(c)) {
+        let token = word.trim_end_matches(|c: char| c.is_whitespace() || "()[]<>\"'`,".contains(c));
+        let start = offset;
+        offset += word.chars().count();
+        let mut parts = token.splitn(4, ':');
+        let (Some(path), Some(line)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Ok(line) = line.parse::<u32>() else {
+            continue;
+        };
+        let column = parts.next().and_then(|c| c.parse::<u32>().ok());
+        if path.is_empty() || !path.chars().all(is_path_char) || !path.contains(['.', '/']) {
+            continue;
+        }
+        let len = path.chars().count()
+            + 1
+            + line.to_string().len()
+            + column.map_or(0, |c| 1 + c.to_string().len());
+        out.push(Link {
+            path,
+            line,
+            column,
+            start,
+            end: start + len,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::expect;
+
+    #[test]
+    fn links_as_tools_print_them() {
+        let got: Vec<String> = [
+            "error[E0308]: mismatched types --> src/main.rs:12:5",
+            "./a.txt:3: hello:world",
+            "see (lib/x.py:10), not http://example.com:80 or 12:30",
+            "tests/it.rs:7:",
+        ]
+        .iter()
+        .flat_map(|t| find_links(t))
+        .map(|l| {
+            format!(
+                "{}:{}:{:?} [{}..{}]",
+                l.path, l.line, l.column, l.start, l.end
+            )
+        })
+        .collect();
+        expect![[r#"
+            [
+                "src/main.rs:12:Some(5) [35..51]",
+                "./a.txt:3:None [0..9]",
+                "lib/x.py:10:None [5..16]",
+                "tests/it.rs:7:None [0..13]",
+            ]
+        "#]]
+        .assert_debug_eq(&got);
+    }
+}

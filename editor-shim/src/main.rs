@@ -13,10 +13,8 @@
 //! (see `moonkale_service::runtime`), so all but one exit at once and every
 //! shim connects to the survivor.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
@@ -24,14 +22,11 @@ use moonkale_service::lsp::connection::editor_root;
 use moonkale_service::lsp::framing::{FrameError, FrameReader, write_frame};
 use moonkale_service::lsp::message::{self, Message, ResponseError, code};
 use moonkale_service::lsp::stdio;
-use moonkale_service::runtime::{self, RuntimeDir, WorkspaceFiles};
+use moonkale_service::runtime;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
-
-/// How long the shim waits for a service it started to accept connections.
-const START_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Stdio language server that connects an editor to moonkale-service.
 #[derive(Parser)]
@@ -208,73 +203,8 @@ async fn write_stdout(mut rx: mpsc::Receiver<Vec<u8>>) {
 
 /// Connects to the workspace's service, starting one if none answers.
 async fn connect_or_start(root: &Path) -> anyhow::Result<UnixStream> {
-    let dir = RuntimeDir::from_env()?;
-    let files = dir.workspace(root);
-    if let Some(stream) = try_connect(&files).await {
-        return Ok(stream);
-    }
-    start_service(&files, root)?;
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        // The service is another process; its info file appearing is the
-        // event, and polling it is the portable way to wait for it.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        if let Some(stream) = try_connect(&files).await {
-            return Ok(stream);
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "moonkale-service did not start for {} within {:?}; see {}",
-                root.display(),
-                START_TIMEOUT,
-                files.log_path().display()
-            );
-        }
-    }
-}
-
-async fn try_connect(files: &WorkspaceFiles) -> Option<UnixStream> {
-    let info = files.read_info()?;
-    UnixStream::connect(&info.socket).await.ok()
-}
-
-/// Starts `moonkale-service serve` for `root` in its own session, so it
-/// outlives the editor, with its log in the runtime directory.
-fn start_service(files: &WorkspaceFiles, root: &Path) -> anyhow::Result<()> {
-    let bin = service_binary();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(files.log_path())
-        .with_context(|| format!("opening {}", files.log_path().display()))?;
-    let mut cmd = Command::new(&bin);
-    cmd.arg("serve")
-        .arg("--workspace")
-        .arg(root)
-        .current_dir(root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
-    // SAFETY: setsid is async-signal-safe, as pre_exec requires.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    tracing::info!(
-        pid = child.id(),
-        "started moonkale-service for {}",
-        root.display()
-    );
-    // Reap it whenever it exits (a service that lost the start race exits at once).
-    std::thread::spawn(move || child.wait());
-    Ok(())
+    let (stream, _) = moonkale_service::client::connect_or_start(root, &service_binary()).await?;
+    Ok(stream)
 }
 
 /// `$MOONKALE_SERVICE_BIN`, else `moonkale-service` next to this binary,

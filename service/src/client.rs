@@ -96,3 +96,92 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LspClient<R, W> {
         Ok(result)
     }
 }
+
+/// How long to wait for a service we started to accept connections.
+pub const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Connects to the service of the workspace at `root`, starting
+/// `service_bin serve` for it if none answers; returns the connection and
+/// the service's info.
+///
+/// Race-free: every caller that finds no service starts one, but a service
+/// serves a workspace only while holding its lock (see [`crate::runtime`]),
+/// so all but one exit at once and every caller connects to the survivor.
+pub async fn connect_or_start(
+    root: &Path,
+    service_bin: &Path,
+) -> Result<(UnixStream, crate::runtime::ServiceInfo)> {
+    let files = crate::runtime::RuntimeDir::from_env()?.workspace(root);
+    if let Some(found) = try_connect(&files).await {
+        return Ok(found);
+    }
+    start_service(&files, root, service_bin)?;
+    let deadline = std::time::Instant::now() + START_TIMEOUT;
+    loop {
+        // The service is another process; its info file appearing is the
+        // event, and polling it is the portable way to wait for it.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        if let Some(found) = try_connect(&files).await {
+            return Ok(found);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Invalid(format!(
+                "moonkale-service did not start for {} within {:?}; see {}",
+                root.display(),
+                START_TIMEOUT,
+                files.log_path().display()
+            )));
+        }
+    }
+}
+
+async fn try_connect(
+    files: &crate::runtime::WorkspaceFiles,
+) -> Option<(UnixStream, crate::runtime::ServiceInfo)> {
+    let info = files.read_info()?;
+    let stream = UnixStream::connect(&info.socket).await.ok()?;
+    Some((stream, info))
+}
+
+/// Starts `service_bin serve` for `root` in its own session, so it outlives
+/// its starter, with its log in the runtime directory.
+fn start_service(
+    files: &crate::runtime::WorkspaceFiles,
+    root: &Path,
+    service_bin: &Path,
+) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(files.log_path())
+        .context(|| format!("opening {}", files.log_path().display()))?;
+    let mut cmd = std::process::Command::new(service_bin);
+    cmd.arg("serve")
+        .arg("--workspace")
+        .arg(root)
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .context(|| format!("starting {}", service_bin.display()))?;
+    tracing::info!(
+        pid = child.id(),
+        "started moonkale-service for {}",
+        root.display()
+    );
+    // Reap it whenever it exits (a service that lost the start race exits at once).
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use moonkale_service::agent::AgentConfig;
-use moonkale_service::client::LspClient;
+use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
+use moonkale_service::terminal::host::claude_launch;
 use moonkale_service::{Error, agent_client, hub, server};
 
 /// One long-running process per workspace: editors attach to it as a
@@ -63,6 +64,17 @@ enum Command {
         workspace: Option<PathBuf>,
         #[command(subcommand)]
         command: AgentCommand,
+    },
+    /// Run Claude Code in this terminal, connected to the workspace's
+    /// service (started if none runs): its selection, diagnostics and diff
+    /// review come from your editors.
+    Claude {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Arguments for `claude` (after `--` if they start with `-`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Show what the running service for a workspace holds.
     Status {
@@ -202,6 +214,26 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                     Ok(0)
                 }
             }
+        }
+        Command::Claude { workspace, args } => {
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let me = std::env::current_exe().context("finding this program")?;
+            let (_, info) = client::connect_or_start(&root, &me).await?;
+            let env: Vec<_> = std::env::vars_os().collect();
+            let launch = claude_launch(info.ide_port, &env, args).map_err(anyhow::Error::msg)?;
+            let path = std::env::var_os("PATH");
+            let configured = std::env::var_os("MOONKALE_CLAUDE_BIN").map(PathBuf::from);
+            let program =
+                moonkale_claude::binary::find(configured.as_deref(), path.as_deref(), &root)?;
+            eprintln!("moonkale: {}", launch.message);
+            use std::os::unix::process::CommandExt;
+            // Replaces this process: the user's terminal talks to claude directly.
+            let err = std::process::Command::new(&program)
+                .args(&launch.args)
+                .envs(launch.env)
+                .env_remove("CLAUDECODE")
+                .exec();
+            Err(anyhow::anyhow!("running {}: {err}", program.display()))
         }
         Command::Status { workspace, json } => {
             let info = running_service(workspace)?;

@@ -319,27 +319,19 @@ impl Host {
         }
     }
 
+    /// Hands `command` to its terminal; errors go to the command's reply.
     fn forward(&mut self, id: u64, command: TerminalCommand) {
-        let error = match self.terminals.get(&id) {
-            None => invalid(format!("no terminal {id}")),
+        let (command, error) = match self.terminals.get(&id) {
+            None => (command, invalid(format!("no terminal {id}"))),
             Some(live) => match live.handle.tx.try_send(command) {
                 Ok(()) => return,
-                Err(e) => {
-                    let command = match e {
-                        mpsc::error::TrySendError::Full(c)
-                        | mpsc::error::TrySendError::Closed(c) => c,
-                    };
-                    let reply = command.into_reply();
-                    let _ = reply.send(Err(ResponseError::new(
-                        code::REQUEST_FAILED,
-                        "the terminal is busy; try again",
-                    )));
-                    return;
-                }
+                Err(mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c)) => (
+                    c,
+                    ResponseError::new(code::REQUEST_FAILED, "the terminal is busy; try again"),
+                ),
             },
         };
-        // The command (and its reply) was never sent anywhere.
-        let _ = error;
+        let _ = command.into_reply().send(Err(error));
     }
 
     #[allow(clippy::too_many_arguments)]

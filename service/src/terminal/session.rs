@@ -157,7 +157,7 @@ impl Terminal {
                     }
                     None => {
                         ended = self.pty.take();
-                        self.exited(ended.as_mut());
+                        self.exited(ended.as_mut()).await;
                     }
                 },
                 () = frame => self.flush(),
@@ -261,9 +261,20 @@ impl Terminal {
         self.notify("moonkale/terminal/update", params);
     }
 
-    fn exited(&mut self, pty: Option<&mut Pty>) {
+    /// The program's output ended: it is reaped (it exits at about the same
+    /// time as it closes the terminal) and subscribers are told its code.
+    async fn exited(&mut self, pty: Option<&mut Pty>) {
         self.flush();
-        let code = pty.and_then(|p| p.exit_code());
+        let mut code = None;
+        if let Some(pty) = pty {
+            for _ in 0..100 {
+                code = pty.exit_code();
+                if code.is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
         self.info.send_modify(|i| {
             i.exited = true;
             i.exit_code = code;

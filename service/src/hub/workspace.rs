@@ -617,11 +617,6 @@ impl Workspace {
         let mut actions = self.proposal_actions(&uri, &p.range);
         actions.extend(self.approval_actions());
         actions.push(json!({
-            "title": "Start Claude Code here",
-            "kind": "source",
-            "command": {"title": "Start Claude Code here", "command": START_CLAUDE_COMMAND, "arguments": []},
-        }));
-        actions.push(json!({
             "title": "Send selection to Claude Code",
             "kind": "source",
             "command": {
@@ -629,6 +624,11 @@ impl Workspace {
                 "command": SEND_TO_CLAUDE_COMMAND,
                 "arguments": [uri, p.range],
             },
+        }));
+        actions.push(json!({
+            "title": "Start Claude Code here",
+            "kind": "source",
+            "command": {"title": "Start Claude Code here", "command": START_CLAUDE_COMMAND, "arguments": []},
         }));
         Ok(Value::Array(actions))
     }

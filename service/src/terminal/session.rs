@@ -105,7 +105,7 @@ pub fn spawn(
         workspace,
         hub,
         info: info_tx,
-        dirty: false,
+        frame_due: None,
     };
     let task = tokio::spawn(terminal.run(rx, close_rx, grace));
     TerminalHandle {
@@ -124,8 +124,9 @@ struct Terminal {
     workspace: Arc<PathBuf>,
     hub: HubHandle,
     info: watch::Sender<TerminalInfo>,
-    /// Output arrived that no update has shown yet.
-    dirty: bool,
+    /// When the update showing output not shown yet is due: set by the
+    /// first such output, so a steady stream still gets one per frame.
+    frame_due: Option<tokio::time::Instant>,
 }
 
 impl Terminal {
@@ -137,11 +138,11 @@ impl Terminal {
     ) {
         let mut ended: Option<Pty> = None;
         loop {
-            let frame = async {
-                if self.dirty {
-                    tokio::time::sleep(FRAME).await
-                } else {
-                    std::future::pending().await
+            let due = self.frame_due;
+            let frame = async move {
+                match due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {
@@ -153,7 +154,7 @@ impl Terminal {
                 chunk = output(&mut self.pty) => match chunk {
                     Some(bytes) => {
                         self.screen.process(&bytes);
-                        self.dirty = true;
+                        self.mark_dirty();
                     }
                     None => {
                         ended = self.pty.take();
@@ -208,7 +209,7 @@ impl Terminal {
                         i.rows = rows;
                         i.cols = cols;
                     });
-                    self.dirty = true;
+                    self.mark_dirty();
                 }
                 let _ = reply.send(result.map(|()| json!({"rows": rows, "cols": cols})));
             }
@@ -235,6 +236,11 @@ impl Terminal {
         }
     }
 
+    fn mark_dirty(&mut self) {
+        self.frame_due
+            .get_or_insert_with(|| tokio::time::Instant::now() + FRAME);
+    }
+
     fn write(&mut self, bytes: &[u8]) -> Result<Value, ResponseError> {
         let Some(pty) = self.pty.as_mut() else {
             return Err(ResponseError::new(
@@ -249,7 +255,7 @@ impl Terminal {
 
     /// Sends the changed rows (and cursor, title, …) to subscribers.
     fn flush(&mut self) {
-        self.dirty = false;
+        self.frame_due = None;
         let Some(update) = self.screen.changes() else {
             return;
         };

@@ -172,32 +172,58 @@ impl Pty {
 
     /// Ends the program's whole session: SIGHUP (what closing a terminal
     /// means), then SIGKILL after `grace`; the program is always reaped.
+    /// The whole session, not one process group: a shell gives each
+    /// background job a group of its own.
     pub async fn close(mut self, grace: Duration) {
         self.input = None;
-        let Some(pid) = self.pid.map(|p| p as i32) else {
+        let Some(sid) = self.pid.map(|p| p as i32) else {
             let _ = self.child.kill();
             return;
         };
-        signal_group(pid, libc::SIGHUP);
+        signal_session(sid, libc::SIGHUP);
         let deadline = tokio::time::Instant::now() + grace;
         while tokio::time::Instant::now() < deadline {
             if self.exit_code().is_some() {
-                signal_group(pid, libc::SIGKILL); // what it left behind
+                signal_session(sid, libc::SIGKILL); // what it left behind
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        signal_group(pid, libc::SIGKILL);
+        signal_session(sid, libc::SIGKILL);
         let _ = tokio::task::spawn_blocking(move || self.child.wait()).await;
     }
 }
 
-/// The program leads its own session and process group (the PTY's
-/// controlling process), so its pid names the group.
-fn signal_group(pid: i32, signal: i32) {
-    // SAFETY: kill has no memory-safety preconditions; a negative pid names
-    // the process group.
-    unsafe { libc::kill(-pid, signal) };
+/// Sends `signal` to every process of session `sid` (the program leads its
+/// own session, so its pid names it), found in /proc.
+fn signal_session(sid: i32, signal: i32) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || session_of(pid) != Some(sid) {
+            continue;
+        }
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// The session id of `pid`, from /proc/<pid>/stat (the 6th field; the
+/// command name before it may hold spaces and parentheses).
+fn session_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(3)?.parse().ok()
 }
 
 fn write_input(mut writer: Box<dyn Write + Send>, inputs: std::sync::mpsc::Receiver<Vec<u8>>) {
@@ -329,7 +355,13 @@ mod tests {
     /// ignores SIGHUP, within the grace period.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn closing_leaves_no_process_behind() {
-        let mut pty = sh("trap '' HUP; sleep 1000 & echo child:$! end; wait", 24, 80);
+        // `set -m`: the job gets a process group of its own, as in an
+        // interactive shell.
+        let mut pty = sh(
+            "set -m; trap '' HUP; sleep 1000 & echo child:$! end; wait",
+            24,
+            80,
+        );
         let text = read_until(&mut pty, " end").await;
         let child: u32 = text
             .split("child:")

@@ -18,6 +18,7 @@ pub mod agent_client;
 pub mod client;
 pub mod core;
 pub mod error;
+pub mod front_door;
 pub mod hub;
 pub mod ide;
 pub mod lsp;

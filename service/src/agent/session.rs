@@ -43,7 +43,7 @@ const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
 const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 const COMMAND_QUEUE: usize = 256;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum State {
     Idle,
@@ -53,7 +53,7 @@ pub enum State {
 }
 
 /// What `list` shows of a session, kept current by its task.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub session: String,
@@ -61,7 +61,7 @@ pub struct Summary {
     pub title: String,
     pub created: u64,
     pub updated: u64,
-    pub permission_mode: &'static str,
+    pub permission_mode: String,
     pub model: Option<String>,
     /// `None` when not known (a long transcript listed from its start).
     pub events: Option<usize>,
@@ -83,7 +83,7 @@ pub(super) fn summarize(id: &str, events: &[Value]) -> (Summary, Option<String>)
             .last()
             .and_then(|e| e["at"].as_u64())
             .unwrap_or_else(now_ms),
-        permission_mode: PermissionMode::Plan.as_str(),
+        permission_mode: PermissionMode::Plan.as_str().into(),
         model: None,
         events: Some(events.len()),
     };
@@ -96,7 +96,7 @@ pub(super) fn summarize(id: &str, events: &[Value]) -> (Summary, Option<String>)
                     .as_str()
                     .and_then(PermissionMode::parse)
                 {
-                    summary.permission_mode = mode.as_str();
+                    summary.permission_mode = mode.as_str().into();
                 }
                 if data.get("model").is_some() {
                     summary.model = data["model"].as_str().map(str::to_owned);
@@ -292,7 +292,7 @@ impl Session {
         });
         let id_text = start.id.to_string();
         let (mut summary, _) = summarize(&id_text, &[]);
-        summary.permission_mode = start.permission_mode.as_str();
+        summary.permission_mode = start.permission_mode.as_str().into();
         summary.model = start.model.clone();
         let mut session = Session {
             id: start.id,
@@ -332,7 +332,7 @@ impl Session {
         }
         let (summary, error) = summarize(&self.id_text, &self.events);
         self.permission_mode =
-            PermissionMode::parse(summary.permission_mode).unwrap_or(PermissionMode::Plan);
+            PermissionMode::parse(&summary.permission_mode).unwrap_or(PermissionMode::Plan);
         self.model = summary.model.clone();
         self.state = summary.state;
         self.error = error;
@@ -1018,7 +1018,7 @@ impl Session {
                 .last()
                 .and_then(|e| e["at"].as_u64())
                 .unwrap_or(s.updated);
-            s.permission_mode = self.permission_mode.as_str();
+            s.permission_mode = self.permission_mode.as_str().into();
             s.model = self.model.clone();
         });
     }

@@ -14,4 +14,4 @@ pub mod pty;
 pub mod screen;
 mod session;
 
-pub use session::find_links;
+pub use session::{TerminalInfo, find_links};

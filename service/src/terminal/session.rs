@@ -63,7 +63,7 @@ pub enum TerminalCommand {
 }
 
 /// What `list` shows of a terminal, kept current by its task.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TerminalInfo {
     pub terminal: u64,

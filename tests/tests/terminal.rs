@@ -1455,3 +1455,66 @@ async fn moonkale_service_claude_in_a_pty() {
     eprintln!("--- the user's terminal ---\n{screen}");
     drop(cli);
 }
+
+/// The older CLI generations (2.0.50 and 1.0.60, installed by
+/// `scripts/install-test-peers.sh`) started by "Start Claude Code here" also
+/// connect at once: they need `CLAUDE_CODE_AUTO_CONNECT_IDE` beside the
+/// port (cli-matrix.md), which the launcher sets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_claude_here_connects_older_generations() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    for version in ["2.0.50", "1.0.60"] {
+        let bin = repo.join(format!(".peers/claude-{version}/node_modules/.bin/claude"));
+        assert!(
+            bin.is_file(),
+            "claude {version} is not installed at {}; run scripts/install-test-peers.sh",
+            bin.display()
+        );
+        let sb = Sandbox::new();
+        let fake = FakeApi::start(Script::new()).await;
+        let (_, mut env) = claude_env(&sb, &fake);
+        env.retain(|(k, _)| k != "MOONKALE_CLAUDE_BIN");
+        env.push(("MOONKALE_CLAUDE_BIN".into(), bin.display().to_string()));
+        let env_ref: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let svc = sb.start_service_with_env(&[], &env_ref).await;
+        let mut c = Client::connect(
+            &svc,
+            "term-editor",
+            plain_caps(),
+            Diag {
+                service_log: sb.root.join("service.log"),
+                fake: Some(fake.log_handle()),
+            },
+        )
+        .await;
+        let info = c
+            .call(
+                "workspace/executeCommand",
+                json!({"command": "moonkale.startClaude", "arguments": []}),
+            )
+            .await;
+        let id = info["terminal"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("startClaude answered {info}"));
+        let pid = pid_of(&info);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(25);
+        loop {
+            let clients = claude_clients(&mut c).await;
+            if clients.iter().any(|cl| cl["pid"] == pid) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let s = screen(&mut c, id).await;
+                panic!(
+                    "claude {version} (pid {pid}) did not connect: {clients:?}\n--- screen ---\n{}\n{}",
+                    text(&s),
+                    c.diag.context()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        c.call("moonkale/terminal/close", json!({"terminal": id}))
+            .await;
+    }
+}

@@ -12,11 +12,14 @@
 //! starts one, but a service serves a workspace only while holding its lock
 //! (see `moonkale_service::runtime`), so all but one exit at once and every
 //! shim connects to the survivor.
+//!
+//! `moonkale-shim -- <server> <args…>` wraps a real language server for
+//! editors that start only stdio servers; see [`wrap`] for its routing.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Parser;
 use moonkale_service::lsp::connection::editor_root;
 use moonkale_service::lsp::framing::{FrameError, FrameReader, write_frame};
@@ -28,6 +31,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
+mod wrap;
+
 /// Stdio language server that connects an editor to moonkale-service.
 #[derive(Parser)]
 #[command(version, about, long_about = None)]
@@ -36,8 +41,8 @@ struct Cli {
     /// else the current directory].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// A real language server to wrap (`moonkale-shim -- rust-analyzer`).
-    /// Not supported yet.
+    /// A real language server to wrap (`moonkale-shim -- pylsp`): the
+    /// editor gets its features and Moonkale's through one stdio server.
     #[arg(last = true, value_name = "SERVER")]
     server: Vec<String>,
 }
@@ -72,12 +77,6 @@ fn main() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<i32> {
-    if !cli.server.is_empty() {
-        bail!(
-            "wrapping a language server (`-- {}`) is not supported yet",
-            cli.server.join(" ")
-        );
-    }
     let (stdout, stdout_rx) = mpsc::channel::<Vec<u8>>(1024);
     let stdout_task = tokio::spawn(write_stdout(stdout_rx));
     let mut stdin = FrameReader::new(stdio::stdin());
@@ -108,6 +107,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         None => std::env::current_dir().context("reading the current directory")?,
     };
     let root = runtime::canonical_workspace(&root)?;
+    if !cli.server.is_empty() {
+        let code = wrap::run(cli.server, root, init_body, params, stdin, stdout).await?;
+        let _ = tokio::time::timeout(Duration::from_secs(2), stdout_task).await;
+        return Ok(code);
+    }
     let socket = connect_or_start(&root).await?;
     let (sock_read, mut sock_write) = socket.into_split();
     write_frame(&mut sock_write, &init_body)

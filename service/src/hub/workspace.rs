@@ -936,6 +936,21 @@ impl Workspace {
         id
     }
 
+    /// Withdraws the questions (buttons) still open in editors about
+    /// `decided`: it was decided elsewhere.
+    fn cancel_questions(&mut self, decided: &Awaited) {
+        let asked: Vec<(EditorId, message::RequestId)> = self
+            .awaited_answers
+            .iter()
+            .filter(|(_, a)| *a == decided)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (editor, id) in asked {
+            self.awaited_answers.remove(&(editor, id.clone()));
+            self.notify_editor(editor, "$/cancelRequest", json!({"id": id.to_json()}));
+        }
+    }
+
     /// The real editors (not observers), each with whether it shows
     /// `window/showMessageRequest` buttons.
     fn editors_with_buttons(&self) -> Vec<(EditorId, bool)> {

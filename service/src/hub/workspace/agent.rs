@@ -186,16 +186,7 @@ impl Workspace {
             return;
         };
         let closed = self.agent.approvals.remove(index);
-        let asked: Vec<(EditorId, message::RequestId)> = self
-            .awaited_answers
-            .iter()
-            .filter(|(_, a)| matches!(a, Awaited::Approval(id) if id == approval))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for (editor, id) in asked {
-            self.awaited_answers.remove(&(editor, id.clone()));
-            self.notify_editor(editor, "$/cancelRequest", json!({"id": id.to_json()}));
-        }
+        self.cancel_questions(&Awaited::Approval(approval.to_owned()));
         self.agent_notify(
             session,
             "moonkale/agent/approval",

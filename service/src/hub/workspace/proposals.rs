@@ -140,8 +140,7 @@ impl Workspace {
             return false;
         };
         let p = self.proposals.remove(at);
-        self.awaited_answers
-            .retain(|_, a| *a != super::Awaited::Proposal(id));
+        self.cancel_questions(&super::Awaited::Proposal(id));
         let content = if accept {
             let final_text = self.proposal_text(&p);
             self.sync_target_buffers(&p.target, &final_text);

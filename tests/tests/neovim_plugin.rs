@@ -1,0 +1,485 @@
+//! The Neovim plugin in `editors/neovim/` end to end: Neovim 0.11.4 headless
+//! with only the plugin on the runtimepath (`require('moonkale').setup{}` in
+//! a tiny init written into the sandbox), driven with real keystrokes over
+//! its `--listen` socket, against the real service, with a Claude Code
+//! stand-in on the IDE WebSocket checking what arrives there.
+//!
+//! Independent of `tests/tests/neovim.rs` (a few helpers are copied).
+//! Neovim comes from `scripts/install-test-peers.sh` (or `$MOONKALE_NVIM`).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use moonkale_tests::{IdeClient, Sandbox, Service, TIMEOUT, bin, ide_lock, wait_until};
+use serde_json::{Value, json};
+
+/// `$MOONKALE_NVIM`, else the one `scripts/install-test-peers.sh` installs.
+fn nvim_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("MOONKALE_NVIM") {
+        return PathBuf::from(path);
+    }
+    let path = repo().join(".peers/nvim-venv/bin/nvim");
+    assert!(
+        path.is_file(),
+        "Neovim is not installed at {}: run scripts/install-test-peers.sh (or set MOONKALE_NVIM)",
+        path.display()
+    );
+    path
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_owned()
+}
+
+/// The user's config: the plugin and its setup, nothing else. The prompt
+/// Neovim shows for a proposal (`vim.ui.select`) is recorded and left
+/// unanswered, as by a user who decides with the commands instead.
+const INIT: &str = r#"
+vim.opt.rtp:prepend(vim.env.MOONKALE_PLUGIN_DIR)
+vim.opt.swapfile = false
+vim.opt.shadafile = 'NONE'
+PluginTest = { asked = {} }
+vim.ui.select = function(_, opts)
+  table.insert(PluginTest.asked, opts.prompt or '')
+end
+local shim = vim.env.MOONKALE_TEST_SHIM
+require('moonkale').setup({
+  socket = vim.env.MOONKALE_TEST_SOCKET,
+  cmd = shim and { shim } or nil,
+  debounce_ms = 10,
+})
+"#;
+
+/// How the plugin reaches the service.
+enum Attach<'a> {
+    /// `setup{ cmd = { moonkale-shim } }`: the shim finds the running service.
+    Shim,
+    /// `setup{ socket = PATH }`: `vim.lsp.rpc.connect(PATH)`.
+    Socket(&'a Path),
+}
+
+/// A headless Neovim in a sandbox; killed when dropped.
+struct Nvim {
+    _child: tokio::process::Child,
+    bin: PathBuf,
+    listen: PathBuf,
+    env: Vec<(&'static str, OsString)>,
+    output: PathBuf,
+}
+
+impl Nvim {
+    /// `nvim --headless --clean -u INIT --listen SOCK FILE` in the
+    /// workspace; returns once the plugin's client for FILE has initialized.
+    async fn start(sandbox: &Sandbox, attach: Attach<'_>, file: &str) -> Nvim {
+        let dir = sandbox.root.join("nvim");
+        for d in ["config", "data", "state", "cache"] {
+            std::fs::create_dir_all(dir.join(d)).expect("mkdir");
+        }
+        let init = dir.join("init.lua");
+        std::fs::write(&init, INIT).expect("write init.lua");
+        let mut env: Vec<(&'static str, OsString)> = vec![
+            ("XDG_RUNTIME_DIR", sandbox.runtime.clone().into()),
+            ("HOME", sandbox.home.clone().into()),
+            ("XDG_CONFIG_HOME", dir.join("config").into()),
+            ("XDG_DATA_HOME", dir.join("data").into()),
+            ("XDG_STATE_HOME", dir.join("state").into()),
+            ("XDG_CACHE_HOME", dir.join("cache").into()),
+            ("MOONKALE_SERVICE_BIN", bin("moonkale-service").into()),
+            ("MOONKALE_PLUGIN_DIR", repo().join("editors/neovim").into()),
+        ];
+        match attach {
+            Attach::Shim => env.push(("MOONKALE_TEST_SHIM", bin("moonkale-shim").into())),
+            Attach::Socket(socket) => env.push(("MOONKALE_TEST_SOCKET", socket.into())),
+        }
+        let listen = sandbox.root.join("nvim.sock");
+        let output = dir.join("nvim.out");
+        let out = std::fs::File::create(&output).expect("create nvim.out");
+        let bin = nvim_bin();
+        let mut cmd = tokio::process::Command::new(&bin);
+        cmd.arg("--headless")
+            .arg("--clean")
+            .arg("-u")
+            .arg(&init)
+            .arg("--listen")
+            .arg(&listen)
+            .arg(sandbox.workspace.join(file))
+            .current_dir(&sandbox.workspace)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("dup"))
+            .stderr(out)
+            .kill_on_drop(true);
+        scrub_env(&mut cmd, &env);
+        let child = cmd.spawn().expect("start nvim");
+        let nvim = Nvim {
+            _child: child,
+            bin,
+            listen,
+            env,
+            output,
+        };
+        let this = &nvim;
+        wait_until("the plugin's client to initialize", || async move {
+            // Fails until the --listen socket is up and the init has run.
+            let s = this
+                .try_eval("luaeval('require(\"moonkale\").status()')")
+                .await
+                .ok()?;
+            (s["initialized"] == true).then_some(())
+        })
+        .await;
+        nvim
+    }
+
+    /// A `nvim --server SOCK ARGS...` client of this Neovim.
+    async fn remote(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.arg("--server")
+            .arg(&self.listen)
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        scrub_env(&mut cmd, &self.env);
+        tokio::time::timeout(TIMEOUT, cmd.output())
+            .await
+            .expect("nvim --server timed out")
+            .expect("run nvim --server")
+    }
+
+    /// Types `keys` (Neovim key notation) as if at the keyboard.
+    async fn send_keys(&self, keys: &str) {
+        let out = self.remote(&["--remote-send", keys]).await;
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "--remote-send {keys:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    async fn eval(&self, expr: &str) -> Value {
+        match self.try_eval(expr).await {
+            Ok(v) => v,
+            Err(why) => panic!("--remote-expr {expr}: {why}"),
+        }
+    }
+
+    async fn try_eval(&self, expr: &str) -> Result<Value, String> {
+        let out = self
+            .remote(&["--remote-expr", &format!("json_encode({expr})")])
+            .await;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("printed {:?} ({e})", String::from_utf8_lossy(&out.stdout)))
+    }
+
+    /// Waits until `expr` evaluates to something `ok` accepts.
+    async fn wait_for(&self, what: &str, expr: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        wait_until(what, || async {
+            let v = self.eval(expr).await;
+            ok(&v).then_some(v)
+        })
+        .await
+    }
+
+    /// The current buffer's lines joined with "\n" (plus the final newline).
+    async fn text(&self) -> String {
+        let v = self
+            .eval(r#"join(getline(1, '$'), "\n") .. (&eol ? "\n" : '')"#)
+            .await;
+        v.as_str().expect("text").to_owned()
+    }
+}
+
+impl Drop for Nvim {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let out = std::fs::read_to_string(&self.output).unwrap_or_default();
+            eprintln!("----- nvim output ({})\n{out}", self.output.display());
+        }
+    }
+}
+
+/// Only the variables we set, so no user config or plugin leaks in.
+fn scrub_env(cmd: &mut tokio::process::Command, env: &[(&'static str, OsString)]) {
+    for var in [
+        "NVIM",
+        "NVIM_APPNAME",
+        "NVIM_LOG_FILE",
+        "VIMINIT",
+        "VIMRUNTIME",
+        "VIM",
+        "MYVIMRC",
+        "MOONKALE_TEST_SHIM",
+        "MOONKALE_TEST_SOCKET",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+}
+
+/// The service with a short selection debounce, and a connected,
+/// initialized Claude Code stand-in.
+async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
+    let svc = sb
+        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "10")])
+        .await;
+    let (port, lock) = ide_lock(sb, &svc);
+    let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
+    c.initialize("2025-11-25").await;
+    (svc, c)
+}
+
+/// Reads `selection_changed` until one has `text` (each read has a deadline).
+async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
+    loop {
+        let n = c.notification("selection_changed").await;
+        if n["params"]["text"] == text {
+            return n["params"].clone();
+        }
+    }
+}
+
+/// 1. A selection made with real keystrokes in Neovim reaches Claude Code as
+/// `selection_changed`: charwise `v` (inclusive in Neovim, end-exclusive on
+/// the wire) over multibyte text, in UTF-16 columns there although Neovim
+/// and the service talk UTF-8; then linewise `V` as whole lines.
+#[tokio::test]
+async fn plugin_sends_the_visual_selection_to_claude_code() {
+    let sb = Sandbox::new();
+    std::fs::write(
+        sb.workspace.join("sel.txt"),
+        "alpha\nbravo\n日本😀語 tail\ncharlie\n",
+    )
+    .expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "sel.txt").await;
+    let path = sb.workspace.join("sel.txt").display().to_string();
+
+    nvim.send_keys("ggjvlll").await;
+    let sel = selection_with_text(&mut c, "brav").await;
+    assert_eq!(sel["filePath"], path.as_str());
+    assert_eq!(
+        sel["selection"],
+        json!({"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 4}, "isEmpty": false})
+    );
+
+    // 日, 本, 😀 (4 UTF-8 bytes, 2 UTF-16 units): ends at UTF-16 column 4.
+    nvim.send_keys("<Esc>j0vll").await;
+    let sel = selection_with_text(&mut c, "日本😀").await;
+    assert_eq!(
+        sel["selection"],
+        json!({"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 4}, "isEmpty": false})
+    );
+
+    // Selected backwards from the end of a line: same range.
+    nvim.send_keys("<Esc>gg$vh").await;
+    let sel = selection_with_text(&mut c, "ha").await;
+    assert_eq!(
+        sel["selection"],
+        json!({"start": {"line": 0, "character": 3}, "end": {"line": 0, "character": 5}, "isEmpty": false})
+    );
+
+    nvim.send_keys("<Esc>ggjVj").await;
+    let sel = selection_with_text(&mut c, "bravo\n日本😀語 tail\n").await;
+    assert_eq!(
+        sel["selection"],
+        json!({"start": {"line": 1, "character": 0}, "end": {"line": 3, "character": 0}, "isEmpty": false})
+    );
+
+    // Back in normal mode: the cursor alone.
+    nvim.send_keys("<Esc>").await;
+    let sel = selection_with_text(&mut c, "").await;
+    assert_eq!(sel["selection"]["isEmpty"], true);
+    assert_eq!(sel["selection"]["start"]["line"], 2);
+}
+
+/// 2. Claude Code proposes an edit (`openDiff`); the service shows the
+/// proposal in Neovim, the user tweaks it with keystrokes and runs
+/// `:MoonkaleAccept`: Claude Code gets `FILE_SAVED` with the buffer's text.
+#[tokio::test]
+async fn plugin_accepts_a_proposal_with_moonkale_accept() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("main.txt");
+    std::fs::write(&target, "one\ntwo\n").expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "main.txt").await;
+
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "one\nTWO\n", "tab_name": "tab-nvim"});
+    // Not awaited: openDiff answers only when the user decides.
+    c.send(json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+
+    // The service's window/showDocument opened the proposal, and the plugin
+    // attached its buffer.
+    nvim.wait_for(
+        "Neovim to show the attached proposal",
+        r#"{'name': expand('%:p'), 'lsp': luaeval('require("moonkale").status()')}"#,
+        |v| {
+            v["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("/.moonkale/proposals/"))
+                && v["lsp"]["initialized"] == true
+        },
+    )
+    .await;
+    assert_eq!(nvim.text().await, "one\nTWO\n");
+    nvim.wait_for(
+        "the Accept/Reject prompt",
+        "luaeval('PluginTest.asked')",
+        |v| v.as_array().is_some_and(|a| !a.is_empty()),
+    )
+    .await;
+
+    nvim.send_keys("GA!<Esc>").await;
+    nvim.wait_for("the tweak", r#"join(getline(1, '$'), "\n")"#, |v| {
+        v == "one\nTWO!"
+    })
+    .await;
+    nvim.send_keys(":MoonkaleAccept<CR>").await;
+
+    let answer = loop {
+        let msg = c.recv().await;
+        if msg["id"] == 50 {
+            break msg;
+        }
+    };
+    let texts: Vec<&str> = answer["result"]["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .map(|t| t["text"].as_str().expect("text"))
+        .collect();
+    assert_eq!(texts, ["FILE_SAVED", "one\nTWO!\n"], "{answer}");
+    let errors = nvim.eval("v:errmsg").await;
+    assert_eq!(errors, "", "no error in Neovim");
+}
+
+/// 3. `:'<,'>MoonkaleSendToClaude` from a linewise visual selection, and
+/// `:MoonkaleSendToClaude` on the current line, through the shim: Claude
+/// Code gets `at_mentioned` with 0-based inclusive lines.
+#[tokio::test]
+async fn plugin_sends_lines_to_claude_code_through_the_shim() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.workspace.join("m.txt"), "a\nb\nc\nd\ne\n").expect("write file");
+    let (_svc, mut c) = service_and_claude(&sb).await;
+    let nvim = Nvim::start(&sb, Attach::Shim, "m.txt").await;
+    let path = sb.workspace.join("m.txt");
+
+    // `:` in visual mode types the `'<,'>` range itself.
+    nvim.send_keys("ggjVjj:MoonkaleSendToClaude<CR>").await;
+    let n = c.notification("at_mentioned").await;
+    assert_eq!(
+        n["params"],
+        json!({"filePath": path, "lineStart": 1, "lineEnd": 3})
+    );
+
+    nvim.send_keys("<Esc>G:MoonkaleSendToClaude<CR>").await;
+    let n = c.notification("at_mentioned").await;
+    assert_eq!(
+        n["params"],
+        json!({"filePath": path, "lineStart": 4, "lineEnd": 4})
+    );
+    assert_eq!(nvim.eval("v:errmsg").await, "");
+}
+
+/// 4. `:checkhealth moonkale` runs clean: it names the shim it found and the
+/// attached client.
+#[tokio::test]
+async fn plugin_checkhealth() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.workspace.join("h.txt"), "x\n").expect("write file");
+    let _svc = sb.start_service(&[]).await;
+    let nvim = Nvim::start(&sb, Attach::Shim, "h.txt").await;
+
+    nvim.send_keys(":checkhealth moonkale<CR>").await;
+    let text = nvim
+        .wait_for(
+            "the health report",
+            r#"&filetype ==# 'checkhealth' ? join(getline(1, '$'), "\n") : ''"#,
+            |v| v.as_str().is_some_and(|t| t.contains("moonkale: client")),
+        )
+        .await;
+    let text = text.as_str().expect("text");
+    let shim = bin("moonkale-shim").display().to_string();
+    assert!(
+        text.contains(&format!("shim: {shim} found at {shim}")),
+        "{text}"
+    );
+    assert!(text.contains("Neovim 0.11.4"), "{text}");
+    assert!(
+        text.contains("initialized, 1 buffer(s) attached, utf-8"),
+        "{text}"
+    );
+    assert!(!text.contains("ERROR"), "{text}");
+}
+
+/// 5. Diagnostics of another source in Neovim (a namespace named `ruff`,
+/// set as a linter plugin would) are forwarded as
+/// `moonkale/publishDiagnostics`: the status counts them, a second editor
+/// pulls them in its own encoding (UTF-16 columns from Neovim's bytes), and
+/// clearing them in Neovim removes them from the service.
+#[tokio::test]
+async fn plugin_forwards_other_diagnostics() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.workspace.join("d.py"), "x = 1\n日本😀語 = 2\n").expect("write file");
+    let uri = sb.uri("d.py");
+    let svc = sb.start_service(&[]).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "d.py").await;
+    let mut other = svc.connect().await;
+    other
+        .initialize("other-editor", &["utf-16"], json!({}))
+        .await;
+    other.did_open(&uri, 1, "x = 1\n日本😀語 = 2\n").await;
+
+    // Bytes 3..10 of line 1 are 本😀: UTF-16 columns 1..4.
+    nvim.send_keys(concat!(
+        ":lua vim.diagnostic.set(vim.api.nvim_create_namespace('ruff'), 0, {",
+        "{lnum = 1, col = 3, end_lnum = 1, end_col = 10, severity = 2, message = 'w', source = 'ruff'},",
+        "{lnum = 0, col = 0, end_lnum = 0, end_col = 1, severity = 1, message = 'e', code = 'E1'}})<CR>"
+    ))
+    .await;
+    let sb_ = &sb;
+    let status = wait_until("the forwarded diagnostics", || async move {
+        let st = sb_.status().await;
+        (st["diagnostics"].as_array().is_some_and(|d| !d.is_empty())).then_some(st)
+    })
+    .await;
+    assert_eq!(
+        status["diagnostics"],
+        json!([{"uri": uri, "source": "ruff", "errors": 1, "warnings": 1, "information": 0, "hints": 0}])
+    );
+    let pulled = other
+        .call(
+            "textDocument/diagnostic",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    let items = pulled["items"].as_array().expect("items");
+    let warn = items
+        .iter()
+        .find(|d| d["message"] == "w")
+        .unwrap_or_else(|| panic!("{pulled}"));
+    assert_eq!(
+        warn["range"],
+        json!({"start": {"line": 1, "character": 1}, "end": {"line": 1, "character": 4}})
+    );
+    assert_eq!(warn["severity"], 2);
+    let err = items.iter().find(|d| d["message"] == "e").expect("error");
+    assert_eq!((&err["severity"], &err["code"]), (&json!(1), &json!("E1")));
+
+    nvim.send_keys(":lua vim.diagnostic.reset(vim.api.nvim_create_namespace('ruff'), 0)<CR>")
+        .await;
+    wait_until("the diagnostics to be cleared", || async move {
+        let st = sb_.status().await;
+        (st["diagnostics"].as_array().is_some_and(|d| d.is_empty())).then_some(())
+    })
+    .await;
+    assert_eq!(nvim.eval("v:errmsg").await, "");
+}

@@ -11,6 +11,19 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
+/// [`find`] with `PATH` taken from `env` (a child's environment to be).
+pub fn find_in_env(
+    configured: Option<&Path>,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    workspace: &Path,
+) -> Result<PathBuf> {
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_os_str());
+    find(configured, path, workspace)
+}
+
 /// The executable to run: `configured`, else the first safe `claude` on
 /// `path_var` (the value of `PATH`).
 pub fn find(

@@ -510,15 +510,9 @@ impl Session {
     }
 
     async fn launch(&mut self, start: SessionStart) -> Result<(), String> {
-        let path = self
-            .config
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone());
-        let program = moonkale_claude::binary::find(
+        let program = moonkale_claude::binary::find_in_env(
             self.config.claude_bin.as_deref(),
-            path.as_deref(),
+            &self.config.env,
             &self.workspace,
         )
         .map_err(|e| e.to_string())?;

@@ -464,15 +464,9 @@ impl Host {
         } else {
             parse(params)?
         };
-        let path = self
-            .config
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone());
-        let program = moonkale_claude::binary::find(
+        let program = moonkale_claude::binary::find_in_env(
             self.config.claude_bin.as_deref(),
-            path.as_deref(),
+            &self.config.env,
             &self.workspace,
         )
         .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;

@@ -26,9 +26,16 @@
 # runs it with the machine's node (20 here). Nothing special is needed: npm
 # runs no install scripts for them (1.0.x's preinstall only refuses Windows),
 # and once installed they need no network (the tests run them offline).
+#
+# python-lsp-server (with its pyflakes extra, for diagnostics) comes from PyPI
+# into .peers/pylsp-venv, for tests/tests/shim_wrap.rs (the shim wrapping a
+# real language server). The tests look for it at .peers/pylsp-venv/bin/pylsp,
+# or at $MOONKALE_PYLSP when that is set. ~75 MB, ~10 s.
 set -euo pipefail
 
 NVIM_VERSION=0.11.4
+PYLSP_VERSION=1.15.0
+PYFLAKES_VERSION=3.2.0
 CLAUDE_VERSION=2.1.332
 # Older generations (JS bundles run with node), each into .peers/claude-<v>.
 OLD_CLAUDE_VERSIONS=(2.0.50 1.0.60)
@@ -65,6 +72,36 @@ else
 fi
 
 echo "nvim: $nvim"
+
+pylsp_venv="$peers/pylsp-venv"
+pylsp="$pylsp_venv/bin/pylsp"
+
+installed_pylsp_version() {
+    # Prints e.g. 1.15.0 when pylsp and the pinned pyflakes are there.
+    [[ -x "$pylsp" ]] || return 0
+    "$pylsp_venv/bin/python" -c "import pyflakes, sys; sys.exit(pyflakes.__version__ != '$PYFLAKES_VERSION')" \
+        2>/dev/null || return 0
+    "$pylsp" --version 2>/dev/null | sed -n '1s/^pylsp v\([0-9][0-9.]*\).*/\1/p' || true
+}
+
+if [[ "$(installed_pylsp_version)" == "$PYLSP_VERSION" ]]; then
+    echo "python-lsp-server $PYLSP_VERSION already installed"
+else
+    echo "installing python-lsp-server $PYLSP_VERSION into $pylsp_venv"
+    if [[ ! -x "$pylsp_venv/bin/pip" ]]; then
+        rm -rf "$pylsp_venv"
+        "$PYTHON" -m venv "$pylsp_venv"
+    fi
+    "$pylsp_venv/bin/pip" install --quiet "python-lsp-server[pyflakes]==$PYLSP_VERSION" \
+        "pyflakes==$PYFLAKES_VERSION"
+    got=$(installed_pylsp_version)
+    if [[ "$got" != "$PYLSP_VERSION" ]]; then
+        echo "error: $pylsp reports version '${got:-none}', wanted $PYLSP_VERSION" >&2
+        exit 1
+    fi
+fi
+
+echo "pylsp: $pylsp"
 
 # --version runs with a private, empty HOME: whatever the machine's own
 # ~/.claude.json holds (1.0.x crashes on projects written by newer CLIs) must

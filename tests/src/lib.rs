@@ -549,3 +549,22 @@ pub fn rss_kib(pid: i32) -> u64 {
         .and_then(|kib| kib.parse().ok())
         .expect("VmRSS in KiB")
 }
+
+/// The pinned python-lsp-server peer (`scripts/install-test-peers.sh`), or
+/// `$MOONKALE_PYLSP`; missing, the test fails (it is not skipped).
+pub fn pylsp_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("MOONKALE_PYLSP") {
+        return p.into();
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo")
+        .to_path_buf();
+    let path = repo.join(".peers/pylsp-venv/bin/pylsp");
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/install-test-peers.sh",
+        path.display()
+    );
+    path
+}

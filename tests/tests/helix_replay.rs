@@ -32,8 +32,20 @@ fn helix_initialize(root: &str) -> Value {
     })
 }
 
+/// The first recipe: the shim as an extra server beside the language's own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helix_session_through_the_shim_as_an_extra_server() {
+    replay(&[]).await;
+}
+
+/// The second recipe: the shim wrapping the language's server (pylsp here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helix_session_through_the_shim_wrapping_a_server() {
+    let pylsp = moonkale_tests::pylsp_bin();
+    replay(&["--".into(), pylsp.display().to_string()]).await;
+}
+
+async fn replay(shim_args: &[String]) {
     let sb = Sandbox::new();
     let ws = sb.workspace.display().to_string();
     std::fs::write(
@@ -42,14 +54,17 @@ async fn helix_session_through_the_shim_as_an_extra_server() {
     )
     .unwrap();
     let mut shim = sb.command("moonkale-shim");
-    shim.stdin(Stdio::piped())
+    shim.args(shim_args)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .current_dir(&sb.workspace);
     let mut child = shim.spawn().expect("spawn moonkale-shim");
     let mut hx = RawLsp::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
     let init = hx.call("initialize", helix_initialize(&ws)).await;
-    assert_eq!(init["capabilities"]["positionEncoding"], "utf-8", "{init}");
+    if shim_args.is_empty() {
+        assert_eq!(init["capabilities"]["positionEncoding"], "utf-8", "{init}");
+    }
     let commands = &init["capabilities"]["executeCommandProvider"]["commands"];
     assert!(
         commands

@@ -10,22 +10,8 @@ use std::process::Stdio;
 use moonkale_tests::{IdeClient, RawLsp, Sandbox, Service, TIMEOUT, editor, ide_lock, tool_json};
 use serde_json::{Value, json};
 
-/// The pinned pylsp peer; missing, the test fails (it is not skipped).
 fn pylsp() -> PathBuf {
-    if let Some(p) = std::env::var_os("MOONKALE_PYLSP") {
-        return p.into();
-    }
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo")
-        .to_path_buf();
-    let path = repo.join(".peers/pylsp-venv/bin/pylsp");
-    assert!(
-        path.is_file(),
-        "{} is missing: run scripts/install-test-peers.sh",
-        path.display()
-    );
-    path
+    moonkale_tests::pylsp_bin()
 }
 
 struct Wrapped {

@@ -1,23 +1,18 @@
 //! `moonkale-service agent …`: the agent's front door for scripts and
-//! terminals. A thin client: it speaks `moonkale/agent/*` to the running
-//! service and prints; the session itself lives in the service, so an
-//! interrupted `agent send` loses nothing (`agent show` reads it later).
+//! terminals. A thin printer over [`FrontDoor`]; the session itself lives in
+//! the service, so an interrupted `agent send` loses nothing (`agent show`
+//! reads it later).
 
 use std::io::Write;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::client::LspClient;
 use crate::error::{Error, Result};
-use crate::lsp::message::Message;
+use crate::front_door::{AgentEvent, FrontDoor, Notification};
 use crate::runtime::ServiceInfo;
 
-type Client = LspClient<tokio::net::unix::OwnedReadHalf, tokio::net::unix::OwnedWriteHalf>;
-
-async fn connect(info: &ServiceInfo) -> Result<Client> {
-    let mut client = LspClient::connect_unix(&info.socket).await?;
-    client.initialize_observer("moonkale-agent-cli").await?;
-    Ok(client)
+async fn connect(info: &ServiceInfo) -> Result<FrontDoor> {
+    FrontDoor::observe(&info.socket, "moonkale-agent-cli").await
 }
 
 /// `agent send`: starts a session (or continues `session`), prints the
@@ -29,64 +24,43 @@ pub async fn send(
     permission_mode: Option<String>,
     prompt: String,
 ) -> Result<i32> {
-    let mut client = connect(info).await?;
-    let started = match session {
+    let mut door = connect(info).await?;
+    let (session, from) = match session {
         Some(session) => {
-            client
-                .request("moonkale/agent/subscribe", json!({"session": session}))
-                .await?;
-            client
-                .request(
-                    "moonkale/agent/send",
-                    json!({"session": session, "prompt": prompt}),
-                )
-                .await?
+            door.agent_subscribe(&session).await?;
+            let seq = door.agent_send(&session, &prompt).await?;
+            (session, seq)
         }
         None => {
-            let mut params = json!({"prompt": prompt});
-            if let Some(mode) = permission_mode {
-                params["permissionMode"] = json!(mode);
-            }
-            client.request("moonkale/agent/start", params).await?
+            let session = door
+                .agent_start(Some(&prompt), permission_mode.as_deref())
+                .await?;
+            (session, 0)
         }
     };
-    let session = started["session"].as_str().unwrap_or_default().to_owned();
-    let from = started["seq"].as_u64().unwrap_or(0);
     eprintln!("session {session}");
-    let mut pending: Vec<Message> = std::mem::take(&mut client.received);
-    pending.reverse();
     let mut stdout = std::io::stdout();
     loop {
-        let message = match pending.pop() {
-            Some(m) => m,
-            None => client.next_message().await?,
-        };
-        let Message::Notification { method, params } = message else {
-            continue;
-        };
-        let params: Value = serde_json::from_str(params.get()).unwrap_or_default();
-        if params["session"] != session.as_str() {
-            continue;
-        }
-        match method.as_str() {
-            "moonkale/agent/text" => {
-                let _ = write!(stdout, "{}", params["text"].as_str().unwrap_or_default());
+        match door.next_notification().await? {
+            Notification::AgentText { session: s, text } if s == session => {
+                let _ = write!(stdout, "{text}");
                 let _ = stdout.flush();
             }
-            "moonkale/agent/approval" if params["status"] == "pending" => {
-                let a = &params["approval"];
+            Notification::Approval {
+                session: s,
+                approval,
+                status,
+            } if s == session && status == "pending" => {
                 eprintln!(
                     "\nClaude asks to run {}. Answer with: moonkale-service agent answer {} allow|always|deny",
-                    a["title"].as_str().unwrap_or_default(),
-                    a["approval"].as_str().unwrap_or_default()
+                    approval["title"].as_str().unwrap_or_default(),
+                    approval["approval"].as_str().unwrap_or_default()
                 );
             }
-            "moonkale/agent/event" => {
-                let event = &params["event"];
-                if event["seq"].as_u64().unwrap_or(0) < from || event["kind"] != "state" {
-                    continue;
-                }
-                match event["data"]["state"].as_str() {
+            Notification::AgentEvent { session: s, event }
+                if s == session && event.seq >= from && event.kind == "state" =>
+            {
+                match event.data["state"].as_str() {
                     Some("idle") => {
                         println!();
                         return Ok(0);
@@ -95,9 +69,7 @@ pub async fn send(
                         println!();
                         eprintln!(
                             "the turn failed: {}",
-                            event["data"]["error"]
-                                .as_str()
-                                .unwrap_or("(no reason given)")
+                            event.data["error"].as_str().unwrap_or("(no reason given)")
                         );
                         return Ok(1);
                     }
@@ -111,48 +83,42 @@ pub async fn send(
 
 /// `agent list`.
 pub async fn list(info: &ServiceInfo, as_json: bool) -> Result<String> {
-    let mut client = connect(info).await?;
-    let list = client.request("moonkale/agent/list", Value::Null).await?;
+    let sessions = connect(info).await?.agent_list().await?;
     if as_json {
-        return Ok(serde_json::to_string_pretty(&list).expect("serializes") + "\n");
+        let json = serde_json::json!({"sessions": sessions});
+        return Ok(serde_json::to_string_pretty(&json).expect("serializes") + "\n");
     }
-    let mut out = String::new();
-    for s in list["sessions"].as_array().into_iter().flatten() {
-        out += &format!(
-            "{}  {:<18}  {}\n",
-            s["session"].as_str().unwrap_or_default(),
-            s["state"].as_str().unwrap_or_default(),
-            s["title"].as_str().unwrap_or_default()
-        );
+    if sessions.is_empty() {
+        return Ok("no agent sessions in this workspace\n".into());
     }
-    if out.is_empty() {
-        out = "no agent sessions in this workspace\n".into();
-    }
-    Ok(out)
+    let state = |s: &crate::agent::SessionSummary| {
+        serde_json::to_value(s.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    Ok(sessions
+        .iter()
+        .map(|s| format!("{}  {:<18}  {}\n", s.session, state(s), s.title))
+        .collect())
 }
 
 /// `agent show ID`: the whole transcript, read page by page.
 pub async fn show(info: &ServiceInfo, session: &str) -> Result<String> {
-    let mut client = connect(info).await?;
+    let mut door = connect(info).await?;
     let mut out = String::new();
     let mut since = 0;
     loop {
-        let page = client
-            .request(
-                "moonkale/agent/events",
-                json!({"session": session, "since": since}),
-            )
-            .await?;
-        let events = page["events"].as_array().cloned().unwrap_or_default();
-        for event in &events {
+        let page = door.agent_events(session, since).await?;
+        for event in &page.events {
             render_event(event, &mut out);
         }
-        let next = page["next"].as_u64().unwrap_or(since);
-        if events.is_empty() || next == since {
-            out += &format!("[state: {}]\n", page["state"].as_str().unwrap_or_default());
+        if page.events.is_empty() || page.next == since {
+            let state = serde_json::to_value(page.state).unwrap_or_default();
+            out += &format!("[state: {}]\n", state.as_str().unwrap_or_default());
             return Ok(out);
         }
-        since = next;
+        since = page.next;
     }
 }
 
@@ -168,21 +134,17 @@ pub async fn answer(info: &ServiceInfo, approval: &str, verdict: &str) -> Result
             )));
         }
     };
-    let mut client = connect(info).await?;
-    client
-        .request(
-            "moonkale/agent/answer",
-            json!({"approval": approval, "allow": allow, "always": always}),
-        )
-        .await?;
-    Ok(())
+    connect(info)
+        .await?
+        .agent_answer(approval, allow, always)
+        .await
 }
 
 /// One event as text for a terminal.
-fn render_event(event: &Value, out: &mut String) {
-    let data = &event["data"];
+fn render_event(event: &AgentEvent, out: &mut String) {
+    let data = &event.data;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    match event["kind"].as_str().unwrap_or_default() {
+    match event.kind.as_str() {
         "prompt" => *out += &format!("> {}\n", text(&data["text"])),
         "cli" => match data["type"].as_str() {
             Some("assistant") => {
@@ -222,6 +184,7 @@ fn render_event(event: &Value, out: &mut String) {
 mod tests {
     use super::*;
     use expect_test::expect;
+    use serde_json::json;
 
     #[test]
     fn renders_a_turn() {
@@ -238,8 +201,14 @@ mod tests {
             json!({"kind": "state", "data": {"state": "failed", "error": "API Error: 529"}}),
         ];
         let mut out = String::new();
-        for e in &events {
-            render_event(e, &mut out);
+        for (seq, e) in events.into_iter().enumerate() {
+            let event = AgentEvent {
+                seq: seq as u64,
+                at: 0,
+                kind: e["kind"].as_str().unwrap().to_owned(),
+                data: e["data"].clone(),
+            };
+            render_event(&event, &mut out);
         }
         expect![[r#"
             > write a.txt

@@ -112,6 +112,19 @@ impl FrontDoor {
         FrontDoor::over(LspClient::connect_unix(socket).await?, name).await
     }
 
+    /// Connects as an observer: not listed among the editors, never asked
+    /// to show documents or buttons (scripts, the `agent` command).
+    pub async fn observe(socket: &Path, name: &str) -> Result<FrontDoor> {
+        let mut client = LspClient::connect_unix(socket).await?;
+        client.initialize_observer(name).await?;
+        let mut door = FrontDoor {
+            client,
+            notifications: VecDeque::new(),
+        };
+        door.take_received();
+        Ok(door)
+    }
+
     async fn over(mut client: Client, name: &str) -> Result<FrontDoor> {
         client
             .request(
@@ -268,6 +281,14 @@ impl FrontDoor {
             )
             .await?;
         Ok(sent.seq)
+    }
+
+    /// Follows a session's events and text (a session started or sent to
+    /// from this connection is followed already).
+    pub async fn agent_subscribe(&mut self, session: &str) -> Result<()> {
+        self.call::<Value>("moonkale/agent/subscribe", json!({"session": session}))
+            .await
+            .map(drop)
     }
 
     pub async fn agent_events(&mut self, session: &str, since: u64) -> Result<EventsPage> {

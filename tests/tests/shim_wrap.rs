@@ -338,3 +338,92 @@ async fn a_server_that_cannot_start_leaves_the_plain_shim() {
     assert_eq!(me["documents"][0]["uri"], uri.as_str(), "{st}");
     shutdown(w).await;
 }
+
+/// A language server that answers `initialize` and dies at the first
+/// `textDocument/hover` (exit 7): a stand-in, since a real one cannot be made
+/// to crash on cue.
+const DYING_SERVER: &str = r#"
+import json, sys
+def read():
+    headers = {}
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            sys.exit(0)
+        if line in (b"\r\n", b"\n"):
+            break
+        k, v = line.decode().split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    return json.loads(sys.stdin.buffer.read(int(headers["content-length"])))
+def write(msg):
+    body = json.dumps(msg).encode()
+    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sys.stdout.buffer.flush()
+while True:
+    msg = read()
+    if msg.get("method") == "initialize":
+        write({"jsonrpc": "2.0", "id": msg["id"], "result": {"capabilities": {"hoverProvider": True}, "serverInfo": {"name": "dying"}}})
+    elif msg.get("method") == "textDocument/hover":
+        sys.exit(7)
+"#;
+
+/// 6. The server dies mid-session: the request it owed is answered with an
+/// error, the editor is told once (`showMessage` type 1 with the exit), and
+/// the shim goes on as the plain shim, so the service keeps its documents.
+#[tokio::test]
+async fn a_server_that_dies_mid_session_leaves_the_plain_shim() {
+    let sb = Sandbox::new();
+    let _svc = sb.start_service(&[]).await;
+    let script = sb.root.join("dying-server.py");
+    std::fs::write(&script, DYING_SERVER).unwrap();
+    let mut w = spawn_wrapped(&sb, &["python3", script.to_str().unwrap()]);
+    let init = initialize(&mut w.ed, &sb, "helix-crash").await;
+    assert_eq!(init["serverInfo"]["name"], "dying", "{init}");
+    let uri = open_python(&mut w.ed, &sb, "d.py", "d = 1\n").await;
+    let hover =
+        w.ed.request(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}),
+        )
+        .await;
+    assert!(
+        hover.get("error").is_some(),
+        "the dead server's hover: {hover}"
+    );
+    let shown = match w
+        .ed
+        .notifications
+        .iter()
+        .find(|m| m["method"] == "window/showMessage")
+        .cloned()
+    {
+        Some(m) => m,
+        None => {
+            until(&mut w.ed, |m| {
+                (m["method"] == "window/showMessage").then(|| m.clone())
+            })
+            .await
+        }
+    };
+    assert_eq!(shown["params"]["type"], 1, "{shown}");
+    assert!(
+        shown["params"]["message"].as_str().unwrap().contains('7'),
+        "the exit status is named: {shown}"
+    );
+    // The service still has the editor and its documents; new ones too.
+    let later = open_python(&mut w.ed, &sb, "e.py", "e = 2\n").await;
+    w.ed.wait_for_version(&later, 1).await;
+    let st = w.ed.call("moonkale/status", Value::Null).await;
+    let me = editor(&st, "helix-crash");
+    let uris: Vec<&str> = me["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["uri"].as_str())
+        .collect();
+    assert!(
+        uris.contains(&uri.as_str()) && uris.contains(&later.as_str()),
+        "{st}"
+    );
+    shutdown(w).await;
+}

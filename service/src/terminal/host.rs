@@ -194,14 +194,7 @@ impl Host {
         };
         match method {
             "moonkale/terminal/open" => {
-                let p: Open = parse(params)?;
-                let argv = p.argv.unwrap_or_else(default_shell);
-                let env = p
-                    .env
-                    .into_iter()
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect();
-                let id = self.open(editor, argv, p.cwd, env, p.rows, p.cols, p.keep_alive)?;
+                let id = self.open(editor, parse(params)?)?;
                 Ok(Routed::Now(self.info(id)))
             }
             "moonkale/terminal/startClaude" => {
@@ -334,17 +327,20 @@ impl Host {
         let _ = command.into_reply().send(Err(error));
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn open(
-        &mut self,
-        editor: EditorId,
-        argv: Vec<String>,
-        cwd: Option<PathBuf>,
-        extra_env: Vec<(OsString, OsString)>,
-        rows: u16,
-        cols: u16,
-        keep_alive: bool,
-    ) -> Result<u64, ResponseError> {
+    fn open(&mut self, editor: EditorId, spec: Open) -> Result<u64, ResponseError> {
+        let Open {
+            argv,
+            cwd,
+            env: extra_env,
+            rows,
+            cols,
+            keep_alive,
+        } = spec;
+        let argv = argv.unwrap_or_else(default_shell);
+        let extra_env: Vec<(OsString, OsString)> = extra_env
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         check_size(rows, cols)?;
         if self.terminals.len() >= MAX_TERMINALS {
             return Err(ResponseError::new(
@@ -474,15 +470,15 @@ impl Host {
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
         let mut argv = vec![program.display().to_string()];
         argv.extend(launch.args);
-        let id = self.open(
-            editor,
-            argv,
-            None,
-            launch.env,
-            p.rows.unwrap_or(default_rows()),
-            p.cols.unwrap_or(default_cols()),
-            true,
-        )?;
+        let spec = Open {
+            argv: Some(argv),
+            cwd: None,
+            env: launch.env,
+            rows: p.rows.unwrap_or(default_rows()),
+            cols: p.cols.unwrap_or(default_cols()),
+            keep_alive: true,
+        };
+        let id = self.open(editor, spec)?;
         Ok((id, launch.message))
     }
 }
@@ -521,7 +517,7 @@ pub struct ClaudeLaunch {
     /// Arguments after the program.
     pub args: Vec<String>,
     /// Variables set on top of the user's environment.
-    pub env: Vec<(OsString, OsString)>,
+    pub env: BTreeMap<String, String>,
     /// What to tell the user.
     pub message: String,
 }
@@ -567,7 +563,7 @@ pub fn claude_launch(
         args,
         env: vars
             .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
         message,
     })
@@ -601,11 +597,7 @@ mod tests {
             launch.args,
             ["--permission-mode", "default", "--model", "x"]
         );
-        assert!(
-            launch
-                .env
-                .contains(&("CLAUDE_CODE_SSE_PORT".into(), "4242".into()))
-        );
+        assert_eq!(launch.env["CLAUDE_CODE_SSE_PORT"], "4242");
         assert!(launch.message.contains("review"));
         // The user's own choice wins: an argument, or their settings.
         let own = claude_launch(Some(1), &env, vec!["--permission-mode=plan".into()]).unwrap();

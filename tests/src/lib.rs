@@ -4,6 +4,8 @@
 //!
 //! Every wait has a deadline; nothing sleeps and hopes.
 
+pub mod nvim;
+
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::Stdio;

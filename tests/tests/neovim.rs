@@ -8,47 +8,16 @@
 //! first waits (deadline-bound) for Neovim's own buffer to show the keys'
 //! effect and then for the service to catch up to exactly that version.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use moonkale_service::runtime::{ServiceInfo, WorkspaceFiles};
-use moonkale_tests::{RawLsp, Sandbox, TIMEOUT, bin, editor, wait_until};
+use moonkale_tests::nvim::{Attach, Headless, Remote, start_headless};
+use moonkale_tests::{RawLsp, Sandbox, TIMEOUT, editor, wait_until};
 use serde_json::{Value, json};
-
-/// `$MOONKALE_NVIM`, else the one `scripts/install-test-peers.sh` installs.
-fn nvim_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("MOONKALE_NVIM") {
-        let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "MOONKALE_NVIM={} is not a file",
-            path.display()
-        );
-        return path;
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root");
-    let path = repo.join(".peers/nvim-venv/bin/nvim");
-    assert!(
-        path.is_file(),
-        "Neovim is not installed at {}: run scripts/install-test-peers.sh (or set MOONKALE_NVIM)",
-        path.display()
-    );
-    path
-}
 
 fn init_lua() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("nvim/init.lua")
-}
-
-/// How the Neovim client reaches the service.
-enum Attach<'a> {
-    /// `cmd = { moonkale-shim }`: stdio through the real shim.
-    Shim,
-    /// `cmd = vim.lsp.rpc.connect(socket)`: straight to the service.
-    Socket(&'a Path),
 }
 
 /// Neovim's side of the current buffer at one moment.
@@ -68,84 +37,31 @@ struct Buffer {
 
 /// A headless Neovim in a sandbox; killed when dropped.
 struct Nvim {
-    child: tokio::process::Child,
-    bin: PathBuf,
-    listen: PathBuf,
-    env: Vec<(&'static str, OsString)>,
-    /// Where Neovim's stdout/stderr and `lsp.log` go; printed on failure.
-    output: PathBuf,
-    lsp_log: PathBuf,
+    h: Headless,
     /// The service's log when the shim started it.
     service_log: Option<PathBuf>,
+}
+
+/// `nvim --server` requests go straight to [`Remote`].
+impl std::ops::Deref for Nvim {
+    type Target = Remote;
+
+    fn deref(&self) -> &Remote {
+        &self.h.remote
+    }
 }
 
 impl Nvim {
     /// Starts `nvim --headless --clean -u init.lua --listen SOCK FILE` in the
     /// workspace and waits until its client for FILE has initialized.
     async fn start(sandbox: &Sandbox, attach: Attach<'_>, file: &str) -> Nvim {
-        let nvim_bin = nvim_bin();
-        let dir = sandbox.root.join("nvim");
-        let dirs = [
-            "config",
-            "config-dirs",
-            "data",
-            "data-dirs",
-            "state",
-            "cache",
-        ];
-        for d in dirs {
-            std::fs::create_dir_all(dir.join(d)).expect("mkdir");
-        }
-        // The same runtime dir and home as our binaries get, so the shim finds
-        // the sandbox's service; everything else Neovim could read or write
-        // is inside the sandbox too.
-        let mut env: Vec<(&'static str, OsString)> = vec![
-            ("XDG_RUNTIME_DIR", sandbox.runtime.clone().into()),
-            ("HOME", sandbox.home.clone().into()),
-            ("XDG_CONFIG_HOME", dir.join("config").into()),
-            ("XDG_CONFIG_DIRS", dir.join("config-dirs").into()),
-            ("XDG_DATA_HOME", dir.join("data").into()),
-            ("XDG_DATA_DIRS", dir.join("data-dirs").into()),
-            ("XDG_STATE_HOME", dir.join("state").into()),
-            ("XDG_CACHE_HOME", dir.join("cache").into()),
-            ("MOONKALE_SERVICE_BIN", bin("moonkale-service").into()),
+        let service_log = matches!(attach, Attach::Shim).then(|| sandbox.files().log_path());
+        let extra = vec![
             ("MOONKALE_LOG", "debug".into()),
             ("MOONKALE_TEST_ROOT", sandbox.workspace.clone().into()),
         ];
-        match attach {
-            Attach::Shim => env.push(("MOONKALE_TEST_SHIM", bin("moonkale-shim").into())),
-            Attach::Socket(socket) => env.push(("MOONKALE_TEST_SOCKET", socket.into())),
-        }
-        let listen = sandbox.root.join("nvim.sock");
-        let output = dir.join("nvim.out");
-        let out = std::fs::File::create(&output).expect("create nvim.out");
-        let mut cmd = tokio::process::Command::new(&nvim_bin);
-        cmd.arg("--headless")
-            .arg("--clean")
-            .arg("-u")
-            .arg(init_lua())
-            .arg("--listen")
-            .arg(&listen)
-            .arg(sandbox.workspace.join(file))
-            .current_dir(&sandbox.workspace)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("dup"))
-            .stderr(out)
-            .kill_on_drop(true);
-        Self::scrub_env(&mut cmd, &env);
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", nvim_bin.display()));
-        let service_log = matches!(attach, Attach::Shim).then(|| sandbox.files().log_path());
-        let nvim = Nvim {
-            child,
-            bin: nvim_bin,
-            listen,
-            env,
-            output,
-            lsp_log: dir.join("state/nvim/lsp.log"),
-            service_log,
-        };
+        let h = start_headless(sandbox, &init_lua(), attach, file, extra);
+        let nvim = Nvim { h, service_log };
         let this = &nvim;
         let buf = wait_until("Neovim's LSP client to initialize", || async move {
             // Fails until the --listen socket is up and init.lua has run.
@@ -156,66 +72,6 @@ impl Nvim {
         .await;
         assert_eq!(buf.lsp["uri"], json!(sandbox.uri(file)));
         nvim
-    }
-
-    /// Only the variables we set, so no user config or plugin leaks in.
-    fn scrub_env(cmd: &mut tokio::process::Command, env: &[(&'static str, OsString)]) {
-        for var in [
-            "NVIM",
-            "NVIM_APPNAME",
-            "NVIM_LOG_FILE",
-            "VIMINIT",
-            "VIMRUNTIME",
-            "VIM",
-            "MYVIMRC",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.envs(env.iter().map(|(k, v)| (k, v)));
-    }
-
-    /// A `nvim --server SOCK ARGS...` client of this Neovim.
-    async fn remote(&self, args: &[&str]) -> std::process::Output {
-        let mut cmd = tokio::process::Command::new(&self.bin);
-        cmd.arg("--server")
-            .arg(&self.listen)
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        Self::scrub_env(&mut cmd, &self.env);
-        tokio::time::timeout(TIMEOUT, cmd.output())
-            .await
-            .expect("nvim --server timed out")
-            .expect("run nvim --server")
-    }
-
-    /// Types `keys` (Neovim key notation) as if at the keyboard.
-    async fn send_keys(&self, keys: &str) {
-        let out = self.remote(&["--remote-send", keys]).await;
-        assert!(
-            out.status.success() && out.stderr.is_empty(),
-            "--remote-send {keys:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// Evaluates a Vimscript expression in Neovim; its value as JSON.
-    async fn eval(&self, expr: &str) -> Value {
-        match self.try_eval(expr).await {
-            Ok(v) => v,
-            Err(why) => panic!("--remote-expr {expr}: {why}"),
-        }
-    }
-
-    async fn try_eval(&self, expr: &str) -> Result<Value, String> {
-        let out = self
-            .remote(&["--remote-expr", &format!("json_encode({expr})")])
-            .await;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-        }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("printed {:?} ({e})", String::from_utf8_lossy(&out.stdout)))
     }
 
     /// The current buffer's text and LSP version, read in one evaluation.
@@ -266,7 +122,7 @@ impl Nvim {
     async fn quit(mut self) {
         // Neovim may exit before answering, so the client's result is moot.
         let _ = self.remote(&["--remote-send", "<Esc>:qa!<CR>"]).await;
-        let status = tokio::time::timeout(TIMEOUT, self.child.wait())
+        let status = tokio::time::timeout(TIMEOUT, self.h.child.wait())
             .await
             .expect("Neovim did not exit after :qa!")
             .expect("wait for nvim");
@@ -324,13 +180,13 @@ impl Drop for Nvim {
         eprintln!("----- nvim buffer\n{}", self.buffer_blocking());
         eprintln!(
             "----- nvim output ({})\n{}",
-            self.output.display(),
-            tail(&self.output)
+            self.h.output.display(),
+            tail(&self.h.output)
         );
         eprintln!(
             "----- nvim lsp.log ({})\n{}",
-            self.lsp_log.display(),
-            tail(&self.lsp_log)
+            self.h.lsp_log.display(),
+            tail(&self.h.lsp_log)
         );
         if let Some(log) = &self.service_log {
             eprintln!("----- service log ({})\n{}", log.display(), tail(log));

@@ -4,29 +4,14 @@
 //! its `--listen` socket, against the real service, with a Claude Code
 //! stand-in on the IDE WebSocket checking what arrives there.
 //!
-//! Independent of `tests/tests/neovim.rs` (a few helpers are copied).
+//! Neovim is started and driven with the harness's `moonkale_tests::nvim`.
 //! Neovim comes from `scripts/install-test-peers.sh` (or `$MOONKALE_NVIM`).
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use moonkale_tests::{IdeClient, Sandbox, Service, TIMEOUT, bin, ide_lock, wait_until};
+use moonkale_tests::nvim::{Attach, Headless, Remote, start_headless};
+use moonkale_tests::{IdeClient, Sandbox, Service, bin, ide_lock, wait_until};
 use serde_json::{Value, json};
-
-/// `$MOONKALE_NVIM`, else the one `scripts/install-test-peers.sh` installs.
-fn nvim_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("MOONKALE_NVIM") {
-        return PathBuf::from(path);
-    }
-    let path = repo().join(".peers/nvim-venv/bin/nvim");
-    assert!(
-        path.is_file(),
-        "Neovim is not installed at {}: run scripts/install-test-peers.sh (or set MOONKALE_NVIM)",
-        path.display()
-    );
-    path
-}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -54,72 +39,29 @@ require('moonkale').setup({
 })
 "#;
 
-/// How the plugin reaches the service.
-enum Attach<'a> {
-    /// `setup{ cmd = { moonkale-shim } }`: the shim finds the running service.
-    Shim,
-    /// `setup{ socket = PATH }`: `vim.lsp.rpc.connect(PATH)`.
-    Socket(&'a Path),
-}
-
 /// A headless Neovim in a sandbox; killed when dropped.
 struct Nvim {
-    _child: tokio::process::Child,
-    bin: PathBuf,
-    listen: PathBuf,
-    env: Vec<(&'static str, OsString)>,
-    output: PathBuf,
+    h: Headless,
+}
+
+/// `nvim --server` requests go straight to [`Remote`].
+impl std::ops::Deref for Nvim {
+    type Target = Remote;
+
+    fn deref(&self) -> &Remote {
+        &self.h.remote
+    }
 }
 
 impl Nvim {
     /// `nvim --headless --clean -u INIT --listen SOCK FILE` in the
     /// workspace; returns once the plugin's client for FILE has initialized.
     async fn start(sandbox: &Sandbox, attach: Attach<'_>, file: &str) -> Nvim {
-        let dir = sandbox.root.join("nvim");
-        for d in ["config", "data", "state", "cache"] {
-            std::fs::create_dir_all(dir.join(d)).expect("mkdir");
-        }
-        let init = dir.join("init.lua");
+        let init = sandbox.root.join("plugin-init.lua");
         std::fs::write(&init, INIT).expect("write init.lua");
-        let mut env: Vec<(&'static str, OsString)> = vec![
-            ("XDG_RUNTIME_DIR", sandbox.runtime.clone().into()),
-            ("HOME", sandbox.home.clone().into()),
-            ("XDG_CONFIG_HOME", dir.join("config").into()),
-            ("XDG_DATA_HOME", dir.join("data").into()),
-            ("XDG_STATE_HOME", dir.join("state").into()),
-            ("XDG_CACHE_HOME", dir.join("cache").into()),
-            ("MOONKALE_SERVICE_BIN", bin("moonkale-service").into()),
-            ("MOONKALE_PLUGIN_DIR", repo().join("editors/neovim").into()),
-        ];
-        match attach {
-            Attach::Shim => env.push(("MOONKALE_TEST_SHIM", bin("moonkale-shim").into())),
-            Attach::Socket(socket) => env.push(("MOONKALE_TEST_SOCKET", socket.into())),
-        }
-        let listen = sandbox.root.join("nvim.sock");
-        let output = dir.join("nvim.out");
-        let out = std::fs::File::create(&output).expect("create nvim.out");
-        let bin = nvim_bin();
-        let mut cmd = tokio::process::Command::new(&bin);
-        cmd.arg("--headless")
-            .arg("--clean")
-            .arg("-u")
-            .arg(&init)
-            .arg("--listen")
-            .arg(&listen)
-            .arg(sandbox.workspace.join(file))
-            .current_dir(&sandbox.workspace)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("dup"))
-            .stderr(out)
-            .kill_on_drop(true);
-        scrub_env(&mut cmd, &env);
-        let child = cmd.spawn().expect("start nvim");
+        let extra = vec![("MOONKALE_PLUGIN_DIR", repo().join("editors/neovim").into())];
         let nvim = Nvim {
-            _child: child,
-            bin,
-            listen,
-            env,
-            output,
+            h: start_headless(sandbox, &init, attach, file, extra),
         };
         let this = &nvim;
         wait_until("the plugin's client to initialize", || async move {
@@ -134,58 +76,6 @@ impl Nvim {
         nvim
     }
 
-    /// A `nvim --server SOCK ARGS...` client of this Neovim.
-    async fn remote(&self, args: &[&str]) -> std::process::Output {
-        let mut cmd = tokio::process::Command::new(&self.bin);
-        cmd.arg("--server")
-            .arg(&self.listen)
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        scrub_env(&mut cmd, &self.env);
-        tokio::time::timeout(TIMEOUT, cmd.output())
-            .await
-            .expect("nvim --server timed out")
-            .expect("run nvim --server")
-    }
-
-    /// Types `keys` (Neovim key notation) as if at the keyboard.
-    async fn send_keys(&self, keys: &str) {
-        let out = self.remote(&["--remote-send", keys]).await;
-        assert!(
-            out.status.success() && out.stderr.is_empty(),
-            "--remote-send {keys:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    async fn eval(&self, expr: &str) -> Value {
-        match self.try_eval(expr).await {
-            Ok(v) => v,
-            Err(why) => panic!("--remote-expr {expr}: {why}"),
-        }
-    }
-
-    async fn try_eval(&self, expr: &str) -> Result<Value, String> {
-        let out = self
-            .remote(&["--remote-expr", &format!("json_encode({expr})")])
-            .await;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-        }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("printed {:?} ({e})", String::from_utf8_lossy(&out.stdout)))
-    }
-
-    /// Waits until `expr` evaluates to something `ok` accepts.
-    async fn wait_for(&self, what: &str, expr: &str, ok: impl Fn(&Value) -> bool) -> Value {
-        wait_until(what, || async {
-            let v = self.eval(expr).await;
-            ok(&v).then_some(v)
-        })
-        .await
-    }
-
     /// The current buffer's lines joined with "\n" (plus the final newline).
     async fn text(&self) -> String {
         let v = self
@@ -198,28 +88,10 @@ impl Nvim {
 impl Drop for Nvim {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let out = std::fs::read_to_string(&self.output).unwrap_or_default();
-            eprintln!("----- nvim output ({})\n{out}", self.output.display());
+            let out = std::fs::read_to_string(&self.h.output).unwrap_or_default();
+            eprintln!("----- nvim output ({})\n{out}", self.h.output.display());
         }
     }
-}
-
-/// Only the variables we set, so no user config or plugin leaks in.
-fn scrub_env(cmd: &mut tokio::process::Command, env: &[(&'static str, OsString)]) {
-    for var in [
-        "NVIM",
-        "NVIM_APPNAME",
-        "NVIM_LOG_FILE",
-        "VIMINIT",
-        "VIMRUNTIME",
-        "VIM",
-        "MYVIMRC",
-        "MOONKALE_TEST_SHIM",
-        "MOONKALE_TEST_SOCKET",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.envs(env.iter().map(|(k, v)| (k, v)));
 }
 
 /// The service with a short selection debounce, and a connected,

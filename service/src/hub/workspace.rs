@@ -1100,7 +1100,9 @@ mod tests {
     use crate::hub::Transport;
     use tokio::sync::{mpsc, oneshot};
 
-    fn attach(ws: &mut Workspace, id: u64) -> mpsc::Receiver<Vec<u8>> {
+    /// Attaches editor `id` (UTF-16, takes `$/progress`; `buttons`: shows
+    /// `window/showMessageRequest`); its outbox.
+    pub(super) fn attach(ws: &mut Workspace, id: u64, buttons: bool) -> mpsc::Receiver<Vec<u8>> {
         let (outbox, rx) = mpsc::channel(64);
         let info = EditorInfo {
             client_name: format!("ed{id}"),
@@ -1109,8 +1111,8 @@ mod tests {
             transport: Transport::Unix,
             encoding: PositionEncoding::Utf16,
             role: Role::Editor,
-            shows_message_buttons: false,
-            shows_progress: false,
+            shows_message_buttons: buttons,
+            shows_progress: true,
         };
         ws.handle(Event::Attach {
             editor: EditorId(id),
@@ -1156,7 +1158,7 @@ mod tests {
             },
             tokio::sync::watch::channel(None).0,
         );
-        let mut rx = attach(&mut ws, 1);
+        let mut rx = attach(&mut ws, 1, false);
         open(&mut ws, 1, "file:///w/a", "12345");
         open(&mut ws, 1, "file:///w/b", "1");
         open(&mut ws, 1, "file:///w/c", "1");
@@ -1181,8 +1183,8 @@ mod tests {
             Limits::default(),
             tokio::sync::watch::channel(None).0,
         );
-        let _rx1 = attach(&mut ws, 1);
-        let _rx2 = attach(&mut ws, 2);
+        let _rx1 = attach(&mut ws, 1, false);
+        let _rx2 = attach(&mut ws, 2, false);
         open(&mut ws, 1, "file:///w/a", "one");
         open(&mut ws, 2, "file:///w/a", "two");
         let ask = |ws: &mut Workspace, editor: u64| {

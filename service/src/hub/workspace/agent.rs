@@ -406,9 +406,9 @@ impl Workspace {
 #[cfg(test)]
 mod tests {
     use super::super::Limits;
+    use super::super::tests::attach;
     use super::*;
-    use crate::core::PositionEncoding;
-    use crate::hub::{EditorInfo, Event, Transport};
+    use crate::hub::Event;
     use crate::lsp::message;
     use tokio::sync::{mpsc, oneshot};
 
@@ -420,26 +420,6 @@ mod tests {
         );
         ws.set_agent(agent);
         ws
-    }
-
-    fn attach(ws: &mut Workspace, id: u64, buttons: bool) -> mpsc::Receiver<Vec<u8>> {
-        let (outbox, rx) = mpsc::channel(64);
-        let info = EditorInfo {
-            client_name: format!("ed{id}"),
-            client_version: None,
-            process_id: None,
-            transport: Transport::Unix,
-            encoding: PositionEncoding::Utf16,
-            role: Role::Editor,
-            shows_message_buttons: buttons,
-            shows_progress: true,
-        };
-        ws.handle(Event::Attach {
-            editor: EditorId(id),
-            info,
-            outbox,
-        });
-        rx
     }
 
     fn drain(rx: &mut mpsc::Receiver<Vec<u8>>) -> Vec<Value> {

@@ -136,10 +136,12 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 
     // Editor → service.
     let mut shutdown_seen = false;
+    let mut service_gone = false;
     let code = loop {
         let body = tokio::select! {
             frame = read_editor_frame(&mut stdin, &stdout) => frame?,
             _ = &mut service_task => {
+                service_gone = true;
                 let lost = json!({"type": 1, "message": "moonkale: lost the connection to moonkale-service"});
                 let _ = stdout.send(message::notification("window/showMessage", lost)).await;
                 break 1;
@@ -168,7 +170,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let _ = sock_write.shutdown().await;
     drop(stdout);
     // Give the service a moment to answer what is in flight (e.g. shutdown).
-    let _ = tokio::time::timeout(Duration::from_secs(2), service_task).await;
+    // A finished JoinHandle must not be polled again: it panics.
+    if !service_gone {
+        let _ = tokio::time::timeout(Duration::from_secs(2), service_task).await;
+    }
     let _ = tokio::time::timeout(Duration::from_secs(2), stdout_task).await;
     Ok(code)
 }

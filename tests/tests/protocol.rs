@@ -512,6 +512,32 @@ async fn shim_starts_the_service_and_forwards() {
     kill_service_of(&sb);
 }
 
+/// The service going away under a plain shim: the editor is told with
+/// `window/showMessage` and the shim exits 1 (once it panicked polling the
+/// finished connection task again, exiting 101).
+#[tokio::test]
+async fn shim_reports_a_lost_service_and_exits_1() {
+    let sb = Sandbox::new();
+    let mut shim = spawn_shim(&sb);
+    let mut c = shim_client(&mut shim);
+    initialize_with_root(&mut c, &sb, "orphaned").await;
+    kill_service_of(&sb);
+    let msg = c.recv().await;
+    assert_eq!(msg["method"], "window/showMessage", "{msg}");
+    assert_eq!(msg["params"]["type"], 1);
+    assert!(
+        msg["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("lost the connection")),
+        "{msg}"
+    );
+    let status = tokio::time::timeout(moonkale_tests::TIMEOUT, shim.wait())
+        .await
+        .expect("the shim exits")
+        .expect("wait");
+    assert_eq!(status.code(), Some(1));
+}
+
 /// Two shims starting at the same moment end up with one service.
 #[tokio::test]
 async fn two_shims_at_once_start_one_service() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the peers that the end-to-end tests drive (tests/tests/neovim.rs,
-# tests/tests/claude_cli.rs, tests/tests/claude_cli_generations.rs) into
+# tests/tests/vscode.rs, tests/tests/claude_cli.rs,
+# tests/tests/claude_cli_generations.rs and others) into
 # <repo>/.peers (git-ignored). Idempotent: a peer already at the wanted
 # version is left alone.
 #
@@ -160,3 +161,8 @@ fi
 for version in "${OLD_CLAUDE_VERSIONS[@]}"; do
     install_claude "$version" "$peers/claude-$version"
 done
+
+# VS Code for tests/tests/vscode.rs: code-server 4.100.3 from npm, Debian's
+# chromium, the extension's and the driver's npm dependencies (pinned by
+# their package-lock.json files); see vscode-test-harness/install.sh.
+bash "$repo/vscode-test-harness/install.sh"

@@ -5,6 +5,7 @@
 //! Every wait has a deadline; nothing sleeps and hopes.
 
 pub mod nvim;
+pub mod vscode;
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -57,11 +58,16 @@ impl Default for Sandbox {
 
 impl Sandbox {
     pub fn new() -> Sandbox {
-        let dir = tempfile::Builder::new()
+        let mut dir = tempfile::Builder::new()
             .prefix("mk")
             .tempdir_in("/tmp")
             .expect("tempdir");
         let root = std::fs::canonicalize(dir.path()).expect("canonical tempdir");
+        if std::env::var_os("MOONKALE_KEEP_SANDBOX").is_some() {
+            // For a post-mortem: the logs and files stay where they are.
+            eprintln!("sandbox kept: {}", root.display());
+            dir.disable_cleanup(true);
+        }
         let runtime = root.join("run");
         let home = root.join("home");
         let workspace = root.join("ws");

@@ -1,0 +1,304 @@
+//! VS Code for the end-to-end tests (tests/tests/vscode.rs): code-server
+//! 4.100.3 (VS Code 1.100.3 served to a browser) in a sandbox with only the
+//! extension of `vscode-test-harness/extension`, and headless Chromium driven
+//! by `vscode-test-harness/driver/drive.js` one JSON command at a time.
+//!
+//! Everything comes from `vscode-test-harness/install.sh` (called by
+//! `scripts/install-test-peers.sh`); `$MOONKALE_CODE_SERVER` names another
+//! code-server executable.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use crate::{Sandbox, bin};
+
+pub const CODE_SERVER_VERSION: &str = "4.100.3";
+
+/// How long one browser step may take: loading the workbench in a headless
+/// Chromium on a busy 2-core machine is the slowest.
+const STEP_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn harness_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .join("vscode-test-harness")
+}
+
+/// `$MOONKALE_CODE_SERVER`, else the one the install script puts in .peers/.
+pub fn code_server_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("MOONKALE_CODE_SERVER") {
+        return path.into();
+    }
+    let repo = harness_dir().parent().expect("repo root").to_owned();
+    let path = repo.join(format!(
+        ".peers/code-server-{CODE_SERVER_VERSION}/node_modules/.bin/code-server"
+    ));
+    assert!(
+        path.exists(),
+        "code-server is not installed at {}: run scripts/install-test-peers.sh (or set MOONKALE_CODE_SERVER)",
+        path.display()
+    );
+    path
+}
+
+/// A code-server serving the sandbox's workspace; killed when dropped.
+pub struct CodeServer {
+    _child: Child,
+    pub port: u16,
+    /// code-server's own output, for failure reports.
+    pub log: PathBuf,
+}
+
+impl CodeServer {
+    /// Starts code-server with the extension installed (linked, unpacked, as
+    /// VS Code finds extensions in its extensions folder) and user settings
+    /// that keep welcome pages and update checks out of the way; returns once
+    /// it listens.
+    pub async fn start(sandbox: &Sandbox) -> CodeServer {
+        let dir = sandbox.root.join("vscode");
+        let extensions = dir.join("extensions");
+        let user = dir.join("user-data/User");
+        std::fs::create_dir_all(&extensions).expect("mkdir extensions");
+        std::fs::create_dir_all(&user).expect("mkdir user data");
+        let extension = harness_dir().join("extension");
+        assert!(
+            extension.join("out/extension.js").is_file(),
+            "the extension is not built: run vscode-test-harness/install.sh"
+        );
+        std::os::unix::fs::symlink(&extension, extensions.join("moonkale.moonkale-vscode-0.1.0"))
+            .expect("link the extension");
+        std::fs::write(
+            user.join("settings.json"),
+            json!({
+                "workbench.startupEditor": "none",
+                "workbench.tips.enabled": false,
+                "workbench.enableExperiments": false,
+                "security.workspace.trust.enabled": false,
+                "extensions.autoCheckUpdates": false,
+                "extensions.autoUpdate": false,
+                "extensions.ignoreRecommendations": true,
+                "telemetry.telemetryLevel": "off",
+                "update.mode": "none",
+                "files.autoSave": "off",
+                "editor.minimap.enabled": false,
+                "moonkale.selectionDebounceMs": 20,
+                "moonkale.trace.server": "verbose",
+            })
+            .to_string(),
+        )
+        .expect("write settings.json");
+
+        let log = dir.join("code-server.log");
+        let mut cmd = tokio::process::Command::new(code_server_bin());
+        cmd.args(["--auth", "none", "--bind-addr", "127.0.0.1:0"])
+            .args([
+                "--disable-telemetry",
+                "--disable-update-check",
+                "--disable-workspace-trust",
+                "--disable-getting-started-override",
+            ])
+            .arg("--user-data-dir")
+            .arg(dir.join("user-data"))
+            .arg("--extensions-dir")
+            .arg(&extensions)
+            .arg(&sandbox.workspace)
+            .current_dir(&sandbox.workspace)
+            .env("HOME", &sandbox.home)
+            .env("XDG_CONFIG_HOME", sandbox.home.join(".config"))
+            .env("XDG_DATA_HOME", sandbox.home.join(".local/share"))
+            .env("XDG_RUNTIME_DIR", &sandbox.runtime)
+            .env("MOONKALE_SHIM", bin("moonkale-shim"))
+            .env("MOONKALE_SERVICE_BIN", bin("moonkale-service"))
+            .env("MOONKALE_LOG", "warn")
+            .env_remove("VSCODE_IPC_HOOK_CLI")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("code-server log"))
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("start code-server");
+        let stdout = child.stdout.take().expect("stdout");
+        let port = tokio::time::timeout(STEP_TIMEOUT, listening_port(stdout, log.clone()))
+            .await
+            .unwrap_or_else(|_| panic!("code-server did not start; see {}", log.display()));
+        CodeServer {
+            _child: child,
+            port,
+            log,
+        }
+    }
+
+    /// The page that opens `folder` in VS Code.
+    pub fn url(&self, folder: &Path) -> String {
+        format!("http://127.0.0.1:{}/?folder={}", self.port, folder.display())
+    }
+}
+
+/// Reads code-server's stdout until it says where it listens; the rest is
+/// copied to `log`.
+async fn listening_port(stdout: ChildStdout, log: PathBuf) -> u16 {
+    const SAYS: &str = "HTTP server listening on http://127.0.0.1:";
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(rest) = line.split(SAYS).nth(1) {
+            let port = rest
+                .trim_end_matches('/')
+                .parse()
+                .unwrap_or_else(|_| panic!("port in {line:?}"));
+            // Keep draining, so code-server never blocks on a full pipe.
+            tokio::spawn(async move {
+                let mut out = tokio::fs::OpenOptions::new()
+                    .append(true)
+                    .open(log)
+                    .await
+                    .expect("open log");
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let _ = out.write_all(format!("{line}\n").as_bytes()).await;
+                }
+            });
+            return port;
+        }
+    }
+    panic!("code-server exited before listening");
+}
+
+/// Headless Chromium driven by drive.js; closed when dropped.
+pub struct Browser {
+    _child: Child,
+    stdin: ChildStdin,
+    replies: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    /// Where screenshots of failures go: outside the sandbox, which is
+    /// removed when the test fails.
+    shots: PathBuf,
+}
+
+impl Browser {
+    pub fn start(sandbox: &Sandbox) -> Browser {
+        let driver = harness_dir().join("driver/drive.js");
+        let mut child = tokio::process::Command::new("node")
+            .arg(&driver)
+            .current_dir(harness_dir().join("driver"))
+            .env("HOME", &sandbox.home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start node drive.js");
+        Browser {
+            stdin: child.stdin.take().expect("stdin"),
+            replies: BufReader::new(child.stdout.take().expect("stdout")).lines(),
+            _child: child,
+            next_id: 0,
+            shots: std::env::temp_dir().join("moonkale-vscode-failures").join(
+                sandbox
+                    .root
+                    .file_name()
+                    .expect("sandbox name"),
+            ),
+        }
+    }
+
+    /// Runs one driver command; a failure takes a screenshot and fails the
+    /// test with both.
+    pub async fn run(&mut self, command: Value) -> Value {
+        match self.try_run(command.clone()).await {
+            Ok(value) => value,
+            Err(error) => {
+                let _ = std::fs::create_dir_all(&self.shots);
+                let shot = self.shots.join(format!("failure-{}.png", self.next_id));
+                let _ = self
+                    .try_run(json!({"op": "screenshot", "path": shot}))
+                    .await;
+                panic!(
+                    "browser step {command} failed: {error}\n(screenshot: {})",
+                    shot.display()
+                );
+            }
+        }
+    }
+
+    pub async fn try_run(&mut self, mut command: Value) -> Result<Value, String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        command["id"] = json!(id);
+        self.stdin
+            .write_all(format!("{command}\n").as_bytes())
+            .await
+            .map_err(|e| format!("driver stdin: {e}"))?;
+        let line = tokio::time::timeout(STEP_TIMEOUT, self.replies.next_line())
+            .await
+            .map_err(|_| "no answer from the driver".to_owned())?
+            .map_err(|e| format!("driver stdout: {e}"))?
+            .ok_or("the driver exited")?;
+        let reply: Value =
+            serde_json::from_str(&line).map_err(|e| format!("driver said {line:?}: {e}"))?;
+        assert_eq!(reply["id"], json!(id), "answers come in order");
+        match reply.get("error") {
+            Some(error) => Err(error.as_str().unwrap_or_default().to_owned()),
+            None => Ok(reply["value"].clone()),
+        }
+    }
+
+    pub async fn press(&mut self, keys: &[&str]) {
+        self.run(json!({"op": "press", "keys": keys})).await;
+    }
+
+    pub async fn type_text(&mut self, text: &str) {
+        self.run(json!({"op": "type", "text": text})).await;
+    }
+
+    /// Clicks the first element with this ARIA role and exact name, waiting
+    /// for it to appear.
+    pub async fn click(&mut self, role: &str, name: &str) {
+        self.run(json!({"op": "click", "role": role, "name": name}))
+            .await;
+    }
+
+    pub async fn wait_for(&mut self, selector: &str) {
+        self.run(json!({"op": "waitFor", "selector": selector}))
+            .await;
+    }
+
+    /// Waits until nothing matching `selector` is visible.
+    pub async fn wait_gone(&mut self, selector: &str) {
+        self.run(json!({"op": "waitFor", "selector": selector, "state": "hidden"}))
+            .await;
+    }
+
+    /// Opens a file of the workspace with Quick Open (Ctrl+P).
+    pub async fn quick_open(&mut self, name: &str) {
+        self.press(&["Control+p"]).await;
+        self.wait_for(".quick-input-widget input").await;
+        self.type_text(name).await;
+        // The file's entry must be listed before Enter picks it.
+        self.wait_for(&format!(
+            ".quick-input-list .monaco-list-row[aria-label*=\"{name}\"]"
+        ))
+        .await;
+        self.press(&["Enter"]).await;
+        // Keys typed before the editor has the focus would go elsewhere.
+        self.wait_for(&format!(".tab.active[aria-label^=\"{name}\"]"))
+            .await;
+        self.wait_for(".editor-group-container.active .monaco-editor.focused")
+            .await;
+    }
+
+    /// Runs a command by its palette title (F1).
+    pub async fn palette(&mut self, title: &str) {
+        self.press(&["F1"]).await;
+        self.wait_for(".quick-input-widget input").await;
+        self.type_text(title).await;
+        self.wait_for(&format!(
+            ".quick-input-list .monaco-list-row[aria-label*=\"{title}\"]"
+        ))
+        .await;
+        self.press(&["Enter"]).await;
+    }
+}

@@ -1,0 +1,152 @@
+//! VS Code end to end: the extension of `vscode-test-harness/extension`
+//! inside a real VS Code (code-server 4.100.3) attaches through the real
+//! `moonkale-shim` to the real service, and headless Chromium plays the
+//! user (keystrokes, the command palette, buttons). A Claude Code stand-in
+//! on the IDE WebSocket checks what arrives there.
+//!
+//! Peers: `scripts/install-test-peers.sh` (which runs
+//! `vscode-test-harness/install.sh`).
+
+use moonkale_tests::vscode::{Browser, CodeServer};
+use moonkale_tests::{IdeClient, Sandbox, Service, ide_lock, wait_until};
+use serde_json::{Value, json};
+
+/// The extension's Accept button in the title of a proposal's editor.
+const ACCEPT_TITLE_BUTTON: &str = ".editor-actions a[aria-label^=\"Accept Claude Code\"]";
+
+async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
+    let svc = sb
+        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "10")])
+        .await;
+    let (port, lock) = ide_lock(sb, &svc);
+    let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
+    c.initialize("2025-11-25").await;
+    (svc, c)
+}
+
+/// Reads `selection_changed` until one has `text` (each read has a deadline).
+async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
+    loop {
+        let n = c.notification("selection_changed").await;
+        if n["params"]["text"] == text {
+            return n["params"].clone();
+        }
+    }
+}
+
+/// The response to request `id`, keeping notifications aside.
+async fn response(c: &mut IdeClient, id: i64) -> Value {
+    loop {
+        let msg = c.recv().await;
+        if msg["id"] == id && msg.get("method").is_none() {
+            return msg;
+        }
+        c.notifications.push(msg);
+    }
+}
+
+/// VS Code opened on the sandbox's workspace, with the extension's client
+/// attached to the service (it shows up in `status`).
+async fn vscode(sb: &Sandbox) -> (CodeServer, Browser) {
+    let server = CodeServer::start(sb).await;
+    let mut browser = Browser::start(sb);
+    browser
+        .run(json!({"op": "open", "url": server.url(&sb.workspace)}))
+        .await;
+    browser.wait_for(".monaco-workbench").await;
+    wait_until("VS Code's client in the service's status", || async {
+        let status = sb.status().await;
+        let editors = status["editors"].as_array()?;
+        editors
+            .iter()
+            .any(|e| e["client"] == "code-server")
+            .then_some(())
+    })
+    .await;
+    (server, browser)
+}
+
+/// The user's story in one VS Code session (the workbench takes seconds to
+/// load, so the steps share it):
+/// 1. A selection made with the keyboard reaches Claude Code as
+///    `selection_changed`, with UTF-16 columns (an emoji counts two);
+/// 2. "Moonkale: Send selection to Claude Code" from the palette gives
+///    `at_mentioned` with those lines;
+/// 3. Claude Code's `openDiff` opens the proposal and a notification with
+///    Accept/Reject buttons; clicking Accept answers `FILE_SAVED` with the
+///    proposed text;
+/// 4. the next proposal is rejected with the editor's title button: the
+///    answer is `DIFF_REJECTED` and the file is untouched.
+#[tokio::test]
+async fn vscode_selection_mention_accept_and_reject() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("main.txt");
+    std::fs::write(&target, "alpha beta\nnaïve 😀 café\ngamma\n").expect("write file");
+    let (_svc, mut c) = service_and_claude(&sb).await;
+    let (_server, mut browser) = vscode(&sb).await;
+
+    // 1. Select line 2 with the keyboard.
+    browser.quick_open("main.txt").await;
+    browser
+        .press(&["Control+Home", "ArrowDown", "Home", "Shift+End"])
+        .await;
+    let sel = selection_with_text(&mut c, "naïve 😀 café").await;
+    assert_eq!(sel["filePath"], json!(target));
+    assert_eq!(
+        sel["selection"],
+        json!({"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 13}, "isEmpty": false})
+    );
+
+    // 2. Send it to Claude Code.
+    browser
+        .palette("Moonkale: Send selection to Claude Code")
+        .await;
+    let n = c.notification("at_mentioned").await;
+    assert_eq!(
+        n["params"],
+        json!({"filePath": target, "lineStart": 1, "lineEnd": 1})
+    );
+
+    // 3. A proposal, accepted with the notification's button. Not awaited:
+    // openDiff answers only when the user decides.
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "alpha beta\nnaïve 😀 café\nGAMMA\n", "tab_name": "tab-1"});
+    c.send(json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    // The proposal is the active editor: its title has the extension's buttons.
+    browser.wait_for(ACCEPT_TITLE_BUTTON).await;
+    browser.click("button", "Accept").await;
+    let resp = response(&mut c, 50).await;
+    assert_eq!(
+        resp["result"]["content"],
+        json!([{"type": "text", "text": "FILE_SAVED"},
+               {"type": "text", "text": "alpha beta\nnaïve 😀 café\nGAMMA\n"}]),
+        "{resp}"
+    );
+    // The decided proposal's file is gone, and the extension closed its tab.
+    browser.wait_gone(ACCEPT_TITLE_BUTTON).await;
+
+    // 4. The next proposal, rejected with the title button of its editor.
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "rewritten\n", "tab_name": "tab-2"});
+    c.send(json!({"jsonrpc": "2.0", "id": 51, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    browser.wait_for(ACCEPT_TITLE_BUTTON).await;
+    browser
+        .click("button", "Reject Claude Code's proposed edit")
+        .await;
+    let resp = response(&mut c, 51).await;
+    assert_eq!(
+        resp["result"]["content"],
+        json!([{"type": "text", "text": "DIFF_REJECTED"}, {"type": "text", "text": "tab-2"}]),
+        "{resp}"
+    );
+    browser.wait_gone(ACCEPT_TITLE_BUTTON).await;
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("read file"),
+        "alpha beta\nnaïve 😀 café\ngamma\n",
+        "the stand-in writes nothing; a rejected proposal leaves the file alone"
+    );
+}

@@ -1,0 +1,239 @@
+// Moonkale for VS Code: attaches VS Code to moonkale-service through
+// `moonkale-shim` (stdio) and tells the service what VS Code's language
+// client does not send on its own: the live selection (debounced, with its
+// direction) and the diagnostics of the user's other language servers.
+// Everything else (documents, Claude Code's proposals shown with
+// `window/showDocument` and Accept/Reject asked with
+// `window/showMessageRequest`) is plain LSP that vscode-languageclient
+// already handles. Wire format: docs/protocol.md.
+
+import * as vscode from 'vscode';
+import {
+  DocumentSelector,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+} from 'vscode-languageclient/node';
+
+const DOCUMENTS: DocumentSelector = [{ scheme: 'file' }, { scheme: 'untitled' }];
+
+let client: LanguageClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const config = vscode.workspace.getConfiguration('moonkale');
+  const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  const shim = config.get<string>('shimPath') || process.env.MOONKALE_SHIM || 'moonkale-shim';
+  const serverOptions: ServerOptions = {
+    command: shim,
+    args: folder ? ['--workspace', folder] : [],
+    options: { cwd: folder },
+  };
+  const fromService = new FromService();
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: DOCUMENTS,
+    outputChannelName: 'Moonkale',
+    middleware: {
+      // What the service hands back (other editors' diagnostics) must not be
+      // forwarded again as if VS Code's own servers had found it.
+      handleDiagnostics: (uri, diagnostics, next) => {
+        fromService.remember(uri, diagnostics);
+        next(uri, diagnostics);
+      },
+      provideDiagnostics: async (document, previousResultId, token, next) => {
+        const report = await next(document, previousResultId, token);
+        if (report && report.kind === 'full') {
+          const uri = document instanceof vscode.Uri ? document : document.uri;
+          fromService.remember(uri, report.items);
+        }
+        return report;
+      },
+    },
+  };
+  client = new LanguageClient('moonkale', 'Moonkale', serverOptions, clientOptions);
+  const started = client;
+  await started.start();
+
+  const debounceMs = config.get<number>('selectionDebounceMs') ?? 50;
+  const selection = new SelectionSender(started, debounceMs);
+  const diagnostics = new DiagnosticsForwarder(started, fromService);
+  context.subscriptions.push(
+    selection,
+    vscode.window.onDidChangeTextEditorSelection((e) => selection.changed(e.textEditor)),
+    vscode.window.onDidChangeActiveTextEditor((editor) => editor && selection.changed(editor)),
+    vscode.languages.onDidChangeDiagnostics((e) => diagnostics.changed(e.uris)),
+    vscode.commands.registerCommand('moonkale.accept', (uri?: vscode.Uri) =>
+      decide(started, 'moonkale.acceptProposal', uri),
+    ),
+    vscode.commands.registerCommand('moonkale.reject', (uri?: vscode.Uri) =>
+      decide(started, 'moonkale.rejectProposal', uri),
+    ),
+    vscode.commands.registerCommand('moonkale.sendSelection', async () => {
+      // The live selection may still sit in the debounce: send it first, so
+      // the service mentions what the user sees selected.
+      const editor = vscode.window.activeTextEditor;
+      if (editor) await selection.sendNow(editor);
+      await execute(started, 'moonkale.sendToClaude', []);
+    }),
+    vscode.commands.registerCommand('moonkale.claudeTerminal', () => {
+      const service =
+        config.get<string>('servicePath') || process.env.MOONKALE_SERVICE_BIN || 'moonkale-service';
+      const terminal = vscode.window.createTerminal({
+        name: 'Claude Code',
+        shellPath: service,
+        shellArgs: folder ? ['claude', '--workspace', folder] : ['claude'],
+        cwd: folder,
+      });
+      terminal.show();
+    }),
+  );
+  if (folder) context.subscriptions.push(closeDecidedProposals(folder));
+  if (vscode.window.activeTextEditor) selection.changed(vscode.window.activeTextEditor);
+}
+
+// The service removes a proposal's file once it is accepted or rejected;
+// its tab would stay open on a deleted file, so close it (unless the user
+// has unsaved edits there: closing would ask to save them).
+function closeDecidedProposals(folder: string): vscode.Disposable {
+  const watcher = vscode.workspace.createFileSystemWatcher(
+    new vscode.RelativePattern(folder, '.moonkale/proposals/**'),
+  );
+  watcher.onDidDelete((gone) => {
+    const prefix = gone.toString();
+    const tabs = vscode.window.tabGroups.all
+      .flatMap((group) => group.tabs)
+      .filter((tab) => {
+        const input = tab.input;
+        if (tab.isDirty) return false;
+        const uri = input instanceof vscode.TabInputText ? input.uri.toString() : undefined;
+        return uri !== undefined && (uri === prefix || uri.startsWith(prefix + '/'));
+      });
+    if (tabs.length) void vscode.window.tabGroups.close(tabs);
+  });
+  return watcher;
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+}
+
+async function execute(client: LanguageClient, command: string, args: unknown[]): Promise<void> {
+  try {
+    await client.sendRequest('workspace/executeCommand', { command, arguments: args });
+  } catch (e) {
+    vscode.window.showErrorMessage(`Moonkale: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+// Accept or reject the proposal shown in the editor whose title button was
+// pressed, else (palette) the newest one.
+function decide(client: LanguageClient, command: string, uri?: vscode.Uri): Promise<void> {
+  const target = uri ?? vscode.window.activeTextEditor?.document.uri;
+  const args =
+    target && target.path.includes('/.moonkale/proposals/')
+      ? [client.code2ProtocolConverter.asUri(target)]
+      : [];
+  return execute(client, command, args);
+}
+
+function isOurs(document: vscode.TextDocument): boolean {
+  return vscode.languages.match(DOCUMENTS as vscode.DocumentSelector, document) > 0;
+}
+
+// Sends `moonkale/selectionChanged` once the selection has been still for
+// the debounce time, and only when it differs from what was sent last.
+class SelectionSender implements vscode.Disposable {
+  private timer: NodeJS.Timeout | undefined;
+  private last = '';
+
+  constructor(
+    private readonly client: LanguageClient,
+    private readonly debounceMs: number,
+  ) {}
+
+  changed(editor: vscode.TextEditor): void {
+    if (!isOurs(editor.document)) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.sendNow(editor), this.debounceMs);
+  }
+
+  async sendNow(editor: vscode.TextEditor): Promise<void> {
+    clearTimeout(this.timer);
+    if (!isOurs(editor.document)) return;
+    // VS Code positions count UTF-16 code units, as the client negotiated.
+    const s = editor.selection;
+    const params = {
+      textDocument: { uri: this.client.code2ProtocolConverter.asUri(editor.document.uri) },
+      selection: {
+        start: { line: s.start.line, character: s.start.character },
+        end: { line: s.end.line, character: s.end.character },
+      },
+      cursor: { line: s.active.line, character: s.active.character },
+    };
+    const key = JSON.stringify(params);
+    if (key === this.last) return;
+    this.last = key;
+    await this.client.sendNotification('moonkale/selectionChanged', params);
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+function diagnosticKey(d: vscode.Diagnostic): string {
+  const r = d.range;
+  return `${d.source ?? ''}|${r.start.line}:${r.start.character}-${r.end.line}:${r.end.character}|${d.message}`;
+}
+
+// The diagnostics the service gave VS Code, per document.
+class FromService {
+  private readonly keys = new Map<string, Set<string>>();
+
+  remember(uri: vscode.Uri, diagnostics: readonly vscode.Diagnostic[]): void {
+    this.keys.set(uri.toString(), new Set(diagnostics.map(diagnosticKey)));
+  }
+
+  has(uri: vscode.Uri, d: vscode.Diagnostic): boolean {
+    return this.keys.get(uri.toString())?.has(diagnosticKey(d)) ?? false;
+  }
+}
+
+// Forwards the diagnostics VS Code shows (from its other language servers
+// and linters) as `moonkale/publishDiagnostics`, one publish per source; a
+// source that has gone gets an empty list, which removes it.
+class DiagnosticsForwarder {
+  private readonly sent = new Map<string, Set<string>>();
+
+  constructor(
+    private readonly client: LanguageClient,
+    private readonly fromService: FromService,
+  ) {}
+
+  changed(uris: readonly vscode.Uri[]): void {
+    for (const uri of uris) {
+      if (uri.scheme !== 'file' && uri.scheme !== 'untitled') continue;
+      if (uri.path.includes('/.moonkale/')) continue;
+      const bySource = new Map<string, object[]>();
+      for (const d of vscode.languages.getDiagnostics(uri)) {
+        if (this.fromService.has(uri, d)) continue;
+        const source = d.source || 'vscode';
+        const list = bySource.get(source) ?? [];
+        list.push(this.client.code2ProtocolConverter.asDiagnostic(d));
+        bySource.set(source, list);
+      }
+      const key = uri.toString();
+      const protocolUri = this.client.code2ProtocolConverter.asUri(uri);
+      for (const gone of this.sent.get(key) ?? []) {
+        if (!bySource.has(gone)) bySource.set(gone, []);
+      }
+      for (const [source, diagnostics] of bySource) {
+        void this.client.sendNotification('moonkale/publishDiagnostics', {
+          uri: protocolUri,
+          source,
+          diagnostics,
+        });
+      }
+      this.sent.set(key, new Set([...bySource].filter(([, d]) => d.length > 0).map(([s]) => s)));
+    }
+  }
+}

@@ -87,6 +87,11 @@ impl CodeServer {
                 "update.mode": "none",
                 "files.autoSave": "off",
                 "editor.minimap.enabled": false,
+                // Typed text stays as typed.
+                "editor.autoClosingBrackets": "never",
+                "editor.autoClosingQuotes": "never",
+                "editor.acceptSuggestionOnEnter": "off",
+                "editor.quickSuggestions": {"other": false, "comments": false, "strings": false},
                 "moonkale.selectionDebounceMs": 20,
                 "moonkale.trace.server": "verbose",
             })

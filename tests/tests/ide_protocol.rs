@@ -1120,6 +1120,14 @@ async fn t5_client_disconnect_withdraws_its_diffs() {
     .await;
     let (uri, _) = open_proposal(&mut ed).await;
     drop(c);
+    // The editor is told, so a plugin can close the proposal's view.
+    let closed = loop {
+        let msg = ed.recv().await;
+        if msg["method"] == "moonkale/proposalClosed" {
+            break msg;
+        }
+    };
+    assert_eq!(closed["params"], json!({"uri": uri, "accepted": false}));
     let path = std::path::PathBuf::from(uri.strip_prefix("file://").unwrap());
     moonkale_tests::wait_until("the withdrawn proposal to be removed", || {
         let gone = !path.exists();

@@ -229,6 +229,13 @@ async fn plugin_accepts_a_proposal_with_moonkale_accept() {
         .map(|t| t["text"].as_str().expect("text"))
         .collect();
     assert_eq!(texts, ["FILE_SAVED", "one\nTWO!\n"], "{answer}");
+    // The decided proposal's buffer goes (`moonkale/proposalClosed`).
+    nvim.wait_for(
+        "the proposal's buffer to be wiped",
+        r#"len(filter(getbufinfo(), {_, b -> b.name =~ '/.moonkale/proposals/'}))"#,
+        |v| v == 0,
+    )
+    .await;
     let errors = nvim.eval("v:errmsg").await;
     assert_eq!(errors, "", "no error in Neovim");
 }

@@ -8,7 +8,7 @@
 //! `vscode-test-harness/install.sh`).
 
 use moonkale_tests::vscode::{Browser, CodeServer};
-use moonkale_tests::{IdeClient, Sandbox, Service, ide_lock, wait_until};
+use moonkale_tests::{IdeClient, Sandbox, Service, ide_lock, tool_json, wait_until};
 use serde_json::{Value, json};
 
 /// The extension's Accept button in the title of a proposal's editor.
@@ -149,4 +149,64 @@ async fn vscode_selection_mention_accept_and_reject() {
         "alpha beta\nnaïve 😀 café\ngamma\n",
         "the stand-in writes nothing; a rejected proposal leaves the file alone"
     );
+}
+
+/// `getDiagnostics` for `file`'s URI, polled until `ok` holds for its list.
+async fn diagnostics_until(
+    c: &mut IdeClient,
+    file: &std::path::Path,
+    what: &str,
+    ok: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let uri = format!("file://{}", file.display());
+    let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
+    loop {
+        let got = tool_json(&c.tool("getDiagnostics", json!({"uri": uri})).await);
+        let list = got[0]["diagnostics"].as_array().cloned().unwrap_or_default();
+        if ok(&list) {
+            return list;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {got}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// VS Code's own language servers' diagnostics reach Claude Code: the
+/// built-in JSON language server flags a broken file, the extension forwards
+/// it (`moonkale/publishDiagnostics`, source `json`), `getDiagnostics` on the
+/// IDE WebSocket returns it; once the file is fixed with the keyboard, the
+/// diagnostic is gone there too.
+#[tokio::test]
+async fn vscode_forwards_its_language_servers_diagnostics() {
+    let sb = Sandbox::new();
+    let file = sb.workspace.join("broken.json");
+    std::fs::write(&file, "{\"a\": 1,, \"b\": 2}\n").expect("write file");
+    let (_svc, mut c) = service_and_claude(&sb).await;
+    let (_server, mut browser) = vscode(&sb).await;
+
+    browser.quick_open("broken.json").await;
+    let found = diagnostics_until(&mut c, &file, "the JSON server's diagnostic", |ds| {
+        ds.iter().any(|d| d["source"] == "json")
+    })
+    .await;
+    let d = found.iter().find(|d| d["source"] == "json").expect("json");
+    assert_eq!(d["range"]["start"], json!({"line": 0, "character": 8}), "{d}");
+    assert_eq!(d["severity"], "Error", "{d}");
+    let status = sb.status().await;
+    assert!(
+        status["diagnostics"]
+            .as_array()
+            .is_some_and(|ds| ds.iter().any(|d| d["source"] == "json")),
+        "{status}"
+    );
+
+    // Delete the second comma (column 8).
+    let mut keys = vec!["Control+Home"];
+    keys.extend(["ArrowRight"; 8]);
+    keys.push("Delete");
+    browser.press(&keys).await;
+    diagnostics_until(&mut c, &file, "the diagnostic to go", |ds| ds.is_empty()).await;
 }

@@ -53,6 +53,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const started = client;
   await started.start();
 
+  context.subscriptions.push(
+    started.onNotification('moonkale/proposalClosed', (params: { uri: string }) =>
+      closeProposal(started.protocol2CodeConverter.asUri(params.uri).toString()),
+    ),
+  );
+
   const debounceMs = config.get<number>('selectionDebounceMs') ?? 50;
   const selection = new SelectionSender(started, debounceMs);
   const diagnostics = new DiagnosticsForwarder(started, fromService);
@@ -86,30 +92,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       terminal.show();
     }),
   );
-  if (folder) context.subscriptions.push(closeDecidedProposals(folder));
   if (vscode.window.activeTextEditor) selection.changed(vscode.window.activeTextEditor);
 }
 
-// The service removes a proposal's file once it is accepted or rejected;
-// its tab would stay open on a deleted file, so close it (unless the user
-// has unsaved edits there: closing would ask to save them).
-function closeDecidedProposals(folder: string): vscode.Disposable {
-  const watcher = vscode.workspace.createFileSystemWatcher(
-    new vscode.RelativePattern(folder, '.moonkale/proposals/**'),
-  );
-  watcher.onDidDelete((gone) => {
-    const prefix = gone.toString();
-    const tabs = vscode.window.tabGroups.all
-      .flatMap((group) => group.tabs)
-      .filter((tab) => {
-        const input = tab.input;
-        if (tab.isDirty) return false;
-        const uri = input instanceof vscode.TabInputText ? input.uri.toString() : undefined;
-        return uri !== undefined && (uri === prefix || uri.startsWith(prefix + '/'));
-      });
-    if (tabs.length) void vscode.window.tabGroups.close(tabs);
-  });
-  return watcher;
+// A decided proposal's file is gone; its tab would stay open on a deleted
+// file, so close it (unless the user has unsaved edits there: closing would
+// ask to save them).
+function closeProposal(uri: string): void {
+  const tabs = vscode.window.tabGroups.all
+    .flatMap((group) => group.tabs)
+    .filter((tab) => {
+      const input = tab.input;
+      return !tab.isDirty && input instanceof vscode.TabInputText && input.uri.toString() === uri;
+    });
+  if (tabs.length) void vscode.window.tabGroups.close(tabs);
 }
 
 export async function deactivate(): Promise<void> {

@@ -212,6 +212,20 @@ local function forward_diagnostics(buf)
   forwarded[buf] = now
 end
 
+--- A decided proposal's file is gone: wipe its buffer. Edits made there are
+--- not lost: they were the accepted answer, or rejected with it.
+local function proposal_closed(_, params)
+  local buf = vim.fn.bufnr(vim.uri_to_fname(params.uri))
+  if buf ~= -1 and vim.api.nvim_buf_is_valid(buf) then
+    vim.schedule(function()
+      if vim.api.nvim_buf_is_valid(buf) then
+        vim.api.nvim_buf_delete(buf, { force = true })
+      end
+    end)
+  end
+  return vim.NIL
+end
+
 local function attach(buf)
   if vim.bo[buf].buftype ~= '' or vim.api.nvim_buf_get_name(buf) == '' then
     return
@@ -227,6 +241,7 @@ local function attach(buf)
     name = NAME,
     cmd = M.config.socket and vim.lsp.rpc.connect(M.config.socket) or M.config.cmd,
     root_dir = root_of(buf),
+    handlers = { ['moonkale/proposalClosed'] = proposal_closed },
   }, { bufnr = buf })
 end
 

@@ -141,6 +141,15 @@ impl Workspace {
         };
         let p = self.proposals.remove(at);
         self.cancel_questions(&super::Awaited::Proposal(id));
+        // The proposal's file goes away with the answer; plugins close the
+        // view they opened for it (LSP has no way to close a document).
+        for (editor, _) in self.editors_with_buttons() {
+            self.notify_editor(
+                editor,
+                "moonkale/proposalClosed",
+                json!({"uri": p.document, "accepted": accept}),
+            );
+        }
         let content = if accept {
             let final_text = self.proposal_text(&p);
             self.sync_target_buffers(&p.target, &final_text);

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::{Sandbox, bin};
 
@@ -22,6 +22,14 @@ pub const CODE_SERVER_VERSION: &str = "4.100.3";
 /// How long one browser step may take: loading the workbench in a headless
 /// Chromium on a busy 2-core machine is the slowest.
 const STEP_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// VS Code's workbench in headless Chromium takes most of a core while it
+/// loads; on 2 cores, several at once miss their deadlines. The tests of a
+/// binary take turns: hold this for the whole test.
+pub async fn take_turn() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
 
 fn harness_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -47,9 +55,10 @@ pub fn code_server_bin() -> PathBuf {
     path
 }
 
-/// A code-server serving the sandbox's workspace; killed when dropped.
+/// A code-server serving the sandbox's workspace; killed when dropped, with
+/// every process it started.
 pub struct CodeServer {
-    _child: Child,
+    _group: ProcessGroup,
     pub port: u16,
     /// code-server's own output, for failure reports.
     pub log: PathBuf,
@@ -59,8 +68,8 @@ impl CodeServer {
     /// Starts code-server with the extension installed (linked, unpacked, as
     /// VS Code finds extensions in its extensions folder) and user settings
     /// that keep welcome pages and update checks out of the way; returns once
-    /// it listens.
-    pub async fn start(sandbox: &Sandbox) -> CodeServer {
+    /// it listens. VS Code's terminals inherit `env`.
+    pub async fn start(sandbox: &Sandbox, env: &[(String, String)]) -> CodeServer {
         let dir = sandbox.root.join("vscode");
         let extensions = dir.join("extensions");
         let user = dir.join("user-data/User");
@@ -71,8 +80,11 @@ impl CodeServer {
             extension.join("out/extension.js").is_file(),
             "the extension is not built: run vscode-test-harness/install.sh"
         );
-        std::os::unix::fs::symlink(&extension, extensions.join("moonkale.moonkale-vscode-0.1.0"))
-            .expect("link the extension");
+        std::os::unix::fs::symlink(
+            &extension,
+            extensions.join("moonkale.moonkale-vscode-0.1.0"),
+        )
+        .expect("link the extension");
         std::fs::write(
             user.join("settings.json"),
             json!({
@@ -87,11 +99,8 @@ impl CodeServer {
                 "update.mode": "none",
                 "files.autoSave": "off",
                 "editor.minimap.enabled": false,
-                // Typed text stays as typed.
-                "editor.autoClosingBrackets": "never",
-                "editor.autoClosingQuotes": "never",
-                "editor.acceptSuggestionOnEnter": "off",
-                "editor.quickSuggestions": {"other": false, "comments": false, "strings": false},
+                // The DOM renderer: the terminal's text can be read from the page.
+                "terminal.integrated.gpuAcceleration": "off",
                 "moonkale.selectionDebounceMs": 20,
                 "moonkale.trace.server": "verbose",
             })
@@ -122,17 +131,19 @@ impl CodeServer {
             .env("MOONKALE_SERVICE_BIN", bin("moonkale-service"))
             .env("MOONKALE_LOG", "warn")
             .env_remove("VSCODE_IPC_HOOK_CLI")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("code-server log"))
-            .kill_on_drop(true);
+            .process_group(0);
         let mut child = cmd.spawn().expect("start code-server");
+        let group = ProcessGroup(child.id().expect("pid") as i32);
         let stdout = child.stdout.take().expect("stdout");
         let port = tokio::time::timeout(STEP_TIMEOUT, listening_port(stdout, log.clone()))
             .await
             .unwrap_or_else(|_| panic!("code-server did not start; see {}", log.display()));
         CodeServer {
-            _child: child,
+            _group: group,
             port,
             log,
         }
@@ -140,7 +151,24 @@ impl CodeServer {
 
     /// The page that opens `folder` in VS Code.
     pub fn url(&self, folder: &Path) -> String {
-        format!("http://127.0.0.1:{}/?folder={}", self.port, folder.display())
+        format!(
+            "http://127.0.0.1:{}/?folder={}",
+            self.port,
+            folder.display()
+        )
+    }
+}
+
+/// A process group of our own (the leader was spawned with
+/// `process_group(0)`): code-server's real server and VS Code's extension
+/// host, and the driver's Chromium, are children that killing the leader
+/// alone would orphan, still running.
+struct ProcessGroup(i32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(-self.0, libc::SIGKILL) };
     }
 }
 
@@ -172,9 +200,9 @@ async fn listening_port(stdout: ChildStdout, log: PathBuf) -> u16 {
     panic!("code-server exited before listening");
 }
 
-/// Headless Chromium driven by drive.js; closed when dropped.
+/// Headless Chromium driven by drive.js; killed when dropped, Chromium too.
 pub struct Browser {
-    _child: Child,
+    _group: ProcessGroup,
     stdin: ChildStdin,
     replies: Lines<BufReader<ChildStdout>>,
     next_id: u64,
@@ -186,27 +214,27 @@ pub struct Browser {
 impl Browser {
     pub fn start(sandbox: &Sandbox) -> Browser {
         let driver = harness_dir().join("driver/drive.js");
+        let log = sandbox.root.join("driver.log");
         let mut child = tokio::process::Command::new("node")
             .arg(&driver)
             .current_dir(harness_dir().join("driver"))
             .env("HOME", &sandbox.home)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
+            // The page's console errors and the driver's own; kept with the
+            // sandbox (MOONKALE_KEEP_SANDBOX=1).
+            .stderr(std::fs::File::create(log).expect("driver log"))
+            .process_group(0)
             .spawn()
             .expect("start node drive.js");
         Browser {
+            _group: ProcessGroup(child.id().expect("pid") as i32),
             stdin: child.stdin.take().expect("stdin"),
             replies: BufReader::new(child.stdout.take().expect("stdout")).lines(),
-            _child: child,
             next_id: 0,
-            shots: std::env::temp_dir().join("moonkale-vscode-failures").join(
-                sandbox
-                    .root
-                    .file_name()
-                    .expect("sandbox name"),
-            ),
+            shots: std::env::temp_dir()
+                .join("moonkale-vscode-failures")
+                .join(sandbox.root.file_name().expect("sandbox name")),
         }
     }
 

@@ -7,9 +7,13 @@
 //! Peers: `scripts/install-test-peers.sh` (which runs
 //! `vscode-test-harness/install.sh`).
 
-use moonkale_tests::vscode::{Browser, CodeServer};
+mod support;
+
+use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
 use moonkale_tests::{IdeClient, Sandbox, Service, ide_lock, tool_json, wait_until};
 use serde_json::{Value, json};
+use support::claude_cli::{ClaudeConfig, claude_bin, seed_home};
+use support::fakeapi::{FakeApi, Reply, Script};
 
 /// The extension's Accept button in the title of a proposal's editor.
 const ACCEPT_TITLE_BUTTON: &str = ".editor-actions a[aria-label^=\"Accept Claude Code\"]";
@@ -46,9 +50,9 @@ async fn response(c: &mut IdeClient, id: i64) -> Value {
 }
 
 /// VS Code opened on the sandbox's workspace, with the extension's client
-/// attached to the service (it shows up in `status`).
-async fn vscode(sb: &Sandbox) -> (CodeServer, Browser) {
-    let server = CodeServer::start(sb).await;
+/// attached to the service (it shows up in `status`); its terminals get `env`.
+async fn vscode(sb: &Sandbox, env: &[(String, String)]) -> (CodeServer, Browser) {
+    let server = CodeServer::start(sb, env).await;
     let mut browser = Browser::start(sb);
     browser
         .run(json!({"op": "open", "url": server.url(&sb.workspace)}))
@@ -79,11 +83,12 @@ async fn vscode(sb: &Sandbox) -> (CodeServer, Browser) {
 ///    answer is `DIFF_REJECTED` and the file is untouched.
 #[tokio::test]
 async fn vscode_selection_mention_accept_and_reject() {
+    let _turn = take_turn().await;
     let sb = Sandbox::new();
     let target = sb.workspace.join("main.txt");
     std::fs::write(&target, "alpha beta\nnaïve 😀 café\ngamma\n").expect("write file");
     let (_svc, mut c) = service_and_claude(&sb).await;
-    let (_server, mut browser) = vscode(&sb).await;
+    let (_server, mut browser) = vscode(&sb, &[]).await;
 
     // 1. Select line 2 with the keyboard.
     browser.quick_open("main.txt").await;
@@ -162,7 +167,10 @@ async fn diagnostics_until(
     let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
     loop {
         let got = tool_json(&c.tool("getDiagnostics", json!({"uri": uri})).await);
-        let list = got[0]["diagnostics"].as_array().cloned().unwrap_or_default();
+        let list = got[0]["diagnostics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if ok(&list) {
             return list;
         }
@@ -181,11 +189,12 @@ async fn diagnostics_until(
 /// diagnostic is gone there too.
 #[tokio::test]
 async fn vscode_forwards_its_language_servers_diagnostics() {
+    let _turn = take_turn().await;
     let sb = Sandbox::new();
     let file = sb.workspace.join("broken.json");
     std::fs::write(&file, "{\"a\": 1,, \"b\": 2}\n").expect("write file");
     let (_svc, mut c) = service_and_claude(&sb).await;
-    let (_server, mut browser) = vscode(&sb).await;
+    let (_server, mut browser) = vscode(&sb, &[]).await;
 
     browser.quick_open("broken.json").await;
     let found = diagnostics_until(&mut c, &file, "the JSON server's diagnostic", |ds| {
@@ -193,7 +202,11 @@ async fn vscode_forwards_its_language_servers_diagnostics() {
     })
     .await;
     let d = found.iter().find(|d| d["source"] == "json").expect("json");
-    assert_eq!(d["range"]["start"], json!({"line": 0, "character": 8}), "{d}");
+    assert_eq!(
+        d["range"]["start"],
+        json!({"line": 0, "character": 8}),
+        "{d}"
+    );
     assert_eq!(d["severity"], "Error", "{d}");
     let status = sb.status().await;
     assert!(
@@ -209,4 +222,77 @@ async fn vscode_forwards_its_language_servers_diagnostics() {
     keys.push("Delete");
     browser.press(&keys).await;
     diagnostics_until(&mut c, &file, "the diagnostic to go", |ds| ds.is_empty()).await;
+}
+
+/// "Moonkale: Open Claude Code in a terminal": a VS Code terminal runs
+/// `moonkale-service claude`, the real CLI (2.1.332, offline against the fake
+/// API) connects to the service as Claude Code's IDE, and a prompt typed into
+/// that terminal reaches the model and its reply shows there.
+#[tokio::test]
+async fn vscode_opens_claude_code_in_a_terminal() {
+    let _turn = take_turn().await;
+    let sb = Sandbox::new();
+    let fake =
+        FakeApi::start(Script::new().on_prompt("say the word", Reply::text("VSCODE_TERMINAL_OK")))
+            .await;
+    let config = ClaudeConfig::new(&sb.home, &sb.workspace, fake.port);
+    seed_home(&sb.home, &[&sb.workspace]);
+    std::fs::create_dir_all(&config.tmp).expect("mkdir tmp");
+    // What the user's environment would hold: the CLI's settings, and where
+    // the CLI is. VS Code's terminal sets its own TERM.
+    let mut env: Vec<(String, String)> = config
+        .environment()
+        .into_iter()
+        .filter(|(k, _)| k != "TERM")
+        .collect();
+    env.push((
+        "MOONKALE_CLAUDE_BIN".into(),
+        claude_bin().display().to_string(),
+    ));
+    let svc = sb.start_service(&[]).await;
+    let (_server, mut browser) = vscode(&sb, &env).await;
+
+    browser
+        .palette("Moonkale: Open Claude Code in a terminal")
+        .await;
+    let pid = wait_until("Claude Code to connect from VS Code's terminal", || async {
+        let status = sb.status().await;
+        status["claudeClients"].as_array()?.first()?["pid"].as_u64()
+    })
+    .await;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("the CLI's environment");
+    let port = svc.info.ide_port.expect("IDE port");
+    assert!(
+        environ
+            .split(|&b| b == 0)
+            .any(|kv| kv == format!("CLAUDE_CODE_SSE_PORT={port}").as_bytes()),
+        "the CLI was not wired to this service's IDE port"
+    );
+
+    // The terminal has the focus: type a prompt there.
+    browser.wait_for(".xterm-rows").await;
+    browser.type_text("say the word").await;
+    browser.press(&["Enter"]).await;
+    let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
+    loop {
+        let rows = browser
+            .run(json!({"op": "text", "selector": ".xterm-rows"}))
+            .await;
+        if rows.to_string().contains("VSCODE_TERMINAL_OK") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no reply on VS Code's terminal: {rows}\n{}",
+            fake.summary()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        fake.main_requests()
+            .iter()
+            .any(|r| r.latest_user_text().contains("say the word")),
+        "{}",
+        fake.summary()
+    );
 }

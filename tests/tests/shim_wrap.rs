@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
+use moonkale_service::runtime::{ServiceInfo, write_new_private};
 use moonkale_tests::{IdeClient, RawLsp, Sandbox, Service, TIMEOUT, editor, ide_lock, tool_json};
 use serde_json::{Value, json};
 
@@ -424,6 +425,96 @@ async fn a_server_that_dies_mid_session_leaves_the_plain_shim() {
     assert!(
         uris.contains(&uri.as_str()) && uris.contains(&later.as_str()),
         "{st}"
+    );
+    shutdown(w).await;
+}
+
+/// 7. The service's half is bounded and its loss survivable. A stand-in
+/// service (its info file and socket where the real one's would be) answers
+/// `initialize` and nothing else: the editor's code action still gets the
+/// server's answer, after the shim's 1 s wait, although the service was asked.
+/// Then the stand-in goes away: the editor is told, the server's features go
+/// on (hover), and a request for the service gets an error, not silence.
+#[tokio::test]
+async fn a_stalled_then_lost_service_leaves_the_server_working() {
+    let sb = Sandbox::new();
+    let files = sb.files();
+    let socket = sb.runtime.join("stand-in.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+    let info = ServiceInfo {
+        pid: std::process::id(),
+        workspace: sb.workspace.clone(),
+        socket: socket.clone(),
+        lsp_tcp: None,
+        token_file: files.token_path(),
+        ide_port: None,
+        version: "stand-in".into(),
+    };
+    write_new_private(&files.info_path(), &serde_json::to_vec(&info).unwrap()).expect("info file");
+
+    let pylsp = pylsp();
+    let mut w = spawn_wrapped(&sb, &[pylsp.to_str().unwrap()]);
+    // The shim connects once the editor's initialize named the workspace.
+    let stand_in = async {
+        let (stream, _) = tokio::time::timeout(TIMEOUT, listener.accept())
+            .await
+            .expect("the shim connects")
+            .expect("accept");
+        let (read, write) = stream.into_split();
+        let mut service = RawLsp::new(read, write);
+        let init = service.recv().await;
+        assert_eq!(init["method"], "initialize", "{init}");
+        service
+            .send(
+                json!({"jsonrpc": "2.0", "id": init["id"], "result": {"capabilities": {
+                "codeActionProvider": true,
+                "executeCommandProvider": {"commands": ["moonkale.sendToClaude"]}}}}),
+            )
+            .await;
+        service
+    };
+    let (init, mut service) = tokio::join!(initialize(&mut w.ed, &sb, "helix-stalled"), stand_in);
+    assert_eq!(init["serverInfo"]["name"], "pylsp", "{init}");
+
+    let uri = open_python(&mut w.ed, &sb, "s.py", "import os\n").await;
+    let range = json!({"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}});
+    w.ed.send(json!({"jsonrpc": "2.0", "id": 900, "method": "textDocument/codeAction",
+                     "params": {"textDocument": {"uri": uri}, "range": range, "context": {"diagnostics": []}}}))
+        .await;
+    let actions = until(&mut w.ed, |m| (m["id"] == 900).then(|| m.clone())).await;
+    assert!(actions["result"].is_array(), "{actions}");
+    let asked = loop {
+        let msg = service.recv().await;
+        if msg["method"] == "textDocument/codeAction" {
+            break msg;
+        }
+    };
+    assert_eq!(asked["params"]["textDocument"]["uri"], uri.as_str());
+
+    drop(service);
+    drop(listener);
+    let lost = until(&mut w.ed, |m| {
+        (m["method"] == "window/showMessage").then(|| m["params"]["message"].clone())
+    })
+    .await;
+    assert!(
+        lost.as_str()
+            .is_some_and(|m| m.contains("lost the connection")),
+        "{lost}"
+    );
+    w.ed.send(json!({"jsonrpc": "2.0", "id": 901, "method": "textDocument/hover",
+                     "params": {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 8}}}))
+        .await;
+    let hover = until(&mut w.ed, |m| (m["id"] == 901).then(|| m.clone())).await;
+    assert!(hover.get("error").is_none(), "{hover}");
+    w.ed.send(json!({"jsonrpc": "2.0", "id": 902, "method": "moonkale/status"}))
+        .await;
+    let refused = until(&mut w.ed, |m| (m["id"] == 902).then(|| m.clone())).await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not connected")),
+        "{refused}"
     );
     shutdown(w).await;
 }

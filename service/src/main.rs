@@ -10,7 +10,7 @@ use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::terminal::host::claude_launch;
-use moonkale_service::{Error, agent_client, hub, server};
+use moonkale_service::{Error, agent_client, hub, remote, server};
 
 /// One long-running process per workspace: editors attach to it as a
 /// language server; it holds their documents, selections and diagnostics.
@@ -36,6 +36,8 @@ enum Command {
         /// workspace's token file in initializationOptions.moonkaleToken.
         #[arg(long, value_name = "ADDR")]
         lsp_tcp: Option<SocketAddr>,
+        #[command(flatten)]
+        remote: RemoteArgs,
         /// Do not serve Claude Code's IDE protocol (no lock file in
         /// ~/.claude/ide, no WebSocket port).
         #[arg(long)]
@@ -117,6 +119,58 @@ enum AgentCommand {
 }
 
 /// How the service runs Claude Code as its agent.
+/// The remote front door (`serve --listen`).
+#[derive(clap::Args)]
+struct RemoteArgs {
+    /// Accept remote front ends (the Moonkale shell, `moonkale-service
+    /// connect`) on this address: WebSocket, one JSON-RPC message per text
+    /// frame, `Authorization: Bearer <token>`. Needs MOONKALE_ROOT (every
+    /// file a remote client names must be inside it) and a token
+    /// (MOONKALE_TOKEN or --token-file).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// The file holding the remote token (mode 0600), when MOONKALE_TOKEN is
+    /// not set.
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    token_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM) for --listen.
+    #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for --listen.
+    #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_cert"])]
+    tls_key: Option<PathBuf>,
+    /// Listen on a non-loopback address without TLS (something else, such
+    /// as a VPN or an SSH tunnel, must protect the connection).
+    #[arg(long, requires = "listen")]
+    insecure: bool,
+}
+
+impl RemoteArgs {
+    fn config(&self, workspaces: &[PathBuf]) -> anyhow::Result<Option<remote::RemoteConfig>> {
+        let Some(listen) = self.listen else {
+            return Ok(None);
+        };
+        let root = remote::root_from(std::env::var_os(remote::ROOT_ENV))?;
+        remote::check_workspaces(&root, workspaces)?;
+        remote::check_listen(listen, self.tls_cert.is_some(), self.insecure)?;
+        let token = remote::token_from(
+            std::env::var(remote::TOKEN_ENV).ok(),
+            self.token_file.as_deref(),
+        )?;
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(remote::tls_from(cert, key)?),
+            _ => None,
+        };
+        Ok(Some(remote::RemoteConfig {
+            listen,
+            token: std::sync::Arc::new(token),
+            tls,
+            root,
+            limits: remote::RemoteLimits::from_env(),
+        }))
+    }
+}
+
 #[derive(clap::Args)]
 struct AgentArgs {
     /// The `claude` executable for agent sessions [default:
@@ -160,6 +214,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve {
             workspaces,
             lsp_tcp,
+            remote,
             no_claude_ide,
             agent,
         } => {
@@ -167,10 +222,12 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .iter()
                 .map(|w| runtime::canonical_workspace(w))
                 .collect::<Result<Vec<_>, _>>()?;
+            let remote = remote.config(&workspaces)?;
             let ide = ide_config(no_claude_ide)?;
             let cfg = server::ServeConfig {
                 workspaces,
                 lsp_tcp,
+                remote,
                 ide,
                 agent: agent.config(),
             };

@@ -92,6 +92,9 @@ pub struct ServiceInfo {
     pub workspace: PathBuf,
     pub socket: PathBuf,
     pub lsp_tcp: Option<String>,
+    /// The remote front door's address (`serve --listen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
     pub token_file: PathBuf,
     /// The port of Claude Code's IDE server, when it runs.
     pub ide_port: Option<u16>,
@@ -210,7 +213,7 @@ pub fn read_regular_file(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
 }
 
 /// [`read_regular_file`] of a small file that must be ours.
-fn read_small_private(path: &Path) -> Result<Vec<u8>> {
+pub fn read_small_private(path: &Path) -> Result<Vec<u8>> {
     let meta =
         std::fs::symlink_metadata(path).context(|| format!("checking {}", path.display()))?;
     if meta.uid() != uid() {

@@ -29,6 +29,8 @@ pub struct ServeConfig {
     /// Canonical workspace folders.
     pub workspaces: Vec<PathBuf>,
     pub lsp_tcp: Option<SocketAddr>,
+    /// The remote front door (`--listen`).
+    pub remote: Option<crate::remote::RemoteConfig>,
     /// Claude Code's IDE server and lock file; `None` turns them off.
     pub ide: Option<IdeConfig>,
     /// How agent sessions run `claude`; `None` turns the agent off.
@@ -171,12 +173,23 @@ pub async fn serve(
         ),
         None => None,
     };
+    let remote = match cfg.remote {
+        Some(remote) => {
+            let (listener, addr) = crate::remote::bind(remote.listen).await?;
+            Some((listener, addr, remote))
+        }
+        None => None,
+    };
+    let remote_addr = remote.as_ref().map(|(_, addr, _)| *addr);
     let mut served = Vec::new();
     for root in &cfg.workspaces {
         let Some(s) = start_workspace(
             &runtime_dir,
             root,
-            tcp_addr,
+            Listeners {
+                lsp_tcp: tcp_addr,
+                remote: remote_addr,
+            },
             &token,
             cfg.ide.as_ref(),
             cfg.agent.as_ref(),
@@ -192,13 +205,26 @@ pub async fn serve(
         tracing::info!(workspace = %root.display(), socket = %s.info.socket.display(), "serving");
         served.push(s);
     }
+    let hubs = Arc::new(
+        served
+            .iter()
+            .map(|s| s.workspace.hub.clone())
+            .collect::<Vec<_>>(),
+    );
+    if let Some((listener, addr, config)) = remote {
+        let tls = if config.tls.is_some() {
+            "TLS"
+        } else {
+            "no TLS"
+        };
+        tracing::info!(%addr, root = %config.root.display(), "remote front door ({tls}, token required)");
+        tokio::spawn(crate::remote::accept_loop(
+            listener,
+            config,
+            HubSelector::ByRoot(hubs.clone()),
+        ));
+    }
     if let Some(listener) = tcp {
-        let hubs = Arc::new(
-            served
-                .iter()
-                .map(|s| s.workspace.hub.clone())
-                .collect::<Vec<_>>(),
-        );
         tracing::info!(addr = %tcp_addr.expect("bound"), "LSP over TCP (token required)");
         tokio::spawn(accept_tcp(
             listener,
@@ -219,12 +245,19 @@ pub async fn serve(
     Ok(())
 }
 
+/// The shared listeners a workspace's info file names.
+#[derive(Clone, Copy, Default)]
+pub struct Listeners {
+    pub lsp_tcp: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+}
+
 /// Takes the lock of the workspace at `root`, binds its socket, starts its
 /// hub and publishes its info file. `None` if another service holds it.
 pub async fn start_workspace(
     runtime_dir: &RuntimeDir,
     root: &Path,
-    tcp: Option<SocketAddr>,
+    listeners: Listeners,
     token: &Arc<String>,
     ide: Option<&IdeConfig>,
     agent: Option<&AgentConfig>,
@@ -248,7 +281,8 @@ pub async fn start_workspace(
         pid: std::process::id(),
         workspace: root.to_path_buf(),
         socket,
-        lsp_tcp: tcp.map(|a| a.to_string()),
+        lsp_tcp: listeners.lsp_tcp.map(|a| a.to_string()),
+        remote: listeners.remote.map(|a| a.to_string()),
         token_file: files.token_path(),
         ide_port: ide.as_ref().map(|i| i.port),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -325,6 +359,7 @@ async fn accept_unix(listener: UnixListener, hub: HubHandle) {
                 transport: Transport::Unix,
                 token: None,
                 hubs: HubSelector::One(hub),
+                confine: None,
             };
             let ending = serve_connection(read, write, cfg).await;
             tracing::debug!(?ending, "unix connection ended");
@@ -353,6 +388,7 @@ async fn accept_tcp(listener: TcpListener, hubs: HubSelector, token: Arc<String>
             transport: Transport::Tcp,
             token: Some(token.clone()),
             hubs: hubs.clone(),
+            confine: None,
         };
         tokio::spawn(async move {
             let (read, write) = stream.into_split();
@@ -375,12 +411,19 @@ pub async fn run_stdio(
     let served = match RuntimeDir::from_env() {
         Ok(dir) => {
             let token = Arc::new(runtime::new_token()?);
-            start_workspace(&dir, &root, None, &token, ide.as_ref(), agent.as_ref())
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!("not serving the workspace socket: {e}");
-                    None
-                })
+            start_workspace(
+                &dir,
+                &root,
+                Listeners::default(),
+                &token,
+                ide.as_ref(),
+                agent.as_ref(),
+            )
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!("not serving the workspace socket: {e}");
+                None
+            })
         }
         Err(e) => {
             tracing::warn!("no runtime directory, not serving a socket: {e}");
@@ -399,6 +442,7 @@ pub async fn run_stdio(
         transport: Transport::Stdio,
         token: None,
         hubs: HubSelector::One(hub),
+        confine: None,
     };
     let ending = serve_connection(stdio::stdin(), stdio::stdout(), cfg).await;
     let grace = agent

@@ -446,6 +446,7 @@ async fn a_stalled_then_lost_service_leaves_the_server_working() {
         workspace: sb.workspace.clone(),
         socket: socket.clone(),
         lsp_tcp: None,
+        remote: None,
         token_file: files.token_path(),
         ide_port: None,
         version: "stand-in".into(),

@@ -52,6 +52,8 @@ pub enum Transport {
     Stdio,
     Unix,
     Tcp,
+    /// The remote front door (`serve --listen`): WebSocket, bearer token.
+    Remote,
 }
 
 /// What a connection is for. Observers (the `status` command, tests) may use

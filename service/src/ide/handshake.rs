@@ -21,7 +21,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    const fn new(status: u16, reason: &'static str) -> Refusal {
+    pub const fn new(status: u16, reason: &'static str) -> Refusal {
         Refusal { status, reason }
     }
 
@@ -34,6 +34,7 @@ impl Refusal {
             404 => "Not Found",
             405 => "Method Not Allowed",
             426 => "Upgrade Required",
+            429 => "Too Many Requests",
             431 => "Request Header Fields Too Large",
             _ => "Error",
         };
@@ -64,7 +65,7 @@ pub struct Head {
 }
 
 impl Head {
-    fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+    pub(crate) fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
         self.headers
             .iter()
             .filter(move |(n, _)| n == name)
@@ -72,7 +73,7 @@ impl Head {
     }
 
     /// The value of a header that must appear at most once; `Err` if repeated.
-    fn single<'a>(&'a self, name: &'a str) -> Result<Option<&'a [u8]>, ()> {
+    pub(crate) fn single<'a>(&'a self, name: &'a str) -> Result<Option<&'a [u8]>, ()> {
         let mut values = self.all(name);
         let first = values.next();
         if values.next().is_some() {

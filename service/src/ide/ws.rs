@@ -13,15 +13,12 @@
 //! our memory.
 
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
@@ -31,8 +28,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::handshake::{self, MAX_HEAD, TOO_LARGE};
+use super::handshake;
 use super::mcp::{self, ToolCall};
+use crate::http::{self, Prefixed};
 use crate::hub::{Event, HubHandle, IdeClientId};
 use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
 
@@ -136,29 +134,13 @@ type Ws = tokio_tungstenite::WebSocketStream<Prefixed<TcpStream>>;
 /// Reads and decides the request head, then lets tungstenite finish the
 /// upgrade. `None` when the client was refused or went away.
 async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let head_len = loop {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        // Only the new bytes (and 3 before) can complete the terminator, so
-        // a head sent a byte at a time costs linear, not quadratic, work.
-        let from = head.len().saturating_sub(3);
-        head.extend_from_slice(&chunk[..n]);
-        if let Some(end) = head[from..].windows(4).position(|w| w == b"\r\n\r\n") {
-            break from + end + 4;
-        }
-        if head.len() > MAX_HEAD {
-            refuse(&mut stream, TOO_LARGE).await;
+    let (head, head_len) = match http::read_head(&mut stream).await? {
+        Ok(read) => read,
+        Err(refusal) => {
+            http::refuse(&mut stream, refusal).await;
             return None;
         }
     };
-    if head_len > MAX_HEAD {
-        refuse(&mut stream, TOO_LARGE).await;
-        return None;
-    }
     let parsed = handshake::parse_head(&head[..head_len]);
     let decision =
         parsed.and_then(|h| handshake::decide(&h, shared.port, &shared.token).map(|()| h));
@@ -171,7 +153,7 @@ async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
                 "refused a Claude Code connection: {}",
                 refusal.reason
             );
-            refuse(&mut stream, refusal).await;
+            http::refuse(&mut stream, refusal).await;
             return None;
         }
     };
@@ -189,11 +171,7 @@ async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
         }
         Ok(resp)
     };
-    let prefixed = Prefixed {
-        prefix: head,
-        pos: 0,
-        inner: stream,
-    };
+    let prefixed = Prefixed::new(head, stream);
     match tokio_tungstenite::accept_hdr_async_with_config(prefixed, echo, Some(config)).await {
         Ok(ws) => Some(ws),
         Err(e) => {
@@ -201,11 +179,6 @@ async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
             None
         }
     }
-}
-
-async fn refuse(stream: &mut TcpStream, refusal: handshake::Refusal) {
-    let _ = stream.write_all(&refusal.response()).await;
-    let _ = stream.shutdown().await;
 }
 
 /// What the reader asks the writer to do.
@@ -659,44 +632,4 @@ async fn send_selection(w: &mut WriterState, last: &mut Option<Value>) -> bool {
     }
     *last = Some(params);
     true
-}
-
-/// A stream that first replays bytes already read (the request head).
-struct Prefixed<S> {
-    prefix: Vec<u8>,
-    pos: usize,
-    inner: S,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        if this.pos < this.prefix.len() {
-            let n = (this.prefix.len() - this.pos).min(buf.remaining());
-            buf.put_slice(&this.prefix[this.pos..this.pos + n]);
-            this.pos += n;
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
 }

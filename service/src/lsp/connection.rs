@@ -8,7 +8,7 @@
 //! `$/cancelRequest` can answer it with -32800 exactly once.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -45,6 +45,9 @@ pub struct ConnectionConfig {
     /// `initializationOptions.moonkaleToken` or the connection is dropped.
     pub token: Option<Arc<String>>,
     pub hubs: HubSelector,
+    /// Remote clients: every `file:` URI they send must name a path inside
+    /// this folder (`MOONKALE_ROOT`), else the message is refused.
+    pub confine: Option<Arc<PathBuf>>,
 }
 
 /// How a connection ended.
@@ -148,9 +151,33 @@ impl Connection {
                     continue;
                 }
             };
+            if let Some(root) = &self.cfg.confine
+                && let Some(why) = outside_root(root, &msg)
+            {
+                tracing::warn!(transport = ?self.cfg.transport, "refused: {why}");
+                self.refuse_outside(msg, why).await;
+                continue;
+            }
             if let Some(ending) = self.dispatch(msg).await {
                 return ending;
             }
+        }
+    }
+
+    /// Answers a request naming a path outside the root with -32602; a
+    /// notification is dropped and the client told with `window/logMessage`.
+    async fn refuse_outside(&mut self, msg: Message, why: String) {
+        match msg {
+            Message::Request { id, .. } => {
+                self.reply(&id, Err(ResponseError::invalid_params(why)))
+                    .await;
+            }
+            Message::Notification { method, .. } => {
+                let note = json!({"type": 1, "message": format!("{method} refused: {why}")});
+                self.send(message::notification("window/logMessage", note))
+                    .await;
+            }
+            Message::Response { .. } => {}
         }
     }
 
@@ -461,6 +488,48 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
     })
 }
 
+/// The first `file:` URI in `msg`'s params that does not name a path inside
+/// `root` (whole components, no `..`, no symlink on the way, not `.git`), as
+/// the reason to refuse it. The root itself may be named (`rootUri`).
+/// Document text is not looked at: it is content, not a name.
+fn outside_root(root: &Path, msg: &Message) -> Option<String> {
+    let params = match msg {
+        Message::Request { params, .. } | Message::Notification { params, .. } => params,
+        Message::Response { .. } => return None,
+    };
+    let value: Value = serde_json::from_str(params.get()).ok()?;
+    let mut stack = vec![(None::<&str>, &value)];
+    while let Some((key, v)) = stack.pop() {
+        match v {
+            Value::String(s) if key != Some("text") && s.starts_with("file:") => {
+                let path = match lsp_types::Url::parse(s)
+                    .ok()
+                    .filter(|u| u.host_str().is_none_or(str::is_empty))
+                {
+                    Some(url) => url.to_file_path().ok(),
+                    None => None,
+                };
+                let Some(path) = path else {
+                    return Some(format!("not a local file URI: {s:?}"));
+                };
+                if path == root {
+                    continue;
+                }
+                let raw = path.to_string_lossy();
+                if let Err(refused) =
+                    crate::ide::paths::confine(std::slice::from_ref(&root.to_path_buf()), &raw)
+                {
+                    return Some(format!("{} (the root is {})", refused.0, root.display()));
+                }
+            }
+            Value::Array(items) => stack.extend(items.iter().map(|i| (key, i))),
+            Value::Object(map) => stack.extend(map.iter().map(|(k, v)| (Some(k.as_str()), v))),
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,6 +552,7 @@ mod tests {
                 transport,
                 token: None,
                 hubs: HubSelector::One(hub),
+                confine: None,
             };
             let task = tokio::spawn(serve_connection(their_read, their_write, cfg));
             let (read, write) = tokio::io::split(ours);

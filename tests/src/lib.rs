@@ -5,6 +5,7 @@
 //! Every wait has a deadline; nothing sleeps and hopes.
 
 pub mod nvim;
+pub mod remote;
 pub mod vscode;
 
 use std::path::{Path, PathBuf};

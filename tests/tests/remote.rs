@@ -111,7 +111,9 @@ async fn refuses_to_start_without_root_token_or_tls() {
     let inner = sb.workspace.join("inner");
     std::fs::create_dir(&inner).unwrap();
     let inner = inner.to_str().unwrap().to_owned();
-    let cases: &[(&str, &[(&str, &str)], &str)] = &[
+    // (--listen, environment, what stderr says)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case] = &[
         (
             "127.0.0.1:0",
             &[("MOONKALE_TOKEN", TOKEN)],

@@ -1,7 +1,9 @@
-//! `moonkale-service agent …`: the agent's front door for scripts and
-//! terminals. A thin printer over [`FrontDoor`]; the session itself lives in
-//! the service, so an interrupted `agent send` loses nothing (`agent show`
-//! reads it later).
+//! `moonkale-service agent …` and `moonkale-service connect URL …`: the
+//! agent's front door for scripts and terminals, local or remote. A thin
+//! printer over [`FrontDoor`]; the session itself lives in the service, so
+//! an interrupted `agent send` loses nothing (`agent show` reads it later),
+//! and `follow` picks up after a lost connection from the last event it
+//! printed.
 
 use std::io::Write;
 
@@ -9,22 +11,35 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::front_door::{AgentEvent, FrontDoor, Notification};
-use crate::runtime::ServiceInfo;
+use crate::remote::client::RemoteTarget;
 
-async fn connect(info: &ServiceInfo) -> Result<FrontDoor> {
-    FrontDoor::observe(&info.socket, "moonkale-agent-cli").await
+/// Which service the commands talk to.
+pub enum Target {
+    /// The workspace's unix socket.
+    Local(std::path::PathBuf),
+    /// `serve --listen` elsewhere.
+    Remote(RemoteTarget),
+}
+
+const NAME: &str = "moonkale-agent-cli";
+
+async fn connect(target: &Target) -> Result<FrontDoor> {
+    match target {
+        Target::Local(socket) => FrontDoor::observe(socket, NAME).await,
+        Target::Remote(remote) => FrontDoor::observe_remote(remote, NAME).await,
+    }
 }
 
 /// `agent send`: starts a session (or continues `session`), prints the
 /// reply as it streams, and returns the exit code: 0 when the turn ended
 /// well, 1 when it failed.
 pub async fn send(
-    info: &ServiceInfo,
+    target: &Target,
     session: Option<String>,
     permission_mode: Option<String>,
     prompt: String,
 ) -> Result<i32> {
-    let mut door = connect(info).await?;
+    let mut door = connect(target).await?;
     let (session, from) = match session {
         Some(session) => {
             door.agent_subscribe(&session).await?;
@@ -82,8 +97,8 @@ pub async fn send(
 }
 
 /// `agent list`.
-pub async fn list(info: &ServiceInfo, as_json: bool) -> Result<String> {
-    let sessions = connect(info).await?.agent_list().await?;
+pub async fn list(target: &Target, as_json: bool) -> Result<String> {
+    let sessions = connect(target).await?.agent_list().await?;
     if as_json {
         let json = serde_json::json!({"sessions": sessions});
         return Ok(serde_json::to_string_pretty(&json).expect("serializes") + "\n");
@@ -104,8 +119,8 @@ pub async fn list(info: &ServiceInfo, as_json: bool) -> Result<String> {
 }
 
 /// `agent show ID`: the whole transcript, read page by page.
-pub async fn show(info: &ServiceInfo, session: &str) -> Result<String> {
-    let mut door = connect(info).await?;
+pub async fn show(target: &Target, session: &str) -> Result<String> {
+    let mut door = connect(target).await?;
     let mut out = String::new();
     let mut since = 0;
     loop {
@@ -123,7 +138,7 @@ pub async fn show(info: &ServiceInfo, session: &str) -> Result<String> {
 }
 
 /// `agent answer APPROVAL allow|always|deny`.
-pub async fn answer(info: &ServiceInfo, approval: &str, verdict: &str) -> Result<()> {
+pub async fn answer(target: &Target, approval: &str, verdict: &str) -> Result<()> {
     let (allow, always) = match verdict {
         "allow" => (true, false),
         "always" => (true, true),
@@ -134,10 +149,98 @@ pub async fn answer(info: &ServiceInfo, approval: &str, verdict: &str) -> Result
             )));
         }
     };
-    connect(info)
+    connect(target)
         .await?
         .agent_answer(approval, allow, always)
         .await
+}
+
+/// `follow SESSION`: prints the transcript so far, then the turn as it
+/// streams, with a hint for each approval asked. A lost connection is
+/// retried every second, resuming after the last event printed, so nothing
+/// is missed or printed twice. With `until_idle`, returns once the session
+/// is idle (0) or failed (1); otherwise runs until interrupted.
+pub async fn follow(target: &Target, session: &str, until_idle: bool) -> Result<i32> {
+    let mut next = 0;
+    loop {
+        match follow_once(target, session, &mut next, until_idle).await {
+            Ok(code) => return Ok(code),
+            // Nothing printed yet: a wrong URL, token or session id, most likely.
+            Err(e) if next == 0 => return Err(e),
+            Err(e) => {
+                eprintln!("[connection lost: {e}; resuming after event {}]", next - 1);
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+async fn follow_once(
+    target: &Target,
+    session: &str,
+    next: &mut u64,
+    until_idle: bool,
+) -> Result<i32> {
+    let mut door = connect(target).await?;
+    door.agent_subscribe(session).await?;
+    let print = |event: &AgentEvent, next: &mut u64| {
+        if event.seq < *next {
+            return; // already printed (live and paged overlap)
+        }
+        let mut out = String::new();
+        render_event(event, &mut out);
+        print!("{out}");
+        let _ = std::io::stdout().flush();
+        *next = event.seq + 1;
+    };
+    let state = loop {
+        let page = door.agent_events(session, *next).await?;
+        for event in &page.events {
+            print(event, next);
+        }
+        if page.events.is_empty() {
+            for approval in &page.pending_approvals {
+                approval_hint(approval);
+            }
+            break page.state;
+        }
+    };
+    let ended = |state: &str| match state {
+        "idle" => Some(0),
+        "failed" => Some(1),
+        _ => None,
+    };
+    let state = serde_json::to_value(state).unwrap_or_default();
+    if until_idle && let Some(code) = state.as_str().and_then(ended) {
+        return Ok(code);
+    }
+    loop {
+        match door.next_notification().await? {
+            Notification::AgentEvent { session: s, event } if s == session => {
+                print(&event, next);
+                if until_idle
+                    && event.kind == "state"
+                    && let Some(code) = event.data["state"].as_str().and_then(ended)
+                {
+                    return Ok(code);
+                }
+            }
+            Notification::Approval {
+                session: s,
+                approval,
+                status,
+            } if s == session && status == "pending" => approval_hint(&approval),
+            _ => {}
+        }
+    }
+}
+
+fn approval_hint(approval: &Value) {
+    eprintln!(
+        "Claude asks to run {}. Answer with: answer {} allow|always|deny",
+        approval["title"].as_str().unwrap_or_default(),
+        approval["approval"].as_str().unwrap_or_default()
+    );
 }
 
 /// One event as text for a terminal.

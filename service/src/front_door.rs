@@ -16,10 +16,12 @@ use crate::agent::SessionSummary;
 use crate::client::LspClient;
 use crate::error::{Error, Result};
 use crate::lsp::message::Message;
+use crate::remote::client::{BoxRead, BoxWrite, RemoteTarget};
 use crate::terminal::TerminalInfo;
 use crate::terminal::screen::{Row, Snapshot, Update};
 
-type Client = LspClient<tokio::net::unix::OwnedReadHalf, tokio::net::unix::OwnedWriteHalf>;
+/// Local (unix socket) or remote (WebSocket bridge), behind one type.
+type Client = LspClient<BoxRead, BoxWrite>;
 
 /// One stored event of an agent session.
 #[derive(Clone, Debug, Deserialize)]
@@ -104,18 +106,33 @@ impl FrontDoor {
     pub async fn connect(workspace: &Path, service_bin: &Path, name: &str) -> Result<FrontDoor> {
         let (stream, _) = crate::client::connect_or_start(workspace, service_bin).await?;
         let (read, write) = stream.into_split();
-        FrontDoor::over(LspClient::new(read, write), name).await
+        FrontDoor::over(LspClient::new(Box::new(read), Box::new(write)), name).await
     }
 
     /// Connects to a service socket as it is.
     pub async fn connect_socket(socket: &Path, name: &str) -> Result<FrontDoor> {
-        FrontDoor::over(LspClient::connect_unix(socket).await?, name).await
+        FrontDoor::over(unix(socket).await?, name).await
+    }
+
+    /// Connects to a remote service (`serve --listen`) as a front end.
+    pub async fn connect_remote(target: &RemoteTarget, name: &str) -> Result<FrontDoor> {
+        let (read, write) = crate::remote::client::connect(target).await?;
+        FrontDoor::over(LspClient::new(read, write), name).await
+    }
+
+    /// Connects to a remote service as an observer (see [`Self::observe`]).
+    pub async fn observe_remote(target: &RemoteTarget, name: &str) -> Result<FrontDoor> {
+        let (read, write) = crate::remote::client::connect(target).await?;
+        FrontDoor::observing(LspClient::new(read, write), name).await
     }
 
     /// Connects as an observer: not listed among the editors, never asked
     /// to show documents or buttons (scripts, the `agent` command).
     pub async fn observe(socket: &Path, name: &str) -> Result<FrontDoor> {
-        let mut client = LspClient::connect_unix(socket).await?;
+        FrontDoor::observing(unix(socket).await?, name).await
+    }
+
+    async fn observing(mut client: Client, name: &str) -> Result<FrontDoor> {
         client.initialize_observer(name).await?;
         let mut door = FrontDoor {
             client,
@@ -476,4 +493,12 @@ mod tests {
             Notification::Other { .. }
         ));
     }
+}
+
+async fn unix(socket: &Path) -> Result<Client> {
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| Error::io(format!("connecting to {}", socket.display()), e))?;
+    let (read, write) = stream.into_split();
+    Ok(LspClient::new(Box::new(read), Box::new(write)))
 }

@@ -78,6 +78,20 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// The agent commands against a remote service (`serve --listen`):
+    /// `connect ws://host:7000/ list`, `… follow SESSION`, `… answer ID allow`.
+    /// The token comes from MOONKALE_TOKEN or --token-file.
+    Connect {
+        /// `ws://host:port/` or `wss://host:port/`.
+        url: String,
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// For wss://: the PEM certificate (or its CA) to trust.
+        #[arg(long, value_name = "FILE")]
+        ca: Option<PathBuf>,
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
     /// Show what the running service for a workspace holds.
     Status {
         /// The workspace folder [default: the current directory].
@@ -87,6 +101,35 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+async fn run_agent_command(
+    target: &agent_client::Target,
+    command: AgentCommand,
+) -> anyhow::Result<i32> {
+    match command {
+        AgentCommand::Send {
+            session,
+            permission_mode,
+            prompt,
+        } => Ok(agent_client::send(target, session, permission_mode, prompt).await?),
+        AgentCommand::List { json } => {
+            print!("{}", agent_client::list(target, json).await?);
+            Ok(0)
+        }
+        AgentCommand::Show { session } => {
+            print!("{}", agent_client::show(target, &session).await?);
+            Ok(0)
+        }
+        AgentCommand::Follow {
+            session,
+            until_idle,
+        } => Ok(agent_client::follow(target, &session, until_idle).await?),
+        AgentCommand::Answer { approval, verdict } => {
+            agent_client::answer(target, &approval, &verdict).await?;
+            Ok(0)
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -110,6 +153,14 @@ enum AgentCommand {
     },
     /// Print a session's transcript.
     Show { session: String },
+    /// Print a session's transcript, then follow it live (reconnecting,
+    /// without missing or repeating an event, if the connection drops).
+    Follow {
+        session: String,
+        /// Exit once the session is idle (0) or failed (1).
+        #[arg(long)]
+        until_idle: bool,
+    },
     /// Answer a permission question.
     Answer {
         approval: String,
@@ -252,25 +303,18 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Agent { workspace, command } => {
             let info = running_service(workspace)?;
-            match command {
-                AgentCommand::Send {
-                    session,
-                    permission_mode,
-                    prompt,
-                } => Ok(agent_client::send(&info, session, permission_mode, prompt).await?),
-                AgentCommand::List { json } => {
-                    print!("{}", agent_client::list(&info, json).await?);
-                    Ok(0)
-                }
-                AgentCommand::Show { session } => {
-                    print!("{}", agent_client::show(&info, &session).await?);
-                    Ok(0)
-                }
-                AgentCommand::Answer { approval, verdict } => {
-                    agent_client::answer(&info, &approval, &verdict).await?;
-                    Ok(0)
-                }
-            }
+            run_agent_command(&agent_client::Target::Local(info.socket), command).await
+        }
+        Command::Connect {
+            url,
+            token_file,
+            ca,
+            command,
+        } => {
+            let token =
+                remote::token_from(std::env::var(remote::TOKEN_ENV).ok(), token_file.as_deref())?;
+            let target = remote::client::RemoteTarget { url, token, ca };
+            run_agent_command(&agent_client::Target::Remote(target), command).await
         }
         Command::Claude { workspace, args } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;

@@ -19,6 +19,7 @@
 //! its outbox).
 
 pub mod auth;
+pub mod client;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -616,6 +616,8 @@ pub struct Options {
     pub no_buttons: bool,
     /// More environment for the service (and so for the CLI, scrubbed).
     pub env: Vec<(String, String)>,
+    /// More arguments for `serve`.
+    pub args: Vec<String>,
 }
 
 /// The service (running the CLI), the fake API and a first editor.
@@ -710,7 +712,8 @@ impl AgentWorld {
         env.extend(opts.env.iter().cloned());
         let env_ref: Vec<(&str, &str)> =
             env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let svc = sb.start_service_with_env(&[], &env_ref).await;
+        let args: Vec<&str> = opts.args.iter().map(String::as_str).collect();
+        let svc = sb.start_service_with_env(&args, &env_ref).await;
         let diag = Diag {
             service_log: sb.root.join("service.log"),
             fake: Some(fake.log_handle()),

@@ -1,0 +1,224 @@
+//! Server mode with the real CLI (2.1.332 against the fake API): a turn
+//! started from a local editor is followed live by two remote clients on the
+//! remote front door; `moonkale-service connect … answer` (a third remote
+//! client) answers its approval; both followers see it resolved; one of them
+//! is away for 30 s while the turn ends and, back, gets exactly the events
+//! it missed from its last sequence number.
+
+mod support;
+
+use std::time::Duration;
+
+use moonkale_tests::bin;
+use moonkale_tests::remote::{RemoteClient, TOKEN};
+use serde_json::{Value, json};
+use support::agent::{AgentWorld, Options};
+use support::fakeapi::{Reply, Script};
+
+/// How long the second follower stays away (the figure).
+const AWAY: Duration = Duration::from_secs(30);
+
+/// The `seq`s of the `moonkale/agent/event` notifications of `session`
+/// among `messages`.
+fn event_seqs(messages: &[Value], session: &str) -> Vec<u64> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "moonkale/agent/event" && m["params"]["session"] == session)
+        .filter_map(|m| m["params"]["event"]["seq"].as_u64())
+        .collect()
+}
+
+/// Reads `c`'s messages (keeping them in `c.notifications`) until one
+/// satisfies `pred`.
+async fn until(c: &mut RemoteClient, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    if let Some(m) = c.notifications.iter().find(|m| pred(m)) {
+        return m.clone();
+    }
+    loop {
+        let m = tokio::time::timeout(moonkale_tests::TIMEOUT, c.recv())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+        c.notifications.push(m.clone());
+        if pred(&m) {
+            return m;
+        }
+    }
+}
+
+/// The approval id of a `moonkale/agent/approval` notification (its
+/// `approval` is the approval object, or its id).
+fn approval_of(m: &Value) -> Option<&str> {
+    let a = &m["params"]["approval"];
+    a.as_str().or_else(|| a["approval"].as_str())
+}
+
+async fn follower(addr: &str, name: &str, root: &std::path::Path) -> RemoteClient {
+    let mut c = RemoteClient::connect(addr, TOKEN).await;
+    c.initialize(name, root).await;
+    c.call("moonkale/agent/subscribe", json!({})).await;
+    c
+}
+
+async fn connect_command(addr: &str, args: &[&str]) -> std::process::Output {
+    let out = tokio::process::Command::new(bin("moonkale-service"))
+        .arg("connect")
+        .arg(format!("ws://{addr}/"))
+        .args(args)
+        .env("MOONKALE_TOKEN", TOKEN)
+        .env("MOONKALE_LOG", "warn")
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("connect finished")
+        .expect("run connect")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_clients_follow_answer_and_catch_up_on_a_local_turn() {
+    let mut w = AgentWorld::start_with(
+        Script::new(),
+        Options {
+            args: vec!["--listen".into(), "127.0.0.1:0".into()],
+            // The sandbox lives under /tmp.
+            env: vec![
+                ("MOONKALE_ROOT".into(), "/tmp".into()),
+                ("MOONKALE_TOKEN".into(), TOKEN.into()),
+            ],
+            ..Options::default()
+        },
+    )
+    .await;
+    let addr = w.svc().info.remote.clone().expect("remote address");
+    let path = w.path("remote.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "write the remote file",
+                Reply::tool_use(
+                    "Write",
+                    json!({"file_path": path.display().to_string(), "content": "FROM AFAR\n"}),
+                ),
+            )
+            // The turn goes on for a while after the answer.
+            .after_tool(
+                "Write",
+                Reply::text("REMOTE_DONE").with_delay(Duration::from_secs(3)),
+            ),
+    );
+    let root = w.sb.workspace.clone();
+    let mut r1 = follower(&addr, "remote-one", &root).await;
+    let mut r2 = follower(&addr, "remote-two", &root).await;
+
+    let session =
+        w.ed.start_session(json!({"prompt": "write the remote file", "permissionMode": "default"}))
+            .await;
+    let pending = |s: &str| {
+        let s = s.to_owned();
+        move |m: &Value| {
+            m["method"] == "moonkale/agent/approval"
+                && m["params"]["session"] == s
+                && m["params"]["status"] == "pending"
+        }
+    };
+    let asked = until(
+        &mut r1,
+        "the approval, live at remote-one",
+        pending(&session),
+    )
+    .await;
+    until(
+        &mut r2,
+        "the approval, live at remote-two",
+        pending(&session),
+    )
+    .await;
+    let approval = approval_of(&asked)
+        .unwrap_or_else(|| panic!("no approval id: {asked}"))
+        .to_owned();
+
+    // A third remote client follows on the command line, and another one
+    // answers there.
+    let follow = {
+        let addr = addr.clone();
+        let session = session.clone();
+        tokio::spawn(
+            async move { connect_command(&addr, &["follow", &session, "--until-idle"]).await },
+        )
+    };
+    let answered = connect_command(&addr, &["answer", &approval, "allow"]).await;
+    assert!(
+        answered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&answered.stderr)
+    );
+
+    let closed = |m: &Value| {
+        m["method"] == "moonkale/agent/approval"
+            && m["params"]["status"] == "closed"
+            && approval_of(m) == Some(approval.as_str())
+    };
+    until(&mut r1, "the approval resolved at remote-one", closed).await;
+    until(&mut r2, "the approval resolved at remote-two", closed).await;
+
+    // remote-two goes away for 30 s while the turn ends.
+    let seen_by_r2 = event_seqs(&r2.notifications, &session);
+    let last = *seen_by_r2.iter().max().expect("remote-two saw events");
+    drop(r2);
+    let back_at = tokio::time::Instant::now() + AWAY;
+
+    let prompt_seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, prompt_seq).await;
+    until(&mut r1, "the end of the turn, live at remote-one", |m| {
+        m["method"] == "moonkale/agent/event"
+            && m["params"]["session"] == session.as_str()
+            && m["params"]["event"]["kind"] == "state"
+            && m["params"]["event"]["data"]["state"] == "idle"
+    })
+    .await;
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "FROM AFAR\n");
+    let followed = follow.await.expect("follow task");
+    let followed_out = String::from_utf8_lossy(&followed.stdout);
+    assert!(
+        followed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&followed.stderr)
+    );
+    assert!(followed_out.contains("REMOTE_DONE"), "{followed_out}");
+    assert!(followed_out.contains("[allowed by"), "{followed_out}");
+
+    tokio::time::sleep_until(back_at).await;
+    let mut r2 = RemoteClient::connect(&addr, TOKEN).await;
+    r2.initialize("remote-two", &root).await;
+    let page = r2
+        .call(
+            "moonkale/agent/events",
+            json!({"session": session, "since": last + 1}),
+        )
+        .await;
+    let missed: Vec<u64> = page["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .collect();
+    let (all, _) = w.ed.all_events(&session, 1000).await;
+    let all: Vec<u64> = all.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    let expected: Vec<u64> = all.iter().copied().filter(|s| *s > last).collect();
+    assert_eq!(missed, expected, "exactly the missed events");
+    let mut together = seen_by_r2.clone();
+    together.extend(&missed);
+    together.sort_unstable();
+    together.dedup();
+    assert_eq!(together, all, "nothing lost between the two connections");
+    assert!(
+        page["events"].to_string().contains("REMOTE_DONE"),
+        "the end of the turn is among them"
+    );
+
+    // The command line lists the session and shows its transcript.
+    let listed = connect_command(&addr, &["list"]).await;
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&session));
+    let shown = connect_command(&addr, &["show", &session]).await;
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("REMOTE_DONE"));
+}

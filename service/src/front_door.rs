@@ -460,6 +460,14 @@ fn typed(method: String, params: Value) -> Notification {
     typed.unwrap_or(Notification::Other { method, params })
 }
 
+async fn unix(socket: &Path) -> Result<Client> {
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| Error::io(format!("connecting to {}", socket.display()), e))?;
+    let (read, write) = stream.into_split();
+    Ok(LspClient::new(Box::new(read), Box::new(write)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,12 +501,4 @@ mod tests {
             Notification::Other { .. }
         ));
     }
-}
-
-async fn unix(socket: &Path) -> Result<Client> {
-    let stream = tokio::net::UnixStream::connect(socket)
-        .await
-        .map_err(|e| Error::io(format!("connecting to {}", socket.display()), e))?;
-    let (read, write) = stream.into_split();
-    Ok(LspClient::new(Box::new(read), Box::new(write)))
 }

@@ -75,13 +75,12 @@ pub async fn connect(target: &RemoteTarget) -> Result<(BoxRead, BoxWrite)> {
         let inbound = async {
             while let Some(Ok(frame)) = from_service.next().await {
                 match frame {
-                    Message::Text(text) => {
+                    Message::Text(text)
                         if write_frame(&mut theirs_write, text.as_bytes())
                             .await
-                            .is_err()
-                        {
-                            break;
-                        }
+                            .is_err() =>
+                    {
+                        break;
                     }
                     Message::Close(_) => break,
                     _ => {}

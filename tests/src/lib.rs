@@ -7,6 +7,7 @@
 pub mod nvim;
 pub mod remote;
 pub mod vscode;
+pub mod ws_rpc;
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -402,17 +403,9 @@ pub fn ide_lock(sb: &Sandbox, service: &Service) -> (u16, Value) {
     (port, json)
 }
 
-type WsStream =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 /// A Claude Code stand-in on the IDE WebSocket: sends JSON-RPC, reads
 /// replies and notifications, answers pings (by reading).
-pub struct IdeClient {
-    pub ws: WsStream,
-    next_id: i64,
-    /// Notifications that arrived while waiting for a response.
-    pub notifications: Vec<Value>,
-}
+pub type IdeClient = ws_rpc::WsRpc<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 impl IdeClient {
     /// Connects with the token and the `mcp` subprotocol, as the CLI does.
@@ -434,67 +427,7 @@ impl IdeClient {
                 .map(|v| v.to_str().unwrap()),
             Some("mcp")
         );
-        IdeClient {
-            ws,
-            next_id: 0,
-            notifications: Vec::new(),
-        }
-    }
-
-    pub async fn send(&mut self, msg: Value) {
-        use futures_util::SinkExt;
-        self.ws
-            .send(tokio_tungstenite::tungstenite::Message::text(
-                msg.to_string(),
-            ))
-            .await
-            .expect("send");
-    }
-
-    pub async fn send_text(&mut self, text: &str) {
-        use futures_util::SinkExt;
-        self.ws
-            .send(tokio_tungstenite::tungstenite::Message::text(text))
-            .await
-            .expect("send");
-    }
-
-    /// The next JSON-RPC message; `None` once the server closed.
-    pub async fn try_recv(&mut self) -> Option<Value> {
-        use futures_util::StreamExt;
-        loop {
-            let frame = tokio::time::timeout(TIMEOUT, self.ws.next())
-                .await
-                .expect("timed out waiting for the IDE server");
-            match frame? {
-                Ok(tokio_tungstenite::tungstenite::Message::Text(t)) => {
-                    return Some(serde_json::from_str(&t).expect("JSON"));
-                }
-                Ok(tokio_tungstenite::tungstenite::Message::Close(_)) | Err(_) => return None,
-                Ok(_) => continue,
-            }
-        }
-    }
-
-    pub async fn recv(&mut self) -> Value {
-        self.try_recv()
-            .await
-            .expect("the IDE server closed the connection")
-    }
-
-    /// Sends a request and returns the whole response, keeping notifications aside.
-    pub async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        loop {
-            let msg = self.recv().await;
-            if msg.get("id") == Some(&json!(id)) && msg.get("method").is_none() {
-                return msg;
-            }
-            self.notifications.push(msg);
-        }
+        ws_rpc::WsRpc::new(ws)
     }
 
     /// `tools/call` and its `result` (failing on a JSON-RPC error).
@@ -520,22 +453,26 @@ impl IdeClient {
         self.send(json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": std::process::id()}})).await;
         resp["result"].clone()
     }
+}
 
-    /// Waits for the next notification named `method`.
-    pub async fn notification(&mut self, method: &str) -> Value {
-        if let Some(i) = self
-            .notifications
-            .iter()
-            .position(|n| n["method"] == method)
-        {
-            return self.notifications.remove(i);
-        }
-        loop {
-            let msg = self.recv().await;
-            if msg["method"] == method {
-                return msg;
-            }
-            self.notifications.push(msg);
+/// A service with a short selection debounce, and a connected, initialized
+/// Claude Code stand-in (the editor tests).
+pub async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
+    let svc = sb
+        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "10")])
+        .await;
+    let (port, lock) = ide_lock(sb, &svc);
+    let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
+    c.initialize("2025-11-25").await;
+    (svc, c)
+}
+
+/// Reads `selection_changed` until one has `text` (each read has a deadline).
+pub async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
+    loop {
+        let n = c.notification("selection_changed").await;
+        if n["params"]["text"] == text {
+            return n["params"].clone();
         }
     }
 }

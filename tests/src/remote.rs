@@ -5,15 +5,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::TIMEOUT;
+use crate::ws_rpc::WsRpc;
 
 /// A token long enough for the service (32 characters at least).
 pub const TOKEN: &str = "remote-test-token-0123456789abcdef0123456789";
@@ -21,12 +18,7 @@ pub const TOKEN: &str = "remote-test-token-0123456789abcdef0123456789";
 pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
-pub struct RemoteClient {
-    ws: WebSocketStream<Box<dyn Io>>,
-    next_id: i64,
-    /// Messages that arrived while waiting for a response.
-    pub notifications: Vec<Value>,
-}
+pub type RemoteClient = WsRpc<Box<dyn Io>>;
 
 impl RemoteClient {
     /// Connects to `addr` (host:port) without TLS.
@@ -72,70 +64,7 @@ impl RemoteClient {
         let (ws, _) = tokio_tungstenite::client_async(req, stream)
             .await
             .expect("WebSocket upgrade");
-        RemoteClient {
-            ws,
-            next_id: 0,
-            notifications: Vec::new(),
-        }
-    }
-
-    pub async fn send(&mut self, msg: Value) {
-        self.ws
-            .send(Message::text(msg.to_string()))
-            .await
-            .expect("send");
-    }
-
-    /// Sends without failing the test: `false` once the connection is gone.
-    pub async fn send_raw(&mut self, msg: Value) -> bool {
-        self.ws.send(Message::text(msg.to_string())).await.is_ok()
-    }
-
-    /// The next message; `None` once the server closed.
-    pub async fn try_recv(&mut self) -> Option<Value> {
-        loop {
-            let frame = tokio::time::timeout(TIMEOUT, self.ws.next())
-                .await
-                .expect("timed out waiting for the service");
-            match frame? {
-                Ok(Message::Text(t)) => return Some(serde_json::from_str(&t).expect("JSON")),
-                Ok(Message::Close(_)) | Err(_) => return None,
-                Ok(_) => continue,
-            }
-        }
-    }
-
-    pub async fn recv(&mut self) -> Value {
-        self.try_recv()
-            .await
-            .expect("the service closed the connection")
-    }
-
-    pub async fn notify(&mut self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
-            .await;
-    }
-
-    /// Sends a request and returns the whole response.
-    pub async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        loop {
-            let msg = self.recv().await;
-            if msg["id"] == id && msg.get("method").is_none() {
-                return msg;
-            }
-            self.notifications.push(msg);
-        }
-    }
-
-    /// A request's `result`, failing on an error reply.
-    pub async fn call(&mut self, method: &str, params: Value) -> Value {
-        let resp = self.request(method, params).await;
-        assert!(resp.get("error").is_none(), "{method} failed: {resp}");
-        resp["result"].clone()
+        WsRpc::new(ws)
     }
 
     /// `initialize` + `initialized` for the workspace `root`.
@@ -151,23 +80,5 @@ impl RemoteClient {
             .await;
         self.notify("initialized", json!({})).await;
         result
-    }
-
-    /// Waits for the next notification named `method`.
-    pub async fn notification(&mut self, method: &str) -> Value {
-        if let Some(i) = self
-            .notifications
-            .iter()
-            .position(|n| n["method"] == method)
-        {
-            return self.notifications.remove(i);
-        }
-        loop {
-            let msg = self.recv().await;
-            if msg["method"] == method {
-                return msg;
-            }
-            self.notifications.push(msg);
-        }
     }
 }

@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use moonkale_tests::nvim::{Attach, Headless, Remote, start_headless};
-use moonkale_tests::{IdeClient, Sandbox, Service, bin, ide_lock, wait_until};
-use serde_json::{Value, json};
+use moonkale_tests::{Sandbox, bin, selection_with_text, service_and_claude, wait_until};
+use serde_json::json;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -90,28 +90,6 @@ impl Drop for Nvim {
         if std::thread::panicking() {
             let out = std::fs::read_to_string(&self.h.output).unwrap_or_default();
             eprintln!("----- nvim output ({})\n{out}", self.h.output.display());
-        }
-    }
-}
-
-/// The service with a short selection debounce, and a connected,
-/// initialized Claude Code stand-in.
-async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
-    let svc = sb
-        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "10")])
-        .await;
-    let (port, lock) = ide_lock(sb, &svc);
-    let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
-    c.initialize("2025-11-25").await;
-    (svc, c)
-}
-
-/// Reads `selection_changed` until one has `text` (each read has a deadline).
-async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
-    loop {
-        let n = c.notification("selection_changed").await;
-        if n["params"]["text"] == text {
-            return n["params"].clone();
         }
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use moonkale_tests::{Sandbox, Service, bin, rss_kib};
 use serde_json::{Value, json};
 use support::agent::{Client, Diag, plain_caps, short};
-use support::claude_cli::{Claude, ClaudeConfig, claude_bin, seed_home};
+use support::claude_cli::{Claude, claude_bin, claude_env};
 use support::fakeapi::{FakeApi, Reply, Script};
 
 /// The longest one step may take.
@@ -1212,25 +1212,6 @@ async fn scrollback_keeps_earlier_lines() {
 
 // ---------------------------------------------------------------------------
 // 13, 14: Claude Code
-
-/// The service's environment for a CLI that must reach the fake API:
-/// [`ClaudeConfig::environment`] (minus TERM, which the service sets) plus
-/// `MOONKALE_CLAUDE_BIN`.
-fn claude_env(sb: &Sandbox, fake: &FakeApi) -> (ClaudeConfig, Vec<(String, String)>) {
-    let config = ClaudeConfig::new(&sb.home, &sb.workspace, fake.port);
-    seed_home(&sb.home, &[&sb.workspace]);
-    std::fs::create_dir_all(&config.tmp).unwrap();
-    let mut env: Vec<(String, String)> = config
-        .environment()
-        .into_iter()
-        .filter(|(k, _)| k != "TERM")
-        .collect();
-    env.push((
-        "MOONKALE_CLAUDE_BIN".into(),
-        claude_bin().display().to_string(),
-    ));
-    (config, env)
-}
 
 /// The Claude Code clients in `moonkale/status`.
 async fn claude_clients(c: &mut Client) -> Vec<Value> {

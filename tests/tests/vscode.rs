@@ -10,33 +10,15 @@
 mod support;
 
 use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
-use moonkale_tests::{IdeClient, Sandbox, Service, ide_lock, tool_json, wait_until};
+use moonkale_tests::{
+    IdeClient, Sandbox, selection_with_text, service_and_claude, tool_json, wait_until,
+};
 use serde_json::{Value, json};
-use support::claude_cli::{ClaudeConfig, claude_bin, seed_home};
+use support::claude_cli::claude_env;
 use support::fakeapi::{FakeApi, Reply, Script};
 
 /// The extension's Accept button in the title of a proposal's editor.
 const ACCEPT_TITLE_BUTTON: &str = ".editor-actions a[aria-label^=\"Accept Claude Code\"]";
-
-async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
-    let svc = sb
-        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "10")])
-        .await;
-    let (port, lock) = ide_lock(sb, &svc);
-    let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
-    c.initialize("2025-11-25").await;
-    (svc, c)
-}
-
-/// Reads `selection_changed` until one has `text` (each read has a deadline).
-async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
-    loop {
-        let n = c.notification("selection_changed").await;
-        if n["params"]["text"] == text {
-            return n["params"].clone();
-        }
-    }
-}
 
 /// The response to request `id`, keeping notifications aside.
 async fn response(c: &mut IdeClient, id: i64) -> Value {
@@ -235,20 +217,9 @@ async fn vscode_opens_claude_code_in_a_terminal() {
     let fake =
         FakeApi::start(Script::new().on_prompt("say the word", Reply::text("VSCODE_TERMINAL_OK")))
             .await;
-    let config = ClaudeConfig::new(&sb.home, &sb.workspace, fake.port);
-    seed_home(&sb.home, &[&sb.workspace]);
-    std::fs::create_dir_all(&config.tmp).expect("mkdir tmp");
     // What the user's environment would hold: the CLI's settings, and where
-    // the CLI is. VS Code's terminal sets its own TERM.
-    let mut env: Vec<(String, String)> = config
-        .environment()
-        .into_iter()
-        .filter(|(k, _)| k != "TERM")
-        .collect();
-    env.push((
-        "MOONKALE_CLAUDE_BIN".into(),
-        claude_bin().display().to_string(),
-    ));
+    // the CLI is.
+    let (_, env) = claude_env(&sb, &fake);
     let svc = sb.start_service(&[]).await;
     let (_server, mut browser) = vscode(&sb, &env).await;
 

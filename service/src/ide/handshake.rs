@@ -113,8 +113,10 @@ pub fn parse_head(bytes: &[u8]) -> Result<Head, Refusal> {
     })
 }
 
-/// Decides a parsed head for a server on `port` with `token`.
-pub fn decide(head: &Head, port: u16, token: &str) -> Result<(), Refusal> {
+/// What every WebSocket upgrade we serve must be: `GET /` over HTTP/1.1
+/// without an `Origin` (our clients never send one; browsers always do, so
+/// this refuses every web page, CVE-2025-52882).
+pub fn plain_upgrade(head: &Head) -> Result<(), Refusal> {
     if head.method != "GET" {
         return Err(Refusal::new(405, "only GET upgrades are served"));
     }
@@ -124,10 +126,15 @@ pub fn decide(head: &Head, port: u16, token: &str) -> Result<(), Refusal> {
     if head.minor_version != 1 {
         return Err(Refusal::new(400, "HTTP/1.1 required"));
     }
-    // Claude Code never sends Origin; browsers always do.
     if head.all("origin").next().is_some() {
         return Err(Refusal::new(403, "requests with an Origin are refused"));
     }
+    Ok(())
+}
+
+/// Decides a parsed head for a server on `port` with `token`.
+pub fn decide(head: &Head, port: u16, token: &str) -> Result<(), Refusal> {
+    plain_upgrade(head)?;
     let host = head
         .single("host")
         .map_err(|()| Refusal::new(400, "Host given twice"))?;

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use crate::ide::handshake::{Head, Refusal};
+use crate::ide::handshake::{self, Head, Refusal};
 
 /// Failed attempts an address may make per [`THROTTLE_WINDOW`].
 pub const MAX_FAILURES: usize = 5;
@@ -25,24 +25,13 @@ const MAX_TRACKED: usize = 4096;
 
 /// Decides a parsed head against `token`.
 pub fn decide(head: &Head, token: &str) -> Result<(), Refusal> {
-    if head.method != "GET" {
-        return Err(Refusal::new(405, "only GET upgrades are served"));
-    }
     if head.path.contains('?') {
         return Err(Refusal::new(
             401,
             "credentials in the URL are refused: send Authorization: Bearer <token>",
         ));
     }
-    if head.path != "/" {
-        return Err(Refusal::new(404, "not found"));
-    }
-    if head.minor_version != 1 {
-        return Err(Refusal::new(400, "HTTP/1.1 required"));
-    }
-    if head.all("origin").next().is_some() {
-        return Err(Refusal::new(403, "requests with an Origin are refused"));
-    }
+    handshake::plain_upgrade(head)?;
     let value = match head.single("authorization") {
         Err(()) => return Err(Refusal::new(401, "Authorization given twice")),
         Ok(None) => {

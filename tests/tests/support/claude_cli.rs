@@ -531,3 +531,25 @@ fn read_pty(mut reader: Box<dyn Read + Send>, term: Arc<Mutex<Term>>, tx: watch:
     term.lock().expect("pty state").eof = true;
     tx.send_modify(|g| *g += 1);
 }
+
+/// The service's environment for a CLI that must reach the fake API:
+/// [`ClaudeConfig::environment`] (minus TERM, which the service sets) plus
+/// `MOONKALE_CLAUDE_BIN`.
+pub fn claude_env(
+    sb: &moonkale_tests::Sandbox,
+    fake: &super::fakeapi::FakeApi,
+) -> (ClaudeConfig, Vec<(String, String)>) {
+    let config = ClaudeConfig::new(&sb.home, &sb.workspace, fake.port);
+    seed_home(&sb.home, &[&sb.workspace]);
+    std::fs::create_dir_all(&config.tmp).unwrap();
+    let mut env: Vec<(String, String)> = config
+        .environment()
+        .into_iter()
+        .filter(|(k, _)| k != "TERM")
+        .collect();
+    env.push((
+        "MOONKALE_CLAUDE_BIN".into(),
+        claude_bin().display().to_string(),
+    ));
+    (config, env)
+}

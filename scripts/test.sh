@@ -10,5 +10,7 @@ cargo build --workspace --bins --locked
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
+# The fuzz targets' seeds and regressions, replayed in a plain build.
+cargo test --manifest-path fuzz/Cargo.toml --locked 2>&1 | tee -a "$log"
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' "$log"

@@ -4,6 +4,7 @@
 //!
 //! Every wait has a deadline; nothing sleeps and hopes.
 
+pub mod load;
 pub mod nvim;
 pub mod remote;
 pub mod vscode;

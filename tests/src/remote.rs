@@ -53,6 +53,11 @@ impl RemoteClient {
         RemoteClient::over(Box::new(tls), "wss", addr, token).await
     }
 
+    /// Upgrades an already connected stream (plain WebSocket).
+    pub async fn over_stream(stream: Box<dyn Io>, addr: &str, token: &str) -> RemoteClient {
+        RemoteClient::over(stream, "ws", addr, token).await
+    }
+
     async fn over(stream: Box<dyn Io>, scheme: &str, addr: &str, token: &str) -> RemoteClient {
         let mut req = format!("{scheme}://{addr}/")
             .into_client_request()

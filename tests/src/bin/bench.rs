@@ -106,6 +106,9 @@ async fn main() {
     if want("first-token") {
         first_token_latency().await;
     }
+    if want("bad-tokens") {
+        bad_token_flood().await;
+    }
 }
 
 /// The sections `moonkale-bench` can run alone, by name.
@@ -127,7 +130,55 @@ const SECTIONS: &[(&str, &str)] = &[
         "first-token",
         "prompt -> first partial token with the real claude CLI (fake API)",
     ),
+    (
+        "bad-tokens",
+        "10 000 bad-token handshakes from 200 clients on the remote front door",
+    ),
 ];
+
+/// Security.md 56a: 10 000 wrong-token upgrades from 200 parallel clients
+/// while a client with the right token stays connected and another connects
+/// every 50 ms (from another loopback address than the flood).
+async fn bad_token_flood() {
+    let r = moonkale_tests::load::bad_token_flood(10_000, 200).await;
+    println!("\n## Bad-token flood on the remote front door (10 000 attempts, 200 clients)");
+    println!(
+        "attempts: {} in {:.1} s ({:.0}/s); answers: {:?}; no answer: {}",
+        r.attempts,
+        r.elapsed.as_secs_f64(),
+        r.attempts as f64 / r.elapsed.as_secs_f64(),
+        r.statuses,
+        r.errors
+    );
+    println!(
+        "refusal time: p99 {:.2} ms, max {:.2} ms (goal: every refusal within 10 ms)",
+        r.refusal_p99_ms, r.refusal_max_ms
+    );
+    println!(
+        "service RSS: {} KiB before, {} KiB peak (+{} KiB), {} KiB after (goal: +16 MiB at most)",
+        r.rss_before_kib,
+        r.rss_peak_kib,
+        r.rss_peak_kib.saturating_sub(r.rss_before_kib),
+        r.rss_after_kib
+    );
+    println!(
+        "open descriptors: {} before, {} one second after (goal: back to baseline)",
+        r.fds_before, r.fds_after_1s
+    );
+    let mut legit = r.legit_ms.clone();
+    legit.sort_by(f64::total_cmp);
+    if legit.is_empty() {
+        println!("right-token connects during the flood: none completed");
+        return;
+    }
+    println!(
+        "right-token connect + upgrade during the flood: {} samples, p50 {:.2} ms, p99 {:.2} ms (goal: p99 < 100 ms); the long-lived client {}",
+        legit.len(),
+        pct(&legit, 50),
+        pct(&legit, 99),
+        if r.long_lived_ok { "still answers" } else { "LOST" }
+    );
+}
 
 /// didChange ingest over the socket beside in process, then request round
 /// trips straight to the socket and through the shim.

@@ -53,6 +53,31 @@ pub struct Sandbox {
     pub workspace: PathBuf,
 }
 
+/// A service that a shim started in this sandbox (as an editor's shim
+/// does) is not the test's child and would outlive it: stop every service
+/// whose info file is in the sandbox's runtime directory.
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let dir = self.runtime.join("moonkale");
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "json")
+                && let Ok(bytes) = std::fs::read(&path)
+                && let Ok(info) = serde_json::from_slice::<ServiceInfo>(&bytes)
+                // A killed service leaves its info file: its pid may be
+                // someone else's by now.
+                && std::fs::read(format!("/proc/{}/cmdline", info.pid)).is_ok_and(|cmd| {
+                    let ws = info.workspace.as_os_str().as_encoded_bytes();
+                    cmd.windows(ws.len()).any(|w| w == ws)
+                })
+            {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(info.pid as i32, libc::SIGTERM) };
+            }
+        }
+    }
+}
+
 impl Default for Sandbox {
     fn default() -> Sandbox {
         Sandbox::new()

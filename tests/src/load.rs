@@ -72,10 +72,10 @@ async fn bad_attempt(addr: SocketAddr) -> Option<(u16, Duration)> {
 }
 
 /// `total` upgrade attempts with a wrong token from `parallel` clients on
-/// 127.0.0.1 against `serve --listen`, while one client with the right
+/// 127.0.0.1 against `serve --listen`, spread evenly over `over`, while one client with the right
 /// token (from 127.0.0.2, so the per-address throttle that stops the flood
 /// does not stop it) stays connected and another connects every 50 ms.
-pub async fn bad_token_flood(total: usize, parallel: usize) -> FloodReport {
+pub async fn bad_token_flood(total: usize, parallel: usize, over: Duration) -> FloodReport {
     let sb = Sandbox::new();
     let root = sb.workspace.to_str().expect("UTF-8").to_owned();
     let svc = sb
@@ -95,7 +95,9 @@ pub async fn bad_token_flood(total: usize, parallel: usize) -> FloodReport {
     let legit_ip: IpAddr = "127.0.0.2".parse().expect("ip");
     let tcp = connect_from(legit_ip, addr).await.expect("legit connect");
     let mut long_lived = RemoteClient::over_stream(Box::new(tcp), &addr.to_string(), TOKEN).await;
-    long_lived.initialize("bench-long-lived", &sb.workspace).await;
+    long_lived
+        .initialize("bench-long-lived", &sb.workspace)
+        .await;
     // Settle, then measure the baseline.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_before_kib = rss_kib(pid);
@@ -104,10 +106,16 @@ pub async fn bad_token_flood(total: usize, parallel: usize) -> FloodReport {
     let start = Instant::now();
     let per_client = total.div_ceil(parallel);
     let flood: Vec<_> = (0..parallel)
-        .map(|_| {
+        .map(|client| {
+            let pace = over / per_client as u32;
+            // Clients start spread over one pace, not all at once.
+            let offset = pace * client as u32 / parallel as u32;
             tokio::spawn(async move {
                 let mut out = Vec::with_capacity(per_client);
+                let mut next = tokio::time::Instant::now() + offset;
                 for _ in 0..per_client {
+                    tokio::time::sleep_until(next).await;
+                    next += pace;
                     out.push(bad_attempt(addr).await);
                 }
                 out

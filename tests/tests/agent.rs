@@ -14,7 +14,6 @@
 
 mod support;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -22,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::agent::{
     AgentWorld, Client, Options, STEP, assistant_text, buttons_caps, describe_events, is_cli,
-    plain_caps, processes_in, short,
+    plain_caps, processes_in, short, stand_in, stand_in_runs,
 };
 use support::fakeapi::{Gate, Reply, Script};
 use tokio::io::AsyncReadExt;
@@ -1576,158 +1575,6 @@ async fn command_line_sends_lists_and_shows() {
 
 // ---------------------------------------------------------------------------
 // 10. A broken CLI (a scripted stand-in)
-
-/// The stand-in for `claude`: speaks just enough stream-json (control
-/// requests answered with success, a reply per user line) and misbehaves
-/// as `MODE` says. Every start is logged to `runs` next to it.
-const STAND_IN: &str = r#"
-import json, os, sys, uuid
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODE = "__MODE__"
-args = sys.argv[1:]
-if "--version" in args:
-    print("2.1.332 (Claude Code)")
-    sys.exit(0)
-session = None
-for i, a in enumerate(args):
-    for flag in ("--session-id", "--resume"):
-        if a.startswith(flag + "="):
-            session = a[len(flag) + 1:]
-        elif a == flag and i + 1 < len(args):
-            session = args[i + 1]
-session = session or str(uuid.uuid4())
-with open(os.path.join(HERE, "runs"), "a") as f:
-    f.write(json.dumps(args) + "\n")
-with open(os.path.join(HERE, "runs")) as f:
-    run = sum(1 for _ in f)
-
-
-def out(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def raw(b):
-    sys.stdout.buffer.write(b)
-    sys.stdout.flush()
-
-
-def ev(event):
-    out({"type": "stream_event", "event": event, "session_id": session,
-         "parent_tool_use_id": None, "uuid": str(uuid.uuid4())})
-
-
-def init():
-    out({"type": "system", "subtype": "init", "session_id": session, "cwd": os.getcwd(),
-         "tools": ["Read"], "mcp_servers": [], "model": "stand-in", "permissionMode": "plan",
-         "apiKeySource": "none", "claude_code_version": "2.1.332", "uuid": str(uuid.uuid4())})
-
-
-def start(mid):
-    ev({"type": "message_start", "message": {"id": mid, "type": "message", "role": "assistant",
-        "model": "stand-in", "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": 1, "output_tokens": 1}}})
-    ev({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
-
-
-def answer(text):
-    init()
-    mid = "msg_" + uuid.uuid4().hex
-    start(mid)
-    ev({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})
-    out({"type": "assistant", "message": {"id": mid, "type": "message", "role": "assistant",
-         "model": "stand-in", "content": [{"type": "text", "text": text}], "stop_reason": None,
-         "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}},
-         "parent_tool_use_id": None, "session_id": session, "uuid": str(uuid.uuid4())})
-    ev({"type": "content_block_stop", "index": 0})
-    ev({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-        "usage": {"output_tokens": 1}})
-    ev({"type": "message_stop"})
-    out({"type": "result", "subtype": "success", "is_error": False, "api_error_status": None,
-         "duration_ms": 1, "duration_api_ms": 1, "num_turns": 1, "result": text,
-         "stop_reason": "end_turn", "session_id": session, "total_cost_usd": 0,
-         "usage": {"input_tokens": 1, "output_tokens": 1}, "modelUsage": {},
-         "permission_denials": [], "terminal_reason": "completed", "uuid": str(uuid.uuid4())})
-
-
-turns = 0
-for line in sys.stdin:
-    line = line.strip()
-    if not line:
-        continue
-    try:
-        msg = json.loads(line)
-    except Exception:
-        continue
-    kind = msg.get("type")
-    if kind == "control_request":
-        sub = msg.get("request", {}).get("subtype")
-        resp = {}
-        if sub == "initialize":
-            resp = {"commands": [], "agents": [], "models": [], "account": {},
-                    "output_style": "default", "available_output_styles": ["default"],
-                    "pid": os.getpid()}
-        out({"type": "control_response", "response": {"subtype": "success",
-             "request_id": msg.get("request_id"), "response": resp}})
-        continue
-    if kind != "user":
-        continue
-    turns += 1
-    if MODE == "crash" and run == 1:
-        init()
-        start("msg_crash")
-        ev({"type": "content_block_delta", "index": 0,
-            "delta": {"type": "text_delta", "text": "PARTIAL_BEFORE_THE_CRASH"}})
-        sys.stderr.write("stand-in: starting up\n" + "stand-in: noise\n" * 50
-                         + "FAKE_CLI_STDERR_TAIL: the model server vanished\n")
-        sys.stderr.flush()
-        sys.exit(3)
-    if MODE == "garbage":
-        raw(b"this is not json at all\n")
-        raw(b'{"type":"assistant","message":{"content":[{"type":"te\n')
-        raw(b"\xff\xfe\x00 binary garbage \x1b[31m\n")
-        raw(b"[1, 2, 3]\n")
-        raw(b"\r\n")
-        out({"type": "brand_new_type_from_a_future_cli", "x": 1})
-        answer("SURVIVED_GARBAGE_%d" % turns)
-        continue
-    if MODE == "flood":
-        chunk = b"E" * 1023 + b"\n"
-        for _ in range(4096):
-            sys.stderr.buffer.write(chunk)
-        sys.stderr.flush()
-        answer("AFTER_THE_FLOOD_%d" % turns)
-        continue
-    answer("STAND_IN_REPLY_%d_RUN_%d" % (turns, run))
-"#;
-
-/// Writes the stand-in (misbehaving as `mode`) into `dir`; returns its path.
-fn stand_in(dir: &Path, mode: &str) -> PathBuf {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .expect("python3 is needed for the stand-in CLI");
-    let python = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    assert!(!python.is_empty(), "cannot find python3's executable");
-    let path = dir.join("claude");
-    std::fs::write(
-        &path,
-        format!("#!{python}\n{}", STAND_IN.replace("__MODE__", mode)),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
-/// The argument lists the stand-in was started with, one per start.
-fn stand_in_runs(dir: &Path) -> Vec<Vec<String>> {
-    std::fs::read_to_string(dir.join("runs"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 async fn stand_in_world(mode: &str) -> (AgentWorld, tempfile::TempDir) {
     let dir = tempfile::Builder::new()

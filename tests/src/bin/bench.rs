@@ -109,6 +109,15 @@ async fn main() {
     if want("bad-tokens") {
         bad_token_flood().await;
     }
+    if want("storm") {
+        selection_storm().await;
+    }
+    if want("idle-memory") {
+        idle_memory().await;
+    }
+    if want("soak") {
+        editors_soak().await;
+    }
 }
 
 /// The sections `moonkale-bench` can run alone, by name.
@@ -134,7 +143,77 @@ const SECTIONS: &[(&str, &str)] = &[
         "bad-tokens",
         "10 000 bad-token handshakes from 200 clients on the remote front door",
     ),
+    (
+        "storm",
+        "selection moves at 100 Hz to 10 Claude Code clients for 60 s",
+    ),
+    (
+        "idle-memory",
+        "service memory alone and with 3 editors and 2 Claude Code clients",
+    ),
+    (
+        "soak",
+        "50 editors with random traffic for MOONKALE_SOAK_SECS (600) seconds",
+    ),
 ];
+
+/// Security.md 56: 10 Claude Code clients receiving selection updates at
+/// 100 Hz (debounce 0) for 60 s.
+async fn selection_storm() {
+    let r = moonkale_tests::load::selection_storm(10, 100, Duration::from_secs(60)).await;
+    println!("\n## Selection storm: 100 Hz to 10 Claude Code clients for 60 s (debounce 0)");
+    println!(
+        "sent {} moves, {} frames received ({:.1} % of 10 x sent)",
+        r.sent,
+        r.received,
+        100.0 * r.received as f64 / (10 * r.sent) as f64
+    );
+    if !r.latency_ms.is_empty() {
+        println!(
+            "move -> frame at each client: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            pct(&r.latency_ms, 50),
+            pct(&r.latency_ms, 99),
+            r.latency_ms.last().copied().unwrap_or(0.0)
+        );
+    }
+    println!(
+        "service RSS {} KiB before, {} KiB peak, {} KiB after; descriptors {} before, {} after",
+        r.rss_before_kib, r.rss_peak_kib, r.rss_after_kib, r.fds_before, r.fds_after
+    );
+}
+
+async fn idle_memory() {
+    let (alone, attached) = moonkale_tests::load::idle_memory().await;
+    println!("\n## Idle memory (resident)");
+    println!("service alone                                   {alone:>8} KiB");
+    println!("with 3 editors (1 000-line documents) and 2 Claude Code clients {attached:>8} KiB");
+}
+
+/// Security.md 56e: 50 editors with random valid traffic; memory,
+/// descriptors and hover latency sampled every minute.
+async fn editors_soak() {
+    let secs: u64 = std::env::var("MOONKALE_SOAK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let every = Duration::from_secs((secs / 10).max(1));
+    let samples = moonkale_tests::load::editors_soak(50, Duration::from_secs(secs), every).await;
+    println!("\n## Soak: 50 editors, random valid traffic (~20 messages/s each) for {secs} s");
+    println!(
+        "{:>8} {:>10} {:>6} {:>8} {:>12}",
+        "at s", "RSS KiB", "fds", "hovers", "hover p99 ms"
+    );
+    for s in &samples {
+        println!(
+            "{:>8.0} {:>10} {:>6} {:>8} {:>12.2}",
+            s.at.as_secs_f64(),
+            s.rss_kib,
+            s.fds,
+            s.hovers,
+            s.hover_p99_ms
+        );
+    }
+}
 
 /// Security.md 56a: 10 000 wrong-token upgrades from 200 parallel clients
 /// over 60 s while a client with the right token stays connected and another connects

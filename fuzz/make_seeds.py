@@ -78,4 +78,27 @@ put("transcript_recovery", ours)
 put("transcript_recovery", ours + b'{"seq": 5, "kind": "cl')
 put("transcript_recovery", ours[:40] + b"\n" + ours)
 put("transcript_recovery", b"\x00\x01\x02\n{}\n")
+# A whole session is the LSP stream the editor sends (the same frames).
+for f in sorted((out / "lsp_frames").iterdir()):
+    put("lsp_session", f.read_bytes())
+
+# Claude Code's JSON-RPC: its opening and every tool, with hostile paths.
+def rpc(method, params, id=1):
+    return json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+put("mcp_calls", rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {"roots": {"listChanged": True}},
+                                    "clientInfo": {"name": "claude-code", "version": "2.1.332"}}))
+put("mcp_calls", rpc("initialize", {"protocolVersion": "1999-01-01"}))
+for name, args in [
+    ("openDiff", {"old_file_path": "ROOT/sub/a.txt", "new_file_path": "ROOT/sub/a.txt", "new_file_contents": "x\n", "tab_name": "t"}),
+    ("openDiff", {"old_file_path": "/etc/passwd", "new_file_path": "/etc/passwd", "new_file_contents": "x", "tab_name": "t"}),
+    ("openDiff", {"old_file_path": "ROOT/out/secret.txt", "new_file_path": "ROOT/passwd", "new_file_contents": "", "tab_name": "t"}),
+    ("openFile", {"filePath": "ROOT/sub/a.txt", "startText": "a", "endText": "b", "makeFrontmost": False}),
+    ("getDiagnostics", {"uri": "file:///etc/passwd"}), ("getDiagnostics", {}),
+    ("getCurrentSelection", {}), ("getOpenEditors", {}), ("getWorkspaceFolders", {}),
+    ("checkDocumentDirty", {"filePath": "ROOT/.git/config"}), ("saveDocument", {"filePath": "ROOT/sub/../../x"}),
+    ("close_tab", {"tab_name": "t"}), ("closeAllDiffTabs", {}), ("executeCode", {"code": "1"}), ("noSuchTool", []),
+]:
+    put("mcp_calls", rpc("tools/call", {"name": name, "arguments": args}))
+put("mcp_calls", rpc("tools/list", {}))
+put("mcp_calls", '{"jsonrpc":"2.0","id":' + '[' * 200 + '}')
 print("seeds written to", out, file=sys.stderr)

@@ -21,6 +21,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_current_thread()
+            .enable_all()
             .build()
             .expect("runtime")
     })
@@ -207,4 +208,74 @@ pub fn transcript_recovery(data: &[u8]) {
     assert_eq!(after.records.len(), before.records.len() + 1);
     let last = after.records.last().expect("the new record");
     assert_eq!((last.seq, &last.value), (seq, &marker));
+}
+
+/// Claude Code's JSON-RPC on the IDE WebSocket (security.md 1–16, 31–37):
+/// any message is parsed or refused; `initialize` and `tools/call` are
+/// answered without a panic, and a call writes nothing outside the
+/// workspace (a file beside it stays as it was).
+pub fn mcp_calls(data: &[u8]) {
+    use moonkale_service::ide::mcp;
+    let root = root();
+    let beside = root.parent().expect("parent").join("outside/secret.txt");
+    if !beside.exists() {
+        std::fs::write(&beside, "SECRET\n").expect("write");
+    }
+    // Seeds say ROOT for the workspace, which is only known now.
+    let text = String::from_utf8_lossy(data).replace("ROOT", &root.display().to_string());
+    let Ok(msg) = message::parse(text.as_bytes()) else {
+        return;
+    };
+    let (method, params) = match msg {
+        message::Message::Request { method, params, .. }
+        | message::Message::Notification { method, params } => (method, params),
+        message::Message::Response { .. } => return,
+    };
+    let params: serde_json::Value = serde_json::from_str(params.get()).unwrap_or_default();
+    match method.as_str() {
+        "initialize" => {
+            let _ = mcp::initialize_result(&params);
+        }
+        "tools/call" => {
+            let _ = mcp::prepare_call(&params, std::slice::from_ref(root));
+        }
+        _ => {}
+    }
+    assert_eq!(std::fs::read_to_string(&beside).expect("read"), "SECRET\n");
+    // Proposals written by openDiff: whole, inside, and gone before the
+    // next input (millions of runs must not fill the disk).
+    let proposals = root.join(".moonkale");
+    let _ = std::fs::remove_dir_all(&proposals);
+}
+
+/// A whole LSP session (security.md 17–30): any bytes from an editor go
+/// through the connection's framing and lifecycle into a real hub, and the
+/// session ends without a panic once the editor's input ends.
+pub fn lsp_session(data: &[u8]) {
+    use moonkale_service::hub::Transport;
+    use moonkale_service::lsp::connection::{ConnectionConfig, HubSelector, serve_connection};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    runtime().block_on(async {
+        let hub = moonkale_service::hub::spawn(root().clone(), None, None);
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (their_read, their_write) = tokio::io::split(theirs);
+        let cfg = ConnectionConfig {
+            transport: Transport::Stdio,
+            token: None,
+            hubs: HubSelector::One(hub),
+            confine: None,
+        };
+        let session = tokio::spawn(serve_connection(their_read, their_write, cfg));
+        let (mut read, mut write) = tokio::io::split(ours);
+        let drain = tokio::spawn(async move {
+            let mut sink = Vec::new();
+            let _ = read.read_to_end(&mut sink).await;
+        });
+        let _ = write.write_all(data).await;
+        let _ = write.shutdown().await;
+        drop(write);
+        let ending = tokio::time::timeout(std::time::Duration::from_secs(5), session).await;
+        assert!(matches!(ending, Ok(Ok(_))), "the session did not end: {ending:?}");
+        drain.abort();
+    });
 }

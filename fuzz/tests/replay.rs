@@ -51,3 +51,13 @@ fn stream_json() {
 fn transcript_recovery() {
     replay("transcript_recovery", moonkale_fuzz::transcript_recovery);
 }
+
+#[test]
+fn mcp_calls() {
+    replay("mcp_calls", moonkale_fuzz::mcp_calls);
+}
+
+#[test]
+fn lsp_session() {
+    replay("lsp_session", moonkale_fuzz::lsp_session);
+}

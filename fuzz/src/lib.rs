@@ -70,7 +70,10 @@ pub fn ws_handshake(data: &[u8]) {
     let ide = handshake::decide(&head, 45678, TOKEN);
     let remote = auth::decide(&head, TOKEN);
     if ide.is_ok() || remote.is_ok() {
-        assert!(contains(data, TOKEN.as_bytes()), "accepted without the token");
+        assert!(
+            contains(data, TOKEN.as_bytes()),
+            "accepted without the token"
+        );
     }
     if let Err(refusal) = ide.and(remote) {
         let _ = refusal.response();
@@ -118,7 +121,10 @@ pub fn path_confinement(data: &[u8]) {
             assert!(!c.as_os_str().eq_ignore_ascii_case(".git"), "{path:?}");
             at.push(c);
             if let Ok(meta) = std::fs::symlink_metadata(&at) {
-                assert!(!meta.file_type().is_symlink(), "through a symlink: {path:?}");
+                assert!(
+                    !meta.file_type().is_symlink(),
+                    "through a symlink: {path:?}"
+                );
             }
         }
         assert!(Path::new(&candidate).is_absolute());
@@ -275,7 +281,10 @@ pub fn lsp_session(data: &[u8]) {
         let _ = write.shutdown().await;
         drop(write);
         let ending = tokio::time::timeout(std::time::Duration::from_secs(5), session).await;
-        assert!(matches!(ending, Ok(Ok(_))), "the session did not end: {ending:?}");
+        assert!(
+            matches!(ending, Ok(Ok(_))),
+            "the session did not end: {ending:?}"
+        );
         drain.abort();
     });
 }

@@ -249,7 +249,7 @@ pub async fn selection_storm(clients: usize, hz: u32, duration: Duration) -> Sto
             "selection": {"start": {"line": line, "character": 0}, "end": {"line": line + 2, "character": 3}}});
         sends.push((Instant::now(), line));
         ed.notify("moonkale/selectionChanged", params).await;
-        if i % u64::from(hz) == 0 {
+        if i.is_multiple_of(u64::from(hz)) {
             rss_peak_kib = rss_peak_kib.max(rss_kib(pid));
         }
     }

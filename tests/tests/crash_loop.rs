@@ -128,7 +128,7 @@ async fn crash_loop_loses_nothing() {
                 s.clone()
             }
         };
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             ed.barrier().await;
             let accept = ed
                 .request(

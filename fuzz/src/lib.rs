@@ -261,7 +261,13 @@ pub fn lsp_session(data: &[u8]) {
     use moonkale_service::hub::Transport;
     use moonkale_service::lsp::connection::{ConnectionConfig, HubSelector, serve_connection};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    runtime().block_on(async {
+    // A runtime per session: whatever the hub leaves behind ends with it,
+    // instead of piling up across millions of inputs.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
         let hub = moonkale_service::hub::spawn(root().clone(), None, None);
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (their_read, their_write) = tokio::io::split(theirs);

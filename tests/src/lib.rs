@@ -509,6 +509,29 @@ pub fn tool_json(result: &Value) -> Value {
         .expect("JSON text")
 }
 
+/// xorshift64*: reproducible random choices from a printed seed (the
+/// crash tests).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A seed that differs from run to run (never 0, which xorshift keeps).
+    pub fn seed_from_clock() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+            | 1
+    }
+
+    #[allow(clippy::should_implement_trait)] // not an iterator: it never ends
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
 /// Resident memory of a process, in KiB.
 pub fn rss_kib(pid: i32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");

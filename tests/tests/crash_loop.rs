@@ -16,21 +16,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use moonkale_service::agent::transcript::{Transcript, path_for};
-use moonkale_tests::{IdeClient, Sandbox, ide_lock};
+use moonkale_tests::{IdeClient, Rng, Sandbox, ide_lock};
 use serde_json::{Value, json};
 use support::agent::{Client, Diag, buttons_caps, processes_in, stand_in};
-
-/// xorshift64*: reproducible from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -57,13 +45,7 @@ async fn crash_loop_loses_nothing() {
     let seed: u64 = std::env::var("MOONKALE_CRASH_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+        .unwrap_or_else(Rng::seed_from_clock);
     eprintln!("crash loop: {iterations} iterations, MOONKALE_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
     let sb = Sandbox::new();

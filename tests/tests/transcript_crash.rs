@@ -27,7 +27,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use moonkale_service::agent::transcript::{Recovery, Transcript};
-use moonkale_tests::TIMEOUT;
+use moonkale_tests::{Rng, TIMEOUT};
 use serde_json::{Value, json};
 
 /// Rounds per run: 100 per PR (security case 53); `MOONKALE_CRASH_ROUNDS`
@@ -48,7 +48,7 @@ fn hostile_53_sigkill_loop_loses_no_acknowledged_record() {
     let seed = std::env::var("MOONKALE_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(seed_from_clock);
+        .unwrap_or_else(Rng::seed_from_clock);
     eprintln!("seed {seed} (set MOONKALE_CRASH_SEED to replay the kill points)");
     let mut rng = Rng(seed | 1);
     let dir = tempfile::tempdir_in("/tmp").expect("tempdir");
@@ -280,23 +280,4 @@ fn hostile_55_a_real_short_write_is_rolled_back_and_appends_resume() {
     let transcript = Transcript::open(&path).expect("reopen");
     assert_eq!(transcript.recovery(), &Recovery::Clean);
     assert!(transcript.records().expect("records").bad.is_empty());
-}
-
-fn seed_from_clock() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-}
-
-/// xorshift64*: reproducible kill points from a printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
 }

@@ -545,21 +545,27 @@ pub fn rss_kib(pid: i32) -> u64 {
         .expect("VmRSS in KiB")
 }
 
-/// The pinned python-lsp-server peer (`scripts/install-test-peers.sh`), or
-/// `$MOONKALE_PYLSP`; missing, the test fails (it is not skipped).
-pub fn pylsp_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("MOONKALE_PYLSP") {
-        return p.into();
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo")
-        .to_path_buf();
-    let path = repo.join(".peers/pylsp-venv/bin/pylsp");
+/// A pinned test peer: `$env` when set, else `.peers/<under_peers>` as
+/// `scripts/install-test-peers.sh` installs it. Missing, the test fails with
+/// how to install it (it is never skipped).
+pub fn peer_bin(env: &str, under_peers: &str) -> PathBuf {
+    let path = match std::env::var_os(env).filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("repo root")
+            .join(".peers")
+            .join(under_peers),
+    };
     assert!(
-        path.is_file(),
-        "{} is missing: run scripts/install-test-peers.sh",
+        path.exists(),
+        "{} is missing: run scripts/install-test-peers.sh (or set {env})",
         path.display()
     );
     path
+}
+
+/// The pinned python-lsp-server peer, or `$MOONKALE_PYLSP`.
+pub fn pylsp_bin() -> PathBuf {
+    peer_bin("MOONKALE_PYLSP", "pylsp-venv/bin/pylsp")
 }

@@ -14,25 +14,7 @@ use crate::{Sandbox, TIMEOUT, bin, wait_until};
 
 /// `$MOONKALE_NVIM`, else the one `scripts/install-test-peers.sh` installs.
 pub fn nvim_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("MOONKALE_NVIM") {
-        let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "MOONKALE_NVIM={} is not a file",
-            path.display()
-        );
-        return path;
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root");
-    let path = repo.join(".peers/nvim-venv/bin/nvim");
-    assert!(
-        path.is_file(),
-        "Neovim is not installed at {}: run scripts/install-test-peers.sh (or set MOONKALE_NVIM)",
-        path.display()
-    );
-    path
+    crate::peer_bin("MOONKALE_NVIM", "nvim-venv/bin/nvim")
 }
 
 /// How Neovim's client reaches the service; the init reads

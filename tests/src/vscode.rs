@@ -40,19 +40,10 @@ fn harness_dir() -> PathBuf {
 
 /// `$MOONKALE_CODE_SERVER`, else the one the install script puts in .peers/.
 pub fn code_server_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("MOONKALE_CODE_SERVER") {
-        return path.into();
-    }
-    let repo = harness_dir().parent().expect("repo root").to_owned();
-    let path = repo.join(format!(
-        ".peers/code-server-{CODE_SERVER_VERSION}/node_modules/.bin/code-server"
-    ));
-    assert!(
-        path.exists(),
-        "code-server is not installed at {}: run scripts/install-test-peers.sh (or set MOONKALE_CODE_SERVER)",
-        path.display()
-    );
-    path
+    crate::peer_bin(
+        "MOONKALE_CODE_SERVER",
+        &format!("code-server-{CODE_SERVER_VERSION}/node_modules/.bin/code-server"),
+    )
 }
 
 /// A code-server serving the sandbox's workspace; killed when dropped, with

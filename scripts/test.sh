@@ -9,7 +9,7 @@ bash scripts/install-test-peers.sh
 cargo build --workspace --bins --locked
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 # The fuzz targets' seeds and regressions, replayed in a plain build.
 cargo test --manifest-path fuzz/Cargo.toml --locked 2>&1 | tee -a "$log"
 # One closing line for the whole run (cargo prints one per test binary).

@@ -879,9 +879,13 @@ async fn hostile_52_spawn_session_fds_environment() {
     )
     .await;
     wait_line(&mut w.c, id, "started").await;
+    // cat opens locale files while it starts; once it has echoed a line it
+    // is past that and blocked reading the PTY (the line shows twice: the
+    // terminal's echo, then cat's).
+    run(&mut w.c, id, "ping").await;
+    wait_screen(&mut w.c, id, "cat echoing a line", |s| count_lines(s, "ping") == 2).await;
     let pid = pid_of(&info);
     assert_eq!(info["cwd"], json!(sub), "{info}");
-    // After "started" the exec has happened: the process is cat itself.
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
     assert_eq!(cmdline, b"/bin/cat\0", "argv of {pid}");
     assert_eq!(std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(), sub);

@@ -3,10 +3,12 @@
 //! remote front door; `moonkale-service connect … answer` (a third remote
 //! client) answers its approval; both followers see it resolved; one of them
 //! is away for 30 s while the turn ends and, back, gets exactly the events
-//! it missed from its last sequence number.
+//! it missed from its last sequence number. And `connect … follow` through
+//! a tunnel that drops mid-turn resumes after the last event it printed.
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moonkale_tests::bin;
@@ -14,6 +16,9 @@ use moonkale_tests::remote::{RemoteClient, TOKEN};
 use serde_json::{Value, json};
 use support::agent::{AgentWorld, Options};
 use support::fakeapi::{Reply, Script};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
 
 /// How long the second follower stays away (the figure).
 const AWAY: Duration = Duration::from_secs(30);
@@ -59,6 +64,24 @@ async fn follower(addr: &str, name: &str, root: &std::path::Path) -> RemoteClien
     c
 }
 
+/// An agent world whose service also listens for remote clients (its
+/// address is in the info file).
+async fn remote_world() -> AgentWorld {
+    AgentWorld::start_with(
+        Script::new(),
+        Options {
+            args: vec!["--listen".into(), "127.0.0.1:0".into()],
+            // The sandbox lives under /tmp.
+            env: vec![
+                ("MOONKALE_ROOT".into(), "/tmp".into()),
+                ("MOONKALE_TOKEN".into(), TOKEN.into()),
+            ],
+            ..Options::default()
+        },
+    )
+    .await
+}
+
 async fn connect_command(addr: &str, args: &[&str]) -> std::process::Output {
     let out = tokio::process::Command::new(bin("moonkale-service"))
         .arg("connect")
@@ -76,19 +99,7 @@ async fn connect_command(addr: &str, args: &[&str]) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_clients_follow_answer_and_catch_up_on_a_local_turn() {
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            args: vec!["--listen".into(), "127.0.0.1:0".into()],
-            // The sandbox lives under /tmp.
-            env: vec![
-                ("MOONKALE_ROOT".into(), "/tmp".into()),
-                ("MOONKALE_TOKEN".into(), TOKEN.into()),
-            ],
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = remote_world().await;
     let addr = w.svc().info.remote.clone().expect("remote address");
     let path = w.path("remote.txt");
     w.fake.set_script(
@@ -221,4 +232,190 @@ async fn remote_clients_follow_answer_and_catch_up_on_a_local_turn() {
     assert!(String::from_utf8_lossy(&listed.stdout).contains(&session));
     let shown = connect_command(&addr, &["show", &session]).await;
     assert!(String::from_utf8_lossy(&shown.stdout).contains("REMOTE_DONE"));
+}
+
+/// A TCP relay to the service whose connections the test can cut, as a
+/// flaky tunnel or a phone going to sleep would.
+struct Relay {
+    addr: String,
+    connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    accepting: tokio::task::AbortHandle,
+}
+
+impl Relay {
+    async fn start(target: String) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+        let addr = listener.local_addr().expect("relay address").to_string();
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let tracked = connections.clone();
+        let accepting = tokio::spawn(async move {
+            while let Ok((mut near, _)) = listener.accept().await {
+                let target = target.clone();
+                let relay = tokio::spawn(async move {
+                    if let Ok(mut far) = TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut near, &mut far).await;
+                    }
+                });
+                tracked.lock().unwrap().push(relay.abort_handle());
+            }
+        })
+        .abort_handle();
+        Relay {
+            addr,
+            connections,
+            accepting,
+        }
+    }
+
+    /// Drops every connection relayed so far (both ends see it closed);
+    /// how many there were.
+    fn cut(&self) -> usize {
+        let cut: Vec<_> = self.connections.lock().unwrap().drain(..).collect();
+        cut.iter().for_each(|c| c.abort());
+        cut.len()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.accepting.abort();
+        self.cut();
+    }
+}
+
+/// The lines a child writes to one of its pipes, as they come.
+fn lines_of(
+    pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+) -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Reads `lines` (keeping them in `seen`) until one satisfies `pred`.
+async fn line_where(
+    lines: &mut mpsc::UnboundedReceiver<String>,
+    seen: &mut Vec<String>,
+    what: &str,
+    pred: impl Fn(&str) -> bool,
+) -> String {
+    loop {
+        let line = tokio::time::timeout(moonkale_tests::TIMEOUT, lines.recv())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}; so far: {seen:#?}"))
+            .unwrap_or_else(|| panic!("the pipe closed before {what}; so far: {seen:#?}"));
+        seen.push(line.clone());
+        if pred(&line) {
+            return line;
+        }
+    }
+}
+
+/// `connect … follow --until-idle` through a relay that drops every
+/// connection while an approval is pending: the command says so, comes
+/// back through the relay, and prints the rest of the turn, so its output
+/// is the whole transcript once, as `connect … show` prints it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_resumes_after_the_tunnel_drops() {
+    let mut w = remote_world().await;
+    let relay = Relay::start(w.svc().info.remote.clone().expect("remote address")).await;
+    let path = w.path("tunnel.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "write through the tunnel",
+                Reply::tool_use(
+                    "Write",
+                    json!({"file_path": path.display().to_string(), "content": "THROUGH\n"}),
+                ),
+            )
+            .after_tool("Write", Reply::text("AFTER_THE_DROP")),
+    );
+    let session = w
+        .ed
+        .start_session(json!({"prompt": "write through the tunnel", "permissionMode": "default"}))
+        .await;
+
+    let mut follow = tokio::process::Command::new(bin("moonkale-service"))
+        .arg("connect")
+        .arg(format!("ws://{}/", relay.addr))
+        .args(["follow", &session, "--until-idle"])
+        .env("MOONKALE_TOKEN", TOKEN)
+        .env("MOONKALE_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run connect follow");
+    let mut out = lines_of(follow.stdout.take().unwrap());
+    let mut err = lines_of(follow.stderr.take().unwrap());
+    let (mut printed, mut said) = (Vec::new(), Vec::new());
+
+    let hint = line_where(&mut err, &mut said, "the approval's hint", |l| {
+        l.starts_with("Claude asks to run Write")
+    })
+    .await;
+    let approval = hint
+        .split_whitespace()
+        .skip_while(|word| *word != "answer")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no approval id in {hint:?}"))
+        .to_owned();
+    assert_eq!(relay.cut(), 1, "follow's one connection");
+    line_where(&mut err, &mut said, "the lost connection", |l| {
+        l.starts_with("[connection lost")
+    })
+    .await;
+
+    // The rest of the turn happens while the command is away.
+    let r =
+        w.ed.call(
+            "moonkale/agent/answer",
+            json!({"approval": approval, "allow": true}),
+        )
+        .await;
+    assert_eq!(r, json!({}));
+    let prompt_seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, prompt_seq).await;
+
+    let status = tokio::time::timeout(moonkale_tests::TIMEOUT, follow.wait())
+        .await
+        .expect("follow ends once the session is idle")
+        .expect("wait for follow");
+    while let Some(line) = out.recv().await {
+        printed.push(line);
+    }
+    while let Some(line) = err.recv().await {
+        said.push(line);
+    }
+    assert!(status.success(), "follow: {status}; stderr: {said:#?}");
+    let lost = said
+        .iter()
+        .filter(|l| l.starts_with("[connection lost"))
+        .count();
+    assert_eq!(lost, 1, "{said:#?}");
+
+    let shown = connect_command(&relay.addr, &["show", &session]).await;
+    assert!(shown.status.success());
+    let mut expected: Vec<String> = String::from_utf8_lossy(&shown.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(expected.pop().as_deref(), Some("[state: idle]"));
+    assert_eq!(
+        printed, expected,
+        "follow printed the transcript once, in order"
+    );
+    assert!(
+        printed.iter().any(|l| l == "AFTER_THE_DROP"),
+        "{printed:#?}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "THROUGH\n");
 }

@@ -883,7 +883,10 @@ async fn hostile_52_spawn_session_fds_environment() {
     // is past that and blocked reading the PTY (the line shows twice: the
     // terminal's echo, then cat's).
     run(&mut w.c, id, "ping").await;
-    wait_screen(&mut w.c, id, "cat echoing a line", |s| count_lines(s, "ping") == 2).await;
+    wait_screen(&mut w.c, id, "cat echoing a line", |s| {
+        count_lines(s, "ping") == 2
+    })
+    .await;
     let pid = pid_of(&info);
     assert_eq!(info["cwd"], json!(sub), "{info}");
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();

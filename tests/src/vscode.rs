@@ -298,15 +298,7 @@ impl Browser {
 
     /// Opens a file of the workspace with Quick Open (Ctrl+P).
     pub async fn quick_open(&mut self, name: &str) {
-        self.press(&["Control+p"]).await;
-        self.wait_for(".quick-input-widget input").await;
-        self.type_text(name).await;
-        // The file's entry must be listed before Enter picks it.
-        self.wait_for(&format!(
-            ".quick-input-list .monaco-list-row[aria-label*=\"{name}\"]"
-        ))
-        .await;
-        self.press(&["Enter"]).await;
+        self.pick("Control+p", name).await;
         // Keys typed before the editor has the focus would go elsewhere.
         self.wait_for(&format!(".tab.active[aria-label^=\"{name}\"]"))
             .await;
@@ -316,11 +308,17 @@ impl Browser {
 
     /// Runs a command by its palette title (F1).
     pub async fn palette(&mut self, title: &str) {
-        self.press(&["F1"]).await;
+        self.pick("F1", title).await;
+    }
+
+    /// Opens the quick input with `key`, types `label` and picks its entry.
+    async fn pick(&mut self, key: &str, label: &str) {
+        self.press(&[key]).await;
         self.wait_for(".quick-input-widget input").await;
-        self.type_text(title).await;
+        self.type_text(label).await;
+        // The entry must be listed before Enter picks it.
         self.wait_for(&format!(
-            ".quick-input-list .monaco-list-row[aria-label*=\"{title}\"]"
+            ".quick-input-list .monaco-list-row[aria-label*=\"{label}\"]"
         ))
         .await;
         self.press(&["Enter"]).await;

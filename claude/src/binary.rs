@@ -110,3 +110,80 @@ mod tests {
         );
     }
 }
+
+/// A CLI version, `major.minor.patch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// The first `N.N.N` of `claude --version`'s output ("2.1.332 (Claude
+/// Code)").
+pub fn parse_version(output: &str) -> Option<Version> {
+    output.split_whitespace().find_map(|word| {
+        let mut parts = word.split('.').map(|p| p.parse::<u32>().ok());
+        match (parts.next()??, parts.next()??, parts.next()??) {
+            (a, b, c) if parts.next().is_none() => Some(Version(a, b, c)),
+            _ => None,
+        }
+    })
+}
+
+/// `program --version`, run once per executable (by path and modification
+/// time) with `env`; `None` if it does not answer within 20 s or says no
+/// version.
+pub async fn version(
+    program: &Path,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Option<Version> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::SystemTime;
+    static CACHE: Mutex<Option<HashMap<(PathBuf, SystemTime), Option<Version>>>> = Mutex::new(None);
+    let modified = std::fs::metadata(program).and_then(|m| m.modified()).ok()?;
+    let key = (program.to_owned(), modified);
+    if let Some(known) = CACHE.lock().ok()?.get_or_insert_default().get(&key) {
+        return *known;
+    }
+    let run = tokio::process::Command::new(program)
+        .arg("--version")
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let found = match tokio::time::timeout(std::time::Duration::from_secs(20), run).await {
+        Ok(Ok(out)) => parse_version(&String::from_utf8_lossy(&out.stdout)),
+        _ => None,
+    };
+    CACHE
+        .lock()
+        .ok()?
+        .get_or_insert_default()
+        .insert(key, found);
+    found
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_from_what_the_cli_prints() {
+        assert_eq!(
+            parse_version("2.1.332 (Claude Code)\n"),
+            Some(Version(2, 1, 332))
+        );
+        assert_eq!(
+            parse_version("1.0.60 (Claude Code)"),
+            Some(Version(1, 0, 60))
+        );
+        assert_eq!(parse_version("claude 2.0"), None);
+        assert_eq!(parse_version(""), None);
+        assert!(Version(2, 0, 50) < Version(2, 1, 0));
+    }
+}

@@ -65,6 +65,32 @@ pub struct Launch {
     pub model: Option<String>,
     /// `--mcp-config` JSON (e.g. an in-process server `{"type":"sdk",…}`).
     pub mcp_config: Option<String>,
+    /// `Some(sources)`: load only these settings files
+    /// (`--setting-sources=user`, for a workspace the user does not trust)
+    /// and only the MCP servers of `mcp_config` (`--strict-mcp-config`).
+    /// `None`: the CLI's default, every source.
+    pub setting_sources: Option<Vec<SettingSource>>,
+}
+
+/// A Claude Code settings file the CLI may load (`--setting-sources`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SettingSource {
+    /// `~/.claude/settings.json`: the user's own.
+    User,
+    /// `<cwd>/.claude/settings.json`: the repository's.
+    Project,
+    /// `<cwd>/.claude/settings.local.json`.
+    Local,
+}
+
+impl SettingSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettingSource::User => "user",
+            SettingSource::Project => "project",
+            SettingSource::Local => "local",
+        }
+    }
 }
 
 impl Launch {
@@ -96,6 +122,11 @@ impl Launch {
         }
         if let Some(config) = &self.mcp_config {
             argv.push(format!("--mcp-config={config}"));
+        }
+        if let Some(sources) = &self.setting_sources {
+            let names: Vec<&str> = sources.iter().map(|s| s.as_str()).collect();
+            argv.push(format!("--setting-sources={}", names.join(",")));
+            argv.push("--strict-mcp-config".into());
         }
         if let Some(index) = argv.iter().position(|a| a.contains(['\n', '\r'])) {
             return Err(Error::LineBreakInArgv { index });
@@ -157,8 +188,24 @@ mod tests {
             permission_mode: PermissionMode::Plan,
             model: Some("sonnet".into()),
             mcp_config: None,
+            setting_sources: None,
         };
         expect![[r#"--output-format stream-json --input-format stream-json --verbose --include-partial-messages --permission-prompt-tool stdio --permission-mode=plan --session-id=00000000-0000-0000-0000-000000001234 --model=sonnet"#]]
+            .assert_eq(&launch.argv().unwrap().join(" "));
+    }
+
+    /// An untrusted workspace: only the user's settings and our own MCP
+    /// servers.
+    #[test]
+    fn argv_of_a_session_in_an_untrusted_workspace() {
+        let launch = Launch {
+            session: SessionStart::New(Uuid::nil()),
+            permission_mode: PermissionMode::Default,
+            model: None,
+            mcp_config: Some("{}".into()),
+            setting_sources: Some(vec![SettingSource::User]),
+        };
+        expect![[r#"--output-format stream-json --input-format stream-json --verbose --include-partial-messages --permission-prompt-tool stdio --permission-mode=default --session-id=00000000-0000-0000-0000-000000000000 --mcp-config={} --setting-sources=user --strict-mcp-config"#]]
             .assert_eq(&launch.argv().unwrap().join(" "));
     }
 
@@ -169,6 +216,7 @@ mod tests {
             permission_mode: PermissionMode::Default,
             model: Some("x\n--dangerously-skip-permissions".into()),
             mcp_config: None,
+            setting_sources: None,
         };
         assert!(matches!(
             launch.argv(),
@@ -192,6 +240,7 @@ mod tests {
                 permission_mode: PermissionMode::Plan,
                 model,
                 mcp_config: mcp,
+                setting_sources: None,
             };
             if let Ok(argv) = launch.argv() {
                 for a in argv {

@@ -66,11 +66,8 @@ pub async fn send(
                 approval,
                 status,
             } if s == session && status == "pending" => {
-                eprintln!(
-                    "\nClaude asks to run {}. Answer with: moonkale-service agent answer {} allow|always|deny",
-                    approval["title"].as_str().unwrap_or_default(),
-                    approval["approval"].as_str().unwrap_or_default()
-                );
+                eprintln!();
+                approval_hint(&approval, "moonkale-service agent answer");
             }
             Notification::AgentEvent { session: s, event }
                 if s == session && event.seq >= from && event.kind == "state" =>
@@ -137,22 +134,68 @@ pub async fn show(target: &Target, session: &str) -> Result<String> {
     }
 }
 
-/// `agent answer APPROVAL allow|always|deny`.
-pub async fn answer(target: &Target, approval: &str, verdict: &str) -> Result<()> {
-    let (allow, always) = match verdict {
-        "allow" => (true, false),
-        "always" => (true, true),
-        "deny" => (false, false),
+/// `agent answer APPROVAL allow|always|deny|accept-edits|answer TEXT…`.
+pub async fn answer(
+    target: &Target,
+    approval: &str,
+    verdict: &str,
+    texts: &[String],
+    message: Option<String>,
+) -> Result<()> {
+    let mut params = serde_json::json!({"approval": approval, "allow": verdict != "deny"});
+    match verdict {
+        "allow" | "deny" => {}
+        "always" => params["always"] = true.into(),
+        "accept-edits" => params["mode"] = "acceptEdits".into(),
+        "answer" => {
+            let mut door = connect(target).await?;
+            let session = approval.split('/').next().unwrap_or_default();
+            let page = door.agent_events(session, u64::MAX).await?;
+            let asked = page
+                .pending_approvals
+                .iter()
+                .find(|a| a["approval"] == approval)
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "approval {approval} is not waiting (answered already?)"
+                    ))
+                })?;
+            let questions: Vec<&str> = asked["questions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|q| q["question"].as_str())
+                .collect();
+            if questions.len() != texts.len() {
+                return Err(Error::Invalid(format!(
+                    "Claude asked {} question(s); give one answer for each, in order",
+                    questions.len()
+                )));
+            }
+            let answers: serde_json::Map<String, serde_json::Value> = questions
+                .iter()
+                .zip(texts)
+                .map(|(q, a)| ((*q).to_owned(), serde_json::json!(a)))
+                .collect();
+            params["answers"] = answers.into();
+            return door.agent_decide(params).await;
+        }
         other => {
             return Err(Error::Invalid(format!(
-                "{other:?}: answer allow, always or deny"
+                "{other:?}: answer allow, always, deny, accept-edits or answer"
             )));
         }
-    };
-    connect(target)
-        .await?
-        .agent_answer(approval, allow, always)
-        .await
+    }
+    if let Some(message) = message {
+        params["message"] = message.into();
+    }
+    connect(target).await?.agent_decide(params).await
+}
+
+/// `trust [--revoke]` with a service running: it keeps the decision and
+/// tells its editors; returns what it says.
+pub async fn trust(socket: &std::path::Path, trusted: bool) -> Result<String> {
+    FrontDoor::observe(socket, NAME).await?.trust(trusted).await
 }
 
 /// `follow SESSION`: prints the transcript so far, then the turn as it
@@ -200,7 +243,7 @@ async fn follow_once(
         }
         if page.events.is_empty() {
             for approval in &page.pending_approvals {
-                approval_hint(approval);
+                approval_hint(approval, "answer");
             }
             break page.state;
         }
@@ -229,18 +272,46 @@ async fn follow_once(
                 session: s,
                 approval,
                 status,
-            } if s == session && status == "pending" => approval_hint(&approval),
+            } if s == session && status == "pending" => approval_hint(&approval, "answer"),
             _ => {}
         }
     }
 }
 
-fn approval_hint(approval: &Value) {
-    eprintln!(
-        "Claude asks to run {}. Answer with: answer {} allow|always|deny",
-        approval["title"].as_str().unwrap_or_default(),
-        approval["approval"].as_str().unwrap_or_default()
-    );
+/// How to answer `approval`; `verb` is the command that answers.
+fn approval_hint(approval: &Value, verb: &str) {
+    let id = approval["approval"].as_str().unwrap_or_default();
+    match approval["kind"].as_str() {
+        Some("plan") => eprintln!(
+            "Claude's plan is ready:\n{}\nAnswer with: {verb} {id} allow (edits asked) | accept-edits | deny (keep planning)",
+            approval["plan"].as_str().unwrap_or_default()
+        ),
+        Some("question") => {
+            for q in approval["questions"].as_array().into_iter().flatten() {
+                let options: Vec<&str> = q["options"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|o| o["label"].as_str())
+                    .collect();
+                let many = if q["multiSelect"] == true {
+                    " (several: join with \", \")"
+                } else {
+                    ""
+                };
+                eprintln!(
+                    "Claude asks: {} [{}]{many}",
+                    q["question"].as_str().unwrap_or_default(),
+                    options.join(" | ")
+                );
+            }
+            eprintln!("Answer with: {verb} {id} answer \"TEXT\"… (one per question) | deny");
+        }
+        _ => eprintln!(
+            "Claude asks to run {}. Answer with: {verb} {id} allow|always|deny",
+            approval["title"].as_str().unwrap_or_default(),
+        ),
+    }
 }
 
 /// One event as text for a terminal.

@@ -334,6 +334,23 @@ impl FrontDoor {
         .map(drop)
     }
 
+    /// `moonkale/agent/answer` with every field it takes (a plan's `mode`,
+    /// a question's `answers`, a denial's `message`).
+    pub async fn agent_decide(&mut self, params: Value) -> Result<()> {
+        self.call::<Value>("moonkale/agent/answer", params)
+            .await
+            .map(drop)
+    }
+
+    /// The user's trust decision for the workspace; what the service says
+    /// it means.
+    pub async fn trust(&mut self, trusted: bool) -> Result<String> {
+        let answer: Value = self
+            .call("moonkale/agent/trust", json!({"trusted": trusted}))
+            .await?;
+        Ok(answer["message"].as_str().unwrap_or_default().to_owned())
+    }
+
     pub async fn agent_interrupt(&mut self, session: &str) -> Result<()> {
         self.call::<Value>("moonkale/agent/interrupt", json!({"session": session}))
             .await

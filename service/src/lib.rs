@@ -12,6 +12,8 @@
 //!   connections to a hub.
 //! - [`client`]: a small LSP client used by `status`, the shim and tests.
 //! - [`agent`]: the agent host: crash-safe session transcripts.
+//! - [`user_state`]: what is kept for the user outside every workspace
+//!   (transcripts, workspace trust).
 
 pub mod agent;
 pub mod agent_client;
@@ -27,5 +29,6 @@ pub mod remote;
 pub mod runtime;
 pub mod server;
 pub mod terminal;
+pub mod user_state;
 
 pub use error::{Error, Result};

@@ -92,6 +92,23 @@ enum Command {
         #[command(subcommand)]
         command: AgentCommand,
     },
+    /// Trust a workspace (or stop trusting it): Claude Code sessions the
+    /// service runs for a trusted workspace load the repository's own
+    /// Claude Code settings (.claude/settings*.json: hooks, permission
+    /// rules) and .mcp.json servers. Untrusted, they load only yours. The
+    /// decision is kept in your configuration directory, never in the
+    /// workspace.
+    Trust {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Stop trusting it.
+        #[arg(long, conflicts_with = "status")]
+        revoke: bool,
+        /// Only say whether it is trusted.
+        #[arg(long)]
+        status: bool,
+    },
     /// Show what the running service for a workspace holds.
     Status {
         /// The workspace folder [default: the current directory].
@@ -125,8 +142,13 @@ async fn run_agent_command(
             session,
             until_idle,
         } => Ok(agent_client::follow(target, &session, until_idle).await?),
-        AgentCommand::Answer { approval, verdict } => {
-            agent_client::answer(target, &approval, &verdict).await?;
+        AgentCommand::Answer {
+            approval,
+            verdict,
+            texts,
+            message,
+        } => {
+            agent_client::answer(target, &approval, &verdict, &texts, message).await?;
             Ok(0)
         }
     }
@@ -161,11 +183,20 @@ enum AgentCommand {
         #[arg(long)]
         until_idle: bool,
     },
-    /// Answer a permission question.
+    /// Answer a permission question: `allow`, `always` (this tool for the
+    /// rest of the session) or `deny`; a plan: `allow` (edits asked),
+    /// `accept-edits` or `deny` (keep planning); a question of Claude's:
+    /// `answer TEXT…`, one text per question, in order (a label, labels
+    /// joined with ", ", or your own words).
     Answer {
         approval: String,
-        #[arg(value_parser = ["allow", "always", "deny"])]
+        #[arg(value_parser = ["allow", "always", "deny", "accept-edits", "answer"])]
         verdict: String,
+        /// With `answer`: the answers.
+        texts: Vec<String>,
+        /// With `deny`: why, for Claude.
+        #[arg(long)]
+        message: Option<String>,
     },
 }
 
@@ -335,6 +366,34 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .env_remove("CLAUDECODE")
                 .exec();
             Err(anyhow::anyhow!("running {}: {err}", program.display()))
+        }
+        Command::Trust {
+            workspace,
+            revoke,
+            status,
+        } => {
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let store = moonkale_service::user_state::TrustStore::from_env()?;
+            if status {
+                let trusted = store.is_trusted(&root);
+                println!(
+                    "{} is {}trusted",
+                    root.display(),
+                    if trusted { "" } else { "not " }
+                );
+                return Ok(if trusted { 0 } else { 1 });
+            }
+            // A running service keeps the decision itself and tells its
+            // editors; without one, it is written here.
+            let message = match running_service(Some(root.clone())) {
+                Ok(info) => agent_client::trust(&info.socket, !revoke).await?,
+                Err(_) => {
+                    store.set(&root, !revoke)?;
+                    moonkale_service::agent::host::trust_message(&store, &root, !revoke)
+                }
+            };
+            println!("{message}");
+            Ok(0)
         }
         Command::Status { workspace, json } => {
             let info = running_service(workspace)?;

@@ -73,7 +73,7 @@ impl RuntimeDir {
     pub fn workspace(&self, root: &Path) -> WorkspaceFiles {
         WorkspaceFiles {
             dir: self.path.clone(),
-            key: format!("ws-{:016x}", fnv1a(root.as_os_str().as_encoded_bytes())),
+            key: format!("ws-{:016x}", path_hash(root)),
         }
     }
 }
@@ -245,6 +245,11 @@ pub fn canonical_workspace(path: &Path) -> Result<PathBuf> {
 pub fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }
+}
+
+/// The hash that names a workspace's files (runtime and user state).
+pub fn path_hash(root: &Path) -> u64 {
+    fnv1a(root.as_os_str().as_encoded_bytes())
 }
 
 /// FNV-1a: stable across Rust versions, unlike `DefaultHasher`, so a shim

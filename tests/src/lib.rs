@@ -116,10 +116,45 @@ impl Sandbox {
         let mut cmd = tokio::process::Command::new(bin(name));
         cmd.env("XDG_RUNTIME_DIR", &self.runtime)
             .env("HOME", &self.home)
+            // The user state and trust decisions live in the sandbox's home.
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("XDG_CONFIG_HOME")
             .env("MOONKALE_SERVICE_BIN", bin("moonkale-service"))
             .env("MOONKALE_LOG", "warn")
             .kill_on_drop(true);
         cmd
+    }
+
+    /// Where the service keeps `workspace`'s session transcripts: the
+    /// user's state directory in the sandbox's home, never the workspace.
+    pub fn chats_dir_for(&self, workspace: &Path) -> PathBuf {
+        let root = std::fs::canonicalize(workspace).expect("canonical workspace");
+        let name = root.file_name().unwrap().to_string_lossy().into_owned();
+        self.home
+            .join(".local/state/moonkale/workspaces")
+            .join(format!(
+                "{name}-{:016x}",
+                moonkale_service::runtime::path_hash(&root)
+            ))
+            .join("chats")
+    }
+
+    pub fn chats_dir(&self) -> PathBuf {
+        self.chats_dir_for(&self.workspace)
+    }
+
+    /// The user's trust store in the sandbox's home.
+    pub fn trust_store(&self) -> moonkale_service::user_state::TrustStore {
+        moonkale_service::user_state::TrustStore::at(
+            self.home.join(".config/moonkale/trusted-workspaces.json"),
+        )
+    }
+
+    /// The user trusts the sandbox's workspace (as `moonkale-service trust`
+    /// would record it).
+    pub fn trust_workspace(&self) {
+        let root = std::fs::canonicalize(&self.workspace).expect("canonical workspace");
+        self.trust_store().set(&root, true).expect("trust");
     }
 
     pub fn files(&self) -> WorkspaceFiles {

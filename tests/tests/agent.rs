@@ -1973,11 +1973,12 @@ async fn resume_without_the_clis_conversation_starts_fresh_with_a_notice() {
     .await;
     let (session, _) = w.ed.run_first_turn("please remember 7", json!({})).await;
     assert!(
-        w.sb.workspace
-            .join(".moonkale/chats")
-            .join(format!("{session}.jsonl"))
-            .is_file(),
-        "no transcript in .moonkale/chats"
+        w.sb.chats_dir().join(format!("{session}.jsonl")).is_file(),
+        "no transcript in the user's state directory"
+    );
+    assert!(
+        !w.sb.workspace.join(".moonkale/chats").exists(),
+        "a transcript was written into the workspace"
     );
     w.stop_service().await;
     fn find(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {

@@ -12,7 +12,13 @@ use serde_json::json;
 /// says nothing.
 fn stand_in(sb: &Sandbox) -> PathBuf {
     let path = sb.root.join("claude");
-    std::fs::write(&path, "#!/bin/sh\nexec sleep 1000\n").unwrap();
+    // It says its version (the service asks before running it in an
+    // untrusted workspace), then nothing more.
+    std::fs::write(
+        &path,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }\nexec sleep 1000\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }

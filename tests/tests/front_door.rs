@@ -139,6 +139,7 @@ async fn agent_sessions() {
     std::fs::write(
         &cli,
         r#"#!/bin/sh
+[ "$1" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }
 while read -r line; do
   case "$line" in
     *'"type":"user"'*)

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::error::TrySendError;
 use uuid::Uuid;
 
-use super::session::{self, MAX_EVENTS_PER_PAGE, SessionCommand, SessionHandle, State};
+use super::log::EventLog;
+use super::session::{self, MAX_EVENTS_PER_PAGE, Restored, SessionCommand, SessionHandle, State};
 use super::transcript::{self, Transcript};
 use super::{AgentCommand, AgentConfig, AgentReceiver, Answer};
 use crate::hub::{EditorId, Event, HubHandle, Reply};
@@ -36,8 +37,11 @@ pub fn spawn(
     commands: AgentReceiver,
     config: AgentConfig,
 ) -> tokio::task::JoinHandle<()> {
+    let root = hub.root().to_path_buf();
+    let chats = crate::user_state::chats_dir(&root).map_err(|e| e.to_string());
     let host = Host {
-        root: hub.root().to_path_buf(),
+        root,
+        chats,
         hub,
         config: Arc::new(config),
         sessions: HashMap::new(),
@@ -48,6 +52,10 @@ pub fn spawn(
 
 struct Host {
     root: PathBuf,
+    /// The workspace's transcripts, in the user's state directory (never in
+    /// the workspace, where a repository could plant one); why not, if the
+    /// state directory cannot be found.
+    chats: Result<PathBuf, String>,
     hub: HubHandle,
     config: Arc<AgentConfig>,
     sessions: HashMap<Uuid, Live>,
@@ -89,6 +97,10 @@ enum Routed {
     Answer {
         approval: String,
         answer: Answer,
+    },
+    /// The user trusts the workspace, or stops trusting it.
+    Trust {
+        trusted: bool,
     },
 }
 
@@ -163,6 +175,14 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
             )
         }
         "moonkale/agent/list" => Ok(Routed::List),
+        "moonkale/agent/trust" => {
+            #[derive(Deserialize)]
+            struct P {
+                trusted: bool,
+            }
+            let p: P = parse(params)?;
+            Ok(Routed::Trust { trusted: p.trusted })
+        }
         "moonkale/agent/interrupt" => {
             let p: Session = parse(params)?;
             to(
@@ -205,6 +225,10 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
                 #[serde(default)]
                 always: bool,
                 message: Option<String>,
+                /// A plan approved: go on in this mode.
+                mode: Option<String>,
+                /// A question answered.
+                answers: Option<serde_json::Map<String, Value>>,
             }
             let p: P = parse(params)?;
             Ok(Routed::Answer {
@@ -214,6 +238,8 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
                     always: p.always,
                     message: p.message,
                     by: "api",
+                    mode: p.mode.as_deref().map(parse_mode).transpose()?,
+                    answers: p.answers,
                 },
             })
         }
@@ -273,6 +299,10 @@ impl SessionCommand {
 
 impl Host {
     async fn run(mut self, mut commands: AgentReceiver) {
+        self.hub.try_send(Event::WorkspaceTrust {
+            trusted: self.trusted(),
+            message: None,
+        });
         while let Some(command) = commands.recv().await {
             match command {
                 AgentCommand::Request {
@@ -345,7 +375,38 @@ impl Host {
                 let _ = reply.send(Ok(self.list()));
             }
             Routed::Answer { approval, answer } => self.answer(approval, answer, Some(reply)),
+            Routed::Trust { trusted } => {
+                let _ = reply.send(self.set_trust(trusted));
+            }
         }
+    }
+
+    fn trusted(&self) -> bool {
+        self.config
+            .trust
+            .as_ref()
+            .is_some_and(|t| t.is_trusted(&self.root))
+    }
+
+    /// Keeps the user's trust decision (outside the workspace) and tells
+    /// every editor what it means. Sessions take it at their next turn.
+    fn set_trust(&mut self, trusted: bool) -> Result<Value, ResponseError> {
+        let failed = |why: String| ResponseError::new(code::REQUEST_FAILED, why);
+        let store = self
+            .config
+            .trust
+            .as_ref()
+            .ok_or_else(|| failed("the trust store cannot be found (no $HOME?)".into()))?;
+        let changed = store
+            .set(&self.root, trusted)
+            .map_err(|e| failed(e.to_string()))?;
+        let message = trust_message(store, &self.root, trusted);
+        let now = self.trusted();
+        self.hub.try_send(Event::WorkspaceTrust {
+            trusted: now,
+            message: Some(message.clone()),
+        });
+        Ok(json!({"trusted": now, "changed": changed, "message": message}))
     }
 
     fn answer(&mut self, approval: String, answer: Answer, reply: Option<Reply>) {
@@ -381,22 +442,32 @@ impl Host {
         }
     }
 
+    /// Where session `id`'s transcript is kept.
+    fn transcript_path(&self, id: &str) -> Result<PathBuf, ResponseError> {
+        let chats = self.chats.as_ref().map_err(|why| {
+            ResponseError::new(
+                code::REQUEST_FAILED,
+                format!("sessions cannot be kept: {why}"),
+            )
+        })?;
+        transcript::path_for(chats, id).map_err(|e| invalid(e.to_string()))
+    }
+
     /// The live session `raw`, loaded from its transcript if it has no task.
     fn live(&mut self, raw: &str) -> Result<&mut Live, ResponseError> {
         let id = session_id(raw)?;
         self.clock += 1;
         let clock = self.clock;
         if !self.sessions.contains_key(&id) {
-            let path = transcript::path_for(&self.root, raw).map_err(|e| invalid(e.to_string()))?;
+            let path = self.transcript_path(raw)?;
             if std::fs::symlink_metadata(&path).is_err() {
                 return Err(invalid(format!("no session {raw} in this workspace")));
             }
             self.make_room()?;
-            let transcript = Transcript::open(&path)
-                .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
-            let records = transcript
-                .records()
-                .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+            let failed = |e: transcript::TranscriptError| {
+                ResponseError::new(code::REQUEST_FAILED, e.to_string())
+            };
+            let transcript = Transcript::open(&path).map_err(failed)?;
             let damaged = transcript.read_only().map(|c| {
                 format!(
                     "line {} of the transcript is damaged ({}); a copy is at {}",
@@ -405,13 +476,14 @@ impl Host {
                     c.quarantine.display()
                 )
             });
-            let events = records.records.into_iter().map(|r| r.value).collect();
+            let mut restored = Restored::new(raw);
+            let log = EventLog::load(transcript, |event| restored.feed(event)).map_err(failed)?;
             let handle = session::spawn(
                 session::Start {
                     id,
                     workspace: self.root.clone(),
-                    transcript,
-                    events,
+                    log,
+                    restored: Some(restored),
                     damaged,
                     permission_mode: PermissionMode::Plan,
                     model: None,
@@ -439,16 +511,22 @@ impl Host {
     ) -> Result<Uuid, ResponseError> {
         self.make_room()?;
         let id = Uuid::new_v4();
-        let path = transcript::path_for(&self.root, &id.to_string())
-            .map_err(|e| ResponseError::new(code::INTERNAL_ERROR, e.to_string()))?;
-        let transcript = Transcript::open(&path)
-            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+        let path = self.transcript_path(&id.to_string())?;
+        if let Some(dir) = path.parent() {
+            crate::user_state::ensure_private_dir(dir)
+                .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+        }
+        let failed = |e: transcript::TranscriptError| {
+            ResponseError::new(code::REQUEST_FAILED, e.to_string())
+        };
+        let transcript = Transcript::open(&path).map_err(failed)?;
+        let log = EventLog::load(transcript, |_| {}).map_err(failed)?;
         let handle = session::spawn(
             session::Start {
                 id,
                 workspace: self.root.clone(),
-                transcript,
-                events: Vec::new(),
+                log,
+                restored: None,
                 damaged: None,
                 permission_mode: mode,
                 model,
@@ -494,8 +572,9 @@ impl Host {
             .values()
             .map(|l| serde_json::to_value(&*l.handle.summary.borrow()).expect("serializes"))
             .collect();
-        let chats = self.root.join(".moonkale").join("chats");
-        if let Ok(entries) = std::fs::read_dir(&chats) {
+        if let Ok(chats) = &self.chats
+            && let Ok(entries) = std::fs::read_dir(chats)
+        {
             for entry in entries.flatten() {
                 let name = entry.file_name();
                 let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
@@ -517,6 +596,28 @@ impl Host {
     }
 }
 
+/// What the user is told after a trust decision on `root`.
+pub fn trust_message(store: &crate::user_state::TrustStore, root: &Path, trusted: bool) -> String {
+    let shown = root.display();
+    if trusted {
+        format!(
+            "Trusted {shown}: {}. Claude Code sessions of this workspace pick it up at their next turn. \
+             Undo with `moonkale-service trust --revoke`.",
+            crate::user_state::TRUST_ENABLES
+        )
+    } else if let Some(parent) = store.trusted_by(root) {
+        format!(
+            "{shown} is still trusted, because {} is: revoke that folder's trust to stop it.",
+            parent.display()
+        )
+    } else {
+        format!(
+            "{shown} is not trusted: Claude Code sessions of this workspace load only your own \
+             settings (not the repository's .claude settings, hooks or .mcp.json) from their next turn."
+        )
+    }
+}
+
 /// Bytes read from the start of a transcript to find its settings and
 /// title.
 const SUMMARY_HEAD: u64 = 256 * 1024;
@@ -531,11 +632,11 @@ fn summary_from_disk(path: &Path, id: &str) -> Option<Value> {
     let file = std::fs::File::open(path).ok()?;
     let mut head = Vec::new();
     file.take(SUMMARY_HEAD).read_to_end(&mut head).ok()?;
-    let events: Vec<Value> = head
-        .split(|&b| b == b'\n')
-        .filter_map(|line| serde_json::from_slice(line).ok())
-        .collect();
-    let (mut summary, _) = session::summarize(id, &events);
+    let mut restored = Restored::new(id);
+    head.split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .for_each(|event| restored.feed(&event));
+    let mut summary = restored.summary;
     if let Ok(modified) = meta.modified()
         && let Ok(since) = modified.duration_since(std::time::UNIX_EPOCH)
     {

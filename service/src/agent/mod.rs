@@ -8,8 +8,9 @@
 //! - [`session`] (private): one task per session, owning its `claude`
 //!   process, its transcript and its pending approvals.
 //! - [`policy`]: which permission questions are answered without the user.
-//! - [`transcript`]: the crash-safe JSONL store of a session's events,
-//!   `<workspace>/.moonkale/chats/<id>.jsonl`.
+//! - [`transcript`]: the crash-safe JSONL store of a session's events, in
+//!   the user's state directory (never the workspace: `crate::user_state`).
+//! - [`log`] (private): a session's events, on disk with an index in memory.
 //!
 //! **Invariant:** the hub never waits for the agent. It forwards
 //! `moonkale/agent/*` requests and the user's answers with [`AgentCommand`]
@@ -18,6 +19,7 @@
 //! tasks are the only ones that start `claude` processes or write chats.
 
 pub mod host;
+mod log;
 pub mod policy;
 mod session;
 pub mod transcript;
@@ -62,7 +64,7 @@ pub enum AgentCommand {
 }
 
 /// The user's decision on an approval.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Answer {
     pub allow: bool,
     /// Allow this tool for the rest of the session.
@@ -70,6 +72,12 @@ pub struct Answer {
     pub message: Option<String>,
     /// `editor` or `api`: who answered, for the transcript.
     pub by: &'static str,
+    /// A plan approved (`ExitPlanMode` allowed): the mode the session goes
+    /// on in, `default` (edits asked) unless the user chose `acceptEdits`.
+    pub mode: Option<moonkale_claude::launch::PermissionMode>,
+    /// `AskUserQuestion` answered: question text → the chosen label, the
+    /// chosen labels (multi-select) or the user's own text.
+    pub answers: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// How the agent runs `claude`.
@@ -83,6 +91,8 @@ pub struct AgentConfig {
     pub env: Vec<(OsString, OsString)>,
     /// Each shutdown step's wait (close stdin, then SIGTERM, then SIGKILL).
     pub shutdown_grace: Duration,
+    /// The user's workspace-trust decisions; `None` trusts nothing.
+    pub trust: Option<crate::user_state::TrustStore>,
 }
 
 impl AgentConfig {
@@ -103,6 +113,9 @@ impl AgentConfig {
             approval_timeout,
             env: std::env::vars_os().collect(),
             shutdown_grace: Duration::from_secs(5),
+            trust: crate::user_state::TrustStore::from_env()
+                .inspect_err(|e| tracing::warn!("{e}; every workspace is untrusted"))
+                .ok(),
         }
     }
 }

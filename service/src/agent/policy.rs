@@ -27,7 +27,10 @@ pub const EDITOR_TOOL_PREFIX: &str = "mcp__moonkale__";
 
 /// The tool with which the model asks to leave plan mode: the user's
 /// approval of the plan.
-const EXIT_PLAN_TOOL: &str = "ExitPlanMode";
+pub const EXIT_PLAN_TOOL: &str = "ExitPlanMode";
+
+/// The tool with which the model asks the user a multiple-choice question.
+pub const ASK_USER_TOOL: &str = "AskUserQuestion";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -46,12 +49,13 @@ pub fn judge(tool: &str, input: &Value, plan: bool, always: &HashSet<String>) ->
     if READ_TOOLS.contains(&tool) || tool.starts_with(EDITOR_TOOL_PREFIX) {
         return Verdict::Allow;
     }
+    // Both are questions to the user, in any mode: only the user can answer
+    // them, so "always" never does.
+    if tool == EXIT_PLAN_TOOL || tool == ASK_USER_TOOL {
+        return Verdict::Ask { destructive: false };
+    }
     if plan {
-        return if tool == EXIT_PLAN_TOOL {
-            Verdict::Ask { destructive: false }
-        } else {
-            Verdict::Deny
-        };
+        return Verdict::Deny;
     }
     let destructive = tool == "Bash"
         && input
@@ -217,6 +221,7 @@ mod tests {
                 ("Write", json!({"file_path": "/w/a"})),
                 ("Bash", json!({"command": "ls"})),
                 ("ExitPlanMode", json!({"plan": "1. do it"})),
+                ("AskUserQuestion", json!({"questions": []})),
             ],
             true,
             &["Write", "Bash"],
@@ -225,7 +230,25 @@ mod tests {
                 mcp__moonkale__getDiagnostics {} -> Allow
                 Write {"file_path":"/w/a"} -> Deny
                 Bash {"command":"ls"} -> Deny
-                ExitPlanMode {"plan":"1. do it"} -> Ask { destructive: false }"#]],
+                ExitPlanMode {"plan":"1. do it"} -> Ask { destructive: false }
+                AskUserQuestion {"questions":[]} -> Ask { destructive: false }"#]],
+        );
+    }
+
+    /// Questions only the user can answer are asked in every mode, and an
+    /// "always" (even one planted by a bug) never answers them.
+    #[test]
+    fn questions_for_the_user_are_always_asked() {
+        check(
+            &[
+                ("ExitPlanMode", json!({"plan": "1. do it"})),
+                ("AskUserQuestion", json!({"questions": []})),
+            ],
+            false,
+            &["ExitPlanMode", "AskUserQuestion"],
+            expect![[r#"
+                ExitPlanMode {"plan":"1. do it"} -> Ask { destructive: false }
+                AskUserQuestion {"questions":[]} -> Ask { destructive: false }"#]],
         );
     }
 

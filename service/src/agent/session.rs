@@ -12,13 +12,13 @@
 //! seen the conversation; if the CLI no longer has it ("No conversation
 //! found") the prompts still unanswered are sent again to a fresh one.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use moonkale_claude::control;
-use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, child_env};
+use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource, child_env};
 use moonkale_claude::process::{CliProcess, ProcessConfig};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, TurnResult};
 use serde_json::{Value, json};
@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::transcript::Transcript;
+use super::log::EventLog;
 use super::{AgentConfig, Answer, policy};
 use crate::hub::{AgentProgress, Event, HubHandle, Reply};
 use crate::lsp::message::{ResponseError, code};
@@ -67,28 +67,54 @@ pub struct Summary {
     pub events: Option<usize>,
 }
 
-/// What stored events say of a session: its settings, title and state, and
-/// why its last turn failed. A turn that was running when the service
-/// stopped did not finish: such a session is idle.
-pub(super) fn summarize(id: &str, events: &[Value]) -> (Summary, Option<String>) {
-    let mut summary = Summary {
-        session: id.to_owned(),
-        state: State::Idle,
-        title: String::new(),
-        created: events
-            .first()
-            .and_then(|e| e["at"].as_u64())
-            .unwrap_or_else(now_ms),
-        updated: events
-            .last()
-            .and_then(|e| e["at"].as_u64())
-            .unwrap_or_else(now_ms),
-        permission_mode: PermissionMode::Plan.as_str().into(),
-        model: None,
-        events: Some(events.len()),
-    };
-    let mut error = None;
-    for event in events {
+/// What stored events say of a session, read one event at a time: its
+/// settings, title and state, why its last turn failed, whether the CLI
+/// has its conversation, and the tools the user allowed "always". A turn
+/// that was running when the service stopped did not finish: such a
+/// session is idle. Only the service writes transcripts, in the user's
+/// state directory, so what they say of settings is the user's choice.
+pub(super) struct Restored {
+    pub summary: Summary,
+    pub error: Option<String>,
+    pub has_conversation: bool,
+    pub always: HashSet<String>,
+    /// Approval id → tool, to find what an "always" decision allowed.
+    tools: HashMap<String, String>,
+    seen: usize,
+}
+
+impl Restored {
+    pub fn new(id: &str) -> Restored {
+        let now = now_ms();
+        Restored {
+            summary: Summary {
+                session: id.to_owned(),
+                state: State::Idle,
+                title: String::new(),
+                created: now,
+                updated: now,
+                permission_mode: PermissionMode::Plan.as_str().into(),
+                model: None,
+                events: Some(0),
+            },
+            error: None,
+            has_conversation: false,
+            always: HashSet::new(),
+            tools: HashMap::new(),
+            seen: 0,
+        }
+    }
+
+    pub fn feed(&mut self, event: &Value) {
+        let summary = &mut self.summary;
+        if let Some(at) = event["at"].as_u64() {
+            if self.seen == 0 {
+                summary.created = at;
+            }
+            summary.updated = at;
+        }
+        self.seen += 1;
+        summary.events = Some(self.seen);
         let data = &event["data"];
         match event["kind"].as_str() {
             Some("session") | Some("settings") => {
@@ -106,17 +132,31 @@ pub(super) fn summarize(id: &str, events: &[Value]) -> (Summary, Option<String>)
                 summary.title = title_of(data["text"].as_str().unwrap_or_default());
             }
             Some("state") => {
-                error = data["error"].as_str().map(str::to_owned);
+                self.error = data["error"].as_str().map(str::to_owned);
                 summary.state = if data["state"] == "failed" {
                     State::Failed
                 } else {
                     State::Idle
                 };
             }
+            Some("cli") if data["type"] == "system" && data["subtype"] == "init" => {
+                self.has_conversation = true;
+            }
+            Some("approval") => {
+                if let (Some(id), Some(tool)) = (data["approval"].as_str(), data["tool"].as_str()) {
+                    self.tools.insert(id.to_owned(), tool.to_owned());
+                }
+            }
+            Some("decision") if data["always"] == true && data["allow"] == true => {
+                let tool = data["tool"].as_str().map(str::to_owned).or_else(|| {
+                    let id = data["approval"].as_str()?;
+                    self.tools.get(id).cloned()
+                });
+                self.always.extend(tool);
+            }
             _ => {}
         }
     }
-    (summary, error)
 }
 
 pub enum SessionCommand {
@@ -160,9 +200,10 @@ pub struct SessionHandle {
 pub struct Start {
     pub id: Uuid,
     pub workspace: PathBuf,
-    pub transcript: Transcript,
-    /// Events already stored (a loaded session), in order.
-    pub events: Vec<Value>,
+    /// The session's events so far (none for a new session).
+    pub log: EventLog,
+    /// What those events said, for a loaded session.
+    pub restored: Option<Restored>,
     /// Why the stored transcript cannot take new events, if it cannot.
     pub damaged: Option<String>,
     pub permission_mode: PermissionMode,
@@ -174,7 +215,7 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
     let (internal_tx, internal_rx) = mpsc::channel(COMMAND_QUEUE);
     let mut session = Session::new(start, hub, config, internal_tx);
     let summary = session.summary_tx.subscribe();
-    if session.events.is_empty() {
+    if session.log.is_empty() {
         let data = json!({
             "workspace": session.workspace,
             "permissionMode": session.permission_mode.as_str(),
@@ -199,15 +240,124 @@ struct Pending {
     deadline: Instant,
 }
 
+/// A stored `decision` event: how an approval ended. `tool` and `always`
+/// let a restarted service keep the user's "always allow".
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Decision {
+    approval: String,
+    tool: String,
+    allow: bool,
+    always: bool,
+    by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    /// A plan approved: the mode chosen.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "mode_name")]
+    mode: Option<PermissionMode>,
+    /// A question answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers: Option<serde_json::Map<String, Value>>,
+}
+
+fn mode_name<S: serde::Serializer>(mode: &Option<PermissionMode>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(mode.map_or("", PermissionMode::as_str))
+}
+
+impl Decision {
+    fn new(approval: &str, tool: &str, allow: bool, by: &str) -> Decision {
+        Decision {
+            approval: approval.to_owned(),
+            tool: tool.to_owned(),
+            allow,
+            always: false,
+            by: by.to_owned(),
+            message: None,
+            mode: None,
+            answers: None,
+        }
+    }
+}
+
+/// The modes a plan approval may go on in: edits asked, or edits accepted
+/// (Claude Code's own "Yes, manually approve edits" / "Yes, and
+/// auto-accept edits").
+const PLAN_CHOICES: [(PermissionMode, &str); 2] = [
+    (
+        PermissionMode::Default,
+        "Approve the plan; ask before each edit",
+    ),
+    (
+        PermissionMode::AcceptEdits,
+        "Approve the plan; accept edits",
+    ),
+];
+
+/// Bounds on an `AskUserQuestion` answer.
+const MAX_ANSWER_BYTES: usize = 16 << 10;
+
+/// What kind of question an approval is, from the tool that asks.
+fn approval_kind(tool: &str) -> &'static str {
+    match tool {
+        policy::EXIT_PLAN_TOOL => "plan",
+        policy::ASK_USER_TOOL => "question",
+        _ => "tool",
+    }
+}
+
+/// Checks the user's answers against the questions asked: every question
+/// answered with a string, or (multi-select) a list of strings.
+fn check_answers(
+    input: &Value,
+    answers: &serde_json::Map<String, Value>,
+) -> Result<(), ResponseError> {
+    let questions: Vec<&str> = input["questions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|q| q["question"].as_str())
+        .collect();
+    if let Some(extra) = answers.keys().find(|k| !questions.contains(&k.as_str())) {
+        return Err(invalid(format!(
+            "{extra:?} is not one of the questions asked"
+        )));
+    }
+    if let Some(missing) = questions.iter().find(|q| !answers.contains_key(**q)) {
+        return Err(invalid(format!("the question {missing:?} has no answer")));
+    }
+    for (question, answer) in answers {
+        let ok = match answer {
+            Value::String(text) => !text.trim().is_empty(),
+            Value::Array(labels) => {
+                !labels.is_empty()
+                    && labels
+                        .iter()
+                        .all(|l| l.as_str().is_some_and(|t| !t.is_empty()))
+            }
+            _ => false,
+        };
+        if !ok {
+            return Err(invalid(format!(
+                "the answer to {question:?} must be a label, a list of labels or your own text"
+            )));
+        }
+    }
+    if serde_json::to_vec(answers).map_or(0, |b| b.len()) > MAX_ANSWER_BYTES {
+        return Err(invalid(format!(
+            "answers are limited to {MAX_ANSWER_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
 struct Session {
     id: Uuid,
     id_text: String,
     workspace: PathBuf,
     hub: HubHandle,
     config: Arc<AgentConfig>,
-    transcript: Transcript,
     /// Every event of the session, `seq` = index.
-    events: Vec<Value>,
+    log: EventLog,
     /// Set when events can no longer be stored; shown to clients.
     store_error: Option<String>,
     state: State,
@@ -215,6 +365,13 @@ struct Session {
     permission_mode: PermissionMode,
     model: Option<String>,
     cli: Option<CliProcess>,
+    /// Whether the running CLI was started with the repository's own
+    /// settings (the workspace was trusted then).
+    cli_trusted: bool,
+    /// The user was told the repository's settings are not loaded.
+    told_untrusted: bool,
+    /// The last plan the model gave `ExitPlanMode`.
+    last_plan: Option<String>,
     /// The CLI has this conversation (a `system/init` was seen in this
     /// session's history): start it with `--resume`.
     has_conversation: bool,
@@ -287,11 +444,8 @@ impl Session {
         config: Arc<AgentConfig>,
         internal_tx: mpsc::Sender<Internal>,
     ) -> Session {
-        let has_conversation = start.events.iter().any(|e| {
-            e["kind"] == "cli" && e["data"]["type"] == "system" && e["data"]["subtype"] == "init"
-        });
         let id_text = start.id.to_string();
-        let (mut summary, _) = summarize(&id_text, &[]);
+        let mut summary = Restored::new(&id_text).summary;
         summary.permission_mode = start.permission_mode.as_str().into();
         summary.model = start.model.clone();
         let mut session = Session {
@@ -300,15 +454,17 @@ impl Session {
             workspace: start.workspace,
             hub,
             config,
-            transcript: start.transcript,
-            events: start.events,
+            log: start.log,
             store_error: start.damaged,
             state: State::Idle,
             error: None,
             permission_mode: start.permission_mode,
             model: start.model,
             cli: None,
-            has_conversation,
+            cli_trusted: false,
+            told_untrusted: false,
+            last_plan: None,
+            has_conversation: false,
             resuming: false,
             restarted: false,
             unanswered: VecDeque::new(),
@@ -321,21 +477,22 @@ impl Session {
             internal_tx,
             summary_tx: watch::channel(summary).0,
         };
-        session.restore();
+        if let Some(restored) = start.restored {
+            session.restore(restored);
+        }
         session
     }
 
     /// State and settings as the stored events leave them.
-    fn restore(&mut self) {
-        if self.events.is_empty() {
-            return;
-        }
-        let (summary, error) = summarize(&self.id_text, &self.events);
+    fn restore(&mut self, restored: Restored) {
+        let summary = restored.summary;
         self.permission_mode =
             PermissionMode::parse(&summary.permission_mode).unwrap_or(PermissionMode::Plan);
         self.model = summary.model.clone();
         self.state = summary.state;
-        self.error = error;
+        self.error = restored.error;
+        self.has_conversation = restored.has_conversation;
+        self.always = restored.always;
         self.summary_tx.send_replace(summary);
     }
 
@@ -376,7 +533,7 @@ impl Session {
                 limit,
                 reply,
             } => {
-                let _ = reply.send(Ok(self.events_page(since, limit)));
+                let _ = reply.send(self.events_page(since, limit));
             }
             SessionCommand::Interrupt { reply } => {
                 if self.cli.is_none() || self.unanswered.is_empty() {
@@ -472,10 +629,12 @@ impl Session {
         ));
     }
 
-    fn events_page(&self, since: usize, limit: usize) -> Value {
+    fn events_page(&self, since: usize, limit: usize) -> Result<Value, ResponseError> {
         let limit = limit.clamp(1, MAX_EVENTS_PER_PAGE);
-        let from = since.min(self.events.len());
-        let to = (from + limit).min(self.events.len());
+        let from = since.min(self.log.len());
+        let events = blocking(|| self.log.page(from, from.saturating_add(limit)))
+            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+        let next = from + events.len();
         let pending: Vec<Value> = self
             .approvals
             .keys()
@@ -483,22 +642,50 @@ impl Session {
             .collect();
         let mut page = json!({
             "session": self.id_text,
-            "events": &self.events[from..to],
-            "next": to,
+            "events": events,
+            "next": next,
+            "total": self.log.len(),
             "state": self.state,
             "pendingApprovals": pending,
         });
         if let Some(error) = self.error.as_ref().or(self.store_error.as_ref()) {
             page["error"] = json!(error);
         }
-        page
+        Ok(page)
     }
 
     // ----- the process ----------------------------------------------------
 
+    /// Whether the user trusts this workspace now (read at every start of
+    /// the CLI, so a decision made anywhere takes effect at the next one).
+    fn trusted(&self) -> bool {
+        self.config
+            .trust
+            .as_ref()
+            .is_some_and(|t| t.is_trusted(&self.workspace))
+    }
+
     async fn ensure_cli(&mut self) -> Result<(), String> {
+        // Between turns, a CLI started under another trust decision is
+        // replaced, so the next turn runs with the settings the user chose.
+        if self.cli.is_some() && self.unanswered.is_empty() && self.trusted() != self.cli_trusted {
+            let cli = self.cli.take().expect("checked");
+            let _ = cli.shutdown().await;
+            let how = if self.cli_trusted {
+                "with your own settings only"
+            } else {
+                "with the repository's own Claude Code settings"
+            };
+            self.record(
+                "notice",
+                json!({"message": format!("The workspace's trust changed: Claude Code restarts {how}.")}),
+            );
+        }
         if self.cli.is_some() {
             return Ok(());
+        }
+        if !self.trusted() {
+            self.note_untrusted_settings();
         }
         let start = if self.has_conversation {
             SessionStart::Resume(self.id)
@@ -516,6 +703,11 @@ impl Session {
             &self.workspace,
         )
         .map_err(|e| e.to_string())?;
+        let trusted = self.trusted();
+        let env = child_env(self.config.env.iter().cloned(), None);
+        if !trusted {
+            check_honours_setting_sources(&program, &env).await?;
+        }
         self.resuming = matches!(start, SessionStart::Resume(_));
         let launch = Launch {
             session: start,
@@ -525,22 +717,52 @@ impl Session {
                 json!({"mcpServers": {MCP_SERVER: {"type": "sdk", "name": MCP_SERVER}}})
                     .to_string(),
             ),
+            // Headless, the CLI asks no trust question of its own and would
+            // run the repository's hooks and MCP servers: only the user's
+            // own settings until the user trusts the workspace.
+            setting_sources: (!trusted).then(|| vec![SettingSource::User]),
         };
         let args = launch.argv().map_err(|e| e.to_string())?;
         let cli = CliProcess::spawn(ProcessConfig {
             program: program.clone(),
             args,
             cwd: self.workspace.clone(),
-            env: child_env(self.config.env.iter().cloned(), None),
+            env,
             grace: self.config.shutdown_grace,
         })
         .map_err(|e| format!("could not start {}: {e}", program.display()))?;
-        tracing::info!(session = %self.id, pid = cli.pid(), resume = self.resuming, "started claude");
+        tracing::info!(session = %self.id, pid = cli.pid(), resume = self.resuming, trusted, "started claude");
         self.cli = Some(cli);
+        self.cli_trusted = trusted;
         let id = self.request_id();
         // Its answer (commands, models) is not needed.
         self.write(control::initialize(&id, &[MCP_SERVER])).await;
         Ok(())
+    }
+
+    /// Tells the user (once per session) that the repository ships Claude
+    /// Code settings that are not loaded because it is not trusted.
+    fn note_untrusted_settings(&mut self) {
+        let shipped: Vec<&str> = [
+            ".claude/settings.json",
+            ".claude/settings.local.json",
+            ".mcp.json",
+        ]
+        .into_iter()
+        .filter(|rel| std::fs::symlink_metadata(self.workspace.join(rel)).is_ok())
+        .collect();
+        if shipped.is_empty() || std::mem::replace(&mut self.told_untrusted, true) {
+            return;
+        }
+        let message = format!(
+            "This workspace is not trusted, so its {} {} not loaded: {} would. Trust it with \
+             `moonkale-service trust` (or the editor command \"Moonkale: trust this workspace\") \
+             if you trust whoever wrote it.",
+            shipped.join(", "),
+            if shipped.len() == 1 { "is" } else { "are" },
+            crate::user_state::TRUST_ENABLES,
+        );
+        self.record("notice", json!({"message": message, "untrusted": true}));
     }
 
     /// Writes one line to the CLI; a failure is left to the end of its
@@ -617,8 +839,9 @@ impl Session {
                     .map(|(id, _)| id.clone())
                     .collect();
                 for approval in withdrawn {
-                    self.approvals.remove(&approval);
-                    self.decided(&approval, false, false, "withdrawn", None);
+                    if let Some(p) = self.approvals.remove(&approval) {
+                        self.decided(Decision::new(&approval, &p.tool, false, "withdrawn"));
+                    }
                 }
             }
             CliMessage::Result(result) => {
@@ -630,10 +853,28 @@ impl Session {
                     self.has_conversation = true;
                     self.resuming = false;
                 }
-                self.record("cli", message.to_value());
+                let value = message.to_value();
+                // `init` and `status` carry the mode the CLI is in: the
+                // truth, whoever changed it.
+                if let Some(mode) = value["permissionMode"]
+                    .as_str()
+                    .and_then(PermissionMode::parse)
+                    && mode != self.permission_mode
+                {
+                    self.permission_mode = mode;
+                    self.record(
+                        "settings",
+                        json!({"permissionMode": mode.as_str(), "model": self.model, "by": "claude"}),
+                    );
+                }
+                self.record("cli", value);
             }
             other => {
-                self.record("cli", other.to_value());
+                let value = other.to_value();
+                if value["type"] == "assistant" {
+                    self.remember_plan(&value);
+                }
+                self.record("cli", value);
             }
         }
     }
@@ -714,6 +955,7 @@ impl Session {
             t.chars().skip(skip).collect()
         };
         let mut error = format!("the claude process exited during a turn ({status})");
+
         if !tail.is_empty() {
             error.push_str(": ");
             error.push_str(&tail);
@@ -785,26 +1027,102 @@ impl Session {
         }
     }
 
+    /// Keeps the plan the model hands `ExitPlanMode`: newer CLIs ask about
+    /// the tool with its input emptied, but the assistant message has it.
+    fn remember_plan(&mut self, assistant: &Value) {
+        let blocks = assistant["message"]["content"]
+            .as_array()
+            .into_iter()
+            .flatten();
+        for block in blocks {
+            if block["type"] == "tool_use"
+                && block["name"] == policy::EXIT_PLAN_TOOL
+                && let Some(plan) = block["input"]["plan"].as_str()
+            {
+                self.last_plan = Some(plan.to_owned());
+            }
+        }
+    }
+
     fn approval_object(&self, approval: &str) -> Option<Value> {
         let p = self.approvals.get(approval)?;
-        Some(json!({
+        let kind = approval_kind(&p.tool);
+        let mut object = json!({
             "approval": approval,
             "session": self.id_text,
+            "kind": kind,
             "tool": p.tool,
             "input": p.input,
             "title": policy::title(&p.tool, &p.input, &self.workspace),
             "destructive": p.destructive,
-        }))
+        });
+        match kind {
+            "plan" => {
+                object["title"] = json!("Claude's plan is ready");
+                object["plan"] = p.input["plan"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .or_else(|| self.last_plan.clone())
+                    .unwrap_or_default()
+                    .into();
+                object["choices"] = PLAN_CHOICES
+                    .iter()
+                    .map(|(mode, label)| json!({"mode": mode.as_str(), "label": label}))
+                    .collect();
+            }
+            "question" => {
+                object["title"] = json!("Claude asks you");
+                object["questions"] = p.input["questions"].clone();
+            }
+            _ => {}
+        }
+        Some(object)
     }
 
     async fn answer(&mut self, approval: &str, answer: Answer) -> Result<(), ResponseError> {
-        let Some(p) = self.approvals.remove(approval) else {
+        let Some(p) = self.approvals.get(approval) else {
             return Err(invalid(format!(
                 "approval {approval} is not waiting (answered already?)"
             )));
         };
-        let always = answer.always && answer.allow && !p.destructive;
-        if answer.allow {
+        let kind = approval_kind(&p.tool);
+        // Check what only some kinds take before the question is gone.
+        if answer.allow && kind == "question" {
+            let Some(answers) = &answer.answers else {
+                return Err(invalid(
+                    "this is a question: answer it with answers {question: label(s) or your text}",
+                ));
+            };
+            check_answers(&p.input, answers)?;
+        }
+        if let Some(mode) = answer.mode
+            && (kind != "plan" || !PLAN_CHOICES.iter().any(|(m, _)| *m == mode))
+        {
+            return Err(invalid(format!(
+                "{} is not a way to go on from this approval",
+                mode.as_str()
+            )));
+        }
+        let p = self.approvals.remove(approval).expect("checked above");
+        let always = answer.always && answer.allow && !p.destructive && kind == "tool";
+        if answer.allow && kind == "plan" {
+            // Approving the plan leaves plan mode, in the CLI and here.
+            let mode = answer.mode.unwrap_or(PermissionMode::Default);
+            let set_mode =
+                json!([{"type": "setMode", "mode": mode.as_str(), "destination": "session"}]);
+            self.write(control::allow(&p.request_id, &p.input, Some(&set_mode)))
+                .await;
+            self.permission_mode = mode;
+            self.record(
+                "settings",
+                json!({"permissionMode": mode.as_str(), "model": self.model, "by": "plan approval"}),
+            );
+        } else if answer.allow && kind == "question" {
+            let mut input = p.input.clone();
+            input["answers"] = Value::Object(answer.answers.clone().unwrap_or_default());
+            self.write(control::allow(&p.request_id, &input, None))
+                .await;
+        } else if answer.allow {
             if always {
                 self.always.insert(p.tool.clone());
             }
@@ -818,7 +1136,12 @@ impl Session {
             self.write(control::deny(&p.request_id, &message, false))
                 .await;
         }
-        self.decided(approval, answer.allow, always, answer.by, answer.message);
+        let mut decision = Decision::new(approval, &p.tool, answer.allow, answer.by);
+        decision.always = always;
+        decision.message = answer.message;
+        decision.mode = answer.allow.then_some(answer.mode).flatten();
+        decision.answers = answer.answers.filter(|_| answer.allow);
+        self.decided(decision);
         Ok(())
     }
 
@@ -838,27 +1161,20 @@ impl Session {
             let message = format!("No answer within {minutes:.1} minutes; denied.");
             self.write(control::deny(&p.request_id, &message, false))
                 .await;
-            self.decided(&approval, false, false, "timeout", Some(message));
+            let mut decision = Decision::new(&approval, &p.tool, false, "timeout");
+            decision.message = Some(message);
+            self.decided(decision);
         }
     }
 
     /// Records a decision and takes the question away from the editors.
-    fn decided(
-        &mut self,
-        approval: &str,
-        allow: bool,
-        always: bool,
-        by: &str,
-        message: Option<String>,
-    ) {
-        let mut data = json!({"approval": approval, "allow": allow, "always": always, "by": by});
-        if let Some(m) = message {
-            data["message"] = json!(m);
-        }
+    fn decided(&mut self, decision: Decision) {
+        let approval = decision.approval.clone();
+        let data = serde_json::to_value(&decision).expect("serializes");
         self.record("decision", data);
         let event = Event::AgentApprovalClosed {
             session: self.id_text.clone(),
-            approval: approval.to_owned(),
+            approval,
         };
         self.send_to_hub(event);
         if self.approvals.is_empty() && self.state == State::WaitingForApproval {
@@ -867,8 +1183,10 @@ impl Session {
     }
 
     fn withdraw_all(&mut self, why: &str) {
-        for approval in std::mem::take(&mut self.approvals).into_keys() {
-            self.decided(&approval, false, false, "withdrawn", Some(why.into()));
+        for (approval, p) in std::mem::take(&mut self.approvals) {
+            let mut decision = Decision::new(&approval, &p.tool, false, "withdrawn");
+            decision.message = Some(why.into());
+            self.decided(decision);
         }
     }
 
@@ -969,22 +1287,25 @@ impl Session {
     /// Stores an event and tells subscribers; its `seq`, or `None` if it
     /// could not be stored.
     fn record(&mut self, kind: &str, data: Value) -> Option<u64> {
-        let seq = self.events.len() as u64;
+        let seq = self.log.len() as u64;
         let event = json!({"seq": seq, "at": now_ms(), "kind": kind, "data": data});
-        if self.store_error.is_none()
-            && let Err(e) = blocking(|| self.transcript.append(&event))
-        {
-            tracing::error!(session = %self.id, "storing an event failed: {e}");
-            self.store_error = Some(e.to_string());
-        }
         if kind == "prompt" && self.store_error.is_some() {
             return None; // never run a prompt we could not keep
+        }
+        let store = self.store_error.is_none();
+        if let Err(e) = blocking(|| self.log.append(event.clone(), store)) {
+            tracing::error!(session = %self.id, "storing an event failed: {e}");
+            self.store_error = Some(e.to_string());
+            if kind == "prompt" {
+                return None;
+            }
+            // Kept in memory, so those watching still see it.
+            let _ = self.log.append(event.clone(), false);
         }
         self.notify(
             "moonkale/agent/event",
             json!({"session": self.id_text, "event": event}),
         );
-        self.events.push(event);
         self.publish_summary();
         Some(seq)
     }
@@ -1006,12 +1327,8 @@ impl Session {
     fn publish_summary(&self) {
         self.summary_tx.send_modify(|s| {
             s.state = self.state;
-            s.events = Some(self.events.len());
-            s.updated = self
-                .events
-                .last()
-                .and_then(|e| e["at"].as_u64())
-                .unwrap_or(s.updated);
+            s.events = Some(self.log.len());
+            s.updated = self.log.last_at().unwrap_or(s.updated);
             s.permission_mode = self.permission_mode.as_str().into();
             s.model = self.model.clone();
         });
@@ -1036,6 +1353,30 @@ impl Session {
     /// far behind loses a notification, which `events` can recover).
     fn send_to_hub(&self, event: Event) {
         self.hub.try_send(event);
+    }
+}
+
+/// The first CLI generation seen to honour `--setting-sources` for hooks,
+/// permission rules and MCP servers (2.0.50 accepts the flag and still runs
+/// a repository's hooks: tests/tests/agent_trust.rs).
+const MIN_UNTRUSTED_CLI: moonkale_claude::binary::Version =
+    moonkale_claude::binary::Version(2, 1, 0);
+
+/// An untrusted workspace needs a CLI that leaves the repository's own
+/// settings alone; an older (or unknown) one is refused with what to do.
+async fn check_honours_setting_sources(
+    program: &std::path::Path,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Result<(), String> {
+    match moonkale_claude::binary::version(program, env).await {
+        Some(v) if v >= MIN_UNTRUSTED_CLI => Ok(()),
+        found => Err(format!(
+            "Claude Code {} is too old to be kept from this repository's own settings (its hooks \
+             and permission rules would run), and this workspace is not trusted: use Claude Code \
+             {MIN_UNTRUSTED_CLI} or newer, or run `moonkale-service trust` if you trust the \
+             repository's .claude settings and .mcp.json",
+            found.map_or("of unknown version".to_owned(), |v| v.to_string())
+        )),
     }
 }
 

@@ -1,5 +1,7 @@
 //! The transcript store: one agent session's records as JSON lines in
-//! `<workspace>/.moonkale/chats/<id>.jsonl`, appended crash-safely.
+//! `<chats>/<id>.jsonl` (the workspace's folder in the user's state
+//! directory, never the workspace: `crate::user_state`), appended
+//! crash-safely.
 //!
 //! This module owns the transcript file: creating it (0600, never through a
 //! symlink), the advisory lock that keeps a second writer out, recovery of
@@ -111,9 +113,9 @@ fn io_error(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Transc
     move |source| TranscriptError::Io { what, path, source }
 }
 
-/// `<workspace>/.moonkale/chats/<id>.jsonl`, for an id that cannot name
-/// anything else (no separator, no dot, not empty).
-pub fn path_for(workspace: &Path, id: &str) -> Result<PathBuf, TranscriptError> {
+/// `<chats>/<id>.jsonl`, for an id that cannot name anything else (no
+/// separator, no dot, not empty).
+pub fn path_for(chats: &Path, id: &str) -> Result<PathBuf, TranscriptError> {
     let ok = (1..=128).contains(&id.len())
         && id
             .bytes()
@@ -121,10 +123,7 @@ pub fn path_for(workspace: &Path, id: &str) -> Result<PathBuf, TranscriptError> 
     if !ok {
         return Err(TranscriptError::BadId(id.to_owned()));
     }
-    Ok(workspace
-        .join(".moonkale")
-        .join("chats")
-        .join(format!("{id}.jsonl")))
+    Ok(chats.join(format!("{id}.jsonl")))
 }
 
 /// The file operations that change a transcript. [`OsIo`] is the real one;
@@ -478,6 +477,37 @@ impl Transcript {
             take(lines, tail.offset, tail.len, parsed);
         }
         Ok(out)
+    }
+
+    /// Calls `each` with every valid record's position (offset of its first
+    /// byte, length without the `\n`) and value, in file order, holding one
+    /// record in memory at a time; bad lines are skipped (a read-only
+    /// transcript reports them through [`Transcript::records`]).
+    pub fn for_each(&self, mut each: impl FnMut(u64, u64, Value)) -> Result<(), TranscriptError> {
+        scan(&self.file, self.len, |line| {
+            if let Ok(value) = line.bytes.and_then(parse_line) {
+                each(line.offset, line.len, value);
+            }
+        })
+        .map_err(io_error("reading", &self.path))?;
+        Ok(())
+    }
+
+    /// The record stored at `offset` with `len` bytes (as [`for_each`] and
+    /// [`Transcript::len`] before an append give them).
+    ///
+    /// [`for_each`]: Transcript::for_each
+    pub fn read_at(&self, offset: u64, len: u64) -> Result<Value, TranscriptError> {
+        if len > MAX_RECORD_BYTES as u64 || offset + len > self.len {
+            return Err(TranscriptError::Unreadable(format!(
+                "no record of {len} bytes at {offset}"
+            )));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        self.file
+            .read_exact_at(&mut bytes, offset)
+            .map_err(io_error("reading", &self.path))?;
+        parse_line(&bytes).map_err(TranscriptError::Unreadable)
     }
 
     pub fn path(&self) -> &Path {
@@ -1359,10 +1389,10 @@ mod tests {
 
     #[test]
     fn path_for_takes_only_plain_ids() {
-        let ws = Path::new("/w");
+        let ws = Path::new("/state/chats");
         assert_eq!(
             path_for(ws, "3f2a-b_C9").unwrap(),
-            Path::new("/w/.moonkale/chats/3f2a-b_C9.jsonl")
+            Path::new("/state/chats/3f2a-b_C9.jsonl")
         );
         let long = "a".repeat(129);
         for bad in [

@@ -32,7 +32,7 @@ pub use status::{
 pub use workspace::{
     ACCEPT_COMMAND, ANSWER_APPROVAL_COMMAND, MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES,
     REJECT_COMMAND, REVERT_HUNK_COMMAND, SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND,
-    START_CLAUDE_COMMAND, error_result, lenient_file_url, text_result,
+    START_CLAUDE_COMMAND, TRUST_COMMAND, error_result, lenient_file_url, text_result,
 };
 
 /// How many events may wait for the hub before senders are slowed down.
@@ -164,6 +164,12 @@ pub enum Event {
         session: String,
         progress: AgentProgress,
     },
+    /// From the agent host: whether the user trusts the workspace (at start
+    /// and whenever it changes), and what to tell the editors about it.
+    WorkspaceTrust {
+        trusted: bool,
+        message: Option<String>,
+    },
     /// From the agent: one of the editor tools it offers the CLI.
     AgentToolCall {
         tool: String,
@@ -225,6 +231,7 @@ impl std::fmt::Debug for Event {
             Event::AgentApprovalClosed { approval, .. } => {
                 write!(f, "AgentApprovalClosed({approval})")
             }
+            Event::WorkspaceTrust { trusted, .. } => write!(f, "WorkspaceTrust({trusted})"),
             Event::AgentProgress { session, progress } => {
                 write!(f, "AgentProgress({session}, {progress:?})")
             }

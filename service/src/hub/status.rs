@@ -23,6 +23,9 @@ pub struct Status {
     pub claude_clients: Vec<ClaudeClientStatus>,
     /// Edits Claude Code proposed that wait for the user.
     pub pending_proposals: Vec<ProposalStatus>,
+    /// Whether the user trusts the workspace (its Claude Code settings load
+    /// in hosted sessions); `None` without an agent.
+    pub trusted: Option<bool>,
 }
 
 #[derive(Debug, Serialize)]

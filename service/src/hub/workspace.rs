@@ -19,7 +19,7 @@ mod ide;
 mod proposals;
 mod terminal;
 
-pub use agent::ANSWER_APPROVAL_COMMAND;
+pub use agent::{ANSWER_APPROVAL_COMMAND, TRUST_COMMAND};
 pub use ide::{SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result};
 pub use proposals::{ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND};
 pub use terminal::START_CLAUDE_COMMAND;
@@ -85,6 +85,8 @@ pub(super) struct Workspace {
 enum Awaited {
     Proposal(u64),
     Approval(String),
+    /// One question (by index) of an `AskUserQuestion` approval.
+    Question(String, usize),
 }
 
 struct IdeClient {
@@ -182,6 +184,12 @@ impl Workspace {
                         });
                         self.approval_button(approval, title.as_deref());
                     }
+                    Some(Awaited::Question(approval, index)) => {
+                        let title = result.ok().and_then(|v| {
+                            v.get("title").and_then(Value::as_str).map(str::to_owned)
+                        });
+                        self.question_button(approval, index, title.as_deref());
+                    }
                     None => {} // an answer nothing waits for (progress creation, …)
                 }
             }
@@ -196,6 +204,7 @@ impl Workspace {
                 self.agent_approval_closed(&session, &approval)
             }
             Event::AgentProgress { session, progress } => self.agent_progress(&session, progress),
+            Event::WorkspaceTrust { trusted, message } => self.workspace_trust(trusted, message),
             Event::TerminalNotify {
                 terminal,
                 method,
@@ -578,6 +587,9 @@ impl Workspace {
                     .unwrap_or_default();
                 return self.start_claude_command(editor, &args, reply);
             }
+            "workspace/executeCommand" if command_name(&params) == Some(TRUST_COMMAND) => {
+                return self.trust_command(editor, &params, reply);
+            }
             "workspace/executeCommand" => self.execute_command(editor, params),
             "moonkale/status" => {
                 Ok(serde_json::to_value(self.status()).expect("status serializes"))
@@ -616,6 +628,7 @@ impl Workspace {
         }
         let mut actions = self.proposal_actions(&uri, &p.range);
         actions.extend(self.approval_actions());
+        actions.extend(self.trust_action());
         actions.push(json!({
             "title": "Send selection to Claude Code",
             "kind": "source",
@@ -1060,6 +1073,7 @@ impl Workspace {
                     document: p.document.to_string(),
                 })
                 .collect(),
+            trusted: self.agent_trusted(),
         }
     }
 }

@@ -92,8 +92,8 @@ fn read_capped(root: &std::path::Path, path: &std::path::Path) -> Result<String,
 }
 
 /// Writes a proposal document: `<root>/.moonkale/proposals/<random>/<name>`
-/// (0600, created exclusively, never through a symlink). Returns the
-/// proposal's directory and file.
+/// beside a `.gitignore` of `*` (0600, created exclusively, never through a
+/// symlink). Returns the proposal's directory and file.
 fn write_proposal(
     root: &std::path::Path,
     target: &std::path::Path,
@@ -106,15 +106,22 @@ fn write_proposal(
     let state = root.join(".moonkale");
     let dir = state.join("proposals").join(id);
     let name = target.file_name().ok_or("the target has no file name")?;
-    let file = dir.join(name);
+    // A proposed `.gitignore` goes one folder down, under our own one.
+    let file = if name == ".gitignore" {
+        dir.join("p").join(name)
+    } else {
+        dir.join(name)
+    };
     let open = |path: &std::path::Path| {
         paths::open_beneath(root, path, paths::Open::CreateNew)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))
     };
-    // Keep proposals (and later chats) out of the user's git status.
-    if let Ok(mut ignore) = open(&state.join(".gitignore")) {
-        let _ = ignore.write_all(b"*\n");
-    }
+    // Keep the proposal out of git whatever the repository ships: the
+    // deepest `.gitignore` decides, and this folder is new (its name is
+    // random), so nothing in it can be tracked or un-ignored from above.
+    open(&dir.join(".gitignore"))?
+        .write_all(b"*\n")
+        .map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
     open(&file)?
         .write_all(contents.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", file.display()))?;

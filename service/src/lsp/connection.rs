@@ -481,6 +481,7 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
                 crate::hub::REVERT_HUNK_COMMAND,
                 crate::hub::ANSWER_APPROVAL_COMMAND,
                 crate::hub::START_CLAUDE_COMMAND,
+                crate::hub::TRUST_COMMAND,
             ]},
             "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false},
         },

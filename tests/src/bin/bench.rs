@@ -744,6 +744,7 @@ async fn spawn_cli(
         permission_mode: PermissionMode::Plan,
         model: None,
         mcp_config: None,
+        setting_sources: None,
     }
     .argv()
     .map_err(|e| e.to_string())?;

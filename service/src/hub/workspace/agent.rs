@@ -6,7 +6,7 @@
 //! only knows the approvals still waiting, so it can show them as code
 //! actions and route an editor's answer back.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use lsp_types::Url;
 use serde::Deserialize;
@@ -17,8 +17,11 @@ use super::{Awaited, Workspace, parse_params};
 use crate::agent::{AgentCommand, AgentSender, Answer};
 use crate::hub::{AgentProgress, EditorId, IdeClientId, Reply, Role};
 use crate::lsp::message::{self, Params, ResponseError, code};
+use moonkale_claude::launch::PermissionMode;
 
 pub const ANSWER_APPROVAL_COMMAND: &str = "moonkale.answerApproval";
+/// `moonkale.trustWorkspace [{"trusted": bool}?]`: the user's trust decision.
+pub const TRUST_COMMAND: &str = "moonkale.trustWorkspace";
 
 /// The hub's agent state.
 #[derive(Default)]
@@ -27,8 +30,14 @@ pub(in crate::hub) struct AgentLink {
     subscriptions: HashMap<EditorId, Subscription>,
     /// Approval objects waiting for the user, oldest first.
     approvals: Vec<Value>,
+    /// Answers given so far to the questions of `AskUserQuestion`
+    /// approvals asked one question at a time (buttons, code actions):
+    /// approval → question index → the answer.
+    partial_answers: HashMap<String, BTreeMap<usize, Value>>,
     /// `$/progress` tokens created in an editor and not ended yet.
     progress_tokens: HashSet<(EditorId, String)>,
+    /// Whether the user trusts the workspace, as the agent host last said.
+    trusted: Option<bool>,
 }
 
 #[derive(Default)]
@@ -40,6 +49,45 @@ struct Subscription {
 fn approval_id(approval: &Value) -> &str {
     approval["approval"].as_str().unwrap_or_default()
 }
+
+fn approval_kind(approval: &Value) -> &str {
+    approval["kind"].as_str().unwrap_or("tool")
+}
+
+/// The questions of an `AskUserQuestion` approval.
+fn questions(approval: &Value) -> &[Value] {
+    approval["questions"].as_array().map_or(&[], Vec::as_slice)
+}
+
+/// The option labels of one question.
+fn option_labels(question: &Value) -> Vec<&str> {
+    question["options"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o["label"].as_str())
+        .collect()
+}
+
+/// Cuts a text shown in a message box to `max` characters.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        text.chars().take(max - 1).collect::<String>() + "…"
+    } else {
+        text.to_owned()
+    }
+}
+
+/// The button (and code action) labels of a plan approval, with the mode
+/// each goes on in; `None`: keep planning.
+const PLAN_BUTTONS: [(&str, Option<PermissionMode>); 3] = [
+    ("Approve; ask before edits", Some(PermissionMode::Default)),
+    ("Approve; accept edits", Some(PermissionMode::AcceptEdits)),
+    ("Keep planning", None),
+];
+
+/// The button that declines a question.
+const DECLINE: &str = "Decline to answer";
 
 impl Workspace {
     pub(in crate::hub) fn set_agent(&mut self, sender: Option<AgentSender>) {
@@ -110,6 +158,63 @@ impl Workspace {
         None
     }
 
+    pub(super) fn agent_trusted(&self) -> Option<bool> {
+        self.agent.trusted
+    }
+
+    /// The agent host said whether the workspace is trusted; a message (the
+    /// user changed it) goes to every editor.
+    pub(super) fn workspace_trust(&mut self, trusted: bool, message: Option<String>) {
+        self.agent.trusted = Some(trusted);
+        if let Some(message) = message {
+            let editors: Vec<EditorId> = self
+                .editors_with_buttons()
+                .into_iter()
+                .map(|(e, _)| e)
+                .collect();
+            for editor in editors {
+                self.notify_editor(
+                    editor,
+                    "window/showMessage",
+                    json!({"type": 3, "message": message}),
+                );
+            }
+        }
+    }
+
+    /// `moonkale.trustWorkspace`: the agent host keeps the decision (it
+    /// does the file IO) and answers.
+    pub(super) fn trust_command(
+        &mut self,
+        editor: EditorId,
+        params: &Params,
+        reply: &mut Option<Reply>,
+    ) -> Option<Result<Value, ResponseError>> {
+        let args = parse_params::<lsp_types::ExecuteCommandParams>(params)
+            .map(|p| p.arguments)
+            .unwrap_or_default();
+        let trusted = args
+            .first()
+            .and_then(|a| a.get("trusted"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        let params = message::params(&json!({"trusted": trusted}));
+        self.agent_request(editor, "moonkale/agent/trust", params, reply)
+    }
+
+    /// "Trust this workspace", offered while it is not trusted.
+    pub(super) fn trust_action(&self) -> Option<Value> {
+        if self.agent.trusted != Some(false) {
+            return None;
+        }
+        let title = "Moonkale: trust this workspace (lets its .claude settings, hooks and .mcp.json servers run in Claude Code sessions)";
+        Some(json!({
+            "title": title,
+            "kind": "source",
+            "command": {"title": title, "command": TRUST_COMMAND, "arguments": [{"trusted": true}]},
+        }))
+    }
+
     pub(super) fn agent_subscribe(&mut self, editor: EditorId, session: String) {
         if self.editors.contains_key(&editor) {
             let sub = self.agent.subscriptions.entry(editor).or_default();
@@ -134,8 +239,85 @@ impl Workspace {
     /// otherwise (the code actions and the command work everywhere), and
     /// the front door's notification.
     pub(super) fn agent_approval(&mut self, approval: Value) {
-        let id = approval_id(&approval).to_owned();
+        match approval_kind(&approval) {
+            "plan" => self.ask_plan(&approval),
+            "question" => self.ask_questions(&approval),
+            _ => self.ask_tool(&approval),
+        }
         let session = approval["session"].as_str().unwrap_or_default().to_owned();
+        self.agent_notify(
+            &session,
+            "moonkale/agent/approval",
+            json!({"session": session, "approval": approval, "status": "pending"}),
+        );
+        self.agent.approvals.push(approval);
+    }
+
+    /// Shows a message with buttons in every editor that has them, else a
+    /// plain message pointing at the code actions.
+    fn ask_every_editor(&mut self, awaited: Awaited, ask: Value, tell: &str) {
+        for (editor, buttons) in self.editors_with_buttons() {
+            if buttons {
+                let asked = self.request_editor(editor, "window/showMessageRequest", ask.clone());
+                self.awaited_answers
+                    .insert((editor, asked), awaited.clone());
+            } else {
+                self.notify_editor(
+                    editor,
+                    "window/showMessage",
+                    json!({"type": 3, "message": tell}),
+                );
+            }
+        }
+    }
+
+    /// The plan, and a choice of how to go on.
+    fn ask_plan(&mut self, approval: &Value) {
+        let id = approval_id(approval).to_owned();
+        let plan = clip(approval["plan"].as_str().unwrap_or_default(), 1500);
+        let actions: Vec<Value> = PLAN_BUTTONS
+            .iter()
+            .map(|(title, _)| json!({"title": title}))
+            .collect();
+        let ask = json!({
+            "type": 3,
+            "message": format!("Claude's plan is ready:\n\n{plan}"),
+            "actions": actions,
+        });
+        let tell = format!(
+            "Claude's plan is ready:\n\n{plan}\n\nUse the code actions (Claude: approve the plan …) to answer."
+        );
+        self.ask_every_editor(Awaited::Approval(id), ask, &tell);
+    }
+
+    /// Each question of an `AskUserQuestion`, with its options as buttons.
+    fn ask_questions(&mut self, approval: &Value) {
+        let id = approval_id(approval).to_owned();
+        for (index, question) in questions(approval).iter().enumerate() {
+            let text = clip(question["question"].as_str().unwrap_or_default(), 500);
+            let mut actions: Vec<Value> = option_labels(question)
+                .into_iter()
+                .map(|label| json!({"title": label}))
+                .collect();
+            actions.push(json!({"title": DECLINE}));
+            let many = if question["multiSelect"] == true {
+                " (one choice here; several with `moonkale-service agent answer`)"
+            } else {
+                ""
+            };
+            let ask = json!({
+                "type": 3,
+                "message": format!("Claude asks: {text}{many}"),
+                "actions": actions,
+            });
+            let tell =
+                format!("Claude asks: {text} Use the code actions (Claude asks …) to answer.");
+            self.ask_every_editor(Awaited::Question(id.clone(), index), ask, &tell);
+        }
+    }
+
+    fn ask_tool(&mut self, approval: &Value) {
+        let id = approval_id(approval).to_owned();
         let title = approval["title"].as_str().unwrap_or_default().to_owned();
         let tool = approval["tool"].as_str().unwrap_or_default().to_owned();
         let destructive = approval["destructive"] == true;
@@ -166,12 +348,6 @@ impl Workspace {
                 );
             }
         }
-        self.agent_notify(
-            &session,
-            "moonkale/agent/approval",
-            json!({"session": session, "approval": approval, "status": "pending"}),
-        );
-        self.agent.approvals.push(approval);
     }
 
     /// The question was decided (by anyone) or withdrawn: the buttons still
@@ -187,6 +363,10 @@ impl Workspace {
         };
         let closed = self.agent.approvals.remove(index);
         self.cancel_questions(&Awaited::Approval(approval.to_owned()));
+        for index in 0..questions(&closed).len() {
+            self.cancel_questions(&Awaited::Question(approval.to_owned(), index));
+        }
+        self.agent.partial_answers.remove(approval);
         self.agent_notify(
             session,
             "moonkale/agent/approval",
@@ -196,24 +376,120 @@ impl Workspace {
 
     /// An editor pressed one of our approval buttons.
     pub(super) fn approval_button(&mut self, approval: String, title: Option<&str>) {
-        let (allow, always) = match title {
-            Some("Allow") => (true, false),
-            Some("Deny") => (false, false),
-            Some(t) if t.starts_with("Always allow") => (true, true),
-            _ => return, // dismissed: the code actions still work
+        let Some(title) = title else {
+            return; // dismissed: the code actions still work
         };
-        self.forward_answer(
-            approval,
-            Answer {
-                allow,
-                always,
-                message: None,
-                by: "editor",
-            },
-        );
+        let is_plan = self
+            .agent
+            .approvals
+            .iter()
+            .any(|a| approval_id(a) == approval && approval_kind(a) == "plan");
+        let answer = if is_plan {
+            match PLAN_BUTTONS.iter().find(|(t, _)| *t == title) {
+                Some((_, mode)) => Answer {
+                    allow: mode.is_some(),
+                    mode: *mode,
+                    message: mode
+                        .is_none()
+                        .then(|| "The user wants to keep planning.".to_owned()),
+                    ..Answer::default()
+                },
+                None => return,
+            }
+        } else {
+            match title {
+                "Allow" => Answer {
+                    allow: true,
+                    ..Answer::default()
+                },
+                "Deny" => Answer::default(),
+                t if t.starts_with("Always allow") => Answer {
+                    allow: true,
+                    always: true,
+                    ..Answer::default()
+                },
+                _ => return,
+            }
+        };
+        self.forward_answer(approval, answer);
     }
 
-    fn forward_answer(&mut self, approval: String, answer: Answer) {
+    /// An editor chose an option of one question (or declined).
+    pub(super) fn question_button(&mut self, approval: String, index: usize, title: Option<&str>) {
+        let Some(title) = title else { return };
+        if title == DECLINE {
+            self.forward_answer(
+                approval,
+                Answer {
+                    message: Some("The user declined to answer.".into()),
+                    ..Answer::default()
+                },
+            );
+            return;
+        }
+        // The first answer to this question wins: the others are withdrawn.
+        self.cancel_questions(&Awaited::Question(approval.clone(), index));
+        let _ = self.answer_one_question(&approval, index, json!(title));
+    }
+
+    /// Keeps the answer to question `index` and forwards them all once
+    /// every question has one.
+    fn answer_one_question(
+        &mut self,
+        approval: &str,
+        index: usize,
+        answer: Value,
+    ) -> Result<(), ResponseError> {
+        let Some(asked) = self
+            .agent
+            .approvals
+            .iter()
+            .find(|a| approval_id(a) == approval)
+        else {
+            return Err(ResponseError::invalid_params(format!(
+                "approval {approval} is not waiting (answered already?)"
+            )));
+        };
+        let texts: Vec<String> = questions(asked)
+            .iter()
+            .map(|q| q["question"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if index >= texts.len() {
+            return Err(ResponseError::invalid_params(format!(
+                "approval {approval} has no question {index}"
+            )));
+        }
+        let partial = self
+            .agent
+            .partial_answers
+            .entry(approval.to_owned())
+            .or_default();
+        partial.insert(index, answer);
+        if partial.len() < texts.len() {
+            return Ok(());
+        }
+        let partial = self
+            .agent
+            .partial_answers
+            .remove(approval)
+            .unwrap_or_default();
+        let answers = partial
+            .into_iter()
+            .filter_map(|(i, a)| Some((texts.get(i)?.clone(), a)))
+            .collect();
+        self.forward_answer(
+            approval.to_owned(),
+            Answer {
+                allow: true,
+                answers: Some(answers),
+                ..Answer::default()
+            },
+        );
+        Ok(())
+    }
+
+    fn forward_answer(&mut self, approval: String, mut answer: Answer) {
+        answer.by = "editor";
         if let Some(sender) = &self.agent.sender
             && sender
                 .try_send(AgentCommand::Answer { approval, answer })
@@ -231,10 +507,18 @@ impl Workspace {
         #[derive(Deserialize)]
         struct A {
             approval: String,
+            #[serde(default)]
             allow: bool,
             #[serde(default)]
             always: bool,
             message: Option<String>,
+            /// A plan approved: `default` or `acceptEdits`.
+            mode: Option<String>,
+            /// One question answered: its index and the chosen label.
+            question: Option<usize>,
+            choice: Option<String>,
+            /// Every question answered at once.
+            answers: Option<serde_json::Map<String, Value>>,
         }
         let a: A = args
             .first()
@@ -242,7 +526,7 @@ impl Workspace {
             .and_then(|v| serde_json::from_value(v).ok())
             .ok_or_else(|| {
                 ResponseError::invalid_params(format!(
-                    "{ANSWER_APPROVAL_COMMAND} wants [{{\"approval\", \"allow\", \"always\"?}}]"
+                    "{ANSWER_APPROVAL_COMMAND} wants [{{\"approval\", \"allow\", \"always\"?, \"mode\"?, \"question\"?, \"choice\"?, \"answers\"?}}]"
                 ))
             })?;
         if !self
@@ -256,13 +540,26 @@ impl Workspace {
                 a.approval
             )));
         }
+        if let (Some(index), Some(choice)) = (a.question, a.choice) {
+            self.cancel_questions(&Awaited::Question(a.approval.clone(), index));
+            self.answer_one_question(&a.approval, index, json!(choice))?;
+            return Ok(Value::Null);
+        }
+        let mode = match a.mode.as_deref() {
+            None => None,
+            Some(m) => Some(PermissionMode::parse(m).ok_or_else(|| {
+                ResponseError::invalid_params(format!("{m:?} is not a permission mode"))
+            })?),
+        };
         self.forward_answer(
             a.approval,
             Answer {
                 allow: a.allow,
                 always: a.always,
                 message: a.message,
-                by: "editor",
+                mode,
+                answers: a.answers,
+                ..Answer::default()
             },
         );
         Ok(Value::Null)
@@ -272,10 +569,61 @@ impl Workspace {
     /// (Helix has no buttons).
     pub(super) fn approval_actions(&self) -> Vec<Value> {
         let mut actions = Vec::new();
+        let mut action = |label: String, arguments: Value| {
+            actions.push(json!({
+                "title": label,
+                "kind": "quickfix",
+                "command": {
+                    "title": label,
+                    "command": ANSWER_APPROVAL_COMMAND,
+                    "arguments": [arguments],
+                },
+            }));
+        };
         for a in &self.agent.approvals {
+            let id = approval_id(a);
+            match approval_kind(a) {
+                "plan" => {
+                    for (label, mode) in PLAN_BUTTONS {
+                        let label = format!("Claude: {} (the plan)", label.to_lowercase());
+                        let arguments = match mode {
+                            Some(m) => json!({"approval": id, "allow": true, "mode": m.as_str()}),
+                            None => {
+                                json!({"approval": id, "allow": false, "message": "The user wants to keep planning."})
+                            }
+                        };
+                        action(label, arguments);
+                    }
+                    continue;
+                }
+                "question" => {
+                    let answered = self.agent.partial_answers.get(id);
+                    for (index, q) in questions(a).iter().enumerate() {
+                        if answered.is_some_and(|p| p.contains_key(&index)) {
+                            continue;
+                        }
+                        let header = q["header"]
+                            .as_str()
+                            .or(q["question"].as_str())
+                            .map(|h| clip(h, 60))
+                            .unwrap_or_default();
+                        for label in option_labels(q) {
+                            action(
+                                format!("Claude asks {header}: {label}"),
+                                json!({"approval": id, "question": index, "choice": label}),
+                            );
+                        }
+                    }
+                    action(
+                        "Claude asks: decline to answer".into(),
+                        json!({"approval": id, "allow": false, "message": "The user declined to answer."}),
+                    );
+                    continue;
+                }
+                _ => {}
+            }
             let title = a["title"].as_str().unwrap_or_default();
             let tool = a["tool"].as_str().unwrap_or_default();
-            let id = approval_id(a);
             // "Always" does not apply to a destructive command: not offered.
             let mut choices = vec![(format!("Claude: allow {title}"), true, false)];
             if a["destructive"] != true {
@@ -287,15 +635,10 @@ impl Workspace {
             }
             choices.push((format!("Claude: deny {title}"), false, false));
             for (label, allow, always) in choices {
-                actions.push(json!({
-                    "title": label,
-                    "kind": "quickfix",
-                    "command": {
-                        "title": label,
-                        "command": ANSWER_APPROVAL_COMMAND,
-                        "arguments": [{"approval": id, "allow": allow, "always": always}],
-                    },
-                }));
+                action(
+                    label,
+                    json!({"approval": id, "allow": allow, "always": always}),
+                );
             }
         }
         actions

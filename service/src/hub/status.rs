@@ -118,6 +118,21 @@ pub fn render(status: &serde_json::Value) -> String {
             "Claude Code IDE on 127.0.0.1:{port} (CLAUDE_CODE_SSE_PORT={port})"
         );
     }
+    match status["trusted"].as_bool() {
+        Some(true) => {
+            let _ = writeln!(
+                out,
+                "trusted: Claude Code sessions load this repository's own settings"
+            );
+        }
+        Some(false) => {
+            let _ = writeln!(
+                out,
+                "not trusted: Claude Code sessions load only your own settings (`moonkale-service trust` to change)"
+            );
+        }
+        None => {}
+    }
     let editors = status["editors"].as_array().cloned().unwrap_or_default();
     let _ = writeln!(out, "{} editor(s) attached", editors.len());
     for ed in &editors {

@@ -535,6 +535,95 @@ async fn ask_user_question_shows_its_options_and_the_choice_reaches_the_model() 
     w.ed.turn_idle(&session, seq).await;
 }
 
+/// In an editor without buttons (Helix), each option is a code action;
+/// answering both questions (one action each) sends both labels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_user_question_is_answered_with_code_actions_one_question_at_a_time() {
+    let questions = json!([
+        {"question": "Which language?", "header": "Language", "multiSelect": false,
+         "options": [{"label": "Rust", "description": ""}, {"label": "Go", "description": ""}]},
+        {"question": "Which license?", "header": "License", "multiSelect": false,
+         "options": [{"label": "MIT", "description": ""}, {"label": "GPL", "description": ""}]},
+    ]);
+    let opts = Options {
+        no_buttons: true,
+        files: vec![("a.rs".into(), "fn main() {}\n".into())],
+        ..Options::default()
+    };
+    let mut w = AgentWorld::start_with(question_script(questions), opts).await;
+    let uri = w.sb.uri("a.rs");
+    w.ed.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri, "languageId": "rust", "version": 1, "text": "fn main() {}\n"}}),
+    )
+    .await;
+    let session = w.ed.start_session(json!({"prompt": "ask me"})).await;
+    pending_approval(&mut w.ed, &session).await;
+    for label in ["Claude asks Language: Go", "Claude asks License: MIT"] {
+        let actions = w
+            .ed
+            .call(
+                "textDocument/codeAction",
+                json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}),
+            )
+            .await;
+        let action = actions
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["title"] == label)
+            .unwrap_or_else(|| panic!("no code action {label:?}: {actions}"))
+            .clone();
+        w.ed.call("workspace/executeCommand", action["command"].clone())
+            .await;
+    }
+    let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
+    assert!(
+        !result.is_error && result.text.contains("Go") && result.text.contains("MIT"),
+        "{}",
+        result.text
+    );
+}
+
+/// `.moonkale` is a symlink to a folder outside the workspace: a turn and
+/// a proposal of Claude Code's leave that folder untouched (the proposal is
+/// refused with an error, not written through the link).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlinked_moonkale_folder_receives_nothing() {
+    let outside = tempfile::tempdir().unwrap();
+    let mut w = AgentWorld::start_with(
+        Script::new().default_reply(Reply::text("FINE")),
+        Options {
+            files: vec![("a.txt".into(), "old\n".into())],
+            ..Options::default()
+        },
+    )
+    .await;
+    std::os::unix::fs::symlink(outside.path(), w.path(".moonkale")).unwrap();
+    let session = turn(&mut w.ed, None, "hello", json!({})).await;
+    assert!(w.sb.chats_dir().join(format!("{session}.jsonl")).is_file());
+    let (port, lock) = moonkale_tests::ide_lock(&w.sb, w.svc());
+    let mut ide =
+        moonkale_tests::IdeClient::connect(port, lock["authToken"].as_str().unwrap()).await;
+    ide.initialize("2025-11-25").await;
+    let target = w.path("a.txt").display().to_string();
+    let result = ide
+        .request(
+            "tools/call",
+            json!({"name": "openDiff", "arguments": {"old_file_path": target, "new_file_path": target, "new_file_contents": "new\n", "tab_name": "t"}}),
+        )
+        .await;
+    assert!(
+        result["result"]["isError"] == true || result.get("error").is_some(),
+        "a proposal went through the symlink: {result}"
+    );
+    assert!(
+        files_under(outside.path()).is_empty(),
+        "{:?}",
+        files_under(outside.path())
+    );
+}
+
 /// Two questions, a multi-select and one answered in the user's own
 /// words, answered with `moonkale-service agent answer … answer`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -267,3 +267,49 @@ async fn vscode_opens_claude_code_in_a_terminal() {
         fake.summary()
     );
 }
+
+/// The hosted agent's plan and the edit that follows are decided in VS
+/// Code: the plan comes as a notification whose "Approve; ask before
+/// edits" button leaves plan mode, the Write as one whose "Allow" button
+/// lets it run, and the file is written (the real CLI against the fake).
+#[tokio::test]
+async fn vscode_approves_a_plan_then_the_edit_and_the_file_is_written() {
+    use support::agent::{AgentWorld, Options};
+    let _turn = take_turn().await;
+    let mut w = AgentWorld::start_with(
+        Script::new(),
+        Options {
+            files: vec![("main.txt".into(), "main\n".into())],
+            ..Options::default()
+        },
+    )
+    .await;
+    let path = w.path("plan.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "make a plan",
+                Reply::tool_use("ExitPlanMode", json!({"plan": "1. Write plan.txt"})),
+            )
+            .after_tool(
+                "ExitPlanMode",
+                Reply::tool_use(
+                    "Write",
+                    json!({"file_path": path.display().to_string(), "content": "DONE\n"}),
+                ),
+            )
+            .after_tool("Write", Reply::text("PLAN_CARRIED_OUT")),
+    );
+    let (_server, mut browser) = vscode(&w.sb, &[]).await;
+    let session = w.ed.start_session(json!({"prompt": "make a plan"})).await;
+    browser.click("button", "Approve; ask before edits").await;
+    browser.click("button", "Allow").await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).ok().as_deref(),
+        Some("DONE\n")
+    );
+    let list = w.ed.call("moonkale/agent/list", Value::Null).await;
+    assert_eq!(list["sessions"][0]["permissionMode"], "default", "{list}");
+}

@@ -143,7 +143,9 @@ pub async fn version(
     use std::collections::HashMap;
     use std::sync::Mutex;
     use std::time::SystemTime;
-    static CACHE: Mutex<Option<HashMap<(PathBuf, SystemTime), Option<Version>>>> = Mutex::new(None);
+    /// What each executable (by path and modification time) said.
+    type Known = HashMap<(PathBuf, SystemTime), Option<Version>>;
+    static CACHE: Mutex<Option<Known>> = Mutex::new(None);
     let modified = std::fs::metadata(program).and_then(|m| m.modified()).ok()?;
     let key = (program.to_owned(), modified);
     if let Some(known) = CACHE.lock().ok()?.get_or_insert_default().get(&key) {

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::front_door::{AgentEvent, FrontDoor, Notification};
+use crate::printable::{for_terminal, json_for_terminal, one_line};
 use crate::remote::client::RemoteTarget;
 
 /// Which service the commands talk to.
@@ -53,12 +54,12 @@ pub async fn send(
             (session, 0)
         }
     };
-    eprintln!("session {session}");
+    eprintln!("session {}", one_line(&session));
     let mut stdout = std::io::stdout();
     loop {
         match door.next_notification().await? {
             Notification::AgentText { session: s, text } if s == session => {
-                let _ = write!(stdout, "{text}");
+                let _ = write!(stdout, "{}", for_terminal(&text));
                 let _ = stdout.flush();
             }
             Notification::Approval {
@@ -66,11 +67,8 @@ pub async fn send(
                 approval,
                 status,
             } if s == session && status == "pending" => {
-                eprintln!(
-                    "\nClaude asks to run {}. Answer with: moonkale-service agent answer {} allow|always|deny",
-                    approval["title"].as_str().unwrap_or_default(),
-                    approval["approval"].as_str().unwrap_or_default()
-                );
+                eprintln!();
+                approval_hint(&approval, "moonkale-service agent answer");
             }
             Notification::AgentEvent { session: s, event }
                 if s == session && event.seq >= from && event.kind == "state" =>
@@ -84,7 +82,7 @@ pub async fn send(
                         println!();
                         eprintln!(
                             "the turn failed: {}",
-                            event.data["error"].as_str().unwrap_or("(no reason given)")
+                            one_line(event.data["error"].as_str().unwrap_or("(no reason given)"))
                         );
                         return Ok(1);
                     }
@@ -101,7 +99,8 @@ pub async fn list(target: &Target, as_json: bool) -> Result<String> {
     let sessions = connect(target).await?.agent_list().await?;
     if as_json {
         let json = serde_json::json!({"sessions": sessions});
-        return Ok(serde_json::to_string_pretty(&json).expect("serializes") + "\n");
+        let json = serde_json::to_string_pretty(&json).expect("serializes");
+        return Ok(json_for_terminal(&json) + "\n");
     }
     if sessions.is_empty() {
         return Ok("no agent sessions in this workspace\n".into());
@@ -114,7 +113,10 @@ pub async fn list(target: &Target, as_json: bool) -> Result<String> {
     };
     Ok(sessions
         .iter()
-        .map(|s| format!("{}  {:<18}  {}\n", s.session, state(s), s.title))
+        .map(|s| {
+            let (session, title) = (one_line(&s.session), one_line(&s.title));
+            format!("{session}  {:<18}  {title}\n", state(s))
+        })
         .collect())
 }
 
@@ -168,6 +170,7 @@ pub async fn follow(target: &Target, session: &str, until_idle: bool) -> Result<
             // Nothing printed yet: a wrong URL, token or session id, most likely.
             Err(e) if next == 0 => return Err(e),
             Err(e) => {
+                let e = one_line(&e.to_string());
                 eprintln!("[connection lost: {e}; resuming after event {}]", next - 1);
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
@@ -200,7 +203,7 @@ async fn follow_once(
         }
         if page.events.is_empty() {
             for approval in &page.pending_approvals {
-                approval_hint(approval);
+                approval_hint(approval, "answer");
             }
             break page.state;
         }
@@ -229,22 +232,31 @@ async fn follow_once(
                 session: s,
                 approval,
                 status,
-            } if s == session && status == "pending" => approval_hint(&approval),
+            } if s == session && status == "pending" => approval_hint(&approval, "answer"),
             _ => {}
         }
     }
 }
 
-fn approval_hint(approval: &Value) {
+/// "Claude asks to run …" with the command (`how`) that answers.
+fn approval_hint(approval: &Value, how: &str) {
+    let text = |key: &str| one_line(approval[key].as_str().unwrap_or_default());
     eprintln!(
-        "Claude asks to run {}. Answer with: answer {} allow|always|deny",
-        approval["title"].as_str().unwrap_or_default(),
-        approval["approval"].as_str().unwrap_or_default()
+        "Claude asks to run {}. Answer with: {how} {} allow|always|deny",
+        text("title"),
+        text("approval")
     );
 }
 
-/// One event as text for a terminal.
+/// One event as text for a terminal: whatever the session holds, no
+/// control sequence reaches the terminal ([`for_terminal`]).
 fn render_event(event: &AgentEvent, out: &mut String) {
+    let mut raw = String::new();
+    render_raw(event, &mut raw);
+    *out += &for_terminal(&raw);
+}
+
+fn render_raw(event: &AgentEvent, out: &mut String) {
     let data = &event.data;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     match event.kind.as_str() {

@@ -12,6 +12,7 @@
 //!   connections to a hub.
 //! - [`client`]: a small LSP client used by `status`, the shim and tests.
 //! - [`agent`]: the agent host: crash-safe session transcripts.
+//! - [`printable`]: untrusted text made safe to print on a terminal.
 
 pub mod agent;
 pub mod agent_client;
@@ -23,6 +24,7 @@ pub mod http;
 pub mod hub;
 pub mod ide;
 pub mod lsp;
+pub mod printable;
 pub mod remote;
 pub mod runtime;
 pub mod server;

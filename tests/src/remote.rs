@@ -2,7 +2,7 @@
 //! over a WebSocket to `moonkale-service serve --listen`, one message per
 //! text frame, with `Authorization: Bearer <token>`, plain or over TLS.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -86,4 +86,68 @@ impl RemoteClient {
         self.notify("initialized", json!({})).await;
         result
     }
+}
+
+/// A certificate for localhost and 127.0.0.1 signed by a throwaway CA
+/// (openssl); the CA's certificate goes to `ca`, which clients trust.
+pub async fn make_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let path = |name: &str| dir.join(name);
+    let openssl = |args: Vec<String>| async move {
+        let out = tokio::process::Command::new("openssl")
+            .args(&args)
+            .output()
+            .await
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let s = |p: PathBuf| p.display().to_string();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ]
+    .map(String::from);
+    let mut ca = vec!["req".into(), "-x509".into()];
+    ca.extend(ec.clone());
+    ca.extend(["-days", "1", "-subj", "/CN=moonkale test CA", "-keyout"].map(String::from));
+    ca.extend([s(path("ca.key")), "-out".into(), s(path("ca.pem"))]);
+    openssl(ca).await;
+    let mut req = vec!["req".into()];
+    req.extend(ec);
+    req.extend(["-subj", "/CN=localhost", "-keyout"].map(String::from));
+    req.extend([s(path("key.pem")), "-out".into(), s(path("req.pem"))]);
+    openssl(req).await;
+    std::fs::write(
+        path("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n",
+    )
+    .unwrap();
+    let mut sign = vec![
+        "x509".into(),
+        "-req".into(),
+        "-in".into(),
+        s(path("req.pem")),
+    ];
+    sign.extend([
+        "-CA".into(),
+        s(path("ca.pem")),
+        "-CAkey".into(),
+        s(path("ca.key")),
+    ]);
+    sign.extend([
+        "-CAcreateserial".into(),
+        "-days".into(),
+        "1".into(),
+        "-extfile".into(),
+        s(path("ext.cnf")),
+    ]);
+    sign.extend(["-out".into(), s(path("cert.pem"))]);
+    openssl(sign).await;
+    (path("ca.pem"), path("cert.pem"), path("key.pem"))
 }

@@ -2,10 +2,9 @@
 //! (security.md 40), what a remote client may name (31–33, 35), and what a
 //! flood of idle sockets or a client that never reads does to the others.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use moonkale_tests::remote::{RemoteClient, TOKEN};
+use moonkale_tests::remote::{RemoteClient, TOKEN, make_certificate};
 use moonkale_tests::{Sandbox, Service, TIMEOUT, wait_until};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -90,7 +89,11 @@ async fn hostile_40_who_gets_in() {
         401
     );
     let good = format!("Authorization: Bearer {TOKEN}\r\n");
-    assert_eq!(upgrade_status(&addr, "/", &good).await, 101, "not locked out");
+    assert_eq!(
+        upgrade_status(&addr, "/", &good).await,
+        101,
+        "not locked out"
+    );
     let slowed = std::time::Instant::now();
     assert_eq!(upgrade_status(&addr, "/", &bad).await, 401);
     assert!(
@@ -378,68 +381,4 @@ async fn remote_over_tls() {
         !String::from_utf8_lossy(&buf).contains("101"),
         "plain HTTP was upgraded on the TLS port"
     );
-}
-
-/// A certificate for localhost and 127.0.0.1 signed by a throwaway CA
-/// (openssl); the CA's certificate goes to `ca`, which clients trust.
-async fn make_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let path = |name: &str| dir.join(name);
-    let openssl = |args: Vec<String>| async move {
-        let out = tokio::process::Command::new("openssl")
-            .args(&args)
-            .output()
-            .await
-            .expect("run openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let s = |p: PathBuf| p.display().to_string();
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ]
-    .map(String::from);
-    let mut ca = vec!["req".into(), "-x509".into()];
-    ca.extend(ec.clone());
-    ca.extend(["-days", "1", "-subj", "/CN=moonkale test CA", "-keyout"].map(String::from));
-    ca.extend([s(path("ca.key")), "-out".into(), s(path("ca.pem"))]);
-    openssl(ca).await;
-    let mut req = vec!["req".into()];
-    req.extend(ec);
-    req.extend(["-subj", "/CN=localhost", "-keyout"].map(String::from));
-    req.extend([s(path("key.pem")), "-out".into(), s(path("req.pem"))]);
-    openssl(req).await;
-    std::fs::write(
-        path("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n",
-    )
-    .unwrap();
-    let mut sign = vec![
-        "x509".into(),
-        "-req".into(),
-        "-in".into(),
-        s(path("req.pem")),
-    ];
-    sign.extend([
-        "-CA".into(),
-        s(path("ca.pem")),
-        "-CAkey".into(),
-        s(path("ca.key")),
-    ]);
-    sign.extend([
-        "-CAcreateserial".into(),
-        "-days".into(),
-        "1".into(),
-        "-extfile".into(),
-        s(path("ext.cnf")),
-    ]);
-    sign.extend(["-out".into(), s(path("cert.pem"))]);
-    openssl(sign).await;
-    (path("ca.pem"), path("cert.pem"), path("key.pem"))
 }

@@ -175,7 +175,8 @@ pub fn token_from(env: Option<String>, file: Option<&Path>) -> Result<String> {
     let token = token.trim().to_owned();
     if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(Error::Invalid(format!(
-            "the token must be at least {MIN_TOKEN_LEN} printable characters without spaces"
+            "the token ({TOKEN_ENV}, else the first line of --token-file) must be at least \
+             {MIN_TOKEN_LEN} printable characters without spaces"
         )));
     }
     Ok(token)

@@ -24,6 +24,7 @@ pub mod http;
 pub mod hub;
 pub mod ide;
 pub mod lsp;
+pub mod peer;
 pub mod printable;
 pub mod remote;
 pub mod runtime;

@@ -1,10 +1,11 @@
 //! The command line as a user meets it: every failure is one line saying
 //! what happened and what to do, never a backtrace.
 
-use std::process::Output;
+use std::process::{Output, Stdio};
 
 use moonkale_tests::remote::{TOKEN, make_certificate};
-use moonkale_tests::{Sandbox, TIMEOUT};
+use moonkale_tests::{RawLsp, Sandbox, TIMEOUT, wait_until};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -196,4 +197,132 @@ async fn cli_errors_are_one_line_without_a_backtrace() {
     assert_eq!(out.status.code(), Some(2));
     let out = run(&sb, &["agent", "show"], &[]).await;
     assert_one_line_error(&out, "missing argument", &["<SESSION>", "--help"]);
+}
+
+/// `initialize` without `clientInfo`, as some editors send it.
+async fn initialize_anonymously(c: &mut RawLsp) {
+    c.call("initialize", json!({"processId": null, "capabilities": {}}))
+        .await;
+    c.notify("initialized", json!({})).await;
+}
+
+/// This test process's name as /proc shows it (what the service reads).
+fn own_comm() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .expect("comm")
+        .trim_end()
+        .to_owned()
+}
+
+/// Editors that send no `clientInfo` are named from their connection: the
+/// peer process on the unix socket, the editor above moonkale-shim (its
+/// name escaped: any process can name itself anything), the parent of
+/// `lsp --stdio`, the address for TCP.
+#[tokio::test]
+async fn anonymous_editors_are_named_after_their_process() {
+    let sb = Sandbox::new();
+    let svc = sb.start_service(&["--lsp-tcp", "127.0.0.1:0"]).await;
+    let me = format!("{} (pid {})", own_comm(), std::process::id());
+
+    let mut unix = svc.connect().await;
+    initialize_anonymously(&mut unix).await;
+
+    // An "editor" (a script, so its process has the script's name) that
+    // runs the shim as its child on its own stdin/stdout.
+    let editor_name = "fake\u{1b}[31med";
+    let script = sb.root.join(editor_name);
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n'{}' --workspace '{}'\n",
+            moonkale_tests::bin("moonkale-shim").display(),
+            sb.workspace.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut editor = tokio::process::Command::new(&script)
+        .env("XDG_RUNTIME_DIR", &sb.runtime)
+        .env("HOME", &sb.home)
+        .env(
+            "MOONKALE_SERVICE_BIN",
+            moonkale_tests::bin("moonkale-service"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run the editor script");
+    let editor_pid = editor.id().expect("pid");
+    let mut shim = RawLsp::new(editor.stdout.take().unwrap(), editor.stdin.take().unwrap());
+    initialize_anonymously(&mut shim).await;
+
+    let addr = svc.info.lsp_tcp.clone().expect("tcp address");
+    let token = sb.files().read_token().expect("token");
+    let tcp_stream = tokio::net::TcpStream::connect(&addr).await.expect("tcp");
+    let local = tcp_stream.local_addr().expect("local address");
+    let (r, w) = tcp_stream.into_split();
+    let mut tcp = RawLsp::new(r, w);
+    tcp.call(
+        "initialize",
+        json!({"processId": null, "capabilities": {},
+               "initializationOptions": {"moonkaleToken": token}}),
+    )
+    .await;
+
+    let status = sb.status().await;
+    let names: Vec<&str> = status["editors"]
+        .as_array()
+        .expect("editors")
+        .iter()
+        .filter_map(|e| e["client"].as_str())
+        .collect();
+    let via_shim = format!("fake^[[31med (pid {editor_pid}, via moonkale-shim)");
+    for expected in [me.as_str(), via_shim.as_str(), &format!("tcp {local}")] {
+        assert!(names.contains(&expected), "no {expected:?} in {names:?}");
+    }
+    let text = run(
+        &sb,
+        &["status", "--workspace", sb.workspace.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&via_shim), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "an escape reached the terminal: {text:?}"
+    );
+
+    shim.call("shutdown", Value::Null).await;
+    shim.notify("exit", Value::Null).await;
+    let _ = tokio::time::timeout(TIMEOUT, editor.wait()).await;
+    // The stdio service serves the socket only once this one is gone.
+    let mut svc = svc;
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(svc.pid(), libc::SIGTERM) };
+    let _ = tokio::time::timeout(TIMEOUT, svc.child.wait()).await;
+
+    // `lsp --stdio` started by this process: named after it.
+    let mut cmd = sb.command("moonkale-service");
+    cmd.args(["lsp", "--stdio", "--no-claude-ide", "--workspace"])
+        .arg(&sb.workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = cmd.spawn().expect("lsp --stdio");
+    let mut stdio = RawLsp::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    initialize_anonymously(&mut stdio).await;
+    let ws = sb.workspace.to_str().unwrap();
+    let name = wait_until("the stdio editor in status", || async {
+        let out = run(&sb, &["status", "--json", "--workspace", ws], &[]).await;
+        let status: Value = serde_json::from_slice(&out.stdout).ok()?;
+        let editors = status["editors"].as_array()?;
+        let stdio = editors.iter().find(|e| e["transport"] == "stdio")?;
+        Some(stdio["client"].clone())
+    })
+    .await;
+    assert_eq!(name, me.as_str());
+    stdio.call("shutdown", Value::Null).await;
+    stdio.notify("exit", Value::Null).await;
+    let _ = tokio::time::timeout(TIMEOUT, child.wait()).await;
 }

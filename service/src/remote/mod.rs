@@ -277,7 +277,7 @@ pub async fn accept_loop(listener: TcpListener, cfg: RemoteConfig, hubs: HubSele
                 return;
             };
             tracing::info!(%peer, "remote client connected");
-            bridge(ws, &shared).await;
+            bridge(ws, peer, &shared).await;
             tracing::info!(%peer, "remote client gone");
         });
     }
@@ -371,7 +371,7 @@ async fn handshake(stream: TcpStream, peer: SocketAddr, shared: &Shared) -> Opti
 
 /// Runs one remote client: its text frames feed [`serve_connection`] as LSP
 /// frames over an in-memory pipe, whose output goes back as text frames.
-async fn bridge(ws: Ws, shared: &Shared) {
+async fn bridge(ws: Ws, peer: SocketAddr, shared: &Shared) {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (their_read, their_write) = tokio::io::split(theirs);
     let cfg = ConnectionConfig {
@@ -380,6 +380,7 @@ async fn bridge(ws: Ws, shared: &Shared) {
         token: None,
         hubs: shared.hubs.clone(),
         confine: Some(shared.root.clone()),
+        peer: Some(format!("remote {peer}")),
     };
     let connection = tokio::spawn(serve_connection(their_read, their_write, cfg));
     let (our_read, mut our_write) = tokio::io::split(ours);

@@ -12,12 +12,14 @@
 //!   connections to a hub.
 //! - [`client`]: a small LSP client used by `status`, the shim and tests.
 //! - [`agent`]: the agent host: crash-safe session transcripts.
+//! - [`doctor`]: the first-run check.
 //! - [`printable`]: untrusted text made safe to print on a terminal.
 
 pub mod agent;
 pub mod agent_client;
 pub mod client;
 pub mod core;
+pub mod doctor;
 pub mod error;
 pub mod front_door;
 pub mod http;

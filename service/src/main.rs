@@ -10,7 +10,7 @@ use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::terminal::host::claude_launch;
-use moonkale_service::{Error, agent_client, hub, printable, remote, server};
+use moonkale_service::{Error, agent_client, doctor, hub, printable, remote, server};
 
 /// One long-running process per workspace: editors attach to it as a
 /// language server; it holds their documents, selections and diagnostics.
@@ -91,6 +91,15 @@ enum Command {
         ca: Option<PathBuf>,
         #[command(subcommand)]
         command: AgentCommand,
+    },
+    /// Check what a first run needs (the claude CLI and a login, the lock
+    /// and runtime directories, moonkale-shim, the editor recipes, a running
+    /// service): one line each, `ok` or what to do. Exits 1 when a required
+    /// check fails.
+    Doctor {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
     },
     /// Show what the running service for a workspace holds.
     Status {
@@ -386,6 +395,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .env_remove("CLAUDECODE")
                 .exec();
             Err(anyhow::anyhow!("running {}: {err}", program.display()))
+        }
+        Command::Doctor { workspace } => {
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let checks = doctor::run(&doctor::Env::from_process(), &root).await;
+            let (report, code) = doctor::render(&checks);
+            print!("{report}");
+            Ok(code)
         }
         Command::Status { workspace, json } => {
             let info = running_service(workspace)?;

@@ -1,5 +1,9 @@
 //! The command line as a user meets it: every failure is one line saying
-//! what happened and what to do, never a backtrace.
+//! what happened and what to do, never a backtrace; editors that do not
+//! name themselves are named after their process; `doctor` says what a
+//! first run needs.
+
+mod support;
 
 use std::process::{Output, Stdio};
 
@@ -325,4 +329,90 @@ async fn anonymous_editors_are_named_after_their_process() {
     stdio.call("shutdown", Value::Null).await;
     stdio.notify("exit", Value::Null).await;
     let _ = tokio::time::timeout(TIMEOUT, child.wait()).await;
+}
+
+/// `doctor` with `PATH` set to `path` (and nothing else of this machine:
+/// the sandbox's home and runtime directory).
+async fn doctor(sb: &Sandbox, path: &str) -> (String, Option<i32>) {
+    let mut cmd = sb.command("moonkale-service");
+    cmd.args(["doctor", "--workspace"])
+        .arg(&sb.workspace)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &sb.home)
+        .env("XDG_RUNTIME_DIR", &sb.runtime);
+    let out = tokio::time::timeout(TIMEOUT, cmd.output())
+        .await
+        .expect("doctor finishes")
+        .expect("run doctor");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+/// The line of `report` for check `name`.
+fn line<'a>(report: &'a str, name: &str) -> &'a str {
+    report
+        .lines()
+        .find(|l| l.get(6..).is_some_and(|rest| rest.starts_with(name)))
+        .unwrap_or_else(|| panic!("no {name} line in:\n{report}"))
+}
+
+/// On a machine with nothing set up, `doctor` says what to do for each
+/// required piece and exits 1; with the pinned claude and the shim on PATH
+/// and a (fake) login it says ok, prints no secret, and exits 0; a running
+/// service is reported.
+#[tokio::test]
+async fn doctor_says_what_a_first_run_needs() {
+    let sb = Sandbox::new();
+    let (report, code) = doctor(&sb, "/usr/bin:/bin").await;
+    assert_eq!(code, Some(1), "{report}");
+    for (name, todo) in [
+        ("claude", "npm install -g @anthropic-ai/claude-code"),
+        ("login", "log in"),
+        ("moonkale-shim", "cargo install --path editor-shim"),
+    ] {
+        let l = line(&report, name);
+        assert!(l.starts_with("FAIL") && l.contains(todo), "{l}");
+    }
+    for name in ["lock dir", "runtime dir"] {
+        assert!(line(&report, name).starts_with("ok"), "{report}");
+    }
+    assert!(
+        line(&report, "service").contains("no service runs"),
+        "{report}"
+    );
+
+    // The pinned CLI, the shim and the service on PATH, and a login.
+    let claude = support::claude_cli::claude_bin();
+    let bin_dir = sb.root.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(&claude, bin_dir.join("claude")).unwrap();
+    for name in ["moonkale-shim", "moonkale-service"] {
+        std::os::unix::fs::symlink(moonkale_tests::bin(name), bin_dir.join(name)).unwrap();
+    }
+    std::fs::create_dir_all(sb.home.join(".claude")).unwrap();
+    let secret = "sk-ant-oat01-DOCTOR-MUST-NOT-PRINT-THIS";
+    std::fs::write(
+        sb.home.join(".claude/.credentials.json"),
+        json!({"claudeAiOauth": {"accessToken": secret}}).to_string(),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    let _svc = sb.start_service(&["--no-claude-ide"]).await;
+    let (report, code) = doctor(&sb, &path).await;
+    assert_eq!(code, Some(0), "{report}");
+    assert!(line(&report, "claude").contains("2.1.332"), "{report}");
+    for name in [
+        "claude",
+        "login",
+        "lock dir",
+        "runtime dir",
+        "moonkale-shim",
+        "service",
+    ] {
+        assert!(line(&report, name).starts_with("ok"), "{report}");
+    }
+    assert!(!report.contains(secret), "a secret was printed: {report}");
 }

@@ -416,3 +416,78 @@ async fn doctor_says_what_a_first_run_needs() {
     }
     assert!(!report.contains(secret), "a secret was printed: {report}");
 }
+
+/// The shell lines of the first ```sh block after `heading` in README.md.
+fn readme_recipe(heading: &str) -> String {
+    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let text = std::fs::read_to_string(readme).expect("README.md");
+    let section = &text[text.find(heading).expect("the heading")..];
+    let block = &section[section.find("```sh\n").expect("a sh block") + 6..];
+    block[..block.find("```").expect("the block's end")].to_owned()
+}
+
+/// README's VS Code recipe runs as written on a fresh machine (no
+/// extensions folder yet), and again: the link names the extension by the
+/// publisher, name and version VS Code expects. `npm` and `npx` are
+/// stand-ins (the build is not what is tested; the shell lines are).
+#[tokio::test]
+async fn readme_vscode_recipe_runs_in_a_fresh_home() {
+    let sb = Sandbox::new();
+    let recipe = readme_recipe("### VS Code");
+    let repo = sb.root.join("repo");
+    let extension = repo.join("vscode-test-harness/extension");
+    std::fs::create_dir_all(&extension).unwrap();
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../vscode-test-harness/extension/package.json");
+    std::fs::copy(&manifest, extension.join("package.json")).unwrap();
+    let stubs = sb.root.join("stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    for tool in ["npm", "npx"] {
+        let stub = stubs.join(tool);
+        std::fs::write(&stub, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let home = sb.root.join("fresh-home");
+    std::fs::create_dir_all(&home).unwrap();
+    for run in ["first", "second"] {
+        let out = tokio::process::Command::new("sh")
+            .args(["-e", "-c", &recipe])
+            .current_dir(&repo)
+            .env_clear()
+            .env("HOME", &home)
+            .env("PATH", format!("{}:/usr/bin:/bin", stubs.display()))
+            .output()
+            .await
+            .expect("run sh");
+        assert!(
+            out.status.success(),
+            "the {run} run of\n{recipe}\nfailed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let package: Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).expect("package.json");
+    let id = format!(
+        "{}.{}-{}",
+        package["publisher"].as_str().unwrap(),
+        package["name"].as_str().unwrap(),
+        package["version"].as_str().unwrap()
+    );
+    let linked = home.join(".vscode/extensions").join(&id);
+    assert!(
+        linked.join("package.json").is_file(),
+        "{} does not lead to the extension",
+        linked.display()
+    );
+    let inside: Vec<_> = std::fs::read_dir(&extension)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        inside,
+        ["package.json"],
+        "the second run linked inside the extension"
+    );
+}

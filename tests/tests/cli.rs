@@ -103,25 +103,42 @@ async fn cli_errors_are_one_line_without_a_backtrace() {
         &["refused the token", "MOONKALE_TOKEN"],
     );
 
-    // Fill the slowed attempts' slots: once one attempt is answered 429 at
-    // once, the slowest ones still wait for up to 2 s.
-    let mut attempts: Vec<_> = (0..20)
-        .map(|_| tokio::spawn(wrong_attempt(addr.clone())))
-        .collect();
-    let mut throttled = false;
-    while !throttled && !attempts.is_empty() {
-        let (status, _, rest) = futures_util::future::select_all(attempts).await;
-        throttled = status.expect("attempt") == 429;
-        attempts = rest;
+    // Keep the slowed attempts' slots full (each waits up to 2 s; more are
+    // answered 429 at once) while the command tries.
+    let flood = {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            let mut slots = tokio::task::JoinSet::new();
+            loop {
+                while slots.len() < 12 {
+                    slots.spawn(wrong_attempt(addr.clone()));
+                }
+                slots.join_next().await;
+            }
+        })
+    };
+    // A command that started between a slot's end and the next attempt gets
+    // a (slowed) 401: a few tries find the throttle.
+    let mut tries = Vec::new();
+    for _ in 0..5 {
+        let out = run(
+            &sb,
+            &["connect", &url, "list"],
+            &[("MOONKALE_TOKEN", WRONG)],
+        )
+        .await;
+        let throttled = String::from_utf8_lossy(&out.stderr).contains("429");
+        tries.push(out);
+        if throttled {
+            break;
+        }
     }
-    assert!(throttled, "no attempt was answered 429");
-    let out = run(
-        &sb,
-        &["connect", &url, "list"],
-        &[("MOONKALE_TOKEN", WRONG)],
-    )
-    .await;
-    assert_one_line_error(&out, "throttled", &["429", "try again in a minute"]);
+    flood.abort();
+    for out in &tries[..tries.len() - 1] {
+        assert_one_line_error(out, "slowed", &["refused the token"]);
+    }
+    let out = tries.last().expect("a try");
+    assert_one_line_error(out, "throttled", &["429", "try again in a minute"]);
     // The right token is not affected.
     let out = run(
         &sb,

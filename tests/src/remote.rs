@@ -1,4 +1,4 @@
-//! A remote front-door client for the tests (tests/tests/remote.rs): JSON-RPC
+//! A remote front-door client for the tests (tests/tests/remote.rs, cli.rs): JSON-RPC
 //! over a WebSocket to `moonkale-service serve --listen`, one message per
 //! text frame, with `Authorization: Bearer <token>`, plain or over TLS.
 
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -150,4 +150,30 @@ pub async fn make_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     sign.extend(["-out".into(), s(path("cert.pem"))]);
     openssl(sign).await;
     (path("ca.pem"), path("cert.pem"), path("key.pem"))
+}
+
+/// Sends a raw upgrade request with `extra` header lines to `path`; the
+/// HTTP status of the answer.
+pub async fn upgrade_status(addr: &str, path: &str, extra: &str) -> u16 {
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(2).any(|w| w == b"\r\n") {
+        let n = tokio::time::timeout(crate::TIMEOUT, tcp.read(&mut buf))
+            .await
+            .expect("an answer")
+            .expect("read");
+        assert!(n > 0, "closed without an answer");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&answer);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {line:?}"))
 }

@@ -7,11 +7,9 @@ mod support;
 
 use std::process::{Output, Stdio};
 
-use moonkale_tests::remote::{TOKEN, make_certificate};
+use moonkale_tests::remote::{TOKEN, make_certificate, upgrade_status};
 use moonkale_tests::{RawLsp, Sandbox, TIMEOUT, wait_until};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const WRONG: &str = "wrong-token-that-is-long-enough-0123456789";
 
@@ -62,23 +60,7 @@ async fn remote(sb: &Sandbox, extra: &[&str]) -> (moonkale_tests::Service, Strin
 
 /// One raw upgrade with a wrong token; its HTTP status.
 async fn wrong_attempt(addr: String) -> u16 {
-    let mut tcp = TcpStream::connect(&addr).await.expect("connect");
-    let head = format!(
-        "GET / HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
-         Authorization: Bearer {WRONG}\r\n\r\n"
-    );
-    tcp.write_all(head.as_bytes()).await.expect("write");
-    let mut answer = vec![0u8; 64];
-    let n = tokio::time::timeout(TIMEOUT, tcp.read(&mut answer))
-        .await
-        .expect("an answer")
-        .expect("read");
-    String::from_utf8_lossy(&answer[..n])
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status")
+    upgrade_status(&addr, "/", &format!("Authorization: Bearer {WRONG}\r\n")).await
 }
 
 /// `connect` with a wrong token, while throttled, against a port nobody

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use moonkale_tests::remote::{RemoteClient, TOKEN, make_certificate};
+use moonkale_tests::remote::{RemoteClient, TOKEN, make_certificate, upgrade_status};
 use moonkale_tests::{Sandbox, Service, TIMEOUT, wait_until};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,32 +25,6 @@ async fn remote_service(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (S
         .clone()
         .expect("the info file names the remote address");
     (svc, addr)
-}
-
-/// Sends a raw upgrade request with `extra` header lines to `path`; the
-/// HTTP status of the answer.
-async fn upgrade_status(addr: &str, path: &str, extra: &str) -> u16 {
-    let mut tcp = TcpStream::connect(addr).await.expect("connect");
-    let head = format!(
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
-    );
-    tcp.write_all(head.as_bytes()).await.expect("write");
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !answer.windows(2).any(|w| w == b"\r\n") {
-        let n = tokio::time::timeout(TIMEOUT, tcp.read(&mut buf))
-            .await
-            .expect("an answer")
-            .expect("read");
-        assert!(n > 0, "closed without an answer");
-        answer.extend_from_slice(&buf[..n]);
-    }
-    let line = String::from_utf8_lossy(&answer);
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {line:?}"))
 }
 
 /// Case 40 over a real socket: the right token gets a working front door

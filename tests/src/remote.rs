@@ -1,6 +1,7 @@
-//! A remote front-door client for the tests (tests/tests/remote.rs, cli.rs): JSON-RPC
-//! over a WebSocket to `moonkale-service serve --listen`, one message per
-//! text frame, with `Authorization: Bearer <token>`, plain or over TLS.
+//! A remote front-door client for the tests (tests/tests/remote.rs,
+//! cli.rs): JSON-RPC over a WebSocket to `moonkale-service serve --listen`,
+//! one message per text frame, with `Authorization: Bearer <token>`, plain
+//! or over TLS; raw upgrade attempts; a throwaway certificate.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -276,6 +276,7 @@ pub fn lsp_session(data: &[u8]) {
             token: None,
             hubs: HubSelector::One(hub),
             confine: None,
+            peer: None,
         };
         let session = tokio::spawn(serve_connection(their_read, their_write, cfg));
         let (mut read, mut write) = tokio::io::split(ours);

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::front_door::{AgentEvent, FrontDoor, Notification};
+use crate::printable::{for_terminal, json_for_terminal, one_line};
 use crate::remote::client::RemoteTarget;
 
 /// Which service the commands talk to.
@@ -53,12 +54,12 @@ pub async fn send(
             (session, 0)
         }
     };
-    eprintln!("session {session}");
+    eprintln!("session {}", one_line(&session));
     let mut stdout = std::io::stdout();
     loop {
         match door.next_notification().await? {
             Notification::AgentText { session: s, text } if s == session => {
-                let _ = write!(stdout, "{text}");
+                let _ = write!(stdout, "{}", for_terminal(&text));
                 let _ = stdout.flush();
             }
             Notification::Approval {
@@ -81,7 +82,7 @@ pub async fn send(
                         println!();
                         eprintln!(
                             "the turn failed: {}",
-                            event.data["error"].as_str().unwrap_or("(no reason given)")
+                            one_line(event.data["error"].as_str().unwrap_or("(no reason given)"))
                         );
                         return Ok(1);
                     }
@@ -98,7 +99,8 @@ pub async fn list(target: &Target, as_json: bool) -> Result<String> {
     let sessions = connect(target).await?.agent_list().await?;
     if as_json {
         let json = serde_json::json!({"sessions": sessions});
-        return Ok(serde_json::to_string_pretty(&json).expect("serializes") + "\n");
+        let json = serde_json::to_string_pretty(&json).expect("serializes");
+        return Ok(json_for_terminal(&json) + "\n");
     }
     if sessions.is_empty() {
         return Ok("no agent sessions in this workspace\n".into());
@@ -111,7 +113,10 @@ pub async fn list(target: &Target, as_json: bool) -> Result<String> {
     };
     Ok(sessions
         .iter()
-        .map(|s| format!("{}  {:<18}  {}\n", s.session, state(s), s.title))
+        .map(|s| {
+            let (session, title) = (one_line(&s.session), one_line(&s.title));
+            format!("{session}  {:<18}  {title}\n", state(s))
+        })
         .collect())
 }
 
@@ -211,6 +216,7 @@ pub async fn follow(target: &Target, session: &str, until_idle: bool) -> Result<
             // Nothing printed yet: a wrong URL, token or session id, most likely.
             Err(e) if next == 0 => return Err(e),
             Err(e) => {
+                let e = one_line(&e.to_string());
                 eprintln!("[connection lost: {e}; resuming after event {}]", next - 1);
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
@@ -278,21 +284,23 @@ async fn follow_once(
     }
 }
 
-/// How to answer `approval`; `verb` is the command that answers.
+/// How to answer `approval`; `verb` is the command that answers. Every
+/// text from the session is made safe for the terminal first.
 fn approval_hint(approval: &Value, verb: &str) {
-    let id = approval["approval"].as_str().unwrap_or_default();
+    let text = |v: &Value| one_line(v.as_str().unwrap_or_default());
+    let id = text(&approval["approval"]);
     match approval["kind"].as_str() {
         Some("plan") => eprintln!(
             "Claude's plan is ready:\n{}\nAnswer with: {verb} {id} allow (edits asked) | accept-edits | deny (keep planning)",
-            approval["plan"].as_str().unwrap_or_default()
+            for_terminal(approval["plan"].as_str().unwrap_or_default())
         ),
         Some("question") => {
             for q in approval["questions"].as_array().into_iter().flatten() {
-                let options: Vec<&str> = q["options"]
+                let options: Vec<String> = q["options"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|o| o["label"].as_str())
+                    .map(|o| text(&o["label"]))
                     .collect();
                 let many = if q["multiSelect"] == true {
                     " (several: join with \", \")"
@@ -301,7 +309,7 @@ fn approval_hint(approval: &Value, verb: &str) {
                 };
                 eprintln!(
                     "Claude asks: {} [{}]{many}",
-                    q["question"].as_str().unwrap_or_default(),
+                    text(&q["question"]),
                     options.join(" | ")
                 );
             }
@@ -309,13 +317,20 @@ fn approval_hint(approval: &Value, verb: &str) {
         }
         _ => eprintln!(
             "Claude asks to run {}. Answer with: {verb} {id} allow|always|deny",
-            approval["title"].as_str().unwrap_or_default(),
+            text(&approval["title"]),
         ),
     }
 }
 
-/// One event as text for a terminal.
+/// One event as text for a terminal: whatever the session holds, no
+/// control sequence reaches the terminal ([`for_terminal`]).
 fn render_event(event: &AgentEvent, out: &mut String) {
+    let mut raw = String::new();
+    render_raw(event, &mut raw);
+    *out += &for_terminal(&raw);
+}
+
+fn render_raw(event: &AgentEvent, out: &mut String) {
     let data = &event.data;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     match event.kind.as_str() {

@@ -16,7 +16,10 @@ pub enum Error {
     UnsafeRuntimeDir { path: PathBuf, why: String },
     #[error("a moonkale-service already runs for {workspace} (pid {pid})")]
     AlreadyRunning { workspace: PathBuf, pid: String },
-    #[error("no moonkale-service runs for {workspace}")]
+    #[error(
+        "no moonkale-service runs for {workspace}: start one with `moonkale-service serve \
+         --workspace {workspace}`, or open the workspace in an editor set up with moonkale-shim"
+    )]
     NotRunning { workspace: PathBuf },
     #[error("LSP address {0} is not a loopback address; LSP has no authentication of its own")]
     NonLoopback(std::net::SocketAddr),
@@ -28,6 +31,9 @@ pub enum Error {
     Closed,
     #[error("{0}")]
     Invalid(String),
+    /// Reaching a remote service failed; the sentence says why and what to do.
+    #[error("{0}")]
+    Connect(String),
 }
 
 impl Error {

@@ -14,17 +14,22 @@
 //! - [`agent`]: the agent host: crash-safe session transcripts.
 //! - [`user_state`]: what is kept for the user outside every workspace
 //!   (transcripts, workspace trust).
+//! - [`doctor`]: the first-run check.
+//! - [`printable`]: untrusted text made safe to print on a terminal.
 
 pub mod agent;
 pub mod agent_client;
 pub mod client;
 pub mod core;
+pub mod doctor;
 pub mod error;
 pub mod front_door;
 pub mod http;
 pub mod hub;
 pub mod ide;
 pub mod lsp;
+pub mod peer;
+pub mod printable;
 pub mod remote;
 pub mod runtime;
 pub mod server;

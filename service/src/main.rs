@@ -10,7 +10,7 @@ use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::terminal::host::claude_launch;
-use moonkale_service::{Error, agent_client, hub, remote, server};
+use moonkale_service::{Error, agent_client, doctor, hub, printable, remote, server};
 
 /// One long-running process per workspace: editors attach to it as a
 /// language server; it holds their documents, selections and diagnostics.
@@ -108,6 +108,15 @@ enum Command {
         /// Only say whether it is trusted.
         #[arg(long)]
         status: bool,
+    },
+    /// Check what a first run needs (the claude CLI and a login, the lock
+    /// and runtime directories, moonkale-shim, the editor recipes, a running
+    /// service): one line each, `ok` or what to do. Exits 1 when a required
+    /// check fails.
+    Doctor {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
     },
     /// Show what the running service for a workspace holds.
     Status {
@@ -271,11 +280,11 @@ impl AgentArgs {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     // Everything we create (sockets, token and info files) is private.
     // SAFETY: umask has no preconditions; set before any thread exists.
     unsafe { libc::umask(0o077) };
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| exit_on_bad_arguments(&e));
     tracing_subscriber::fmt()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr) // stdout may carry LSP
@@ -284,11 +293,62 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let code = rt.block_on(run(cli))?;
-    // Do not wait for blocked stdin readers; the LSP exit code is final.
-    rt.shutdown_background();
-    std::process::exit(code);
+    let code = match tokio::runtime::Runtime::new() {
+        Ok(rt) => {
+            let code = rt.block_on(run(cli));
+            // Do not wait for blocked stdin readers; the LSP exit code is final.
+            rt.shutdown_background();
+            code
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
+    };
+    std::process::exit(code.unwrap_or_else(|e| fail(&format!("{e:#}"))));
+}
+
+/// Prints one line, `moonkale-service: <what happened and what to do>`,
+/// and exits 1. Never a backtrace (whatever RUST_BACKTRACE says): the
+/// message is the whole story for the user.
+fn fail(message: &str) -> ! {
+    eprintln!("moonkale-service: {}", printable::one_line(message));
+    std::process::exit(1);
+}
+
+/// Help and version go out as clap writes them; a bad command line is one
+/// line naming the fault and where the usage is, exit code 2.
+fn exit_on_bad_arguments(e: &clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let rendered = e.render().to_string();
+    // The first paragraph: "error: …", maybe followed by indented names
+    // ("the following required arguments were not provided:\n  <SESSION>").
+    let fault = rendered
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let fault = fault.trim_start_matches("error: ");
+    // "Usage: moonkale-service agent show <SESSION>" names the command.
+    let command: Vec<&str> = rendered
+        .lines()
+        .find_map(|l| l.strip_prefix("Usage: "))
+        .unwrap_or("moonkale-service")
+        .split_whitespace()
+        .take_while(|w| !w.starts_with(['[', '<', '-']) && !w.contains('|'))
+        .collect();
+    eprintln!(
+        "moonkale-service: {}; see `{} --help`",
+        printable::one_line(fault),
+        command.join(" ")
+    );
+    std::process::exit(2);
 }
 
 async fn run(cli: Cli) -> anyhow::Result<i32> {
@@ -395,6 +455,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{message}");
             Ok(0)
         }
+        Command::Doctor { workspace } => {
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let checks = doctor::run(&doctor::Env::from_process(), &root).await;
+            let (report, code) = doctor::render(&checks);
+            print!("{report}");
+            Ok(code)
+        }
         Command::Status { workspace, json } => {
             let info = running_service(workspace)?;
             let mut client =
@@ -412,7 +479,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let _ = client.request("shutdown", serde_json::Value::Null).await;
             let _ = client.notify("exit", serde_json::Value::Null).await;
             if json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
+                let json = serde_json::to_string_pretty(&status)?;
+                println!("{}", printable::json_for_terminal(&json));
             } else {
                 print!("{}", hub::render_status(&status));
             }
@@ -426,9 +494,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 fn running_service(workspace: Option<PathBuf>) -> anyhow::Result<runtime::ServiceInfo> {
     let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
     let files = RuntimeDir::from_env()?.workspace(&root);
-    Ok(files
-        .read_info()
-        .ok_or(Error::NotRunning { workspace: root })?)
+    match files.read_info() {
+        // An info file a killed service left behind names a dead socket.
+        Some(info) if std::os::unix::net::UnixStream::connect(&info.socket).is_ok() => Ok(info),
+        _ => Err(Error::NotRunning { workspace: root }.into()),
+    }
 }
 
 fn ide_config(disabled: bool) -> anyhow::Result<Option<IdeConfig>> {

@@ -30,12 +30,16 @@ pub struct RuntimeDir {
 impl RuntimeDir {
     /// The runtime directory from the environment, created if missing.
     pub fn from_env() -> Result<RuntimeDir> {
-        let base = std::env::var_os("XDG_RUNTIME_DIR")
+        RuntimeDir::at(RuntimeDir::path_from_env())
+    }
+
+    /// Where [`RuntimeDir::from_env`] puts the directory, without creating it.
+    pub fn path_from_env() -> PathBuf {
+        std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute() && p.is_dir())
             .map(|p| p.join("moonkale"))
-            .unwrap_or_else(|| std::env::temp_dir().join(format!("moonkale-{}", uid())));
-        RuntimeDir::at(base)
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("moonkale-{}", uid())))
     }
 
     /// Creates (0700) or checks the directory at `path`.

@@ -354,12 +354,14 @@ async fn accept_unix(listener: UnixListener, hub: HubHandle) {
         };
         let hub = hub.clone();
         tokio::spawn(async move {
+            let peer = crate::peer::unix(&stream);
             let (read, write) = stream.into_split();
             let cfg = ConnectionConfig {
                 transport: Transport::Unix,
                 token: None,
                 hubs: HubSelector::One(hub),
                 confine: None,
+                peer,
             };
             let ending = serve_connection(read, write, cfg).await;
             tracing::debug!(?ending, "unix connection ended");
@@ -389,6 +391,7 @@ async fn accept_tcp(listener: TcpListener, hubs: HubSelector, token: Arc<String>
             token: Some(token.clone()),
             hubs: hubs.clone(),
             confine: None,
+            peer: Some(format!("tcp {peer}")),
         };
         tokio::spawn(async move {
             let (read, write) = stream.into_split();
@@ -443,6 +446,7 @@ pub async fn run_stdio(
         token: None,
         hubs: HubSelector::One(hub),
         confine: None,
+        peer: Some(crate::peer::parent()),
     };
     let ending = serve_connection(stdio::stdin(), stdio::stdout(), cfg).await;
     let grace = agent

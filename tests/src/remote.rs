@@ -1,12 +1,13 @@
-//! A remote front-door client for the tests (tests/tests/remote.rs): JSON-RPC
-//! over a WebSocket to `moonkale-service serve --listen`, one message per
-//! text frame, with `Authorization: Bearer <token>`, plain or over TLS.
+//! A remote front-door client for the tests (tests/tests/remote.rs,
+//! cli.rs): JSON-RPC over a WebSocket to `moonkale-service serve --listen`,
+//! one message per text frame, with `Authorization: Bearer <token>`, plain
+//! or over TLS; raw upgrade attempts; a throwaway certificate.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -86,4 +87,94 @@ impl RemoteClient {
         self.notify("initialized", json!({})).await;
         result
     }
+}
+
+/// A certificate for localhost and 127.0.0.1 signed by a throwaway CA
+/// (openssl); the CA's certificate goes to `ca`, which clients trust.
+pub async fn make_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let path = |name: &str| dir.join(name);
+    let openssl = |args: Vec<String>| async move {
+        let out = tokio::process::Command::new("openssl")
+            .args(&args)
+            .output()
+            .await
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let s = |p: PathBuf| p.display().to_string();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ]
+    .map(String::from);
+    let mut ca = vec!["req".into(), "-x509".into()];
+    ca.extend(ec.clone());
+    ca.extend(["-days", "1", "-subj", "/CN=moonkale test CA", "-keyout"].map(String::from));
+    ca.extend([s(path("ca.key")), "-out".into(), s(path("ca.pem"))]);
+    openssl(ca).await;
+    let mut req = vec!["req".into()];
+    req.extend(ec);
+    req.extend(["-subj", "/CN=localhost", "-keyout"].map(String::from));
+    req.extend([s(path("key.pem")), "-out".into(), s(path("req.pem"))]);
+    openssl(req).await;
+    std::fs::write(
+        path("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n",
+    )
+    .unwrap();
+    let mut sign = vec![
+        "x509".into(),
+        "-req".into(),
+        "-in".into(),
+        s(path("req.pem")),
+    ];
+    sign.extend([
+        "-CA".into(),
+        s(path("ca.pem")),
+        "-CAkey".into(),
+        s(path("ca.key")),
+    ]);
+    sign.extend([
+        "-CAcreateserial".into(),
+        "-days".into(),
+        "1".into(),
+        "-extfile".into(),
+        s(path("ext.cnf")),
+    ]);
+    sign.extend(["-out".into(), s(path("cert.pem"))]);
+    openssl(sign).await;
+    (path("ca.pem"), path("cert.pem"), path("key.pem"))
+}
+
+/// Sends a raw upgrade request with `extra` header lines to `path`; the
+/// HTTP status of the answer.
+pub async fn upgrade_status(addr: &str, path: &str, extra: &str) -> u16 {
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(2).any(|w| w == b"\r\n") {
+        let n = tokio::time::timeout(crate::TIMEOUT, tcp.read(&mut buf))
+            .await
+            .expect("an answer")
+            .expect("read");
+        assert!(n > 0, "closed without an answer");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&answer);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {line:?}"))
 }

@@ -419,3 +419,116 @@ async fn follow_resumes_after_the_tunnel_drops() {
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "THROUGH\n");
 }
+
+/// Bytes a terminal acts on: OSC 52 (sets the clipboard), CSI (moves the
+/// cursor, clears the screen), BEL, and C1's one-byte CSI.
+const HOSTILE: &str = "\u{1b}]52;c;cHduZWQ=\u{7} \u{1b}[2J\u{1b}[1;31m \u{9b}0m \u{202e}";
+
+/// Panics if `out` holds any byte of a terminal escape, or lacks one of
+/// the visible forms in `shown` (so the escapes were there to be shown).
+fn assert_terminal_safe(what: &str, out: &[u8], shown: &[&str]) {
+    let text = String::from_utf8_lossy(out);
+    assert!(
+        !text.contains(['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}']),
+        "{what} printed a terminal escape: {text:?}"
+    );
+    for form in shown {
+        assert!(
+            text.contains(form),
+            "{what} did not show {form:?}: {text:?}"
+        );
+    }
+}
+
+/// What a transcript printer shows of [`HOSTILE`].
+const SHOWN: &[&str] = &["^[]52;c;cHduZWQ=^G", "^[[2J", "<U+009B>", "<U+202E>"];
+
+/// A session whose prompt and reply carry terminal escapes: `agent send`,
+/// `list`, `show` and `follow`, locally and through `connect`, print them
+/// as visible escapes and never as the bytes a terminal would act on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_text_reaches_the_terminal_without_escapes() {
+    let w = remote_world().await;
+    let addr = w.svc().info.remote.clone().expect("remote address");
+    let prompt = format!("say it {HOSTILE}");
+    w.fake
+        .set_script(Script::new().default_reply(Reply::text(format!("REPLY {HOSTILE} END"))));
+    let ws = w.sb.workspace.display().to_string();
+    let run = |args: Vec<String>| {
+        let mut cmd = w.command(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        cmd.current_dir(&w.sb.workspace);
+        async move {
+            tokio::time::timeout(Duration::from_secs(60), cmd.output())
+                .await
+                .expect("the command finished")
+                .expect("run moonkale-service")
+        }
+    };
+    let args = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    let sent = run(args(&["agent", "send", "--workspace", &ws, &prompt])).await;
+    assert!(
+        sent.status.success(),
+        "agent send: {}\n{}",
+        String::from_utf8_lossy(&sent.stderr),
+        w.diag().context()
+    );
+    assert_terminal_safe("agent send", &sent.stdout, SHOWN);
+    assert_terminal_safe("agent send (stderr)", &sent.stderr, &[]);
+    let session = String::from_utf8_lossy(&sent.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("session ").map(str::to_owned))
+        .expect("agent send names its session");
+
+    let commands: Vec<(&str, Vec<String>)> = vec![
+        ("agent list", args(&["agent", "list", "--workspace", &ws])),
+        (
+            "agent list --json",
+            args(&["agent", "list", "--json", "--workspace", &ws]),
+        ),
+        (
+            "agent show",
+            args(&["agent", "show", "--workspace", &ws, &session]),
+        ),
+        (
+            "agent follow",
+            args(&[
+                "agent",
+                "follow",
+                "--until-idle",
+                "--workspace",
+                &ws,
+                &session,
+            ]),
+        ),
+    ];
+    for (what, argv) in commands {
+        let out = run(argv).await;
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // A list shows the title (the prompt's start); JSON escapes it.
+        let shown = match what {
+            "agent list" => &["^[]52"][..],
+            "agent list --json" => &["\\u001b]52"][..],
+            _ => SHOWN,
+        };
+        assert_terminal_safe(what, &out.stdout, shown);
+    }
+    for (argv, shown) in [
+        (vec!["list"], &["^[]52"][..]),
+        (vec!["show", &session], SHOWN),
+        (vec!["follow", &session, "--until-idle"], SHOWN),
+    ] {
+        let out = connect_command(&addr, &argv).await;
+        let what = format!("connect {argv:?}");
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_terminal_safe(&what, &out.stdout, shown);
+    }
+}

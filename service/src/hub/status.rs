@@ -102,9 +102,11 @@ fn ser_line_col<S: serde::Serializer>(p: &LineCol, s: S) -> Result<S::Ok, S::Err
     st.end()
 }
 
-/// Renders a `moonkale/status` answer (as JSON) for people.
+/// Renders a `moonkale/status` answer (as JSON) for people. Every string
+/// in it came from an editor or the file system: each is printed on one
+/// line without control sequences ([`crate::printable::one_line`]).
 pub fn render(status: &serde_json::Value) -> String {
-    let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_owned();
+    let s = |v: &serde_json::Value| crate::printable::one_line(v.as_str().unwrap_or("?"));
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -138,7 +140,7 @@ pub fn render(status: &serde_json::Value) -> String {
     for ed in &editors {
         let version = ed["clientVersion"]
             .as_str()
-            .map(|v| format!(" {v}"))
+            .map(|v| format!(" {}", crate::printable::one_line(v)))
             .unwrap_or_default();
         let active = if ed["active"].as_bool() == Some(true) {
             "  [active]"

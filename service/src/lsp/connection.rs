@@ -48,6 +48,9 @@ pub struct ConnectionConfig {
     /// Remote clients: every `file:` URI they send must name a path inside
     /// this folder (`MOONKALE_ROOT`), else the message is refused.
     pub confine: Option<Arc<PathBuf>>,
+    /// What the service knows of the other end ([`crate::peer`]): the
+    /// editor's name when its `initialize` has no `clientInfo`.
+    pub peer: Option<String>,
 }
 
 /// How a connection ended.
@@ -377,6 +380,7 @@ impl Connection {
             client_name: params
                 .pointer("/clientInfo/name")
                 .and_then(Value::as_str)
+                .or(self.cfg.peer.as_deref())
                 .unwrap_or("unknown")
                 .chars()
                 .take(100)
@@ -554,6 +558,7 @@ mod tests {
                 token: None,
                 hubs: HubSelector::One(hub),
                 confine: None,
+                peer: None,
             };
             let task = tokio::spawn(serve_connection(their_read, their_write, cfg));
             let (read, write) = tokio::io::split(ours);

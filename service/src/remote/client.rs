@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::lsp::framing::{FrameReader, write_frame};
 
 pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
@@ -31,43 +31,35 @@ pub struct RemoteTarget {
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
-/// Connects and returns the two ends of an LSP-framed stream.
+/// How long reaching the service (TCP, TLS, upgrade) may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Connects and returns the two ends of an LSP-framed stream. Every failure
+/// is an [`Error::Connect`] or [`Error::Invalid`] sentence saying what
+/// happened and what to do.
 pub async fn connect(target: &RemoteTarget) -> Result<(BoxRead, BoxWrite)> {
-    let url = lsp_types::Url::parse(&target.url)
-        .map_err(|e| Error::Invalid(format!("{}: {e}", target.url)))?;
-    let host = url
-        .host_str()
-        .ok_or_else(|| Error::Invalid(format!("{}: no host", target.url)))?
-        .to_owned();
+    let bad_url = |why: &str| {
+        Error::Invalid(format!(
+            "{}: {why}; the URL must look like ws://host:port/ or wss://host:port/",
+            target.url
+        ))
+    };
+    let url = lsp_types::Url::parse(&target.url).map_err(|e| bad_url(&e.to_string()))?;
+    if !matches!(url.scheme(), "ws" | "wss") {
+        return Err(bad_url("not a WebSocket URL"));
+    }
+    let host = url.host_str().ok_or_else(|| bad_url("no host"))?.to_owned();
     let port = url
         .port_or_known_default()
-        .ok_or_else(|| Error::Invalid(format!("{}: no port", target.url)))?;
-    let tcp = TcpStream::connect((host.as_str(), port))
+        .ok_or_else(|| bad_url("no port"))?;
+    let ws = tokio::time::timeout(CONNECT_TIMEOUT, handshake(target, &url, &host, port))
         .await
-        .context(|| format!("connecting to {host}:{port}"))?;
-    let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn Io> = match url.scheme() {
-        "ws" => Box::new(tcp),
-        "wss" => Box::new(tls(target, &host, tcp).await?),
-        other => {
-            return Err(Error::Invalid(format!(
-                "{other}: the URL must start with ws:// or wss://"
-            )));
-        }
-    };
-    let mut req = target
-        .url
-        .as_str()
-        .into_client_request()
-        .map_err(|e| Error::Invalid(format!("{}: {e}", target.url)))?;
-    let bearer = format!("Bearer {}", target.token)
-        .parse()
-        .map_err(|_| Error::Invalid("the token is not a valid header value".into()))?;
-    req.headers_mut().insert("Authorization", bearer);
-    let (ws, _) = tokio_tungstenite::client_async(req, stream)
-        .await
-        .map_err(|e| Error::Invalid(format!("connecting to {}: {e}", target.url)))?;
-
+        .map_err(|_| {
+            Error::Connect(format!(
+                "{host}:{port} did not answer within {} s: check the URL and the network",
+                CONNECT_TIMEOUT.as_secs()
+            ))
+        })??;
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (theirs_read, mut theirs_write) = tokio::io::split(theirs);
     let (mut to_service, mut from_service) = ws.split();
@@ -107,6 +99,81 @@ pub async fn connect(target: &RemoteTarget) -> Result<(BoxRead, BoxWrite)> {
     Ok((Box::new(read), Box::new(write)))
 }
 
+type Ws = tokio_tungstenite::WebSocketStream<Box<dyn Io>>;
+
+/// TCP, TLS for `wss://`, and the upgrade with the bearer token.
+async fn handshake(
+    target: &RemoteTarget,
+    url: &lsp_types::Url,
+    host: &str,
+    port: u16,
+) -> Result<Ws> {
+    let tcp = TcpStream::connect((host, port)).await.map_err(|e| {
+        Error::Connect(match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => format!(
+                "nothing listens at {host}:{port} (connection refused): check the URL, and that \
+                 `moonkale-service serve --listen` runs there"
+            ),
+            _ => format!("cannot reach {host}:{port} ({e}): check the URL and the network"),
+        })
+    })?;
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Io> = if url.scheme() == "wss" {
+        Box::new(tls(target, host, tcp).await?)
+    } else {
+        Box::new(tcp)
+    };
+    let mut req = target
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| Error::Invalid(format!("{}: {e}", target.url)))?;
+    let bearer = format!("Bearer {}", target.token)
+        .parse()
+        .map_err(|_| Error::Invalid("the token is not a valid header value".into()))?;
+    req.headers_mut().insert("Authorization", bearer);
+    match tokio_tungstenite::client_async(req, stream).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let status = response.status().as_u16();
+            let reason = response
+                .body()
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default()
+                .chars()
+                .take(200)
+                .collect::<String>();
+            Err(Error::Connect(refused(&target.url, status, reason.trim())))
+        }
+        Err(e) => Err(Error::Connect(format!(
+            "{} did not accept a WebSocket ({e}): check that the URL names `moonkale-service \
+             serve --listen`, and wss:// if it uses TLS",
+            target.url
+        ))),
+    }
+}
+
+/// The sentence for an HTTP refusal of the upgrade.
+fn refused(url: &str, status: u16, reason: &str) -> String {
+    let said = if reason.is_empty() {
+        format!("{status}")
+    } else {
+        format!("{status}: {reason}")
+    };
+    match status {
+        401 => format!(
+            "{url} refused the token ({said}): set MOONKALE_TOKEN or --token-file to the \
+             service's token"
+        ),
+        429 => format!(
+            "{url} is slowing down failed attempts from this address ({said}): check the token, \
+             then try again in a minute"
+        ),
+        _ => format!("{url} refused the connection ({said}): check the URL"),
+    }
+}
+
 async fn tls(
     target: &RemoteTarget,
     host: &str,
@@ -117,7 +184,12 @@ async fn tls(
     let ca = target.ca.as_ref().ok_or_else(|| {
         Error::Invalid("wss:// needs --ca FILE: the certificate the service uses, or its CA".into())
     })?;
-    let bad = |e: &dyn std::fmt::Display| Error::Invalid(format!("reading {}: {e}", ca.display()));
+    let bad = |e: &dyn std::fmt::Display| {
+        Error::Invalid(format!(
+            "reading {}: {e}; --ca must be a PEM certificate",
+            ca.display()
+        ))
+    };
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(ca).map_err(|e| bad(&e))? {
         roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
@@ -134,5 +206,10 @@ async fn tls(
     tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
-        .context(|| format!("TLS with {host}"))
+        .map_err(|e| {
+            Error::Connect(format!(
+                "TLS with {host} failed ({e}): pass --ca with the certificate the service uses \
+                 (or its CA), and a host name that certificate names"
+            ))
+        })
 }

@@ -6,7 +6,7 @@
 //!
 //! A connection goes: TCP accept (at most [`RemoteLimits::max_pre_auth`] in
 //! their handshake at once, each with a deadline), TLS when configured, the
-//! request head decided by [`auth`] (throttled per address), the WebSocket
+//! request head decided by [`auth`] (failures slowed per address), the WebSocket
 //! upgrade, and then a bridge to [`serve_connection`] over an in-memory pipe:
 //! text frames in become LSP frames, LSP frames out become text frames.
 //!
@@ -175,7 +175,8 @@ pub fn token_from(env: Option<String>, file: Option<&Path>) -> Result<String> {
     let token = token.trim().to_owned();
     if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(Error::Invalid(format!(
-            "the token must be at least {MIN_TOKEN_LEN} printable characters without spaces"
+            "the token ({TOKEN_ENV}, else the first line of --token-file) must be at least \
+             {MIN_TOKEN_LEN} printable characters without spaces"
         )));
     }
     Ok(token)
@@ -276,9 +277,28 @@ pub async fn accept_loop(listener: TcpListener, cfg: RemoteConfig, hubs: HubSele
                 return;
             };
             tracing::info!(%peer, "remote client connected");
-            bridge(ws, &shared).await;
+            bridge(ws, peer, &shared).await;
             tracing::info!(%peer, "remote client gone");
         });
+    }
+}
+
+fn lock(throttle: &Mutex<auth::Throttle>) -> std::sync::MutexGuard<'_, auth::Throttle> {
+    // The throttle holds counts only: a panic elsewhere leaves them usable.
+    throttle
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A slowed attempt that waits; dropping it ends the wait in the throttle.
+struct Waiting<'a> {
+    throttle: &'a Mutex<auth::Throttle>,
+    ip: std::net::IpAddr,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(self.throttle).done_waiting(self.ip);
     }
 }
 
@@ -308,24 +328,26 @@ async fn handshake(stream: TcpStream, peer: SocketAddr, shared: &Shared) -> Opti
             return None;
         }
     };
-    let now = std::time::Instant::now();
-    let verdict = if shared
-        .throttle
-        .lock()
-        .expect("throttle")
-        .allows(peer.ip(), now)
-    {
-        handshake::parse_head(&head[..head_len]).and_then(|h| auth::decide(&h, &shared.token))
-    } else {
-        Err(auth::THROTTLED)
-    };
-    if let Err(refusal) = verdict {
+    let verdict =
+        handshake::parse_head(&head[..head_len]).and_then(|h| auth::decide(&h, &shared.token));
+    if let Err(mut refusal) = verdict {
         if refusal.status == 401 {
-            shared
-                .throttle
-                .lock()
-                .expect("throttle")
-                .failed(peer.ip(), now);
+            let now = std::time::Instant::now();
+            let slowed = lock(&shared.throttle).failed(peer.ip(), now);
+            match slowed {
+                auth::Slowed::Throttled => refusal = auth::THROTTLED,
+                auth::Slowed::After(delay) if delay.is_zero() => {}
+                auth::Slowed::After(delay) => {
+                    // Counted as waiting until answered, or until the
+                    // handshake deadline drops this future.
+                    let _waiting = Waiting {
+                        throttle: &shared.throttle,
+                        ip: peer.ip(),
+                    };
+                    let deadline = shared.limits.handshake_timeout / 2;
+                    tokio::time::sleep(delay.min(deadline)).await;
+                }
+            }
         }
         // Neither the presented token nor ours is logged.
         tracing::warn!(%peer, status = refusal.status, "refused a remote client: {}", refusal.reason);
@@ -349,7 +371,7 @@ async fn handshake(stream: TcpStream, peer: SocketAddr, shared: &Shared) -> Opti
 
 /// Runs one remote client: its text frames feed [`serve_connection`] as LSP
 /// frames over an in-memory pipe, whose output goes back as text frames.
-async fn bridge(ws: Ws, shared: &Shared) {
+async fn bridge(ws: Ws, peer: SocketAddr, shared: &Shared) {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (their_read, their_write) = tokio::io::split(theirs);
     let cfg = ConnectionConfig {
@@ -358,6 +380,7 @@ async fn bridge(ws: Ws, shared: &Shared) {
         token: None,
         hubs: shared.hubs.clone(),
         confine: Some(shared.root.clone()),
+        peer: Some(format!("remote {peer}")),
     };
     let connection = tokio::spawn(serve_connection(their_read, their_write, cfg));
     let (our_read, mut our_write) = tokio::io::split(ours);

@@ -217,7 +217,7 @@ async fn editors_soak() {
 
 /// Security.md 56a: 10 000 wrong-token upgrades from 200 parallel clients
 /// over 60 s while a client with the right token stays connected and another connects
-/// every 50 ms (from another loopback address than the flood).
+/// every 50 ms, from the flood's own address (as behind an SSH tunnel).
 async fn bad_token_flood() {
     let r = moonkale_tests::load::bad_token_flood(10_000, 200, Duration::from_secs(60)).await;
     println!("\n## Bad-token flood on the remote front door (10 000 attempts, 200 clients, 60 s)");
@@ -230,7 +230,7 @@ async fn bad_token_flood() {
         r.errors
     );
     println!(
-        "refusal time: p99 {:.2} ms, max {:.2} ms (goal: every refusal within 10 ms)",
+        "refusal time: p99 {:.2} ms, max {:.2} ms (goal: slowed refusals within 2 s, by design)",
         r.refusal_p99_ms, r.refusal_max_ms
     );
     println!(

@@ -1,0 +1,466 @@
+//! `moonkale-service doctor`: what a first run needs, checked one line at a
+//! time, each `ok` or what to do. Required checks (the `claude` CLI, a
+//! login, the lock and runtime directories, the shim) decide the exit code;
+//! the editor recipes and a running service are reported for information.
+//!
+//! It only looks: nothing is created or changed, no secret is read beyond
+//! whether it is there, and every program it runs (`--version`) has a
+//! deadline. Whatever it prints of files or programs goes through
+//! [`one_line`].
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::printable::one_line;
+use crate::runtime::{self, RuntimeDir};
+
+/// How long a program may take to say its version.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One line of the report.
+pub struct Check {
+    pub name: &'static str,
+    /// A failed required check makes `doctor` exit 1.
+    pub required: bool,
+    /// `Ok(what was found)` or `Err(what is wrong and what to do)`.
+    pub outcome: Result<String, String>,
+}
+
+impl Check {
+    fn required(name: &'static str, outcome: Result<String, String>) -> Check {
+        Check {
+            name,
+            required: true,
+            outcome,
+        }
+    }
+
+    fn optional(name: &'static str, outcome: Result<String, String>) -> Check {
+        Check {
+            name,
+            required: false,
+            outcome,
+        }
+    }
+}
+
+/// What the checks read from the environment.
+pub struct Env {
+    pub home: Option<PathBuf>,
+    pub path: Option<OsString>,
+    pub claude_config_dir: Option<PathBuf>,
+    pub claude_bin: Option<PathBuf>,
+    pub service_bin: Option<PathBuf>,
+    pub api_key_set: bool,
+    pub xdg_config_home: Option<PathBuf>,
+}
+
+impl Env {
+    pub fn from_process() -> Env {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        Env {
+            home: var("HOME").map(PathBuf::from),
+            path: var("PATH"),
+            claude_config_dir: var("CLAUDE_CONFIG_DIR").map(PathBuf::from),
+            claude_bin: var("MOONKALE_CLAUDE_BIN").map(PathBuf::from),
+            service_bin: var("MOONKALE_SERVICE_BIN").map(PathBuf::from),
+            api_key_set: var("ANTHROPIC_API_KEY").is_some(),
+            xdg_config_home: var("XDG_CONFIG_HOME").map(PathBuf::from),
+        }
+    }
+
+    /// `~/.claude`, or `$CLAUDE_CONFIG_DIR`.
+    fn claude_dir(&self) -> Option<PathBuf> {
+        self.claude_config_dir
+            .clone()
+            .or_else(|| self.home.as_ref().map(|h| h.join(".claude")))
+    }
+
+    /// The first executable `name` on an absolute `PATH` entry.
+    fn on_path(&self, name: &str) -> Option<PathBuf> {
+        std::env::split_paths(self.path.as_deref()?)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(name))
+            .find(|p| is_executable(p))
+    }
+}
+
+/// Every check, in the order they are printed.
+pub async fn run(env: &Env, workspace: &Path) -> Vec<Check> {
+    vec![
+        Check::required("claude", claude(env, workspace).await),
+        Check::required("login", login(env)),
+        Check::required("lock dir", lock_dir(env)),
+        Check::required("runtime dir", runtime_dir()),
+        Check::required("moonkale-shim", shim(env)),
+        Check::optional("neovim", neovim(env).await),
+        Check::optional("helix", helix(env).await),
+        Check::optional("vs code", vscode(env)),
+        Check::optional("service", service(workspace)),
+    ]
+}
+
+/// The report and the exit code: 0 when no required check failed, else 1.
+pub fn render(checks: &[Check]) -> (String, i32) {
+    let mut out = String::new();
+    let mut failed = 0;
+    for check in checks {
+        let (mark, text) = match &check.outcome {
+            Ok(found) => ("ok  ", found),
+            Err(todo) if check.required => {
+                failed += 1;
+                ("FAIL", todo)
+            }
+            Err(todo) => ("--  ", todo),
+        };
+        let _ = writeln!(out, "{mark}  {:<14} {}", check.name, one_line(text));
+    }
+    if failed == 0 {
+        out += "everything a first run needs is in place\n";
+        (out, 0)
+    } else {
+        let _ = writeln!(
+            out,
+            "{failed} required check(s) failed: do what the FAIL lines say, then run doctor again"
+        );
+        (out, 1)
+    }
+}
+
+async fn claude(env: &Env, workspace: &Path) -> Result<String, String> {
+    // The same discovery as the agent's sessions.
+    let bin =
+        moonkale_claude::binary::find(env.claude_bin.as_deref(), env.path.as_deref(), workspace)
+            .map_err(|e| match e {
+                moonkale_claude::Error::NotFound { looked } => format!(
+                    "claude is not on PATH ({looked}; entries inside the workspace do not count): \
+             install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set \
+             MOONKALE_CLAUDE_BIN to it"
+                ),
+                e => format!("{e}: fix MOONKALE_CLAUDE_BIN"),
+            })?;
+    let version = version_of(&bin, &["--version"]).await.map_err(|e| {
+        format!(
+            "{} does not run ({e}): reinstall Claude Code",
+            bin.display()
+        )
+    })?;
+    Ok(format!("{version} at {}", bin.display()))
+}
+
+fn login(env: &Env) -> Result<String, String> {
+    let claude_dir = env.claude_dir();
+    let credentials = claude_dir.as_ref().map(|d| d.join(".credentials.json"));
+    if let Some(file) = credentials.filter(|f| f.is_file()) {
+        return Ok(format!("Claude Code credentials in {}", file.display()));
+    }
+    // The CLI's global config holds the OAuth account once logged in.
+    let configs = [
+        env.claude_config_dir
+            .as_ref()
+            .map(|d| d.join(".claude.json")),
+        env.home.as_ref().map(|h| h.join(".claude.json")),
+    ];
+    for config in configs.into_iter().flatten() {
+        if read_json(&config).is_some_and(|v| v["oauthAccount"].is_object()) {
+            return Ok(format!("a Claude Code account in {}", config.display()));
+        }
+    }
+    let settings = claude_dir.map(|d| d.join("settings.json"));
+    if let Some(settings) = settings
+        && read_json(&settings).is_some_and(|v| v["apiKeyHelper"].is_string())
+    {
+        return Ok(format!("an apiKeyHelper in {}", settings.display()));
+    }
+    if env.api_key_set {
+        return Ok(
+            "ANTHROPIC_API_KEY is set (for `moonkale-service claude`; agent sessions \
+                   use your `claude` login, never the variable)"
+                .into(),
+        );
+    }
+    Err(
+        "no Claude Code login found: run `claude` once and log in (or set \
+         ANTHROPIC_API_KEY)"
+            .into(),
+    )
+}
+
+fn lock_dir(env: &Env) -> Result<String, String> {
+    let dir = match &env.claude_config_dir {
+        Some(d) => d.join("ide"),
+        None => env
+            .home
+            .as_ref()
+            .ok_or("HOME is not set: set it (Claude Code finds its IDEs under ~/.claude/ide)")?
+            .join(".claude/ide"),
+    };
+    match std::fs::symlink_metadata(&dir) {
+        Ok(meta) if meta.is_dir() => {
+            if meta.uid() != runtime::uid() {
+                Err(format!(
+                    "{} belongs to another user: remove it (the service recreates it)",
+                    dir.display()
+                ))
+            } else if !writable(&dir) {
+                Err(format!(
+                    "{} is not writable: run `chmod u+w {}`",
+                    dir.display(),
+                    dir.display()
+                ))
+            } else {
+                Ok(format!("{} is writable", dir.display()))
+            }
+        }
+        Ok(_) => Err(format!(
+            "{} is not a folder: remove it (the service creates the folder)",
+            dir.display()
+        )),
+        Err(_) => {
+            // Created by the first `serve`: the nearest existing parent must
+            // let us.
+            let parent = dir.ancestors().skip(1).find(|p| p.exists());
+            match parent {
+                Some(p) if writable(p) => Ok(format!(
+                    "{} will be created by the first serve",
+                    dir.display()
+                )),
+                _ => Err(format!(
+                    "{} cannot be created: make its parent writable, or set CLAUDE_CONFIG_DIR",
+                    dir.display()
+                )),
+            }
+        }
+    }
+}
+
+fn runtime_dir() -> Result<String, String> {
+    let dir = RuntimeDir::path_from_env();
+    let shown = dir.display();
+    match std::fs::symlink_metadata(&dir) {
+        Ok(meta) if !meta.is_dir() => Err(format!(
+            "{shown} is not a folder (a symlink or a file is in its place): remove it"
+        )),
+        Ok(meta) if meta.uid() != runtime::uid() => Err(format!(
+            "{shown} belongs to another user: set XDG_RUNTIME_DIR to a folder of yours"
+        )),
+        Ok(meta) if meta.mode() & 0o077 != 0 => Err(format!(
+            "{shown} is mode {:04o}: run `chmod 700 {shown}`",
+            meta.mode() & 0o7777
+        )),
+        Ok(_) if !writable(&dir) => {
+            Err(format!("{shown} is not writable: run `chmod 700 {shown}`"))
+        }
+        Ok(_) => Ok(format!("{shown} is private (0700, ours)")),
+        Err(_) => match dir.parent() {
+            Some(p) if writable(p) => {
+                Ok(format!("{shown} will be created (0700) by the first serve"))
+            }
+            _ => Err(format!(
+                "{shown} cannot be created: set XDG_RUNTIME_DIR to a folder of yours"
+            )),
+        },
+    }
+}
+
+fn shim(env: &Env) -> Result<String, String> {
+    let shim = env.on_path("moonkale-shim").ok_or(
+        "moonkale-shim is not on PATH: `cargo install --path editor-shim`, and put ~/.cargo/bin \
+         on PATH",
+    )?;
+    // The shim starts $MOONKALE_SERVICE_BIN, else the service next to its
+    // own executable (links resolved), else the one on PATH.
+    let real = std::fs::canonicalize(&shim).unwrap_or_else(|_| shim.clone());
+    let found = env.service_bin.as_deref().is_some_and(is_executable)
+        || is_executable(&real.with_file_name("moonkale-service"))
+        || env.on_path("moonkale-service").is_some();
+    if !found {
+        return Err(format!(
+            "{} cannot start the service: `cargo install --path service` (or set \
+             MOONKALE_SERVICE_BIN)",
+            shim.display()
+        ));
+    }
+    Ok(format!("{}", shim.display()))
+}
+
+async fn neovim(env: &Env) -> Result<String, String> {
+    let nvim = env
+        .on_path("nvim")
+        .ok_or("nvim is not on PATH (the Neovim recipe needs 0.10+)")?;
+    let version = version_of(&nvim, &["--version"])
+        .await
+        .map_err(|e| format!("{} does not run: {e}", nvim.display()))?;
+    let numbers: Vec<u32> = version
+        .trim_start_matches("NVIM v")
+        .split(['.', '-'])
+        .take(2)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    if numbers.len() == 2 && (numbers[0], numbers[1]) < (0, 10) {
+        return Err(format!("{version}: the plugin needs Neovim 0.10+"));
+    }
+    // Whether the user's configuration puts the plugin on the runtimepath.
+    let probe =
+        "lua io.stdout:write(#vim.api.nvim_get_runtime_file('lua/moonkale/init.lua', false))";
+    let found = version_of(&nvim, &["--headless", "-c", probe, "-c", "qa!"]).await;
+    match found.as_deref() {
+        Ok("0") | Ok("") => Err(format!(
+            "{version}, but the plugin is not on its runtimepath: install editors/neovim \
+             (see editors/neovim/README.md)"
+        )),
+        Ok(_) => Ok(format!("{version} with the moonkale plugin")),
+        Err(e) => Err(format!("{version}; could not ask it for the plugin: {e}")),
+    }
+}
+
+async fn helix(env: &Env) -> Result<String, String> {
+    let hx = env
+        .on_path("hx")
+        .ok_or("hx is not on PATH (the Helix recipe)")?;
+    let version = version_of(&hx, &["--version"])
+        .await
+        .map_err(|e| format!("{} does not run: {e}", hx.display()))?;
+    let config = env
+        .xdg_config_home
+        .clone()
+        .or_else(|| env.home.as_ref().map(|h| h.join(".config")))
+        .map(|c| c.join("helix/languages.toml"));
+    let wired = config.as_ref().is_some_and(|c| {
+        std::fs::read_to_string(c).is_ok_and(|text| text.contains("moonkale-shim"))
+    });
+    if wired {
+        Ok(format!("{version}; languages.toml runs moonkale-shim"))
+    } else {
+        Err(format!(
+            "{version}, but no languages.toml names moonkale-shim: add the Helix recipe of \
+             README.md"
+        ))
+    }
+}
+
+fn vscode(env: &Env) -> Result<String, String> {
+    let editor = ["code", "code-server"]
+        .into_iter()
+        .find(|name| env.on_path(name).is_some())
+        .ok_or("neither code nor code-server is on PATH (the VS Code recipe)")?;
+    let home = env.home.as_ref().ok_or("HOME is not set")?;
+    let folders = [".vscode/extensions", ".local/share/code-server/extensions"];
+    let installed = folders.iter().find_map(|folder| {
+        std::fs::read_dir(home.join(folder))
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("moonkale.moonkale-vscode"))
+                    // A link to a folder that is gone is not an extension.
+                    && p.join("package.json").is_file()
+            })
+    });
+    match installed {
+        Some(path) => Ok(format!("{editor}; the extension is in {}", path.display())),
+        None => Err(format!(
+            "{editor}, but the moonkale extension is not installed: follow the VS Code recipe \
+             of README.md"
+        )),
+    }
+}
+
+fn service(workspace: &Path) -> Result<String, String> {
+    let not_running = || {
+        format!(
+            "no service runs for {}: an editor's moonkale-shim starts one, or run \
+             `moonkale-service serve --workspace {}`",
+            workspace.display(),
+            workspace.display()
+        )
+    };
+    if !RuntimeDir::path_from_env().is_dir() {
+        return Err(not_running());
+    }
+    let files = RuntimeDir::from_env()
+        .map_err(|e| e.to_string())?
+        .workspace(workspace);
+    match files.read_info() {
+        Some(info) if std::os::unix::net::UnixStream::connect(&info.socket).is_ok() => {
+            let ide = info
+                .ide_port
+                .map(|p| format!(", Claude Code IDE on port {p}"))
+                .unwrap_or_default();
+            Ok(format!(
+                "running for {} (pid {}{ide})",
+                workspace.display(),
+                info.pid
+            ))
+        }
+        _ => Err(not_running()),
+    }
+}
+
+/// The first line a program prints for `args`, within [`VERSION_TIMEOUT`].
+async fn version_of(program: &Path, args: &[&str]) -> Result<String, String> {
+    let run = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(VERSION_TIMEOUT, run)
+        .await
+        .map_err(|_| format!("no answer within {} s", VERSION_TIMEOUT.as_secs()))?
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("it exited with {}", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(one_line(text.lines().next().unwrap_or_default().trim()))
+}
+
+fn read_json(path: &Path) -> Option<serde_json::Value> {
+    // A config file, not a log: anything bigger is not what we look for.
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.len() > 16 << 20 {
+        return None;
+    }
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_required_check_fails_the_report() {
+        let checks = [
+            Check::required("claude", Ok("2.1.332 (Claude Code) at /bin/claude".into())),
+            Check::optional("helix", Err("hx is not on PATH".into())),
+        ];
+        let (text, code) = render(&checks);
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("--    helix"), "{text}");
+        let checks = [Check::required("login", Err("no login\x1b[2J".into()))];
+        let (text, code) = render(&checks);
+        assert_eq!(code, 1);
+        assert!(
+            text.starts_with("FAIL  login          no login^[[2J\n"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,492 @@
+//! The command line as a user meets it: every failure is one line saying
+//! what happened and what to do, never a backtrace; editors that do not
+//! name themselves are named after their process; `doctor` says what a
+//! first run needs.
+
+mod support;
+
+use std::process::{Output, Stdio};
+
+use moonkale_tests::remote::{TOKEN, make_certificate, upgrade_status};
+use moonkale_tests::{RawLsp, Sandbox, TIMEOUT, wait_until};
+use serde_json::{Value, json};
+
+const WRONG: &str = "wrong-token-that-is-long-enough-0123456789";
+
+/// Runs `moonkale-service args…` in the sandbox with RUST_BACKTRACE=1.
+async fn run(sb: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = sb.command("moonkale-service");
+    cmd.args(args)
+        .env("RUST_BACKTRACE", "1")
+        .env_remove("MOONKALE_TOKEN")
+        .envs(env.iter().copied());
+    tokio::time::timeout(TIMEOUT, cmd.output())
+        .await
+        .expect("it exits")
+        .expect("run moonkale-service")
+}
+
+/// The command failed with one line on stderr that contains every one of
+/// `words`, and no backtrace.
+fn assert_one_line_error(out: &Output, case: &str, words: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{case}: exit 0: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{case}: not one line: {stderr}");
+    assert!(stderr.starts_with("moonkale-service: "), "{case}: {stderr}");
+    for word in words {
+        assert!(stderr.contains(word), "{case}: no {word:?} in {stderr}");
+    }
+    assert!(
+        !stderr.contains("Stack backtrace") && !stderr.contains("   0:"),
+        "{case}: a backtrace: {stderr}"
+    );
+    assert!(!stderr.contains(TOKEN), "{case}: the token was printed");
+}
+
+/// A remote service on the sandbox's workspace; its address.
+async fn remote(sb: &Sandbox, extra: &[&str]) -> (moonkale_tests::Service, String) {
+    let root = sb.workspace.to_str().expect("UTF-8").to_owned();
+    let mut args = vec!["--no-claude-ide", "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let svc = sb
+        .start_service_with_env(
+            &args,
+            &[("MOONKALE_ROOT", &root), ("MOONKALE_TOKEN", TOKEN)],
+        )
+        .await;
+    let addr = svc.info.remote.clone().expect("remote address");
+    (svc, addr)
+}
+
+/// One raw upgrade with a wrong token; its HTTP status.
+async fn wrong_attempt(addr: String) -> u16 {
+    upgrade_status(&addr, "/", &format!("Authorization: Bearer {WRONG}\r\n")).await
+}
+
+/// `connect` with a wrong token, while throttled, against a port nobody
+/// listens on, over TLS with a certificate it does not trust, to a host that
+/// does not exist; `agent` with no service running; a bad argument: each is
+/// one line with the words that say what to do.
+#[tokio::test]
+async fn cli_errors_are_one_line_without_a_backtrace() {
+    let sb = Sandbox::new();
+    let (_svc, addr) = remote(&sb, &[]).await;
+    let url = format!("ws://{addr}/");
+
+    let out = run(
+        &sb,
+        &["connect", &url, "list"],
+        &[("MOONKALE_TOKEN", WRONG)],
+    )
+    .await;
+    assert_one_line_error(
+        &out,
+        "wrong token",
+        &["refused the token", "MOONKALE_TOKEN"],
+    );
+
+    // Keep the slowed attempts' slots full (each waits up to 2 s; more are
+    // answered 429 at once) while the command tries.
+    let flood = {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            let mut slots = tokio::task::JoinSet::new();
+            loop {
+                while slots.len() < 12 {
+                    slots.spawn(wrong_attempt(addr.clone()));
+                }
+                slots.join_next().await;
+            }
+        })
+    };
+    // A command that started between a slot's end and the next attempt gets
+    // a (slowed) 401: a few tries find the throttle.
+    let mut tries = Vec::new();
+    for _ in 0..5 {
+        let out = run(
+            &sb,
+            &["connect", &url, "list"],
+            &[("MOONKALE_TOKEN", WRONG)],
+        )
+        .await;
+        let throttled = String::from_utf8_lossy(&out.stderr).contains("429");
+        tries.push(out);
+        if throttled {
+            break;
+        }
+    }
+    flood.abort();
+    for out in &tries[..tries.len() - 1] {
+        assert_one_line_error(out, "slowed", &["refused the token"]);
+    }
+    let out = tries.last().expect("a try");
+    assert_one_line_error(out, "throttled", &["429", "try again in a minute"]);
+    // The right token is not affected.
+    let out = run(
+        &sb,
+        &["connect", &url, "list"],
+        &[("MOONKALE_TOKEN", TOKEN)],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = free.local_addr().expect("address").port();
+    drop(free);
+    let nobody = format!("ws://127.0.0.1:{port}/");
+    let out = run(
+        &sb,
+        &["connect", &nobody, "list"],
+        &[("MOONKALE_TOKEN", TOKEN)],
+    )
+    .await;
+    assert_one_line_error(&out, "refused", &["connection refused", "serve --listen"]);
+
+    let out = run(
+        &sb,
+        &["connect", "ws://nonexistent.invalid:7000/", "list"],
+        &[("MOONKALE_TOKEN", TOKEN)],
+    )
+    .await;
+    assert_one_line_error(&out, "unreachable", &["cannot reach", "check the URL"]);
+
+    let tls_dir = sb.root.join("tls");
+    let other_dir = sb.root.join("other-ca");
+    std::fs::create_dir_all(&tls_dir).unwrap();
+    std::fs::create_dir_all(&other_dir).unwrap();
+    let (_, cert, key) = make_certificate(&tls_dir).await;
+    let (other_ca, _, _) = make_certificate(&other_dir).await;
+    let tls_sb = Sandbox::new();
+    let tls_args = [
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    let (_tls_svc, tls_addr) = remote(&tls_sb, &tls_args).await;
+    let port = tls_addr.rsplit(':').next().unwrap();
+    let wss = format!("wss://localhost:{port}/");
+    let out = run(
+        &sb,
+        &["connect", &wss, "--ca", other_ca.to_str().unwrap(), "list"],
+        &[("MOONKALE_TOKEN", TOKEN)],
+    )
+    .await;
+    assert_one_line_error(&out, "TLS", &["TLS with localhost failed", "--ca"]);
+
+    let ws = sb.root.join("no-service");
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = run(
+        &sb,
+        &["agent", "--workspace", ws.to_str().unwrap(), "list"],
+        &[],
+    )
+    .await;
+    assert_one_line_error(
+        &out,
+        "no service",
+        &[
+            "no moonkale-service runs for",
+            "moonkale-service serve --workspace",
+        ],
+    );
+
+    let out = run(&sb, &["status", "--bogus"], &[]).await;
+    assert_one_line_error(&out, "bad argument", &["'--bogus'", "status --help"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&sb, &["agent", "show"], &[]).await;
+    assert_one_line_error(&out, "missing argument", &["<SESSION>", "--help"]);
+}
+
+/// `initialize` without `clientInfo`, as some editors send it.
+async fn initialize_anonymously(c: &mut RawLsp) {
+    c.call("initialize", json!({"processId": null, "capabilities": {}}))
+        .await;
+    c.notify("initialized", json!({})).await;
+}
+
+/// This test process's name as /proc shows it (what the service reads).
+fn own_comm() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .expect("comm")
+        .trim_end()
+        .to_owned()
+}
+
+/// Editors that send no `clientInfo` are named from their connection: the
+/// peer process on the unix socket, the editor above moonkale-shim (its
+/// name escaped: any process can name itself anything), the parent of
+/// `lsp --stdio`, the address for TCP.
+#[tokio::test]
+async fn anonymous_editors_are_named_after_their_process() {
+    let sb = Sandbox::new();
+    let svc = sb.start_service(&["--lsp-tcp", "127.0.0.1:0"]).await;
+    let me = format!("{} (pid {})", own_comm(), std::process::id());
+
+    let mut unix = svc.connect().await;
+    initialize_anonymously(&mut unix).await;
+
+    // An "editor" (a script, so its process has the script's name) that
+    // runs the shim as its child on its own stdin/stdout.
+    let editor_name = "fake\u{1b}[31med";
+    let script = sb.root.join(editor_name);
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n'{}' --workspace '{}'\n",
+            moonkale_tests::bin("moonkale-shim").display(),
+            sb.workspace.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut editor = tokio::process::Command::new(&script)
+        .env("XDG_RUNTIME_DIR", &sb.runtime)
+        .env("HOME", &sb.home)
+        .env(
+            "MOONKALE_SERVICE_BIN",
+            moonkale_tests::bin("moonkale-service"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run the editor script");
+    let editor_pid = editor.id().expect("pid");
+    let mut shim = RawLsp::new(editor.stdout.take().unwrap(), editor.stdin.take().unwrap());
+    initialize_anonymously(&mut shim).await;
+
+    let addr = svc.info.lsp_tcp.clone().expect("tcp address");
+    let token = sb.files().read_token().expect("token");
+    let tcp_stream = tokio::net::TcpStream::connect(&addr).await.expect("tcp");
+    let local = tcp_stream.local_addr().expect("local address");
+    let (r, w) = tcp_stream.into_split();
+    let mut tcp = RawLsp::new(r, w);
+    tcp.call(
+        "initialize",
+        json!({"processId": null, "capabilities": {},
+               "initializationOptions": {"moonkaleToken": token}}),
+    )
+    .await;
+
+    let status = sb.status().await;
+    let names: Vec<&str> = status["editors"]
+        .as_array()
+        .expect("editors")
+        .iter()
+        .filter_map(|e| e["client"].as_str())
+        .collect();
+    let via_shim = format!("fake^[[31med (pid {editor_pid}, via moonkale-shim)");
+    for expected in [me.as_str(), via_shim.as_str(), &format!("tcp {local}")] {
+        assert!(names.contains(&expected), "no {expected:?} in {names:?}");
+    }
+    let text = run(
+        &sb,
+        &["status", "--workspace", sb.workspace.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&via_shim), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "an escape reached the terminal: {text:?}"
+    );
+
+    shim.call("shutdown", Value::Null).await;
+    shim.notify("exit", Value::Null).await;
+    let _ = tokio::time::timeout(TIMEOUT, editor.wait()).await;
+    // The stdio service serves the socket only once this one is gone.
+    let mut svc = svc;
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(svc.pid(), libc::SIGTERM) };
+    let _ = tokio::time::timeout(TIMEOUT, svc.child.wait()).await;
+
+    // `lsp --stdio` started by this process: named after it.
+    let mut cmd = sb.command("moonkale-service");
+    cmd.args(["lsp", "--stdio", "--no-claude-ide", "--workspace"])
+        .arg(&sb.workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = cmd.spawn().expect("lsp --stdio");
+    let mut stdio = RawLsp::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    initialize_anonymously(&mut stdio).await;
+    let ws = sb.workspace.to_str().unwrap();
+    let name = wait_until("the stdio editor in status", || async {
+        let out = run(&sb, &["status", "--json", "--workspace", ws], &[]).await;
+        let status: Value = serde_json::from_slice(&out.stdout).ok()?;
+        let editors = status["editors"].as_array()?;
+        let stdio = editors.iter().find(|e| e["transport"] == "stdio")?;
+        Some(stdio["client"].clone())
+    })
+    .await;
+    assert_eq!(name, me.as_str());
+    stdio.call("shutdown", Value::Null).await;
+    stdio.notify("exit", Value::Null).await;
+    let _ = tokio::time::timeout(TIMEOUT, child.wait()).await;
+}
+
+/// `doctor` with `PATH` set to `path` (and nothing else of this machine:
+/// the sandbox's home and runtime directory).
+async fn doctor(sb: &Sandbox, path: &str) -> (String, Option<i32>) {
+    let mut cmd = sb.command("moonkale-service");
+    cmd.args(["doctor", "--workspace"])
+        .arg(&sb.workspace)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &sb.home)
+        .env("XDG_RUNTIME_DIR", &sb.runtime);
+    let out = tokio::time::timeout(TIMEOUT, cmd.output())
+        .await
+        .expect("doctor finishes")
+        .expect("run doctor");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+/// The line of `report` for check `name`.
+fn line<'a>(report: &'a str, name: &str) -> &'a str {
+    report
+        .lines()
+        .find(|l| l.get(6..).is_some_and(|rest| rest.starts_with(name)))
+        .unwrap_or_else(|| panic!("no {name} line in:\n{report}"))
+}
+
+/// On a machine with nothing set up, `doctor` says what to do for each
+/// required piece and exits 1; with the pinned claude and the shim on PATH
+/// and a (fake) login it says ok, prints no secret, and exits 0; a running
+/// service is reported.
+#[tokio::test]
+async fn doctor_says_what_a_first_run_needs() {
+    let sb = Sandbox::new();
+    let (report, code) = doctor(&sb, "/usr/bin:/bin").await;
+    assert_eq!(code, Some(1), "{report}");
+    for (name, todo) in [
+        ("claude", "npm install -g @anthropic-ai/claude-code"),
+        ("login", "log in"),
+        ("moonkale-shim", "cargo install --path editor-shim"),
+    ] {
+        let l = line(&report, name);
+        assert!(l.starts_with("FAIL") && l.contains(todo), "{l}");
+    }
+    for name in ["lock dir", "runtime dir"] {
+        assert!(line(&report, name).starts_with("ok"), "{report}");
+    }
+    assert!(
+        line(&report, "service").contains("no service runs"),
+        "{report}"
+    );
+
+    // The pinned CLI, the shim and the service on PATH, and a login.
+    let claude = support::claude_cli::claude_bin();
+    let bin_dir = sb.root.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(&claude, bin_dir.join("claude")).unwrap();
+    for name in ["moonkale-shim", "moonkale-service"] {
+        std::os::unix::fs::symlink(moonkale_tests::bin(name), bin_dir.join(name)).unwrap();
+    }
+    std::fs::create_dir_all(sb.home.join(".claude")).unwrap();
+    let secret = "sk-ant-oat01-DOCTOR-MUST-NOT-PRINT-THIS";
+    std::fs::write(
+        sb.home.join(".claude/.credentials.json"),
+        json!({"claudeAiOauth": {"accessToken": secret}}).to_string(),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    let _svc = sb.start_service(&["--no-claude-ide"]).await;
+    let (report, code) = doctor(&sb, &path).await;
+    assert_eq!(code, Some(0), "{report}");
+    assert!(line(&report, "claude").contains("2.1.332"), "{report}");
+    for name in [
+        "claude",
+        "login",
+        "lock dir",
+        "runtime dir",
+        "moonkale-shim",
+        "service",
+    ] {
+        assert!(line(&report, name).starts_with("ok"), "{report}");
+    }
+    assert!(!report.contains(secret), "a secret was printed: {report}");
+}
+
+/// The shell lines of the first ```sh block after `heading` in README.md.
+fn readme_recipe(heading: &str) -> String {
+    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let text = std::fs::read_to_string(readme).expect("README.md");
+    let section = &text[text.find(heading).expect("the heading")..];
+    let block = &section[section.find("```sh\n").expect("a sh block") + 6..];
+    block[..block.find("```").expect("the block's end")].to_owned()
+}
+
+/// README's VS Code recipe runs as written on a fresh machine (no
+/// extensions folder yet), and again: the link names the extension by the
+/// publisher, name and version VS Code expects. `npm` and `npx` are
+/// stand-ins (the build is not what is tested; the shell lines are).
+#[tokio::test]
+async fn readme_vscode_recipe_runs_in_a_fresh_home() {
+    let sb = Sandbox::new();
+    let recipe = readme_recipe("### VS Code");
+    let repo = sb.root.join("repo");
+    let extension = repo.join("vscode-test-harness/extension");
+    std::fs::create_dir_all(&extension).unwrap();
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../vscode-test-harness/extension/package.json");
+    std::fs::copy(&manifest, extension.join("package.json")).unwrap();
+    let stubs = sb.root.join("stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    for tool in ["npm", "npx"] {
+        let stub = stubs.join(tool);
+        std::fs::write(&stub, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let home = sb.root.join("fresh-home");
+    std::fs::create_dir_all(&home).unwrap();
+    for run in ["first", "second"] {
+        let out = tokio::process::Command::new("sh")
+            .args(["-e", "-c", &recipe])
+            .current_dir(&repo)
+            .env_clear()
+            .env("HOME", &home)
+            .env("PATH", format!("{}:/usr/bin:/bin", stubs.display()))
+            .output()
+            .await
+            .expect("run sh");
+        assert!(
+            out.status.success(),
+            "the {run} run of\n{recipe}\nfailed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let package: Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).expect("package.json");
+    let id = format!(
+        "{}.{}-{}",
+        package["publisher"].as_str().unwrap(),
+        package["name"].as_str().unwrap(),
+        package["version"].as_str().unwrap()
+    );
+    let linked = home.join(".vscode/extensions").join(&id);
+    assert!(
+        linked.join("package.json").is_file(),
+        "{} does not lead to the extension",
+        linked.display()
+    );
+    let inside: Vec<_> = std::fs::read_dir(&extension)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        inside,
+        ["package.json"],
+        "the second run linked inside the extension"
+    );
+}

@@ -100,7 +100,26 @@ pub async fn run(env: &Env, workspace: &Path) -> Vec<Check> {
         Check::optional("helix", helix(env).await),
         Check::optional("vs code", vscode(env)),
         Check::optional("service", service(workspace)),
+        Check::optional("trust", trust(workspace)),
     ]
+}
+
+/// Whether the user trusts the workspace: not a fault either way, but what
+/// the hosted sessions load depends on it.
+fn trust(workspace: &Path) -> Result<String, String> {
+    let store = crate::user_state::TrustStore::from_env().map_err(|e| e.to_string())?;
+    if store.is_trusted(workspace) {
+        Ok(format!(
+            "{} is trusted: hosted Claude Code sessions load its own .claude settings and .mcp.json",
+            workspace.display()
+        ))
+    } else {
+        Err(format!(
+            "{} is not trusted: hosted sessions load only your own Claude Code settings \
+             (`moonkale-service trust` once you trust whoever wrote it)",
+            workspace.display()
+        ))
+    }
 }
 
 /// The report and the exit code: 0 when no required check failed, else 1.

@@ -6,8 +6,11 @@
 
 mod support;
 
-use moonkale_tests::{RawLsp, Sandbox, TIMEOUT};
-use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+use moonkale_tests::{IdeClient, RawLsp, Sandbox, TIMEOUT, ide_lock};
+use serde_json::{Value, json};
 
 /// A well-behaved editor can attach to `socket` and is answered.
 async fn assert_editor_attaches(socket: &std::path::Path) {
@@ -45,4 +48,107 @@ async fn silent_connections_are_closed_at_the_init_deadline() {
     let status = sb.status().await;
     assert!(status["editors"].is_array(), "{status}");
     assert_editor_attaches(&svc.info.socket).await;
+}
+
+/// The `openDiff` call the CLI makes for `path`, sent without waiting (it is
+/// answered only once the user decides). Ids from 50 up: `IdeClient`'s own
+/// requests count from 1.
+async fn start_open_diff(c: &mut IdeClient, id: i64, path: &Path, contents: &str) {
+    let args = json!({"old_file_path": path, "new_file_path": path,
+                      "new_file_contents": contents, "tab_name": format!("tab-{id}")});
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+}
+
+/// The message with `id` (a response), keeping the others aside.
+async fn response(c: &mut IdeClient, id: i64) -> Value {
+    if let Some(i) = c.notifications.iter().position(|m| m["id"] == id) {
+        return c.notifications.remove(i);
+    }
+    loop {
+        let msg = c.recv().await;
+        if msg["id"] == id {
+            return msg;
+        }
+        c.notifications.push(msg);
+    }
+}
+
+/// The next request the service sends the editor with `method`.
+async fn server_request(ed: &mut RawLsp, method: &str) -> Value {
+    if let Some(i) = ed.notifications.iter().position(|m| m["method"] == method) {
+        return ed.notifications.remove(i);
+    }
+    loop {
+        let msg = ed.recv().await;
+        if msg["method"] == method {
+            return msg;
+        }
+        ed.notifications.push(msg);
+    }
+}
+
+/// Sends SIGCONT to a stopped process when dropped, so a failing test does
+/// not leave the service stopped.
+struct Stopped(i32);
+
+impl Stopped {
+    fn stop(pid: i32) -> Stopped {
+        // SAFETY: kill has no memory-safety preconditions.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// After a long stop (SIGSTOP for ten ping intervals, as a suspended laptop
+/// would be) the ping timer no longer fires its missed ticks at once and
+/// drops the live Claude Code client: it stays connected and answering,
+/// and its pending proposal is still pending and can be accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_stop_keeps_a_live_claude_client_and_its_proposal() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("a.txt");
+    std::fs::write(&target, "old\n").unwrap();
+    let svc = sb
+        .start_service_with_env(&[], &[("MOONKALE_IDE_PING_MS", "200")])
+        .await;
+    let (port, lock) = ide_lock(&sb, &svc);
+    let mut ed = svc.connect().await;
+    ed.initialize("editor", &["utf-8"], Value::Null).await;
+    let mut c = IdeClient::connect(port, lock["authToken"].as_str().unwrap()).await;
+    c.initialize("2025-11-25").await;
+    start_open_diff(&mut c, 50, &target, "new\n").await;
+    server_request(&mut ed, "window/showDocument").await;
+    // The client reads (and so answers pings) right up to the stop.
+    assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
+
+    let stopped = Stopped::stop(svc.pid());
+    // The length of the stop is what this test is about.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    drop(stopped);
+
+    // Five intervals of a client that reads and answers as Claude Code does.
+    for _ in 0..10 {
+        let pong = c.request("ping", Value::Null).await;
+        assert_eq!(pong["result"], json!({}), "{pong}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = sb.status().await;
+    assert_eq!(status["pendingProposals"][0]["tabName"], "tab-50", "{status}");
+    ed.call(
+        "workspace/executeCommand",
+        json!({"command": "moonkale.acceptProposal", "arguments": []}),
+    )
+    .await;
+    let answer = response(&mut c, 50).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "FILE_SAVED", "{answer}");
+    assert_eq!(answer["result"]["content"][1]["text"], "new\n");
 }

@@ -152,3 +152,157 @@ async fn a_long_stop_keeps_a_live_claude_client_and_its_proposal() {
     assert_eq!(answer["result"]["content"][0]["text"], "FILE_SAVED", "{answer}");
     assert_eq!(answer["result"]["content"][1]["text"], "new\n");
 }
+
+/// `moonkale-service status --json` for `workspace`, if it succeeds.
+async fn try_status(sb: &Sandbox, workspace: &Path) -> Option<Value> {
+    let out = sb
+        .command("moonkale-service")
+        .args(["status", "--json", "--workspace"])
+        .arg(workspace)
+        .output()
+        .await
+        .expect("run status");
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).expect("status --json prints JSON"))
+}
+
+/// Runs a second `serve` of `workspace` and returns its exit code; fails the
+/// test if it is still serving after a while (a second service started).
+async fn second_serve_exit_code(sb: &Sandbox, workspace: &Path) -> Option<i32> {
+    let mut second = sb.command("moonkale-service");
+    second
+        .args(["serve", "--no-agent", "--workspace"])
+        .arg(workspace)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = second.spawn().expect("spawn a second serve");
+    match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+        Ok(status) => status.expect("wait for the second serve").code(),
+        Err(_) => {
+            let _ = child.kill().await;
+            panic!("a second service started for {}", workspace.display());
+        }
+    }
+}
+
+/// The runtime directory (`$XDG_RUNTIME_DIR/moonkale`) removed under a
+/// running service, as logind or a tmp cleaner does: a second `serve` of
+/// the same workspace still refuses (exit 3), because the service also
+/// locks the workspace folder itself; and the service puts its socket,
+/// token and info files back, so `status` and a new editor (straight on
+/// the socket and through the shim) reach the same service again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_the_runtime_directory_keeps_one_service_that_can_be_found() {
+    let sb = Sandbox::new();
+    let svc = sb
+        .start_service_with_env(&["--no-agent"], &[("MOONKALE_SELF_CHECK_MS", "100")])
+        .await;
+    let mut ed = svc.connect().await;
+    ed.initialize("attached-before", &["utf-8"], Value::Null)
+        .await;
+    let runtime = sb.runtime.join("moonkale");
+    let token_before = std::fs::read_to_string(&svc.info.token_file).unwrap();
+
+    // Stopped, the service cannot repair anything: the second `serve` meets
+    // an empty runtime directory.
+    let stopped = Stopped::stop(svc.pid());
+    std::fs::remove_dir_all(&runtime).unwrap();
+    assert_eq!(second_serve_exit_code(&sb, &sb.workspace).await, Some(3));
+    drop(stopped);
+
+    let status = moonkale_tests::wait_until("status to work again", || {
+        let sb = &sb;
+        async move { try_status(sb, &sb.workspace).await }
+    })
+    .await;
+    moonkale_tests::editor(&status, "attached-before");
+    let info = sb.files().read_info().expect("the info file is back");
+    assert_eq!(info.pid, svc.info.pid, "still the first service");
+    assert_eq!(
+        std::fs::read_to_string(&info.token_file).unwrap(),
+        token_before,
+        "the same token"
+    );
+    assert_editor_attaches(&info.socket).await;
+
+    // The shim finds it too (and starts nothing new).
+    let mut shim = sb.command("moonkale-shim");
+    shim.arg("--workspace")
+        .arg(&sb.workspace)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut shim = shim.spawn().expect("spawn the shim");
+    let mut c = RawLsp::new(shim.stdout.take().unwrap(), shim.stdin.take().unwrap());
+    c.initialize("through-the-shim", &["utf-8"], Value::Null)
+        .await;
+    let status = c.call("moonkale/status", Value::Null).await;
+    moonkale_tests::editor(&status, "attached-before");
+    // The editor attached before never noticed.
+    assert!(ed.call("moonkale/status", Value::Null).await["editors"].is_array());
+    assert_eq!(sb.files().read_info().unwrap().pid, svc.info.pid);
+}
+
+/// A deleted `~/.claude/ide/<port>.lock` (here with its whole directory) is
+/// put back, with the same port and token, and a Claude Code client finds
+/// the service with it and connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_claude_lock_file_comes_back() {
+    let sb = Sandbox::new();
+    let svc = sb
+        .start_service_with_env(&["--no-agent"], &[("MOONKALE_SELF_CHECK_MS", "100")])
+        .await;
+    let (port, before) = ide_lock(&sb, &svc);
+    let dir = sb.home.join(".claude/ide");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{port}.lock"));
+    let after: Value = moonkale_tests::wait_until("the lock file to come back", || {
+        let bytes = std::fs::read(&path).ok();
+        async move { serde_json::from_slice(&bytes?).ok() }
+    })
+    .await;
+    assert_eq!(after, before);
+    let mut c = IdeClient::connect(port, after["authToken"].as_str().unwrap()).await;
+    c.initialize("2025-11-25").await;
+    assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
+}
+
+/// The workspace folder moved away (and a new folder made at its old path,
+/// as a fresh clone would be), then deleted, under a running service:
+/// Claude Code's `openDiff` gets an error result each time; the service
+/// neither writes its proposal into the folder that took the old name nor
+/// re-creates the deleted one, and it goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_or_deleted_workspace_is_not_written_into_or_recreated() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.workspace.join("a.txt"), "old\n").unwrap();
+    let svc = sb.start_service(&["--no-agent"]).await;
+    let (port, lock) = ide_lock(&sb, &svc);
+    let mut c = IdeClient::connect(port, lock["authToken"].as_str().unwrap()).await;
+    c.initialize("2025-11-25").await;
+    let target = sb.workspace.join("a.txt");
+
+    let moved = sb.root.join("ws-moved");
+    std::fs::rename(&sb.workspace, &moved).unwrap();
+    std::fs::create_dir(&sb.workspace).unwrap();
+    start_open_diff(&mut c, 50, &target, "new\n").await;
+    let answer = response(&mut c, 50).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let why = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(why.contains("moved or deleted"), "{why}");
+    assert!(
+        !sb.workspace.join(".moonkale").exists(),
+        "a proposal was written into the folder that took the workspace's name"
+    );
+    assert!(!moved.join(".moonkale").exists());
+
+    std::fs::remove_dir(&sb.workspace).unwrap();
+    std::fs::remove_dir_all(&moved).unwrap();
+    start_open_diff(&mut c, 51, &target, "new\n").await;
+    let answer = response(&mut c, 51).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(!sb.workspace.exists(), "the deleted workspace was re-created");
+    // Still serving: Claude Code and editors are answered.
+    assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
+    assert_editor_attaches(&svc.info.socket).await;
+}

@@ -14,7 +14,7 @@ pub mod paths;
 mod ws;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use ws::IdeLimits;
 
@@ -61,13 +61,36 @@ impl IdeConfig {
 pub struct IdeServer {
     pub port: u16,
     pub lock_path: PathBuf,
-    _lock: LockFile,
+    /// `None` once stopped, so the keeper cannot put the file back after
+    /// the drop removed it.
+    lock: Arc<Mutex<Option<LockFile>>>,
     accept: tokio::task::AbortHandle,
+    keeper: tokio::task::AbortHandle,
 }
 
 impl Drop for IdeServer {
     fn drop(&mut self) {
         self.accept.abort();
+        self.keeper.abort();
+        drop(self.lock.lock().expect("lock file lock").take());
+    }
+}
+
+/// Puts the lock file back whenever it was deleted, every
+/// [`crate::runtime::self_check_interval`].
+async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>) {
+    let every = crate::runtime::self_check_interval();
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let guard = lock.lock().expect("lock file lock");
+        let Some(file) = guard.as_ref() else { return };
+        match file.restore() {
+            Ok(true) => tracing::info!(lock = %file.path().display(), "put the deleted Claude Code lock file back"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("cannot restore the Claude Code lock file: {e}"),
+        }
     }
 }
 
@@ -76,6 +99,9 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
     lockfile::remove_stale_own_locks(&cfg.lock_dir);
     let token = Arc::new(crate::runtime::new_token()?);
     let roots = vec![hub.root().to_path_buf()];
+    // Held from now on: tool files are opened from it (`paths::Root`).
+    let root = paths::Root::open(hub.root())
+        .context(|| format!("opening workspace {}", hub.root().display()))?;
     // A name already taken in the lock directory is not ours to replace:
     // take another port.
     let mut last_err = None;
@@ -110,14 +136,17 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
             port,
             token: token.clone(),
             hub: hub.clone(),
-            roots: roots.clone(),
+            root,
             limits: cfg.limits.clone(),
         }));
+        let lock = Arc::new(Mutex::new(Some(lock)));
+        let keeper = tokio::spawn(keep_lock_file(lock.clone())).abort_handle();
         return Ok(IdeServer {
             port,
             lock_path,
-            _lock: lock,
+            lock,
             accept: accept.abort_handle(),
+            keeper,
         });
     }
     Err(last_err.unwrap_or_else(|| Error::Invalid("no port for the IDE server".into())))

@@ -12,7 +12,6 @@
 //! hard cap the client is dropped, so a CLI that stops reading cannot grow
 //! our memory.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -69,7 +68,7 @@ pub(super) struct Listener {
     pub port: u16,
     pub token: Arc<String>,
     pub hub: HubHandle,
-    pub roots: Vec<PathBuf>,
+    pub root: super::paths::Root,
     pub limits: IdeLimits,
 }
 
@@ -80,7 +79,7 @@ pub(super) async fn accept_loop(l: Listener) {
         port: l.port,
         token: l.token,
         hub: l.hub,
-        roots: l.roots,
+        root: l.root,
         limits: l.limits,
     });
     loop {
@@ -125,7 +124,7 @@ struct Shared {
     port: u16,
     token: Arc<String>,
     hub: HubHandle,
-    roots: Vec<PathBuf>,
+    root: super::paths::Root,
     limits: IdeLimits,
 }
 
@@ -434,7 +433,7 @@ impl Reader<'_> {
     }
 
     async fn tool_call(&mut self, id: RequestId, params: &Value) -> bool {
-        let (tool, arguments, cleanup) = match mcp::prepare_call(params, &self.shared.roots) {
+        let (tool, arguments, cleanup) = match mcp::prepare_call(params, &self.shared.root) {
             ToolCall::Answer(result) => {
                 return self.send(message::response(&id, &Ok(result))).await;
             }

@@ -16,6 +16,14 @@ pub enum Error {
     UnsafeRuntimeDir { path: PathBuf, why: String },
     #[error("a moonkale-service already runs for {workspace} (pid {pid})")]
     AlreadyRunning { workspace: PathBuf, pid: String },
+    #[error(
+        "{workspace} is inside {enclosing}, which moonkale-service (pid {pid}) serves: use that service"
+    )]
+    InsideServed {
+        workspace: PathBuf,
+        enclosing: PathBuf,
+        pid: u32,
+    },
     #[error("no moonkale-service runs for {workspace}")]
     NotRunning { workspace: PathBuf },
     #[error("LSP address {0} is not a loopback address; LSP has no authentication of its own")]

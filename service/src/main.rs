@@ -284,7 +284,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             match server::serve(cfg, shutdown_signal()).await {
                 Ok(()) => Ok(0),
-                Err(e @ Error::AlreadyRunning { .. }) => {
+                Err(e @ (Error::AlreadyRunning { .. } | Error::InsideServed { .. })) => {
                     eprintln!("moonkale-service: {e}");
                     Ok(3)
                 }
@@ -366,9 +366,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 /// directory).
 fn running_service(workspace: Option<PathBuf>) -> anyhow::Result<runtime::ServiceInfo> {
     let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
-    let files = RuntimeDir::from_env()?.workspace(&root);
-    Ok(files
-        .read_info()
+    Ok(RuntimeDir::from_env()?
+        .service_for(&root)
         .ok_or(Error::NotRunning { workspace: root })?)
 }
 

@@ -74,6 +74,31 @@ impl RuntimeDir {
         &self.path
     }
 
+    /// The live service that serves `root`: that of the outermost folder,
+    /// among `root`'s ancestors and `root` itself, for which one runs. A
+    /// folder inside a served workspace belongs to that workspace's service
+    /// (ARCHITECTURE.md, nested workspaces).
+    pub fn service_for(&self, root: &Path) -> Option<ServiceInfo> {
+        self.outermost_service(root.ancestors())
+    }
+
+    /// [`Self::service_for`] among `root`'s ancestors only.
+    pub fn enclosing_service(&self, root: &Path) -> Option<ServiceInfo> {
+        self.outermost_service(root.ancestors().skip(1))
+    }
+
+    fn outermost_service<'a>(
+        &self,
+        folders: impl Iterator<Item = &'a Path>,
+    ) -> Option<ServiceInfo> {
+        let folders: Vec<&Path> = folders.collect();
+        folders.into_iter().rev().find_map(|folder| {
+            self.workspace(folder)
+                .read_info()
+                .filter(|i| i.workspace == folder && process_alive(i.pid))
+        })
+    }
+
     pub fn workspace(&self, root: &Path) -> WorkspaceFiles {
         WorkspaceFiles {
             dir: self.path.clone(),
@@ -242,7 +267,10 @@ pub fn self_check_interval() -> std::time::Duration {
             .ok()
             .and_then(|v| v.parse().ok())
             .filter(|&ms| ms > 0)
-            .map_or(std::time::Duration::from_secs(2), std::time::Duration::from_millis)
+            .map_or(
+                std::time::Duration::from_secs(2),
+                std::time::Duration::from_millis,
+            )
     })
 }
 
@@ -317,6 +345,19 @@ pub fn canonical_workspace(path: &Path) -> Result<PathBuf> {
         )));
     }
     Ok(canonical)
+}
+
+/// Whether a process with this pid exists (ours to signal or not).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks whether the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 pub fn uid() -> u32 {

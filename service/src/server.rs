@@ -206,7 +206,8 @@ impl Published {
             if let Some(old) = self.accept.take() {
                 old.abort();
             }
-            self.accept = Some(tokio::spawn(accept_unix(listener, self.hub.clone())).abort_handle());
+            self.accept =
+                Some(tokio::spawn(accept_unix(listener, self.hub.clone())).abort_handle());
             self.socket_id = Some((meta.dev(), meta.ino()));
             self.info.socket = socket;
         }
@@ -350,6 +351,16 @@ pub async fn start_workspace(
     ide: Option<&IdeConfig>,
     agent: Option<&AgentConfig>,
 ) -> Result<Option<Served>> {
+    // A folder inside a served workspace is that service's: serving it
+    // too would put two lock files over it, and Claude Code would connect
+    // to neither.
+    if let Some(outer) = runtime_dir.enclosing_service(root) {
+        return Err(Error::InsideServed {
+            workspace: root.to_path_buf(),
+            enclosing: outer.workspace,
+            pid: outer.pid,
+        });
+    }
     let files = runtime_dir.workspace(root);
     let Some(lock) = files.try_lock()? else {
         return Ok(None);

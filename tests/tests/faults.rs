@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use moonkale_tests::{IdeClient, RawLsp, Sandbox, TIMEOUT, ide_lock};
 use serde_json::{Value, json};
+use support::fakeapi::{FakeApi, Reply, Script};
+use support::world::{STEP, World};
 
 /// A well-behaved editor can attach to `socket` and is answered.
 async fn assert_editor_attaches(socket: &std::path::Path) {
@@ -142,14 +144,20 @@ async fn a_long_stop_keeps_a_live_claude_client_and_its_proposal() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let status = sb.status().await;
-    assert_eq!(status["pendingProposals"][0]["tabName"], "tab-50", "{status}");
+    assert_eq!(
+        status["pendingProposals"][0]["tabName"], "tab-50",
+        "{status}"
+    );
     ed.call(
         "workspace/executeCommand",
         json!({"command": "moonkale.acceptProposal", "arguments": []}),
     )
     .await;
     let answer = response(&mut c, 50).await;
-    assert_eq!(answer["result"]["content"][0]["text"], "FILE_SAVED", "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "FILE_SAVED",
+        "{answer}"
+    );
     assert_eq!(answer["result"]["content"][1]["text"], "new\n");
 }
 
@@ -301,8 +309,161 @@ async fn a_moved_or_deleted_workspace_is_not_written_into_or_recreated() {
     start_open_diff(&mut c, 51, &target, "new\n").await;
     let answer = response(&mut c, 51).await;
     assert_eq!(answer["result"]["isError"], true, "{answer}");
-    assert!(!sb.workspace.exists(), "the deleted workspace was re-created");
+    assert!(
+        !sb.workspace.exists(),
+        "the deleted workspace was re-created"
+    );
     // Still serving: Claude Code and editors are answered.
     assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
     assert_editor_attaches(&svc.info.socket).await;
+}
+
+/// The lock files in the sandbox's `~/.claude/ide`, as (path, JSON).
+fn ide_locks(sb: &Sandbox) -> Vec<(std::path::PathBuf, Value)> {
+    let dir = sb.home.join(".claude/ide");
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "lock"))
+        .filter_map(|p| {
+            let json = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
+            Some((p, json))
+        })
+        .collect()
+}
+
+/// Waits until the only lock file is the one for `folder`.
+async fn only_lock_for(sb: &Sandbox, folder: &Path) -> Value {
+    moonkale_tests::wait_until("exactly one Claude Code lock file", || {
+        let locks = ide_locks(sb);
+        let only = (locks.len() == 1 && locks[0].1["workspaceFolders"] == json!([folder]))
+            .then(|| locks[0].1.clone());
+        async move { only }
+    })
+    .await
+}
+
+/// A plain `claude --ide` (2.1.332, no `CLAUDE_CODE_SSE_PORT`) started in
+/// `w`'s `sub` folder finds the service by its lock file and connects: the
+/// editor's selection in `sub/src/lib.rs` shows in the CLI and reaches the
+/// model.
+async fn claude_in_sub_connects(w: &mut World) {
+    let rel = "sub/src/lib.rs";
+    let uri = w.open(rel).await;
+    w.select(&uri, (0, 4), (0, 20)).await; // "fn nested_worksp"
+    let cwd = w.path("sub");
+    let mut cli = w
+        .claude(&cwd, |mut c| {
+            c.sse_port = None;
+            c.arg("--ide")
+        })
+        .await;
+    w.show_in_cli(&mut cli, &uri, (0, 4), (0, 20), "⧉ 1 line selected")
+        .await;
+    cli.submit("which function", STEP).await;
+    let req = w.fake.wait_prompt("which function", STEP).await;
+    let path = w.path(rel).display().to_string();
+    assert!(
+        req.latest_turn_text()
+            .contains(&format!("lines 1 to 1 from {path}:\nfn nested_worksp\n")),
+        "the selection did not reach the model"
+    );
+    cli.wait_for_text("FOUND_IT", STEP).await;
+}
+
+const NESTED_FILES: &[(&str, &str)] = &[(
+    "sub/src/lib.rs",
+    "pub fn nested_workspaces() -> u8 {\n    7\n}\n",
+)];
+
+/// Nested workspaces, the outer one served: a folder inside a served
+/// workspace is served by that service. `serve` of `ws/sub` refuses (exit
+/// 3), the shim of an editor opened on `ws/sub` attaches to the service of
+/// `ws` (no second service, no second lock file), and a real `claude --ide`
+/// started in `ws/sub` matches exactly one lock and connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_folder_is_served_by_the_enclosing_service_and_claude_connects() {
+    let mut w = World::start(
+        NESTED_FILES,
+        Script::new().on_prompt("which function", Reply::text("FOUND_IT")),
+    )
+    .await;
+    let sub = w.path("sub");
+    assert_eq!(second_serve_exit_code(&w.sb, &sub).await, Some(3));
+
+    let mut shim = w.sb.command("moonkale-shim");
+    shim.arg("--workspace")
+        .arg(&sub)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut shim = shim.spawn().expect("spawn the shim");
+    let mut in_sub = RawLsp::new(shim.stdout.take().unwrap(), shim.stdin.take().unwrap());
+    in_sub
+        .initialize("editor-in-sub", &["utf-8"], Value::Null)
+        .await;
+    moonkale_tests::editor(&w.sb.status().await, "editor-in-sub");
+    assert!(
+        w.sb.files_for(&sub).read_info().is_none(),
+        "no service of its own"
+    );
+    only_lock_for(&w.sb, &w.sb.workspace).await;
+    claude_in_sub_connects(&mut w).await;
+}
+
+/// Nested workspaces, the inner one served first: once the outer one is
+/// served too, the inner service withdraws its Claude Code lock file (the
+/// CLI would connect to neither of two), so `claude --ide` in `ws/sub`
+/// connects to the outer one; when the outer service stops, the inner lock
+/// comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inner_workspace_served_first_yields_claude_to_the_outer_one() {
+    let sb = Sandbox::new();
+    for (rel, text) in NESTED_FILES {
+        let path = sb.workspace.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let sub = sb.workspace.join("sub");
+    let mut inner = sb.command("moonkale-service");
+    inner
+        .args(["serve", "--no-agent", "--workspace"])
+        .arg(&sub)
+        .env("MOONKALE_SELF_CHECK_MS", "100")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let _inner = inner.spawn().expect("spawn the inner service");
+    only_lock_for(&sb, &sub).await;
+
+    let svc = sb.start_service(&[]).await;
+    let (ide_port, lock) = only_lock_for(&sb, &sb.workspace)
+        .await
+        .get("authToken")
+        .map(|t| (svc.info.ide_port.unwrap(), t.as_str().unwrap().to_owned()))
+        .unwrap();
+    let mut ed = svc.connect().await;
+    ed.initialize("scripted-editor", &["utf-16"], Value::Null)
+        .await;
+    let fake =
+        FakeApi::start(Script::new().on_prompt("which function", Reply::text("FOUND_IT"))).await;
+    let mut w = World {
+        ed,
+        svc,
+        fake,
+        ide_port,
+        ide_token: lock,
+        sb,
+    };
+    claude_in_sub_connects(&mut w).await;
+
+    // Stopped (SIGTERM), the outer service removes its lock; the inner
+    // one's comes back.
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(w.svc.pid(), libc::SIGTERM) };
+    tokio::time::timeout(TIMEOUT, w.svc.child.wait())
+        .await
+        .expect("the outer service stops")
+        .unwrap();
+    only_lock_for(&w.sb, &sub).await;
 }

@@ -76,9 +76,10 @@ impl Drop for IdeServer {
     }
 }
 
-/// Puts the lock file back whenever it was deleted, every
-/// [`crate::runtime::self_check_interval`].
-async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>) {
+/// Every [`crate::runtime::self_check_interval`]: puts the lock file back
+/// whenever it was deleted, and keeps it out while another IDE's lock
+/// encloses the workspace (nested workspaces: the outer one serves).
+async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>, dir: PathBuf, root: PathBuf) {
     let every = crate::runtime::self_check_interval();
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -86,8 +87,16 @@ async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>) {
         tick.tick().await;
         let guard = lock.lock().expect("lock file lock");
         let Some(file) = guard.as_ref() else { return };
+        if let Some(outer) = lockfile::enclosing_lock(&dir, &root, file.path()) {
+            if file.withdraw() {
+                tracing::info!(outer = %outer.display(), "an enclosing workspace's IDE serves Claude Code here; withdrew our lock file");
+            }
+            continue;
+        }
         match file.restore() {
-            Ok(true) => tracing::info!(lock = %file.path().display(), "put the deleted Claude Code lock file back"),
+            Ok(true) => {
+                tracing::info!(lock = %file.path().display(), "put our Claude Code lock file (back) in place")
+            }
             Ok(false) => {}
             Err(e) => tracing::warn!("cannot restore the Claude Code lock file: {e}"),
         }
@@ -121,14 +130,19 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
             running_in_windows: false,
             auth_token: token.to_string(),
         };
-        let lock = match LockFile::create(&cfg.lock_dir, port, &contents) {
-            Ok(lock) => lock,
-            Err(e) => {
-                tracing::warn!("cannot place the Claude Code lock file for port {port}: {e}");
-                last_err = Some(e);
-                continue;
+        let lock = LockFile::new(&cfg.lock_dir, port, &contents);
+        let placed = match lockfile::enclosing_lock(&cfg.lock_dir, hub.root(), lock.path()) {
+            Some(outer) => {
+                tracing::info!(outer = %outer.display(), "an enclosing workspace's IDE serves Claude Code here; no lock file of ours while it runs");
+                Ok(())
             }
+            None => lock.place(),
         };
+        if let Err(e) = placed {
+            tracing::warn!("cannot place the Claude Code lock file for port {port}: {e}");
+            last_err = Some(e);
+            continue;
+        }
         let lock_path = lock.path().to_owned();
         tracing::info!(port, lock = %lock_path.display(), "Claude Code IDE server listening");
         let accept = tokio::spawn(ws::accept_loop(ws::Listener {
@@ -140,7 +154,12 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
             limits: cfg.limits.clone(),
         }));
         let lock = Arc::new(Mutex::new(Some(lock)));
-        let keeper = tokio::spawn(keep_lock_file(lock.clone())).abort_handle();
+        let keeper = tokio::spawn(keep_lock_file(
+            lock.clone(),
+            cfg.lock_dir.clone(),
+            hub.root().to_path_buf(),
+        ))
+        .abort_handle();
         return Ok(IdeServer {
             port,
             lock_path,

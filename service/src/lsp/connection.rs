@@ -37,7 +37,10 @@ pub fn init_deadline() -> std::time::Duration {
         std::env::var("MOONKALE_INIT_DEADLINE_MS")
             .ok()
             .and_then(|v| v.parse().ok())
-            .map_or(std::time::Duration::from_secs(10), std::time::Duration::from_millis)
+            .map_or(
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_millis,
+            )
     })
 }
 

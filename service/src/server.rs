@@ -177,6 +177,8 @@ struct Published {
     /// Another service took the file names (it locked a new lock file
     /// while ours was gone): we publish nothing more.
     displaced: bool,
+    /// The last repair failed (logged once, not every check).
+    failing: bool,
 }
 
 impl Published {
@@ -233,8 +235,13 @@ async fn keep_published(published: Arc<std::sync::Mutex<Published>>) {
         if p.stopped {
             return;
         }
-        if let Err(e) = p.repair() {
-            tracing::warn!(workspace = %p.info.workspace.display(), "cannot restore the runtime files: {e}");
+        match p.repair() {
+            Err(e) if !p.failing => {
+                tracing::warn!(workspace = %p.info.workspace.display(), "cannot restore the runtime files: {e}");
+                p.failing = true;
+            }
+            Err(_) => {}
+            Ok(()) => p.failing = false,
         }
     }
 }
@@ -392,6 +399,7 @@ pub async fn start_workspace(
         hub,
         stopped: false,
         displaced: false,
+        failing: false,
     };
     // Publishing for the first time is a repair of nothing.
     published.repair()?;

@@ -83,6 +83,8 @@ async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>, dir: PathBuf, root: 
     let every = crate::runtime::self_check_interval();
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The last restore failed (logged once, not every check).
+    let mut failing = false;
     loop {
         tick.tick().await;
         let guard = lock.lock().expect("lock file lock");
@@ -94,11 +96,18 @@ async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>, dir: PathBuf, root: 
             continue;
         }
         match file.restore() {
-            Ok(true) => {
-                tracing::info!(lock = %file.path().display(), "put our Claude Code lock file (back) in place")
+            Ok(restored) => {
+                if restored {
+                    tracing::info!(lock = %file.path().display(), "put our Claude Code lock file (back) in place");
+                }
+                failing = false;
             }
-            Ok(false) => {}
-            Err(e) => tracing::warn!("cannot restore the Claude Code lock file: {e}"),
+            Err(e) => {
+                if !failing {
+                    tracing::warn!("cannot restore the Claude Code lock file: {e}");
+                }
+                failing = true;
+            }
         }
     }
 }

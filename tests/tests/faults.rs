@@ -15,7 +15,7 @@ use support::fakeapi::{FakeApi, Reply, Script};
 use support::world::{STEP, World};
 
 /// A well-behaved editor can attach to `socket` and is answered.
-async fn assert_editor_attaches(socket: &std::path::Path) {
+async fn assert_editor_attaches(socket: &Path) {
     let mut c = RawLsp::connect_unix(socket).await;
     c.initialize("survivor", &["utf-8"], Value::Null).await;
     assert!(c.call("moonkale/status", Value::Null).await["editors"].is_array());
@@ -437,11 +437,7 @@ async fn an_inner_workspace_served_first_yields_claude_to_the_outer_one() {
     only_lock_for(&sb, &sub).await;
 
     let svc = sb.start_service(&[]).await;
-    let (ide_port, lock) = only_lock_for(&sb, &sb.workspace)
-        .await
-        .get("authToken")
-        .map(|t| (svc.info.ide_port.unwrap(), t.as_str().unwrap().to_owned()))
-        .unwrap();
+    let outer_lock = only_lock_for(&sb, &sb.workspace).await;
     let mut ed = svc.connect().await;
     ed.initialize("scripted-editor", &["utf-16"], Value::Null)
         .await;
@@ -449,10 +445,10 @@ async fn an_inner_workspace_served_first_yields_claude_to_the_outer_one() {
         FakeApi::start(Script::new().on_prompt("which function", Reply::text("FOUND_IT"))).await;
     let mut w = World {
         ed,
+        ide_port: svc.info.ide_port.expect("an IDE port"),
         svc,
         fake,
-        ide_port,
-        ide_token: lock,
+        ide_token: outer_lock["authToken"].as_str().unwrap().to_owned(),
         sb,
     };
     claude_in_sub_connects(&mut w).await;
@@ -466,4 +462,20 @@ async fn an_inner_workspace_served_first_yields_claude_to_the_outer_one() {
         .expect("the outer service stops")
         .unwrap();
     only_lock_for(&w.sb, &sub).await;
+}
+
+/// The same with the real CLI: after its lock file (and `~/.claude/ide`)
+/// was deleted and put back, a plain `claude --ide` started in the
+/// workspace finds the service and connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_ide_finds_the_service_after_its_lock_file_was_deleted() {
+    let mut w = World::start(
+        NESTED_FILES,
+        Script::new().on_prompt("which function", Reply::text("FOUND_IT")),
+    )
+    .await;
+    let (_, before) = ide_lock(&w.sb, &w.svc);
+    std::fs::remove_dir_all(w.sb.home.join(".claude/ide")).unwrap();
+    assert_eq!(only_lock_for(&w.sb, &w.sb.workspace).await, before);
+    claude_in_sub_connects(&mut w).await;
 }

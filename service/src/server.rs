@@ -124,7 +124,7 @@ fn terminal_config(agent: Option<&AgentConfig>, ide_port: Option<u16>) -> Termin
 /// it removes the socket, info and token files if they are still ours.
 pub struct Served {
     pub workspace: Workspace,
-    /// Dropped before the files below, so the lock file goes first.
+    /// Claude Code's IDE server; dropping it removes its lock file.
     pub ide: Option<IdeServer>,
     published: Arc<std::sync::Mutex<Published>>,
     keeper: tokio::task::AbortHandle,

@@ -243,7 +243,8 @@ pub fn mcp_calls(data: &[u8]) {
             let _ = mcp::initialize_result(&params);
         }
         "tools/call" => {
-            let _ = mcp::prepare_call(&params, std::slice::from_ref(root));
+            let root = moonkale_service::ide::paths::Root::open(root).expect("the fuzz root");
+            let _ = mcp::prepare_call(&params, &root);
         }
         _ => {}
     }

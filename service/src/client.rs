@@ -107,21 +107,26 @@ pub const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15
 /// Race-free: every caller that finds no service starts one, but a service
 /// serves a workspace only while holding its lock (see [`crate::runtime`]),
 /// so all but one exit at once and every caller connects to the survivor.
+///
+/// A folder inside a served workspace is served by that workspace's service
+/// (the outermost one that answers), so nested folders never get a second
+/// service and a second Claude Code lock file over them.
 pub async fn connect_or_start(
     root: &Path,
     service_bin: &Path,
 ) -> Result<(UnixStream, crate::runtime::ServiceInfo)> {
-    let files = crate::runtime::RuntimeDir::from_env()?.workspace(root);
-    if let Some(found) = try_connect(&files).await {
+    let dir = crate::runtime::RuntimeDir::from_env()?;
+    if let Some(found) = try_connect(&dir, root).await {
         return Ok(found);
     }
+    let files = dir.workspace(root);
     start_service(&files, root, service_bin)?;
     let deadline = std::time::Instant::now() + START_TIMEOUT;
     loop {
         // The service is another process; its info file appearing is the
         // event, and polling it is the portable way to wait for it.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        if let Some(found) = try_connect(&files).await {
+        if let Some(found) = try_connect(&dir, root).await {
             return Ok(found);
         }
         if std::time::Instant::now() > deadline {
@@ -135,12 +140,22 @@ pub async fn connect_or_start(
     }
 }
 
+/// Connects to the service of the outermost folder among `root`'s
+/// ancestors and `root` itself whose socket answers.
 async fn try_connect(
-    files: &crate::runtime::WorkspaceFiles,
+    dir: &crate::runtime::RuntimeDir,
+    root: &Path,
 ) -> Option<(UnixStream, crate::runtime::ServiceInfo)> {
-    let info = files.read_info()?;
-    let stream = UnixStream::connect(&info.socket).await.ok()?;
-    Some((stream, info))
+    let folders: Vec<&Path> = root.ancestors().collect();
+    for folder in folders.into_iter().rev() {
+        let Some(info) = dir.workspace(folder).read_info() else {
+            continue;
+        };
+        if let Ok(stream) = UnixStream::connect(&info.socket).await {
+            return Some((stream, info));
+        }
+    }
+    None
 }
 
 /// Starts `service_bin serve` for `root` in its own session, so it outlives

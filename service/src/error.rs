@@ -17,6 +17,14 @@ pub enum Error {
     #[error("a moonkale-service already runs for {workspace} (pid {pid})")]
     AlreadyRunning { workspace: PathBuf, pid: String },
     #[error(
+        "{workspace} is inside {enclosing}, which moonkale-service (pid {pid}) serves: use that service"
+    )]
+    InsideServed {
+        workspace: PathBuf,
+        enclosing: PathBuf,
+        pid: u32,
+    },
+    #[error(
         "no moonkale-service runs for {workspace}: start one with `moonkale-service serve \
          --workspace {workspace}`, or open the workspace in an editor set up with moonkale-shim"
     )]

@@ -375,7 +375,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             match server::serve(cfg, shutdown_signal()).await {
                 Ok(()) => Ok(0),
-                Err(e @ Error::AlreadyRunning { .. }) => {
+                Err(e @ (Error::AlreadyRunning { .. } | Error::InsideServed { .. })) => {
                     eprintln!("moonkale-service: {e}");
                     Ok(3)
                 }
@@ -432,7 +432,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             revoke,
             status,
         } => {
-            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let folder = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            // A folder inside a served workspace belongs to that workspace.
+            let service = running_service(Some(folder.clone())).ok();
+            let root = service.as_ref().map_or(folder, |s| s.workspace.clone());
             let store = moonkale_service::user_state::TrustStore::from_env()?;
             if status {
                 let trusted = store.is_trusted(&root);
@@ -445,9 +448,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             // A running service keeps the decision itself and tells its
             // editors; without one, it is written here.
-            let message = match running_service(Some(root.clone())) {
-                Ok(info) => agent_client::trust(&info.socket, !revoke).await?,
-                Err(_) => {
+            let message = match service {
+                Some(info) => agent_client::trust(&info.socket, !revoke).await?,
+                None => {
                     store.set(&root, !revoke)?;
                     moonkale_service::agent::host::trust_message(&store, &root, !revoke)
                 }
@@ -493,12 +496,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
 /// directory).
 fn running_service(workspace: Option<PathBuf>) -> anyhow::Result<runtime::ServiceInfo> {
     let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
-    let files = RuntimeDir::from_env()?.workspace(&root);
-    match files.read_info() {
-        // An info file a killed service left behind names a dead socket.
-        Some(info) if std::os::unix::net::UnixStream::connect(&info.socket).is_ok() => Ok(info),
-        _ => Err(Error::NotRunning { workspace: root }.into()),
-    }
+    Ok(RuntimeDir::from_env()?
+        .service_for(&root)
+        .ok_or(Error::NotRunning { workspace: root })?)
 }
 
 fn ide_config(disabled: bool) -> anyhow::Result<Option<IdeConfig>> {

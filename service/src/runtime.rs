@@ -8,8 +8,12 @@
 //! same folder finds the same service.
 //!
 //! **Invariant:** a service serves a workspace only while it holds that
-//! workspace's lock (an OS file lock, released by the kernel when the process
-//! dies), so two services never serve one workspace.
+//! workspace's locks (OS file locks, released by the kernel when the process
+//! dies): one on the workspace folder itself, which no cleaner of the runtime
+//! directory can delete away, so two services never serve one folder; and
+//! one on `ws-<hash>.lock`, so two services never publish under one name.
+//! A running service puts back whatever of its files disappear
+//! ([`WorkspaceLock::hold_file`], `server::Published`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -74,9 +78,35 @@ impl RuntimeDir {
         &self.path
     }
 
+    /// The live service that serves `root`: that of the outermost folder,
+    /// among `root`'s ancestors and `root` itself, for which one runs. A
+    /// folder inside a served workspace belongs to that workspace's service
+    /// (ARCHITECTURE.md, nested workspaces).
+    pub fn service_for(&self, root: &Path) -> Option<ServiceInfo> {
+        self.outermost_service(root.ancestors())
+    }
+
+    /// [`Self::service_for`] among `root`'s ancestors only.
+    pub fn enclosing_service(&self, root: &Path) -> Option<ServiceInfo> {
+        self.outermost_service(root.ancestors().skip(1))
+    }
+
+    fn outermost_service<'a>(
+        &self,
+        folders: impl Iterator<Item = &'a Path>,
+    ) -> Option<ServiceInfo> {
+        let folders: Vec<&Path> = folders.collect();
+        folders.into_iter().rev().find_map(|folder| {
+            self.workspace(folder)
+                .read_info()
+                .filter(|i| i.workspace == folder && process_alive(i.pid))
+        })
+    }
+
     pub fn workspace(&self, root: &Path) -> WorkspaceFiles {
         WorkspaceFiles {
             dir: self.path.clone(),
+            root: root.to_path_buf(),
             key: format!("ws-{:016x}", path_hash(root)),
         }
     }
@@ -85,6 +115,7 @@ impl RuntimeDir {
 /// The files of one workspace inside the runtime directory.
 pub struct WorkspaceFiles {
     dir: PathBuf,
+    root: PathBuf,
     key: String,
 }
 
@@ -133,8 +164,30 @@ impl WorkspaceFiles {
         })
     }
 
-    /// Takes the workspace lock, or `None` if another process holds it.
+    /// The runtime directory these files live in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Takes the workspace's locks (the folder's, then the runtime file's),
+    /// or `None` if another process holds either.
     pub fn try_lock(&self) -> Result<Option<WorkspaceLock>> {
+        let folder = File::open(&self.root)
+            .context(|| format!("opening workspace {}", self.root.display()))?;
+        if !try_flock(&folder, &self.root)? {
+            return Ok(None);
+        }
+        let Some(file) = self.try_lock_file()? else {
+            return Ok(None);
+        };
+        Ok(Some(WorkspaceLock {
+            _folder: folder,
+            file,
+        }))
+    }
+
+    /// Opens (creating it if needed) and locks `ws-<hash>.lock`.
+    fn try_lock_file(&self) -> Result<Option<File>> {
         let path = self.lock_path();
         let file = OpenOptions::new()
             .read(true)
@@ -145,13 +198,7 @@ impl WorkspaceFiles {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .context(|| format!("opening lock {}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(WorkspaceLock { _file: file })),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => {
-                Err(Error::io(format!("locking {}", path.display()), e))
-            }
-        }
+        Ok(try_flock(&file, &path)?.then_some(file))
     }
 
     /// The info of the service that runs now, if one does.
@@ -170,7 +217,65 @@ impl WorkspaceFiles {
 
 /// Held while the process serves a workspace; the OS releases it on exit.
 pub struct WorkspaceLock {
-    _file: File,
+    /// The workspace folder, locked: deleting the runtime directory cannot
+    /// take this one away.
+    _folder: File,
+    /// `ws-<hash>.lock`, locked; replaced by [`Self::hold_file`] when the
+    /// runtime directory lost it.
+    file: File,
+}
+
+impl WorkspaceLock {
+    /// Makes sure the lock file at its path is the one we hold, recreating
+    /// and locking it if it was deleted. `false` if another process has
+    /// locked a new file there meanwhile (it then owns the file names).
+    pub fn hold_file(&mut self, files: &WorkspaceFiles) -> Result<bool> {
+        let path = files.lock_path();
+        let ours = self
+            .file
+            .metadata()
+            .context(|| format!("checking {}", path.display()))?;
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if (m.dev(), m.ino()) == (ours.dev(), ours.ino()) => return Ok(true),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("checking {}", path.display()), e)),
+        }
+        match files.try_lock_file()? {
+            Some(file) => {
+                self.file = file;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// `flock(LOCK_EX | LOCK_NB)`: `false` if another process holds it.
+fn try_flock(file: &File, path: &Path) -> Result<bool> {
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::io(format!("locking {}", path.display()), e))
+        }
+    }
+}
+
+/// How often a service checks that its published files (and its Claude
+/// Code lock file) are still in place: 2 s, `MOONKALE_SELF_CHECK_MS`.
+pub fn self_check_interval() -> std::time::Duration {
+    static EVERY: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| {
+        std::env::var("MOONKALE_SELF_CHECK_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&ms| ms > 0)
+            .map_or(
+                std::time::Duration::from_secs(2),
+                std::time::Duration::from_millis,
+            )
+    })
 }
 
 /// Creates `path` (mode 0600; never an existing file, never through a
@@ -244,6 +349,19 @@ pub fn canonical_workspace(path: &Path) -> Result<PathBuf> {
         )));
     }
     Ok(canonical)
+}
+
+/// Whether a process with this pid exists (ours to signal or not).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks whether the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 pub fn uid() -> u32 {

@@ -124,28 +124,124 @@ fn terminal_config(agent: Option<&AgentConfig>, ide_port: Option<u16>) -> Termin
 /// it removes the socket, info and token files if they are still ours.
 pub struct Served {
     pub workspace: Workspace,
-    pub info: ServiceInfo,
-    /// Dropped before the files below, so the lock file goes first.
+    /// Claude Code's IDE server; dropping it removes its lock file.
     pub ide: Option<IdeServer>,
-    files: WorkspaceFiles,
-    socket_id: (u64, u64),
-    _lock: WorkspaceLock,
+    published: Arc<std::sync::Mutex<Published>>,
+    keeper: tokio::task::AbortHandle,
+}
+
+impl Served {
+    /// What the info file says (the socket may change when it is rebound).
+    pub fn info(&self) -> ServiceInfo {
+        self.published.lock().expect("published lock").info.clone()
+    }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        if let Ok(meta) = std::fs::symlink_metadata(&self.info.socket)
-            && (meta.dev(), meta.ino()) == self.socket_id
-        {
-            let _ = std::fs::remove_file(&self.info.socket);
+        self.keeper.abort();
+        let mut p = self.published.lock().expect("published lock");
+        p.stopped = true;
+        if let Some(accept) = p.accept.take() {
+            accept.abort();
         }
-        if self
-            .files
-            .read_info()
-            .is_some_and(|i| i.pid == self.info.pid)
+        if let Ok(meta) = std::fs::symlink_metadata(&p.info.socket)
+            && Some((meta.dev(), meta.ino())) == p.socket_id
         {
-            let _ = std::fs::remove_file(self.files.info_path());
-            let _ = std::fs::remove_file(self.files.token_path());
+            let _ = std::fs::remove_file(&p.info.socket);
+        }
+        if p.files.read_info().is_some_and(|i| i.pid == p.info.pid) {
+            let _ = std::fs::remove_file(p.files.info_path());
+            let _ = std::fs::remove_file(p.files.token_path());
+        }
+    }
+}
+
+/// A served workspace's files in the runtime directory (socket, token,
+/// info, lock), put back by [`Published::repair`] whenever any of them is
+/// missing: a tmp cleaner or logind may delete the whole directory under
+/// a running service, and `status` and new shims find the service only
+/// through these files.
+struct Published {
+    files: WorkspaceFiles,
+    lock: WorkspaceLock,
+    token: Arc<String>,
+    info: ServiceInfo,
+    /// The bound socket's (device, inode), once bound.
+    socket_id: Option<(u64, u64)>,
+    /// The accept loop of that socket.
+    accept: Option<tokio::task::AbortHandle>,
+    hub: HubHandle,
+    /// Set when the workspace stops being served: nothing more is written.
+    stopped: bool,
+    /// Another service took the file names (it locked a new lock file
+    /// while ours was gone): we publish nothing more.
+    displaced: bool,
+    /// The last repair failed (logged once, not every check).
+    failing: bool,
+}
+
+impl Published {
+    /// Puts back whatever is missing: the directory, the lock file (locked
+    /// again), the socket (bound again, with a fresh accept loop), the token
+    /// and info files. Cheap when everything is in place: a few `lstat`s and
+    /// two small reads.
+    fn repair(&mut self) -> Result<()> {
+        if self.stopped || self.displaced {
+            return Ok(());
+        }
+        RuntimeDir::at(self.files.dir().to_path_buf())?;
+        if !self.lock.hold_file(&self.files)? {
+            tracing::warn!(workspace = %self.info.workspace.display(), "another service took this workspace's runtime files; no longer publishing them");
+            self.displaced = true;
+            return Ok(());
+        }
+        let bound = std::fs::symlink_metadata(&self.info.socket)
+            .is_ok_and(|m| Some((m.dev(), m.ino())) == self.socket_id);
+        if !bound {
+            if self.socket_id.is_some() {
+                tracing::info!(socket = %self.info.socket.display(), "our socket is gone; binding it again");
+            }
+            let (listener, socket) = bind_private_socket(&self.files)?;
+            let meta = std::fs::symlink_metadata(&socket)
+                .context(|| format!("checking {}", socket.display()))?;
+            if let Some(old) = self.accept.take() {
+                old.abort();
+            }
+            self.accept =
+                Some(tokio::spawn(accept_unix(listener, self.hub.clone())).abort_handle());
+            self.socket_id = Some((meta.dev(), meta.ino()));
+            self.info.socket = socket;
+        }
+        if self.files.read_token().ok().as_deref() != Some(self.token.as_str()) {
+            runtime::write_private_atomic(&self.files.token_path(), self.token.as_bytes())?;
+        }
+        if self.files.read_info().as_ref() != Some(&self.info) {
+            let json = serde_json::to_vec_pretty(&self.info).expect("info serializes");
+            runtime::write_private_atomic(&self.files.info_path(), &json)?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs [`Published::repair`] every [`runtime::self_check_interval`].
+async fn keep_published(published: Arc<std::sync::Mutex<Published>>) {
+    let every = runtime::self_check_interval();
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let mut p = published.lock().expect("published lock");
+        if p.stopped {
+            return;
+        }
+        match p.repair() {
+            Err(e) if !p.failing => {
+                tracing::warn!(workspace = %p.info.workspace.display(), "cannot restore the runtime files: {e}");
+                p.failing = true;
+            }
+            Err(_) => {}
+            Ok(()) => p.failing = false,
         }
     }
 }
@@ -202,7 +298,7 @@ pub async fn serve(
                 pid: info.map_or("unknown".into(), |i| i.pid.to_string()),
             });
         };
-        tracing::info!(workspace = %root.display(), socket = %s.info.socket.display(), "serving");
+        tracing::info!(workspace = %root.display(), socket = %s.info().socket.display(), "serving");
         served.push(s);
     }
     let hubs = Arc::new(
@@ -262,14 +358,20 @@ pub async fn start_workspace(
     ide: Option<&IdeConfig>,
     agent: Option<&AgentConfig>,
 ) -> Result<Option<Served>> {
+    // A folder inside a served workspace is that service's: serving it
+    // too would put two lock files over it, and Claude Code would connect
+    // to neither.
+    if let Some(outer) = runtime_dir.enclosing_service(root) {
+        return Err(Error::InsideServed {
+            workspace: root.to_path_buf(),
+            enclosing: outer.workspace,
+            pid: outer.pid,
+        });
+    }
     let files = runtime_dir.workspace(root);
     let Some(lock) = files.try_lock()? else {
         return Ok(None);
     };
-    let (listener, socket) = bind_private_socket(&files)?;
-    let meta =
-        std::fs::symlink_metadata(&socket).context(|| format!("checking {}", socket.display()))?;
-    runtime::write_private_atomic(&files.token_path(), token.as_bytes())?;
     let mut workspace = Workspace::start(root.to_path_buf(), agent);
     let hub = workspace.hub.clone();
     let ide = match ide {
@@ -280,23 +382,34 @@ pub async fn start_workspace(
     let info = ServiceInfo {
         pid: std::process::id(),
         workspace: root.to_path_buf(),
-        socket,
+        socket: PathBuf::new(), // bound by the first repair
         lsp_tcp: listeners.lsp_tcp.map(|a| a.to_string()),
         remote: listeners.remote.map(|a| a.to_string()),
         token_file: files.token_path(),
         ide_port: ide.as_ref().map(|i| i.port),
         version: env!("CARGO_PKG_VERSION").into(),
     };
-    let json = serde_json::to_vec_pretty(&info).expect("info serializes");
-    runtime::write_private_atomic(&files.info_path(), &json)?;
-    tokio::spawn(accept_unix(listener, hub.clone()));
+    let mut published = Published {
+        files,
+        lock,
+        token: token.clone(),
+        info,
+        socket_id: None,
+        accept: None,
+        hub,
+        stopped: false,
+        displaced: false,
+        failing: false,
+    };
+    // Publishing for the first time is a repair of nothing.
+    published.repair()?;
+    let published = Arc::new(std::sync::Mutex::new(published));
+    let keeper = tokio::spawn(keep_published(published.clone())).abort_handle();
     Ok(Some(Served {
         workspace,
-        info,
         ide,
-        files,
-        socket_id: (meta.dev(), meta.ino()),
-        _lock: lock,
+        published,
+        keeper,
     }))
 }
 

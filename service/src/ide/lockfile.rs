@@ -7,7 +7,7 @@
 //! careful way: directory 0700, file 0600, an exclusive-create temp file that
 //! never follows a link, moved into place without clobbering anything we did
 //! not write, and removed on exit only while it still holds exactly what we
-//! wrote.
+//! wrote. A running service puts a deleted lock file back ([`LockFile::restore`]).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result};
-use crate::runtime::uid;
+use crate::runtime::{process_alive, uid};
 
 /// The name Claude Code shows for us, and how we recognise our own locks.
 pub const IDE_NAME: &str = "Moonkale";
@@ -57,18 +57,46 @@ impl LockFile {
     /// Writes `<dir>/<port>.lock`. Fails if anything is already at that
     /// name: it is not ours (we hold the port), so it is left alone.
     pub fn create(dir: &Path, port: u16, contents: &LockContents) -> Result<LockFile> {
+        let lock = LockFile::new(dir, port, contents);
+        lock.place()?;
+        Ok(lock)
+    }
+
+    /// The lock file `<dir>/<port>.lock`, not written yet ([`Self::place`]).
+    pub fn new(dir: &Path, port: u16, contents: &LockContents) -> LockFile {
+        LockFile {
+            path: dir.join(format!("{port}.lock")),
+            written: serde_json::to_vec(contents).expect("lock contents serialize"),
+        }
+    }
+
+    /// Removes the file while it is ours; `true` if it did.
+    pub fn withdraw(&self) -> bool {
+        self.is_ours() && std::fs::remove_file(&self.path).is_ok()
+    }
+
+    /// Writes the file again if it was deleted (a user's cleanup, a removed
+    /// `~/.claude`), with the same contents, so new `claude --ide` sessions
+    /// still find us. Whatever else is at the name is left alone. `true` if
+    /// it was put back.
+    pub fn restore(&self) -> Result<bool> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.place().map(|()| true),
+            Err(e) => Err(Error::io(format!("checking {}", self.path.display()), e)),
+        }
+    }
+
+    /// Places the file through a private temp file, never replacing a name
+    /// that exists.
+    pub fn place(&self) -> Result<()> {
+        let dir = self.path.parent().expect("a lock file has a directory");
         ensure_private_dir(dir)?;
-        let path = dir.join(format!("{port}.lock"));
-        let bytes = serde_json::to_vec(contents).expect("lock contents serialize");
-        let tmp = write_temp(dir, &bytes)?;
+        let tmp = write_temp(dir, &self.written)?;
         // link() never replaces an existing name, unlike rename().
-        let linked = std::fs::hard_link(&tmp, &path);
+        let linked = std::fs::hard_link(&tmp, &self.path);
         let _ = std::fs::remove_file(&tmp);
-        linked.context(|| format!("placing {}", path.display()))?;
-        Ok(LockFile {
-            path,
-            written: bytes,
-        })
+        linked.context(|| format!("placing {}", self.path.display()))
     }
 
     pub fn path(&self) -> &Path {
@@ -112,16 +140,31 @@ pub fn remove_stale_own_locks(dir: &Path) {
     }
 }
 
-fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
+/// Another live IDE's lock file (ours or any IDE's) in `dir` whose
+/// `workspaceFolders` strictly contain `root`. A `claude` started in `root`
+/// would match both that lock and ours, and the CLI connects only when
+/// exactly one lock contains its cwd (ide-protocol.md §1.5): so while one
+/// exists, the enclosing workspace's IDE serves `root` and ours stays out.
+pub fn enclosing_lock(dir: &Path, root: &Path, ours: &Path) -> Option<PathBuf> {
+    /// The two fields every IDE's lock file has.
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Folders {
+        pid: u32,
+        workspace_folders: Vec<PathBuf>,
     }
-    // SAFETY: signal 0 only checks whether the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    std::fs::read_dir(dir).ok()?.flatten().find_map(|entry| {
+        let path = entry.path();
+        if path == ours || path.extension().is_none_or(|e| e != "lock") {
+            return None;
+        }
+        let lock: Folders = serde_json::from_slice(&read_small(&path).ok()?).ok()?;
+        let encloses = lock
+            .workspace_folders
+            .iter()
+            .any(|f| root.starts_with(f) && root != f.as_path());
+        (encloses && process_alive(lock.pid)).then_some(path)
+    })
 }
 
 /// Creates `dir` (0700) or makes an existing one of ours private.
@@ -225,6 +268,30 @@ mod tests {
         let path = lock.path().to_owned();
         drop(lock);
         assert_eq!(std::fs::read_to_string(path).unwrap(), "someone else's");
+    }
+
+    /// A deleted lock file (or its whole directory) is put back with the
+    /// same bytes; a file someone else put at the name is not replaced.
+    #[test]
+    fn a_deleted_lock_file_is_restored() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("ide");
+        let lock = LockFile::create(&dir, 7, &contents(std::process::id())).unwrap();
+        let bytes = std::fs::read(lock.path()).unwrap();
+        assert!(!lock.restore().unwrap(), "nothing to do while it is there");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(lock.restore().unwrap());
+        assert_eq!(std::fs::read(lock.path()).unwrap(), bytes);
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        std::fs::write(lock.path(), "someone else's").unwrap();
+        assert!(!lock.restore().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(lock.path()).unwrap(),
+            "someone else's"
+        );
     }
 
     /// Our locks with a dead pid go at start; live ones and other IDEs' stay.

@@ -80,9 +80,10 @@ pub fn tools_list() -> Value {
 const MAX_READ: u64 = 16 << 20;
 
 /// A confined file's text, up to [`MAX_READ`] bytes.
-fn read_capped(root: &std::path::Path, path: &std::path::Path) -> Result<String, String> {
+fn read_capped(root: &paths::Root, path: &std::path::Path) -> Result<String, String> {
     use std::io::Read;
-    let file = paths::open_beneath(root, path, paths::Open::Read)
+    let file = root
+        .open_beneath(path, paths::Open::Read)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut bytes = Vec::new();
     file.take(MAX_READ)
@@ -95,7 +96,7 @@ fn read_capped(root: &std::path::Path, path: &std::path::Path) -> Result<String,
 /// beside a `.gitignore` of `*` (0600, created exclusively, never through a
 /// symlink). Returns the proposal's directory and file.
 fn write_proposal(
-    root: &std::path::Path,
+    root: &paths::Root,
     target: &std::path::Path,
     contents: &str,
 ) -> Result<(PathBuf, PathBuf), String> {
@@ -103,7 +104,7 @@ fn write_proposal(
     let mut raw = [0u8; 6];
     getrandom::fill(&mut raw).map_err(|e| format!("no randomness: {e}"))?;
     let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    let state = root.join(".moonkale");
+    let state = root.path().join(".moonkale");
     let dir = state.join("proposals").join(id);
     let name = target.file_name().ok_or("the target has no file name")?;
     // A proposed `.gitignore` goes one folder down, under our own one.
@@ -113,7 +114,7 @@ fn write_proposal(
         dir.join(name)
     };
     let open = |path: &std::path::Path| {
-        paths::open_beneath(root, path, paths::Open::CreateNew)
+        root.open_beneath(path, paths::Open::CreateNew)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))
     };
     // Keep the proposal out of git whatever the repository ships: the
@@ -126,11 +127,6 @@ fn write_proposal(
         .write_all(contents.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     Ok((dir, file))
-}
-
-/// The workspace folder (one per IDE server).
-fn root_of(roots: &[PathBuf]) -> &std::path::Path {
-    roots.first().expect("a workspace has a root")
 }
 
 /// What to do with a `tools/call`.
@@ -148,10 +144,12 @@ pub enum ToolCall {
     },
 }
 
-/// Checks a `tools/call`'s params and confines the paths it names to
-/// `roots`. Refused paths become `isError` results that quote only the path.
-pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
+/// Checks a `tools/call`'s params and confines the paths it names to the
+/// workspace `root` (one per IDE server). Refused paths become `isError`
+/// results that quote only the path.
+pub fn prepare_call(params: &Value, root: &paths::Root) -> ToolCall {
     use crate::lsp::message::code;
+    let roots = std::slice::from_ref(root.path());
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return ToolCall::Error(code::INVALID_PARAMS, "tools/call needs a tool name".into());
     };
@@ -195,7 +193,7 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                 Err(refusal) => return refusal,
             };
             let old_text = if old_path.exists() {
-                match read_capped(root_of(roots), &old_path) {
+                match read_capped(root, &old_path) {
                     Ok(text) => text,
                     Err(why) => return ToolCall::Answer(hub::error_result(why)),
                 }
@@ -203,7 +201,7 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                 String::new() // a new file
             };
             let contents = string_arg("new_file_contents").unwrap_or_default();
-            let (dir, proposal) = match write_proposal(root_of(roots), &new_path, contents) {
+            let (dir, proposal) = match write_proposal(root, &new_path, contents) {
                 Ok(written) => written,
                 Err(why) => return ToolCall::Answer(hub::error_result(why)),
             };
@@ -284,7 +282,7 @@ pub fn prepare_call(params: &Value, roots: &[PathBuf]) -> ToolCall {
                     args["filePath"] = json!(path);
                     // The hub searches the editor's buffer when the file is
                     // open; it does no IO, so it gets the file's text too.
-                    match read_capped(root_of(roots), &path) {
+                    match read_capped(root, &path) {
                         Ok(text) => args["fileText"] = json!(text),
                         Err(why) => return ToolCall::Answer(hub::error_result(why)),
                     }

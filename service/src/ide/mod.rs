@@ -14,7 +14,7 @@ pub mod paths;
 mod ws;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use ws::IdeLimits;
 
@@ -61,13 +61,54 @@ impl IdeConfig {
 pub struct IdeServer {
     pub port: u16,
     pub lock_path: PathBuf,
-    _lock: LockFile,
+    /// `None` once stopped, so the keeper cannot put the file back after
+    /// the drop removed it.
+    lock: Arc<Mutex<Option<LockFile>>>,
     accept: tokio::task::AbortHandle,
+    keeper: tokio::task::AbortHandle,
 }
 
 impl Drop for IdeServer {
     fn drop(&mut self) {
         self.accept.abort();
+        self.keeper.abort();
+        drop(self.lock.lock().expect("lock file lock").take());
+    }
+}
+
+/// Every [`crate::runtime::self_check_interval`]: puts the lock file back
+/// whenever it was deleted, and keeps it out while another IDE's lock
+/// encloses the workspace (nested workspaces: the outer one serves).
+async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>, dir: PathBuf, root: PathBuf) {
+    let every = crate::runtime::self_check_interval();
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The last restore failed (logged once, not every check).
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        let guard = lock.lock().expect("lock file lock");
+        let Some(file) = guard.as_ref() else { return };
+        if let Some(outer) = lockfile::enclosing_lock(&dir, &root, file.path()) {
+            if file.withdraw() {
+                tracing::info!(outer = %outer.display(), "an enclosing workspace's IDE serves Claude Code here; withdrew our lock file");
+            }
+            continue;
+        }
+        match file.restore() {
+            Ok(restored) => {
+                if restored {
+                    tracing::info!(lock = %file.path().display(), "put our Claude Code lock file (back) in place");
+                }
+                failing = false;
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!("cannot restore the Claude Code lock file: {e}");
+                }
+                failing = true;
+            }
+        }
     }
 }
 
@@ -76,6 +117,9 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
     lockfile::remove_stale_own_locks(&cfg.lock_dir);
     let token = Arc::new(crate::runtime::new_token()?);
     let roots = vec![hub.root().to_path_buf()];
+    // Held from now on: tool files are opened from it (`paths::Root`).
+    let root = paths::Root::open(hub.root())
+        .context(|| format!("opening workspace {}", hub.root().display()))?;
     // A name already taken in the lock directory is not ours to replace:
     // take another port.
     let mut last_err = None;
@@ -95,14 +139,19 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
             running_in_windows: false,
             auth_token: token.to_string(),
         };
-        let lock = match LockFile::create(&cfg.lock_dir, port, &contents) {
-            Ok(lock) => lock,
-            Err(e) => {
-                tracing::warn!("cannot place the Claude Code lock file for port {port}: {e}");
-                last_err = Some(e);
-                continue;
+        let lock = LockFile::new(&cfg.lock_dir, port, &contents);
+        let placed = match lockfile::enclosing_lock(&cfg.lock_dir, hub.root(), lock.path()) {
+            Some(outer) => {
+                tracing::info!(outer = %outer.display(), "an enclosing workspace's IDE serves Claude Code here; no lock file of ours while it runs");
+                Ok(())
             }
+            None => lock.place(),
         };
+        if let Err(e) = placed {
+            tracing::warn!("cannot place the Claude Code lock file for port {port}: {e}");
+            last_err = Some(e);
+            continue;
+        }
         let lock_path = lock.path().to_owned();
         tracing::info!(port, lock = %lock_path.display(), "Claude Code IDE server listening");
         let accept = tokio::spawn(ws::accept_loop(ws::Listener {
@@ -110,14 +159,22 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
             port,
             token: token.clone(),
             hub: hub.clone(),
-            roots: roots.clone(),
+            root,
             limits: cfg.limits.clone(),
         }));
+        let lock = Arc::new(Mutex::new(Some(lock)));
+        let keeper = tokio::spawn(keep_lock_file(
+            lock.clone(),
+            cfg.lock_dir.clone(),
+            hub.root().to_path_buf(),
+        ))
+        .abort_handle();
         return Ok(IdeServer {
             port,
             lock_path,
-            _lock: lock,
+            lock,
             accept: accept.abort_handle(),
+            keeper,
         });
     }
     Err(last_err.unwrap_or_else(|| Error::Invalid("no port for the IDE server".into())))

@@ -70,9 +70,70 @@ pub enum Open {
     CreateNew,
 }
 
+/// A workspace folder held open since the service started serving it.
+/// Files are opened from this descriptor, never from the folder's path: a
+/// folder moved or deleted under the service must not be re-created at its
+/// old path, and whatever later takes that name (a new clone, another
+/// project) is not the workspace. So [`Root::open_beneath`] first checks
+/// that the path still names the folder we hold, and fails cleanly if not.
+pub struct Root {
+    path: PathBuf,
+    dir: std::os::fd::OwnedFd,
+    /// (device, inode) of the folder.
+    id: (u64, u64),
+}
+
+impl Root {
+    pub fn open(path: &Path) -> std::io::Result<Root> {
+        let dir = std::fs::File::open(path)?;
+        let meta = dir.metadata()?;
+        if !meta.is_dir() {
+            return Err(std::io::Error::other("not a directory"));
+        }
+        use std::os::unix::fs::MetadataExt;
+        Ok(Root {
+            path: path.to_path_buf(),
+            id: (meta.dev(), meta.ino()),
+            dir: dir.into(),
+        })
+    }
+
+    pub fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    /// Opens `path`, which must lie under the workspace, walking from the
+    /// folder's descriptor one component at a time without following any
+    /// symlink; an error if the workspace is no longer at its path.
+    pub fn open_beneath(&self, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
+        use std::os::unix::fs::MetadataExt;
+        let here = std::fs::symlink_metadata(&self.path).ok();
+        if here.is_none_or(|m| (m.dev(), m.ino()) != self.id) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "the workspace folder {} was moved or deleted",
+                    self.path.display()
+                ),
+            ));
+        }
+        walk_beneath(self.dir.try_clone()?, &self.path, path, how)
+    }
+}
+
 /// Opens `path`, which must lie under `root`, walking from `root` one
 /// component at a time without following any symlink.
 pub fn open_beneath(root: &Path, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
+    Root::open(root)?.open_beneath(path, how)
+}
+
+/// The walk of [`Root::open_beneath`] from `dir`, the descriptor of `root`.
+fn walk_beneath(
+    mut dir: std::os::fd::OwnedFd,
+    root: &Path,
+    path: &Path,
+    how: Open,
+) -> std::io::Result<std::fs::File> {
     use std::ffi::CString;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let rel = path
@@ -102,19 +163,6 @@ pub fn open_beneath(root: &Path, path: &Path, how: Open) -> std::io::Result<std:
                 Ok(unsafe { OwnedFd::from_raw_fd(fd) })
             }
         };
-    let root_c = CString::new(root.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::other("NUL in path"))?;
-    // SAFETY: as above, with an absolute path.
-    let fd = unsafe {
-        libc::open(
-            root_c.as_ptr(),
-            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut dir = unsafe { OwnedFd::from_raw_fd(fd) };
     for part in dirs {
         let name = cstr(part)?;
         if how == Open::CreateNew {

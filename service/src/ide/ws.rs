@@ -12,7 +12,6 @@
 //! hard cap the client is dropped, so a CLI that stops reading cannot grow
 //! our memory.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -69,7 +68,7 @@ pub(super) struct Listener {
     pub port: u16,
     pub token: Arc<String>,
     pub hub: HubHandle,
-    pub roots: Vec<PathBuf>,
+    pub root: super::paths::Root,
     pub limits: IdeLimits,
 }
 
@@ -80,7 +79,7 @@ pub(super) async fn accept_loop(l: Listener) {
         port: l.port,
         token: l.token,
         hub: l.hub,
-        roots: l.roots,
+        root: l.root,
         limits: l.limits,
     });
     loop {
@@ -125,7 +124,7 @@ struct Shared {
     port: u16,
     token: Arc<String>,
     hub: HubHandle,
-    roots: Vec<PathBuf>,
+    root: super::paths::Root,
     limits: IdeLimits,
 }
 
@@ -434,7 +433,7 @@ impl Reader<'_> {
     }
 
     async fn tool_call(&mut self, id: RequestId, params: &Value) -> bool {
-        let (tool, arguments, cleanup) = match mcp::prepare_call(params, &self.shared.roots) {
+        let (tool, arguments, cleanup) = match mcp::prepare_call(params, &self.shared.root) {
             ToolCall::Answer(result) => {
                 return self.send(message::response(&id, &Ok(result))).await;
             }
@@ -521,7 +520,9 @@ async fn write_loop(mut w: WriterState) {
     let mut resend_due: Option<Instant> = None;
     let mut last_selection: Option<Value> = None;
     let mut ping = tokio::time::interval_at(Instant::now() + w.ping_interval, w.ping_interval);
-    let mut ping_sent_at: Option<Instant> = None;
+    // After a stop, one late tick rather than a burst of the missed ones.
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut liveness = Liveness::new(w.ping_interval);
     loop {
         let due = selection_due;
         let resend = resend_due;
@@ -583,18 +584,55 @@ async fn write_loop(mut w: WriterState) {
                     return;
                 }
             }
-            _ = ping.tick() => {
+            scheduled = ping.tick() => {
                 let heard = *w.last_heard.lock().expect("last_heard lock");
-                if ping_sent_at.is_some_and(|sent| heard < sent) {
+                if liveness.tick(scheduled, Instant::now(), heard) == Tick::Drop {
                     tracing::info!("Claude Code client silent for a ping interval; dropping it");
                     return;
                 }
                 if !send(&mut w, Message::Ping(Vec::new().into())).await {
                     return;
                 }
-                ping_sent_at = Some(Instant::now());
             }
         }
+    }
+}
+
+/// Whether a client still answers, judged only over time in which we were
+/// running to hear it: a tick that comes late (the service was stopped with
+/// SIGSTOP, the machine suspended, the runtime starved) is no evidence that
+/// the client went quiet, so it starts a fresh wait instead of counting.
+struct Liveness {
+    interval: Duration,
+    /// When the unanswered ping went out, if one did.
+    pinged_at: Option<Instant>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Tick {
+    /// Send a ping (and wait an interval for any frame back).
+    Ping,
+    /// The client let a whole interval pass after a ping without a frame.
+    Drop,
+}
+
+impl Liveness {
+    fn new(interval: Duration) -> Liveness {
+        Liveness {
+            interval,
+            pinged_at: None,
+        }
+    }
+
+    /// The ping timer fired at `now` for the tick `scheduled`; `heard` is
+    /// when the client's last frame arrived.
+    fn tick(&mut self, scheduled: Instant, now: Instant, heard: Instant) -> Tick {
+        let on_time = now.saturating_duration_since(scheduled) <= self.interval / 2;
+        if on_time && self.pinged_at.is_some_and(|sent| heard < sent) {
+            return Tick::Drop;
+        }
+        self.pinged_at = Some(now);
+        Tick::Ping
     }
 }
 
@@ -632,4 +670,45 @@ async fn send_selection(w: &mut WriterState, last: &mut Option<Value>) -> bool {
     }
     *last = Some(params);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ping timer as the writer runs it (interval, late-tick behaviour
+    /// and [`Liveness`]), over paused time: a client that answers every
+    /// ping survives a stop of many intervals, which fires one late tick;
+    /// a client that stops answering is dropped one on-time interval after
+    /// the next ping.
+    #[tokio::test(start_paused = true)]
+    async fn a_long_stop_does_not_drop_a_live_client() {
+        let interval = Duration::from_secs(30);
+        let mut ping = tokio::time::interval_at(Instant::now() + interval, interval);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut liveness = Liveness::new(interval);
+        let mut heard = Instant::now();
+        // A live client answers each ping at once.
+        for _ in 0..3 {
+            let scheduled = ping.tick().await;
+            assert_eq!(liveness.tick(scheduled, Instant::now(), heard), Tick::Ping);
+            heard = Instant::now();
+        }
+        // A ping goes out and the process is stopped before the pong is
+        // read: ten intervals pass without us running.
+        let scheduled = ping.tick().await;
+        assert_eq!(liveness.tick(scheduled, Instant::now(), heard), Tick::Ping);
+        tokio::time::advance(interval * 10).await;
+        let resumed = Instant::now();
+        // One late tick, not a burst: it pings afresh instead of judging.
+        let scheduled = ping.tick().await;
+        assert_eq!(liveness.tick(scheduled, Instant::now(), heard), Tick::Ping);
+        heard = Instant::now(); // the pong, read once we run again
+        let next = ping.tick().await;
+        assert_eq!(next, resumed + interval, "no burst of missed ticks");
+        assert_eq!(liveness.tick(next, Instant::now(), heard), Tick::Ping);
+        // Now the client goes quiet for real: dropped at the next tick.
+        let scheduled = ping.tick().await;
+        assert_eq!(liveness.tick(scheduled, Instant::now(), heard), Tick::Drop);
+    }
 }

@@ -29,6 +29,21 @@ pub const TOKEN_OPTION: &str = "moonkaleToken";
 /// The `initializationOptions` key that makes a connection an observer.
 pub const ROLE_OPTION: &str = "moonkaleRole";
 
+/// How long a socket connection may take to send `initialize` (10 s,
+/// `MOONKALE_INIT_DEADLINE_MS`) before it is closed.
+pub fn init_deadline() -> std::time::Duration {
+    static DEADLINE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *DEADLINE.get_or_init(|| {
+        std::env::var("MOONKALE_INIT_DEADLINE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_millis,
+            )
+    })
+}
+
 /// Which hub a connection talks to.
 #[derive(Clone)]
 pub enum HubSelector {
@@ -120,8 +135,26 @@ struct Connection {
 impl Connection {
     async fn read_loop<R: AsyncRead + Unpin>(&mut self, reader: &mut FrameReader<R>) -> Ending {
         let resync = self.cfg.transport == Transport::Stdio;
+        // A socket peer that never initializes would hold one of the
+        // listener's slots forever; the editor that started a stdio server
+        // is the only one it serves, so it may take its time.
+        let init_by = (self.cfg.transport != Transport::Stdio)
+            .then(|| tokio::time::Instant::now() + init_deadline());
         loop {
-            let body = match reader.read_frame().await {
+            let frame = match init_by.filter(|_| matches!(self.lifecycle, Lifecycle::Uninitialized))
+            {
+                // Whatever the reader was in the middle of is dropped with
+                // the connection, so cancelling it loses nothing.
+                Some(at) => match tokio::time::timeout_at(at, reader.read_frame()).await {
+                    Ok(frame) => frame,
+                    Err(_) => {
+                        tracing::info!(transport = ?self.cfg.transport, "no initialize before the deadline; closing");
+                        return Ending::Dropped("no initialize before the deadline".into());
+                    }
+                },
+                None => reader.read_frame().await,
+            };
+            let body = match frame {
                 Ok(Some(body)) => body,
                 Ok(None) | Err(FrameError::UnexpectedEof) => return Ending::Eof,
                 Err(FrameError::BadHeader(why)) => {

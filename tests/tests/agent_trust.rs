@@ -904,3 +904,32 @@ async fn hostile_repository_is_opened_and_a_turn_runs_without_harm() {
     );
     assert_eq!(status, "", "git status after the turn");
 }
+
+/// The workspace folder is renamed away under a running service: the next
+/// turn of the agent fails with an error and nothing re-creates the folder
+/// (transcripts live in the user's state directory, and the CLI is not
+/// started in a folder that is gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_workspace_is_not_recreated_by_the_agent() {
+    let mut w = AgentWorld::start(Script::new().default_reply(Reply::text("FIRST"))).await;
+    let session = turn(&mut w.ed, None, "hello", json!({})).await;
+    w.stop_service().await;
+    w.restart_service().await;
+    let moved = w.sb.root.join("ws-moved");
+    std::fs::rename(&w.sb.workspace, &moved).unwrap();
+    let r =
+        w.ed.request(
+            "moonkale/agent/send",
+            json!({"session": session, "prompt": "again"}),
+        )
+        .await;
+    assert!(
+        r.get("error").is_some(),
+        "a turn ran in a folder that is gone: {r}"
+    );
+    assert!(
+        !w.sb.workspace.exists(),
+        "the workspace folder was re-created"
+    );
+    std::fs::rename(&moved, &w.sb.workspace).unwrap();
+}

@@ -628,7 +628,6 @@ impl Workspace {
         }
         let mut actions = self.proposal_actions(&uri, &p.range);
         actions.extend(self.approval_actions());
-        actions.extend(self.trust_action());
         actions.push(json!({
             "title": "Send selection to Claude Code",
             "kind": "source",
@@ -643,6 +642,7 @@ impl Workspace {
             "kind": "source",
             "command": {"title": "Start Claude Code here", "command": START_CLAUDE_COMMAND, "arguments": []},
         }));
+        actions.extend(self.trust_action());
         Ok(Value::Array(actions))
     }
 

@@ -580,17 +580,21 @@ pub fn rss_kib(pid: i32) -> u64 {
         .expect("VmRSS in KiB")
 }
 
+/// The repository's root folder.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_owned()
+}
+
 /// A pinned test peer: `$env` when set, else `.peers/<under_peers>` as
 /// `scripts/install-test-peers.sh` installs it. Missing, the test fails with
 /// how to install it (it is never skipped).
 pub fn peer_bin(env: &str, under_peers: &str) -> PathBuf {
     let path = match std::env::var_os(env).filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("repo root")
-            .join(".peers")
-            .join(under_peers),
+        None => repo_root().join(".peers").join(under_peers),
     };
     assert!(
         path.exists(),

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::agent::{
     AgentWorld, Client, Options, STEP, assistant_text, buttons_caps, describe_events, is_cli,
-    plain_caps, processes_in, short, stand_in, stand_in_runs,
+    plain_caps, processes_in, short, stand_in, stand_in_runs, two_writes_script,
 };
 use support::fakeapi::{Gate, Reply, Script};
 use tokio::io::AsyncReadExt;
@@ -355,24 +355,7 @@ async fn first_of_two_editors_to_answer_wins_and_a_second_answer_is_refused() {
 async fn always_allow_skips_the_question_for_the_next_write() {
     let mut w = AgentWorld::start(Script::new()).await;
     let (one, two) = (w.path("one.txt"), w.path("two.txt"));
-    w.fake.set_script(
-        Script::new()
-            .on_prompt(
-                "write one",
-                Reply::tool_use(
-                    "Write",
-                    json!({"file_path": one.display().to_string(), "content": "ONE\n"}),
-                ),
-            )
-            .on_prompt(
-                "write two",
-                Reply::tool_use(
-                    "Write",
-                    json!({"file_path": two.display().to_string(), "content": "TWO\n"}),
-                ),
-            )
-            .after_tool("Write", Reply::text("WROTE_IT")),
-    );
+    w.fake.set_script(two_writes_script(&one, &two));
     let session =
         w.ed.start_session(json!({"prompt": "write one", "permissionMode": "default"}))
             .await;

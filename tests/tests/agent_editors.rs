@@ -5,21 +5,13 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use moonkale_tests::nvim::{Attach, Headless, start_headless};
 use moonkale_tests::wait_until;
 use serde_json::{Value, json};
-use support::agent::{AgentWorld, STEP};
+use support::agent::{AgentWorld, STEP, plan_then_write_script};
 use support::fakeapi::{Reply, Script};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root")
-        .to_owned()
-}
 
 /// The plugin, and a `vim.ui.select` that answers LSP questions as the user
 /// would: the first choice whose title is next in `PluginTest.answers`.
@@ -45,7 +37,10 @@ require('moonkale').setup({ socket = vim.env.MOONKALE_TEST_SOCKET, debounce_ms =
 async fn nvim(w: &AgentWorld, file: &str) -> Headless {
     let init = w.sb.root.join("agent-init.lua");
     std::fs::write(&init, INIT).expect("write init.lua");
-    let extra = vec![("MOONKALE_PLUGIN_DIR", repo().join("editors/neovim").into())];
+    let extra = vec![(
+        "MOONKALE_PLUGIN_DIR",
+        moonkale_tests::repo_root().join("editors/neovim").into(),
+    )];
     let h = start_headless(
         &w.sb,
         &init,
@@ -80,24 +75,8 @@ async fn neovim_approves_a_plan_then_the_edit_and_the_file_is_written() {
     )
     .await;
     let path = w.path("plan.txt");
-    w.fake.set_script(
-        Script::new()
-            .on_prompt(
-                "make a plan",
-                Reply::tool_use(
-                    "ExitPlanMode",
-                    json!({"plan": "1. Write plan.txt saying DONE"}),
-                ),
-            )
-            .after_tool(
-                "ExitPlanMode",
-                Reply::tool_use(
-                    "Write",
-                    json!({"file_path": path.display().to_string(), "content": "DONE\n"}),
-                ),
-            )
-            .after_tool("Write", Reply::text("PLAN_CARRIED_OUT")),
-    );
+    w.fake
+        .set_script(plan_then_write_script("make a plan", &path));
     let nv = nvim(&w, "notes.txt").await;
     nv.remote
         .eval(r#"luaeval('(function() PluginTest.answers = {"Approve; ask before edits", "Allow"} return 1 end)()')"#)

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use serde_json::{Value, json};
-use support::agent::{AgentWorld, Client, Options, STEP, describe_events};
+use support::agent::{
+    AgentWorld, Client, Options, STEP, describe_events, plan_then_write_script, two_writes_script,
+};
 use support::fakeapi::{Reply, Script};
 
 // ---------------------------------------------------------------------------
@@ -347,22 +349,7 @@ async fn cli_1_0_60_refuses_an_untrusted_workspace_clearly() {
 
 /// The model plans, calls ExitPlanMode, then writes `path`.
 fn plan_then_write(path: &Path) -> Script {
-    Script::new()
-        .on_prompt(
-            "make a plan",
-            Reply::tool_use(
-                "ExitPlanMode",
-                json!({"plan": "1. Write plan.txt with DONE"}),
-            ),
-        )
-        .after_tool(
-            "ExitPlanMode",
-            Reply::tool_use(
-                "Write",
-                json!({"file_path": path.display().to_string(), "content": "DONE\n"}),
-            ),
-        )
-        .after_tool("Write", Reply::text("PLAN_CARRIED_OUT"))
+    plan_then_write_script("make a plan", path)
 }
 
 /// A user in an editor with buttons plans, approves the plan with "ask
@@ -378,7 +365,7 @@ async fn approving_a_plan_leaves_plan_mode_and_the_edit_is_asked_then_written() 
     let ask = w.ed.server_request("window/showMessageRequest", STEP).await;
     let message = ask["params"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("1. Write plan.txt"),
+        message.contains("1. Write plan.txt saying DONE"),
         "the plan is not shown: {message}"
     );
     let titles = action_titles(&ask);
@@ -447,25 +434,7 @@ async fn plan_approved_with_a_code_action_and_accepted_edits_writes_without_aski
     .await;
     let session = w.ed.start_session(json!({"prompt": "make a plan"})).await;
     pending_approval(&mut w.ed, &session).await;
-    let actions = w
-        .ed
-        .call(
-            "textDocument/codeAction",
-            json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}),
-        )
-        .await;
-    let accept = actions
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|a| {
-            a["title"]
-                .as_str()
-                .is_some_and(|t| t.contains("accept edits"))
-        })
-        .unwrap_or_else(|| panic!("no code action approving the plan: {actions}"))
-        .clone();
-    w.ed.call("workspace/executeCommand", accept["command"].clone())
+    w.ed.run_code_action(&uri, |t| t.contains("accept edits"))
         .await;
     let seq = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, seq).await;
@@ -560,22 +529,7 @@ async fn ask_user_question_is_answered_with_code_actions_one_question_at_a_time(
     let session = w.ed.start_session(json!({"prompt": "ask me"})).await;
     pending_approval(&mut w.ed, &session).await;
     for label in ["Claude asks Language: Go", "Claude asks License: MIT"] {
-        let actions = w
-            .ed
-            .call(
-                "textDocument/codeAction",
-                json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}),
-            )
-            .await;
-        let action = actions
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|a| a["title"] == label)
-            .unwrap_or_else(|| panic!("no code action {label:?}: {actions}"))
-            .clone();
-        w.ed.call("workspace/executeCommand", action["command"].clone())
-            .await;
+        w.ed.run_code_action(&uri, |t| t == label).await;
     }
     let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
     assert!(
@@ -677,24 +631,7 @@ async fn ask_user_question_takes_several_labels_and_free_text_from_the_command_l
 async fn always_allow_survives_a_service_restart() {
     let mut w = AgentWorld::start(Script::new()).await;
     let (one, two) = (w.path("one.txt"), w.path("two.txt"));
-    w.fake.set_script(
-        Script::new()
-            .on_prompt(
-                "write one",
-                Reply::tool_use(
-                    "Write",
-                    json!({"file_path": one.display().to_string(), "content": "1\n"}),
-                ),
-            )
-            .on_prompt(
-                "write two",
-                Reply::tool_use(
-                    "Write",
-                    json!({"file_path": two.display().to_string(), "content": "2\n"}),
-                ),
-            )
-            .after_tool("Write", Reply::text("WROTE")),
-    );
+    w.fake.set_script(two_writes_script(&one, &two));
     let session =
         w.ed.start_session(json!({"prompt": "write one", "permissionMode": "default"}))
             .await;
@@ -712,7 +649,7 @@ async fn always_allow_survives_a_service_restart() {
     w.restart_service().await;
     let seq = w.ed.send_prompt(&session, "write two").await;
     w.ed.turn_idle(&session, seq).await;
-    assert_eq!(std::fs::read_to_string(&two).ok().as_deref(), Some("2\n"));
+    assert_eq!(std::fs::read_to_string(&two).ok().as_deref(), Some("TWO\n"));
     let (events, page) = w.ed.all_events(&session, 1000).await;
     assert_eq!(
         events.iter().filter(|e| e["kind"] == "approval").count(),

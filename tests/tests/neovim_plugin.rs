@@ -7,17 +7,14 @@
 //! Neovim is started and driven with the harness's `moonkale_tests::nvim`.
 //! Neovim comes from `scripts/install-test-peers.sh` (or `$MOONKALE_NVIM`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use moonkale_tests::nvim::{Attach, Headless, Remote, start_headless};
 use moonkale_tests::{Sandbox, bin, selection_with_text, service_and_claude, wait_until};
 use serde_json::json;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("repo root")
-        .to_owned()
+    moonkale_tests::repo_root()
 }
 
 /// The user's config: the plugin and its setup, nothing else. The prompt

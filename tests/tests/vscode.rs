@@ -285,21 +285,8 @@ async fn vscode_approves_a_plan_then_the_edit_and_the_file_is_written() {
     )
     .await;
     let path = w.path("plan.txt");
-    w.fake.set_script(
-        Script::new()
-            .on_prompt(
-                "make a plan",
-                Reply::tool_use("ExitPlanMode", json!({"plan": "1. Write plan.txt"})),
-            )
-            .after_tool(
-                "ExitPlanMode",
-                Reply::tool_use(
-                    "Write",
-                    json!({"file_path": path.display().to_string(), "content": "DONE\n"}),
-                ),
-            )
-            .after_tool("Write", Reply::text("PLAN_CARRIED_OUT")),
-    );
+    w.fake
+        .set_script(support::agent::plan_then_write_script("make a plan", &path));
     let (_server, mut browser) = vscode(&w.sb, &[]).await;
     let session = w.ed.start_session(json!({"prompt": "make a plan"})).await;
     browser.click("button", "Approve; ask before edits").await;

@@ -29,7 +29,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Mutex, mpsc};
 
 use super::claude_cli::claude_bin;
-use super::fakeapi::{FakeApi, FakeLog, Script};
+use super::fakeapi::{FakeApi, FakeLog, Reply, Script};
 
 /// The longest one step may take: a CLI start plus a turn is normally a
 /// second or two (each test stays well under 30 s).
@@ -364,6 +364,28 @@ impl Client {
         .await
     }
 
+    /// The code actions offered at the start of `uri`.
+    pub async fn code_actions(&mut self, uri: &str) -> Vec<Value> {
+        let actions = self
+            .call(
+                "textDocument/codeAction",
+                json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}),
+            )
+            .await;
+        actions.as_array().cloned().unwrap_or_default()
+    }
+
+    /// Runs the code action at the start of `uri` whose title `pick`s.
+    pub async fn run_code_action(&mut self, uri: &str, pick: impl Fn(&str) -> bool) {
+        let actions = self.code_actions(uri).await;
+        let action = actions
+            .iter()
+            .find(|a| a["title"].as_str().is_some_and(&pick))
+            .unwrap_or_else(|| panic!("no such code action among {actions:?}"));
+        self.call("workspace/executeCommand", action["command"].clone())
+            .await;
+    }
+
     // -----------------------------------------------------------------------
     // The agent
 
@@ -597,6 +619,43 @@ pub fn assistant_text(event: &Value) -> String {
         .filter(|b| b["type"] == "text")
         .filter_map(|b| b["text"].as_str())
         .collect()
+}
+
+/// The model writes `one` (`ONE\n`) on a prompt saying "write one" and
+/// `two` (`TWO\n`) on "write two", each with the CLI's Write tool, then
+/// says `WROTE_IT`.
+pub fn two_writes_script(one: &Path, two: &Path) -> Script {
+    let write = |path: &Path, text: &str| {
+        Reply::tool_use(
+            "Write",
+            json!({"file_path": path.display().to_string(), "content": text}),
+        )
+    };
+    Script::new()
+        .on_prompt("write one", write(one, "ONE\n"))
+        .on_prompt("write two", write(two, "TWO\n"))
+        .after_tool("Write", Reply::text("WROTE_IT"))
+}
+
+/// The model plans (`ExitPlanMode` with "1. Write plan.txt"), then writes
+/// `path` (`DONE\n`), then says `PLAN_CARRIED_OUT`.
+pub fn plan_then_write_script(prompt: &str, path: &Path) -> Script {
+    Script::new()
+        .on_prompt(
+            prompt,
+            Reply::tool_use(
+                "ExitPlanMode",
+                json!({"plan": "1. Write plan.txt saying DONE"}),
+            ),
+        )
+        .after_tool(
+            "ExitPlanMode",
+            Reply::tool_use(
+                "Write",
+                json!({"file_path": path.display().to_string(), "content": "DONE\n"}),
+            ),
+        )
+        .after_tool("Write", Reply::text("PLAN_CARRIED_OUT"))
 }
 
 /// Whether `e` is a stored `cli` event of `type` (`assistant`, `result`, …).

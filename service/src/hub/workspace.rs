@@ -707,9 +707,18 @@ impl Workspace {
             Ok(u32::try_from(n).unwrap_or(u32::MAX).saturating_sub(1))
         };
         let (line, column, first, last) = (num(1)?, num(2)?, num(3)?, num(4)?);
-        let path = self.root.join(path);
-        let uri = Url::from_file_path(&path)
-            .map_err(|_| ResponseError::invalid_params("not a file path"))?;
+        // Relative to the editor's cwd, which may be above a file (`../x`).
+        let mut absolute = PathBuf::new();
+        for c in self.root.join(path).components() {
+            match c {
+                std::path::Component::ParentDir => {
+                    absolute.pop();
+                }
+                c => absolute.push(c),
+            }
+        }
+        let uri =
+            file_uri(&absolute).ok_or_else(|| ResponseError::invalid_params("not a file path"))?;
         let cursor = WirePosition {
             line,
             character: column,
@@ -1074,6 +1083,22 @@ fn command_name(params: &RawValue) -> Option<&str> {
     serde_json::from_str::<P>(params.get())
         .ok()
         .map(|p| p.command)
+}
+
+/// The `Url` of an absolute path in the canonical form (`core::uri`) that
+/// the connections put every URI they receive into, so a document the service
+/// names and the same document an editor names are one key.
+pub(super) fn file_uri(path: &std::path::Path) -> Option<Url> {
+    let form = crate::core::uri::from_path(path).ok()?;
+    Url::parse(&form).ok()
+}
+
+/// The last component of a file URI's path, decoded (for messages).
+pub(super) fn file_name(uri: &Url) -> String {
+    uri.to_file_path()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default()
 }
 
 fn accepted_scheme(uri: &Url) -> bool {

@@ -6,6 +6,10 @@
 //! Replies are awaited in spawned tasks, so a request that waits (a version,
 //! later an approval) never blocks reading the next message, and
 //! `$/cancelRequest` can answer it with -32800 exactly once.
+//!
+//! This is also where names enter: every `file:` URI in a message is put
+//! into its canonical form (`core::uri`) before the hub sees it, and for
+//! remote clients confined to `MOONKALE_ROOT`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +22,7 @@ use tokio::task::AbortHandle;
 
 use super::framing::{FrameError, FrameReader, write_frame};
 use super::message::{self, Message, Params, RequestId, ResponseError, code};
-use crate::core::PositionEncoding;
+use crate::core::{PositionEncoding, uri};
 use crate::hub::{EditorId, EditorInfo, Event, HubHandle, Role, Transport};
 
 /// Bodies that may queue for one editor before notifications are dropped.
@@ -45,8 +49,9 @@ pub struct ConnectionConfig {
     /// `initializationOptions.moonkaleToken` or the connection is dropped.
     pub token: Option<Arc<String>>,
     pub hubs: HubSelector,
-    /// Remote clients: every `file:` URI they send must name a path inside
-    /// this folder (`MOONKALE_ROOT`), else the message is refused.
+    /// Remote clients: every `file:` URI they send, however it is spelled,
+    /// must have a canonical form naming a path inside this folder
+    /// (`MOONKALE_ROOT`), else the message is refused.
     pub confine: Option<Arc<PathBuf>>,
 }
 
@@ -151,13 +156,15 @@ impl Connection {
                     continue;
                 }
             };
-            if let Some(root) = &self.cfg.confine
-                && let Some(why) = outside_root(root, &msg)
+            let msg = match canonical_names(msg, self.cfg.confine.as_deref().map(PathBuf::as_path))
             {
-                tracing::warn!(transport = ?self.cfg.transport, "refused: {why}");
-                self.refuse_outside(msg, why).await;
-                continue;
-            }
+                Ok(msg) => msg,
+                Err((msg, why)) => {
+                    tracing::warn!(transport = ?self.cfg.transport, "refused: {why}");
+                    self.refuse_outside(msg, why).await;
+                    continue;
+                }
+            };
             if let Some(ending) = self.dispatch(msg).await {
                 return ending;
             }
@@ -488,46 +495,110 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
     })
 }
 
-/// The first `file:` URI in `msg`'s params that does not name a path inside
-/// `root` (whole components, no `..`, no symlink on the way, not `.git`), as
-/// the reason to refuse it. The root itself may be named (`rootUri`).
-/// Document text is not looked at: it is content, not a name.
-fn outside_root(root: &Path, msg: &Message) -> Option<String> {
-    let params = match msg {
-        Message::Request { params, .. } | Message::Notification { params, .. } => params,
-        Message::Response { .. } => return None,
+/// `msg` with every `file:` URI in its params in the one canonical form
+/// (`core::uri`), so the hub can compare names byte for byte. Document text
+/// is not looked at: it is content, not a name. A local editor's URI that has
+/// no canonical form is left as it was sent; for a remote client (`root`
+/// set) it is refused, as is any name that is not inside `root` (whole
+/// components, no `..`, no symlink on the way, not `.git`; the root itself
+/// may be named, as `rootUri`). What is refused is given back with the
+/// reason.
+fn canonical_names(msg: Message, root: Option<&Path>) -> Result<Message, (Message, String)> {
+    let (Message::Request { params, .. } | Message::Notification { params, .. }) = &msg else {
+        return Ok(msg);
     };
-    let value: Value = serde_json::from_str(params.get()).ok()?;
-    let mut stack = vec![(None::<&str>, &value)];
-    while let Some((key, v)) = stack.pop() {
-        match v {
-            Value::String(s) if key != Some("text") && s.starts_with("file:") => {
-                let path = match lsp_types::Url::parse(s)
-                    .ok()
-                    .filter(|u| u.host_str().is_none_or(str::is_empty))
-                {
-                    Some(url) => url.to_file_path().ok(),
-                    None => None,
-                };
-                let Some(path) = path else {
-                    return Some(format!("not a local file URI: {s:?}"));
-                };
-                if path == root {
-                    continue;
-                }
-                let raw = path.to_string_lossy();
-                if let Err(refused) =
-                    crate::ide::paths::confine(std::slice::from_ref(&root.to_path_buf()), &raw)
-                {
-                    return Some(format!("{} (the root is {})", refused.0, root.display()));
-                }
+    let Ok(mut value) = serde_json::from_str::<Value>(params.get()) else {
+        return Ok(msg);
+    };
+    let mut changed = false;
+    if let Err(why) = canonical_in(&mut value, None, root, &mut changed) {
+        return Err((msg, why));
+    }
+    if !changed {
+        return Ok(msg);
+    }
+    let canonical = message::params(&value);
+    Ok(match msg {
+        Message::Request { id, method, .. } => Message::Request {
+            id,
+            method,
+            params: canonical,
+        },
+        Message::Notification { method, .. } => Message::Notification {
+            method,
+            params: canonical,
+        },
+        response @ Message::Response { .. } => response,
+    })
+}
+
+/// Canonicalizes the names in `v` (under the object key `key`), object keys
+/// included (a `WorkspaceEdit` is keyed by URI).
+fn canonical_in(
+    v: &mut Value,
+    key: Option<&str>,
+    root: Option<&Path>,
+    changed: &mut bool,
+) -> Result<(), String> {
+    match v {
+        Value::String(s) if key != Some("text") => {
+            if let Some(form) = canonical_name(s, root)? {
+                *s = form;
+                *changed = true;
             }
-            Value::Array(items) => stack.extend(items.iter().map(|i| (key, i))),
-            Value::Object(map) => stack.extend(map.iter().map(|(k, v)| (Some(k.as_str()), v))),
-            _ => {}
+        }
+        Value::Array(items) => {
+            for item in items {
+                canonical_in(item, key, root, changed)?;
+            }
+        }
+        Value::Object(map) if map.keys().any(|k| uri::is_file_uri(k)) => {
+            for (k, mut item) in std::mem::take(map) {
+                let k = match canonical_name(&k, root)? {
+                    Some(form) => {
+                        *changed = true;
+                        form
+                    }
+                    None => k,
+                };
+                canonical_in(&mut item, Some(&k), root, changed)?;
+                map.insert(k, item);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map.iter_mut() {
+                canonical_in(item, Some(k), root, changed)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The canonical form of `s` when it is a `file:` URI spelled otherwise.
+fn canonical_name(s: &str, root: Option<&Path>) -> Result<Option<String>, String> {
+    let form = match (uri::canonical(s), root) {
+        (None, _) | (Some(Err(_)), None) => return Ok(None),
+        (Some(Err(why)), Some(_)) => return Err(format!("not a usable file URI: {s:?} ({why})")),
+        (Some(Ok(form)), _) => form,
+    };
+    if let Some(root) = root {
+        let path = lsp_types::Url::parse(&form)
+            .ok()
+            .and_then(|u| u.to_file_path().ok());
+        let Some(path) = path.filter(|p| p.to_str().is_some()) else {
+            return Err(format!("not a UTF-8 file path: {s:?}"));
+        };
+        if path != root {
+            let raw = path.to_str().expect("checked above");
+            if let Err(refused) =
+                crate::ide::paths::confine(std::slice::from_ref(&root.to_path_buf()), raw)
+            {
+                return Err(format!("{} (the root is {})", refused.0, root.display()));
+            }
         }
     }
-    None
+    Ok((form != s).then_some(form))
 }
 
 #[cfg(test)]

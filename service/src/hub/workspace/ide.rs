@@ -134,7 +134,7 @@ impl Workspace {
     /// strings count as absent, as old CLIs send them). The text searched is
     /// the editor's buffer, else the file's contents the adapter read.
     fn open_file(&mut self, path: &Path, args: &Value) -> Value {
-        let Ok(uri) = Url::from_file_path(path) else {
+        let Some(uri) = super::file_uri(path) else {
             return error_result("not a file path");
         };
         let non_empty = |k: &str| {
@@ -225,7 +225,7 @@ impl Workspace {
 
     /// The buffer of `path` in the editor that touched it last.
     fn latest_by_path(&self, path: &Path) -> Option<&OpenDocument> {
-        let uri = Url::from_file_path(path).ok()?;
+        let uri = super::file_uri(path)?;
         self.latest(&uri).map(|(_, open)| open)
     }
 
@@ -477,14 +477,14 @@ fn file_url(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
-/// The CLI builds `file://` + path by concatenation, so `file:///a b/c.ts`
-/// (unencoded) must work as well as a proper URI.
+/// A file URI from Claude Code in the canonical form. The CLI builds
+/// `file://` + path by concatenation, so `file:///a b/c.ts` (unencoded) must
+/// work as well as a proper URI, and a path with `%`, `?` or `#` in it, which
+/// is no proper URI, is taken as the plain path it is.
 pub fn lenient_file_url(raw: &str) -> Option<Url> {
-    let path = raw.strip_prefix("file://")?;
-    if !path.starts_with('/') {
-        return None; // file://host/... is not a local file
-    }
-    // Proper URIs are percent-encoded; the CLI's are not.
-    let decoded = Url::parse(raw).ok().and_then(|u| u.to_file_path().ok());
-    Url::from_file_path(decoded.unwrap_or_else(|| PathBuf::from(path))).ok()
+    let form = match crate::core::uri::canonical(raw)? {
+        Ok(form) => form,
+        Err(_) => crate::core::uri::from_path(Path::new(raw.strip_prefix("file://")?)).ok()?,
+    };
+    Url::parse(&form).ok()
 }

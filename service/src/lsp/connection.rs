@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use serde::de::DeserializeSeed;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
@@ -507,15 +508,30 @@ fn canonical_names(msg: Message, root: Option<&Path>) -> Result<Message, (Messag
     let (Message::Request { params, .. } | Message::Notification { params, .. }) = &msg else {
         return Ok(msg);
     };
+    // Most messages already name files canonically: a scan that builds
+    // nothing decides (and refuses) first, so only the others are rebuilt.
+    let mut scan = Scan {
+        root,
+        changed: false,
+        refused: None,
+    };
+    let scanned = ScanSeed {
+        scan: &mut scan,
+        in_text: false,
+    }
+    .deserialize(&mut serde_json::Deserializer::from_str(params.get()));
+    if let Some(why) = scan.refused {
+        return Err((msg, why));
+    }
+    if scanned.is_err() || !scan.changed {
+        return Ok(msg);
+    }
     let Ok(mut value) = serde_json::from_str::<Value>(params.get()) else {
         return Ok(msg);
     };
     let mut changed = false;
     if let Err(why) = canonical_in(&mut value, None, root, &mut changed) {
         return Err((msg, why));
-    }
-    if !changed {
-        return Ok(msg);
     }
     let canonical = message::params(&value);
     Ok(match msg {
@@ -530,6 +546,96 @@ fn canonical_names(msg: Message, root: Option<&Path>) -> Result<Message, (Messag
         },
         response @ Message::Response { .. } => response,
     })
+}
+
+/// What a scan of params found: whether a name must be respelled, or why
+/// one is refused.
+struct Scan<'r> {
+    root: Option<&'r Path>,
+    changed: bool,
+    refused: Option<String>,
+}
+
+impl Scan<'_> {
+    fn name<E: serde::de::Error>(&mut self, s: &str) -> Result<(), E> {
+        match canonical_name(s, self.root) {
+            Ok(respelled) => {
+                self.changed |= respelled.is_some();
+                Ok(())
+            }
+            Err(why) => {
+                self.refused = Some(why);
+                Err(E::custom("refused"))
+            }
+        }
+    }
+}
+
+/// Walks one JSON value for [`Scan`] without building it (`in_text`: under
+/// the key `text`, which is content).
+struct ScanSeed<'a, 'r> {
+    scan: &'a mut Scan<'r>,
+    in_text: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ScanSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ScanSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<(), E> {
+        if self.in_text {
+            return Ok(());
+        }
+        self.scan.name(s)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(ScanSeed {
+                scan: &mut *self.scan,
+                in_text: self.in_text,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            self.scan.name(&key)?;
+            map.next_value_seed(ScanSeed {
+                scan: &mut *self.scan,
+                in_text: key == "text",
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// Canonicalizes the names in `v` (under the object key `key`), object keys

@@ -89,7 +89,8 @@ async fn get_diagnostics_of_48_000_is_truncated_and_keeps_the_client() {
     // Many open documents with long names.
     let long = "n".repeat(200);
     for i in 0..2_000 {
-        ed.did_open(&sb.uri(&format!("{long}/{i}.txt")), 1, "").await;
+        ed.did_open(&sb.uri(&format!("{long}/{i}.txt")), 1, "")
+            .await;
     }
     ed.barrier().await;
     let editors = c.tool("getOpenEditors", json!({})).await;

@@ -309,7 +309,10 @@ async fn remote_confinement_reads_uris_as_parsers_do() {
     )
     .await;
     let doc = c
-        .call("moonkale/document", json!({"uri": format!("file://{ws}/sub/a b.txt")}))
+        .call(
+            "moonkale/document",
+            json!({"uri": format!("file://{ws}/sub/a b.txt")}),
+        )
         .await;
     assert_eq!(doc["text"], "inside");
     assert_eq!(doc["uri"], format!("file://{ws}/sub/a%20b.txt"));

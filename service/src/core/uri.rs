@@ -222,7 +222,10 @@ mod tests {
     #[test]
     fn what_is_not_one_file_is_refused_or_left_alone() {
         for (raw, why) in [
-            ("file://remotehost/w/a", UriError::RemoteHost("remotehost".into())),
+            (
+                "file://remotehost/w/a",
+                UriError::RemoteHost("remotehost".into()),
+            ),
             ("file:///w/../etc/passwd", UriError::DotDot),
             ("file:///w/%2e%2E/etc", UriError::DotDot),
             ("file:///w/a%2", UriError::BadPercent),
@@ -238,7 +241,13 @@ mod tests {
         ] {
             assert_eq!(canonical(raw), Some(Err(why)), "{raw:?}");
         }
-        for other in ["untitled:Untitled-1", "https://example.com/x", "fil:", "", "files:///a"] {
+        for other in [
+            "untitled:Untitled-1",
+            "https://example.com/x",
+            "fil:",
+            "",
+            "files:///a",
+        ] {
             assert_eq!(canonical(other), None, "{other:?}");
         }
         assert_eq!(from_path(Path::new("a/b")), Err(UriError::NotAbsolute));
@@ -280,7 +289,13 @@ mod tests {
                 };
                 let scheme: String = "file"
                     .chars()
-                    .map(|c| if roll(2) == 0 { c.to_ascii_uppercase() } else { c })
+                    .map(|c| {
+                        if roll(2) == 0 {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c
+                        }
+                    })
                     .collect();
                 let mut out = format!("{scheme}://");
                 if localhost {

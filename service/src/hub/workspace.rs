@@ -1264,7 +1264,10 @@ mod tests {
         );
         publish(&mut ws, 1, "file:///w/a", "s1", &[&long, &long]);
         let two = held(&ws) - 13;
-        assert!(two > one && two < 2 * one, "replaced, not added: {one} {two}");
+        assert!(
+            two > one && two < 2 * one,
+            "replaced, not added: {one} {two}"
+        );
         assert_eq!(log_messages(&mut rx), Vec::<String>::new());
 
         // Over the diagnostics cap: refused, the old entries stay.

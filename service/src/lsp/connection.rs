@@ -529,8 +529,7 @@ fn canonical_names(msg: Message, root: Option<&Path>) -> Result<Message, (Messag
     let Ok(mut value) = serde_json::from_str::<Value>(params.get()) else {
         return Ok(msg);
     };
-    let mut changed = false;
-    if let Err(why) = canonical_in(&mut value, None, root, &mut changed) {
+    if let Err(why) = canonical_in(&mut value, None, root) {
         return Err((msg, why));
     }
     let canonical = message::params(&value);
@@ -640,40 +639,28 @@ impl<'de> serde::de::Visitor<'de> for ScanSeed<'_, '_> {
 
 /// Canonicalizes the names in `v` (under the object key `key`), object keys
 /// included (a `WorkspaceEdit` is keyed by URI).
-fn canonical_in(
-    v: &mut Value,
-    key: Option<&str>,
-    root: Option<&Path>,
-    changed: &mut bool,
-) -> Result<(), String> {
+fn canonical_in(v: &mut Value, key: Option<&str>, root: Option<&Path>) -> Result<(), String> {
     match v {
         Value::String(s) if key != Some("text") => {
             if let Some(form) = canonical_name(s, root)? {
                 *s = form;
-                *changed = true;
             }
         }
         Value::Array(items) => {
             for item in items {
-                canonical_in(item, key, root, changed)?;
+                canonical_in(item, key, root)?;
             }
         }
         Value::Object(map) if map.keys().any(|k| uri::is_file_uri(k)) => {
             for (k, mut item) in std::mem::take(map) {
-                let k = match canonical_name(&k, root)? {
-                    Some(form) => {
-                        *changed = true;
-                        form
-                    }
-                    None => k,
-                };
-                canonical_in(&mut item, Some(&k), root, changed)?;
+                let k = canonical_name(&k, root)?.unwrap_or(k);
+                canonical_in(&mut item, Some(&k), root)?;
                 map.insert(k, item);
             }
         }
         Value::Object(map) => {
             for (k, item) in map.iter_mut() {
-                canonical_in(item, Some(k), root, changed)?;
+                canonical_in(item, Some(k), root)?;
             }
         }
         _ => {}

@@ -751,6 +751,58 @@ mod tests {
         }
     }
 
+    /// Names are respelled canonically wherever they are (object keys too)
+    /// but in document text; a local editor's unusable URI is kept as sent,
+    /// a remote client's is refused, as is a name outside the root.
+    #[test]
+    fn names_are_respelled_and_remote_names_confined() {
+        let names = |v: Value, root: Option<&Path>| {
+            let msg = Message::Notification {
+                method: "x".into(),
+                params: message::params(&v),
+            };
+            match canonical_names(msg, root) {
+                Ok(Message::Notification { params, .. }) => {
+                    Ok(serde_json::from_str::<Value>(params.get()).unwrap())
+                }
+                Ok(other) => panic!("{other:?}"),
+                Err((_, why)) => Err(why),
+            }
+        };
+        let local = names(
+            json!({"textDocument": {"uri": "FILE:///w/[a]", "text": "file:///w/[a]"},
+                   "changes": {"file:///w/[b]": [{"uri": "file://localhost/w/c"}]},
+                   "arguments": ["file:///w/%5bd%5d", 3], "bad": "file://host/x"}),
+            None,
+        );
+        assert_eq!(
+            local,
+            Ok(
+                json!({"textDocument": {"uri": "file:///w/%5Ba%5D", "text": "file:///w/[a]"},
+                   "changes": {"file:///w/%5Bb%5D": [{"uri": "file:///w/c"}]},
+                   "arguments": ["file:///w/%5Bd%5D", 3], "bad": "file://host/x"})
+            )
+        );
+
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let r = root.display();
+        let inside = names(
+            json!({"uri": format!(" FILE://localhost{r}/a.txt")}),
+            Some(&root),
+        );
+        assert_eq!(inside, Ok(json!({"uri": format!("file://{r}/a.txt")})));
+        for outside in [
+            json!({"changes": {"file:///etc/passwd": []}}),
+            json!({"uri": format!("file://host{r}/a.txt")}),
+            json!({"deep": [[{"uri": "File:/etc/passwd"}]]}),
+        ] {
+            assert!(names(outside.clone(), Some(&root)).is_err(), "{outside}");
+        }
+        let content = json!({"text": "file:///etc/passwd"});
+        assert_eq!(names(content.clone(), Some(&root)), Ok(content));
+    }
+
     /// Security case 29: a handler that panics answers -32603 without the
     /// panic text, and the connection and its documents live on.
     #[tokio::test]

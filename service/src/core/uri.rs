@@ -70,6 +70,46 @@ pub fn canonical(raw: &str) -> Option<Result<String, UriError>> {
     Some(canonical_rest(rest))
 }
 
+/// Whether `raw` is already in the canonical form (no allocation: the
+/// connections ask this of every name in every message).
+pub fn is_canonical(raw: &str) -> bool {
+    let Some(path) = raw.strip_prefix("file://") else {
+        return false;
+    };
+    if path == "/" {
+        return true;
+    }
+    let Some(path) = path.strip_prefix('/') else {
+        return false;
+    };
+    path.split('/').all(|segment| {
+        let bytes = segment.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'%' => {
+                    let hex = |b: Option<&u8>| {
+                        b.filter(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(b))
+                            .and_then(|b| (*b as char).to_digit(16))
+                    };
+                    let (Some(hi), Some(lo)) = (hex(bytes.get(i + 1)), hex(bytes.get(i + 2)))
+                    else {
+                        return false;
+                    };
+                    // An escape of what the form keeps raw (or of `/`) is not the form.
+                    if keeps_raw((hi * 16 + lo) as u8) || hi * 16 + lo == u32::from(b'/') {
+                        return false;
+                    }
+                    i += 3;
+                }
+                b if keeps_raw(b) => i += 1,
+                _ => return false,
+            }
+        }
+        !matches!(segment, "" | "." | "..")
+    })
+}
+
 /// `file:` + an absolute `path` in the canonical form. Paths are taken as
 /// they are: `.` and empty components go, `..` is refused.
 pub fn from_path(path: &Path) -> Result<String, UriError> {
@@ -162,6 +202,11 @@ fn decode(s: &str) -> Result<Vec<u8>, UriError> {
     Ok(out)
 }
 
+/// The RFC 3986 unreserved bytes, which the form never encodes.
+fn keeps_raw(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
 fn render(segments: &[Vec<u8>]) -> String {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::from("file://");
@@ -171,7 +216,7 @@ fn render(segments: &[Vec<u8>]) -> String {
     for segment in segments {
         out.push('/');
         for &b in segment {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            if keeps_raw(b) {
                 out.push(b as char);
             } else {
                 out.push('%');
@@ -328,8 +373,15 @@ mod tests {
         #[test]
         fn canonical_is_idempotent(raw in "(?s)[Ff][Ii][Ll][Ee]:.{0,40}") {
             if let Some(Ok(form)) = canonical(&raw) {
+                prop_assert!(is_canonical(&form), "{}", form);
                 prop_assert_eq!(canonical(&form), Some(Ok(form.clone())));
             }
+        }
+
+        #[test]
+        fn is_canonical_is_exactly_being_the_form(raw in "(?s)file:///[a-z%0-9A-F./~_-]{0,30}") {
+            let form = canonical(&raw).and_then(Result::ok);
+            prop_assert_eq!(is_canonical(&raw), form.as_deref() == Some(raw.as_str()));
         }
 
         #[test]

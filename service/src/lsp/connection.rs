@@ -626,7 +626,7 @@ impl<'de> serde::de::Visitor<'de> for ScanSeed<'_, '_> {
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key_seed(Key)? {
             self.scan.name(&key)?;
             map.next_value_seed(ScanSeed {
                 scan: &mut *self.scan,
@@ -634,6 +634,32 @@ impl<'de> serde::de::Visitor<'de> for ScanSeed<'_, '_> {
             })?;
         }
         Ok(())
+    }
+}
+
+/// An object key, borrowed from the message unless it has escapes.
+struct Key;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key {
+    type Value = std::borrow::Cow<'de, str>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Key {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(s.into())
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(s.to_owned().into())
     }
 }
 
@@ -670,6 +696,9 @@ fn canonical_in(v: &mut Value, key: Option<&str>, root: Option<&Path>) -> Result
 
 /// The canonical form of `s` when it is a `file:` URI spelled otherwise.
 fn canonical_name(s: &str, root: Option<&Path>) -> Result<Option<String>, String> {
+    if root.is_none() && uri::is_canonical(s) {
+        return Ok(None); // the common case, without allocating
+    }
     let form = match (uri::canonical(s), root) {
         (None, _) | (Some(Err(_)), None) => return Ok(None),
         (Some(Err(why)), Some(_)) => return Err(format!("not a usable file URI: {s:?} ({why})")),

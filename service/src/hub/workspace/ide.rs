@@ -317,7 +317,7 @@ impl Workspace {
         }
         let note = (shown < total).then(|| {
             format!(
-                "Truncated: {shown} of {total} diagnostics shown, of {} of {} files; \
+                "Truncated: {shown} of {total} diagnostics shown, from {} of {} files; \
                  answers are capped at {MAX_ANSWER_BYTES} bytes. Ask for one file with `uri`.",
                 files.len(),
                 uris.len()

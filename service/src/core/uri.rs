@@ -96,8 +96,10 @@ pub fn is_canonical(raw: &str) -> bool {
                     else {
                         return false;
                     };
-                    // An escape of what the form keeps raw (or of `/`) is not the form.
-                    if keeps_raw((hi * 16 + lo) as u8) || hi * 16 + lo == u32::from(b'/') {
+                    // An escape of what the form keeps raw, of `/` or of NUL
+                    // is not the form.
+                    let byte = (hi * 16 + lo) as u8;
+                    if keeps_raw(byte) || byte == b'/' || byte == 0 {
                         return false;
                     }
                     i += 3;
@@ -261,6 +263,16 @@ mod tests {
         assert_eq!(ok("file:///a b/c+d"), "file:///a%20b/c%2Bd");
         assert_eq!(ok("file:///caf%C3%A9"), ok("file:///café"));
         assert_eq!(ok("file://"), "file:///");
+        for not_the_form in [
+            "file:///a%00",
+            "file:///%2E",
+            "file:///a%2Fb",
+            "file:///a%5b",
+            "file:///a/",
+        ] {
+            assert!(!is_canonical(not_the_form), "{not_the_form}");
+        }
+        assert!(is_canonical("file:///a/%5Bid%5D.tsx") && is_canonical("file:///"));
         assert_eq!(ok("file:///"), "file:///");
     }
 

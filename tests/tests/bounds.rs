@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 /// The answers' cap (`hub::workspace::ide::MAX_ANSWER_BYTES`).
 const MAX_ANSWER_BYTES: usize = 1 << 20;
 
-/// Publishes `count` diagnostics with `message` for `uri`, from one
-/// serialized list (the bodies are large; building each anew is slow).
+/// Publishes the serialized diagnostics `list` for `uri` (the bodies are
+/// large: the list is built once and sent as it is).
 async fn publish(ed: &mut RawLsp, uri: &str, list: &str) {
     let body = format!(
         r#"{{"jsonrpc":"2.0","method":"moonkale/publishDiagnostics","params":{{"uri":{},"source":"tsc","diagnostics":{list}}}}}"#,

@@ -150,9 +150,25 @@ async fn plugin_sends_the_visual_selection_to_claude_code() {
 /// `:MoonkaleAccept`: Claude Code gets `FILE_SAVED` with the buffer's text.
 #[tokio::test]
 async fn plugin_accepts_a_proposal_with_moonkale_accept() {
+    accept_a_tweaked_proposal("main.txt").await;
+}
+
+/// Defect (issue 12, names): Neovim names `[id].tsx` `%5Bid%5D.tsx`, and the
+/// service compared URIs byte for byte, so the tweak made in Neovim's
+/// proposal buffer was not the proposal the service accepted.
+#[tokio::test]
+async fn plugin_accepts_a_tweaked_proposal_for_a_bracketed_name() {
+    accept_a_tweaked_proposal("pages/posts/[id].tsx").await;
+}
+
+/// Proposes `one\nTWO\n` for `name` (in the workspace), tweaks the
+/// proposal in Neovim and accepts it with `:MoonkaleAccept`.
+async fn accept_a_tweaked_proposal(name: &str) {
     let sb = Sandbox::new();
-    let target = sb.workspace.join("main.txt");
+    let target = sb.workspace.join(name);
+    std::fs::create_dir_all(target.parent().unwrap()).expect("mkdir");
     std::fs::write(&target, "one\ntwo\n").expect("write file");
+    std::fs::write(sb.workspace.join("main.txt"), "one\ntwo\n").expect("write file");
     let (svc, mut c) = service_and_claude(&sb).await;
     let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "main.txt").await;
 

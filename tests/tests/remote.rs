@@ -258,6 +258,78 @@ async fn remote_clients_are_confined_to_the_root() {
     }
 }
 
+/// Defect: confinement looked only at strings starting with the exact bytes
+/// `file:`, so other spellings any URI parser reads as file URIs passed:
+/// scheme case, leading spaces and tabs inside, `localhost`, percent-encoding,
+/// a single slash. Each is refused now, in a name and in a command argument,
+/// and nothing is opened; a name inside the root spelled oddly is the one
+/// document its canonical spelling names.
+#[tokio::test]
+async fn remote_confinement_reads_uris_as_parsers_do() {
+    let sb = Sandbox::new();
+    let (_svc, addr) = remote_service(&sb, &[], &[]).await;
+    let mut c = RemoteClient::connect(&addr, TOKEN).await;
+    c.initialize("remote-spellings", &sb.workspace).await;
+
+    let ws = sb.workspace.display().to_string();
+    let refused = [
+        "FILE:///etc/passwd".to_owned(),
+        "File:///etc/passwd".to_owned(),
+        " file:///etc/passwd".to_owned(),
+        "\tfile:///etc/passwd".to_owned(),
+        "fi\nle:///etc/passwd".to_owned(),
+        "file://localhost/etc/passwd".to_owned(),
+        "file://LOCALHOST/etc/passwd".to_owned(),
+        "file:/etc/passwd".to_owned(),
+        "file:///%65tc/passwd".to_owned(),
+        "file:%2F%2F/etc/passwd".to_owned(),
+        format!("FILE://{ws}/%2E%2E/outside"),
+        format!("file://{ws}/a.txt?x"),
+        format!("file:\\\\{ws}\\a.txt"),
+        format!("file://{ws}/%2Egit/config"),
+    ];
+    for uri in &refused {
+        c.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": "text", "version": 1, "text": "x"}}),
+        )
+        .await;
+        let note = c.notification("window/logMessage").await;
+        let message = note["params"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("didOpen refused"), "{uri:?}: {note}");
+        let resp = c.request("moonkale/document", json!({"uri": uri})).await;
+        assert_eq!(resp["error"]["code"], -32602, "{uri:?}: {resp}");
+        let resp = c
+            .request(
+                "workspace/executeCommand",
+                json!({"command": "moonkale.sendToClaude", "arguments": [uri]}),
+            )
+            .await;
+        assert_eq!(resp["error"]["code"], -32602, "{uri:?}: {resp}");
+    }
+    let status = c.call("moonkale/status", Value::Null).await;
+    assert_eq!(
+        status["editors"][0]["documents"],
+        json!([]),
+        "nothing was opened: {status}"
+    );
+
+    let odd = format!(" FILE://localhost{ws}/sub/%61%20b.txt");
+    c.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": odd, "languageId": "text", "version": 1, "text": "inside"}}),
+    )
+    .await;
+    let doc = c
+        .call(
+            "moonkale/document",
+            json!({"uri": format!("file://{ws}/sub/a b.txt")}),
+        )
+        .await;
+    assert_eq!(doc["text"], "inside");
+    assert_eq!(doc["uri"], format!("file://{ws}/sub/a%20b.txt"));
+}
+
 /// Case 56b and a client that never reads: 1 000 idle sockets that never
 /// upgrade do not keep a real client out and are closed at the handshake
 /// deadline; a client that stops reading its answers is dropped after the

@@ -206,6 +206,34 @@ async fn vscode_forwards_its_language_servers_diagnostics() {
     diagnostics_until(&mut c, &file, "the diagnostic to go", |ds| ds.is_empty()).await;
 }
 
+/// Defect (issue 12, names): VS Code names `[id].json` `%5Bid%5D.json`,
+/// and the service compared URIs byte for byte, so what Claude Code asked
+/// by the file's path (`getDiagnostics`, `checkDocumentDirty`) found nothing
+/// of what VS Code holds and forwarded.
+#[tokio::test]
+async fn vscode_names_a_bracketed_file_as_claude_code_does() {
+    let _turn = take_turn().await;
+    let sb = Sandbox::new();
+    let dir = sb.workspace.join("pages");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let file = dir.join("[id].json");
+    std::fs::write(&file, "{\"a\": 1,, \"b\": 2}\n").expect("write file");
+    let (_svc, mut c) = service_and_claude(&sb).await;
+    let (_server, mut browser) = vscode(&sb, &[]).await;
+
+    browser.quick_open("[id].json").await;
+    diagnostics_until(&mut c, &file, "the JSON server's diagnostic", |ds| {
+        ds.iter().any(|d| d["source"] == "json")
+    })
+    .await;
+    let dirty = tool_json(
+        &c.tool("checkDocumentDirty", json!({"filePath": file}))
+            .await,
+    );
+    assert_eq!(dirty["success"], true, "{dirty}");
+    assert_eq!(dirty["isDirty"], false, "{dirty}");
+}
+
 /// "Moonkale: Open Claude Code in a terminal": a VS Code terminal runs
 /// `moonkale-service claude`, the real CLI (2.1.332, offline against the fake
 /// API) connects to the service as Claude Code's IDE, and a prompt typed into

@@ -7,6 +7,7 @@
 pub mod diff;
 pub mod document;
 pub mod position;
+pub mod uri;
 
 pub use document::{ChangeError, Document, MAX_DOCUMENT_BYTES, SyncState, TextChange};
 pub use position::{CharIdx, LineCol, PositionEncoding, WirePosition};

@@ -17,7 +17,8 @@ pub struct Status {
     pub active_editor: Option<EditorId>,
     pub editors: Vec<EditorStatus>,
     pub diagnostics: Vec<DiagnosticsCount>,
-    /// UTF-8 bytes held across every editor's buffers.
+    /// Bytes held against the workspace's cap: every editor's buffers
+    /// (text, URI, language id) and the diagnostics.
     pub total_bytes: usize,
     /// Claude Code CLIs connected to the IDE server.
     pub claude_clients: Vec<ClaudeClientStatus>,

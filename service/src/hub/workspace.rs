@@ -31,7 +31,8 @@ use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{Document, LineCol, PositionEncoding, SyncState, TextChange, WirePosition};
 use crate::lsp::message::{self, Params, ResponseError, code};
 
-/// Total text the workspace holds across all editors' buffers.
+/// Total bytes the workspace holds: every editor's buffers (text, URI,
+/// language id) and the diagnostics.
 pub const MAX_TOTAL_BYTES: usize = 512 << 20;
 /// Open documents per editor.
 pub const MAX_DOCUMENTS_PER_EDITOR: usize = 20_000;
@@ -44,6 +45,8 @@ pub const SELECTION_COMMAND: &str = "moonkale.selection";
 pub(super) struct Limits {
     pub total_bytes: usize,
     pub documents_per_editor: usize,
+    /// Of `total_bytes`, what diagnostics may hold.
+    pub diagnostics_bytes: usize,
 }
 
 impl Default for Limits {
@@ -51,6 +54,7 @@ impl Default for Limits {
         Limits {
             total_bytes: MAX_TOTAL_BYTES,
             documents_per_editor: MAX_DOCUMENTS_PER_EDITOR,
+            diagnostics_bytes: super::diagnostics::MAX_DIAGNOSTICS_BYTES,
         }
     }
 }
@@ -62,6 +66,8 @@ pub(super) struct Workspace {
     diagnostics: DiagnosticsStore,
     /// A logical clock: bumped on every event that shows an editor is in use.
     clock: u64,
+    /// Bytes the editors' buffers hold ([`held_bytes`]); the diagnostics
+    /// count their own.
     total_bytes: usize,
     version_waiters: Vec<VersionWaiter>,
     /// Connected Claude Code CLIs.
@@ -284,8 +290,11 @@ impl Workspace {
             Event::Detach { editor } => {
                 if let Some(gone) = self.editors.remove(&editor) {
                     tracing::info!(editor = editor.0, client = %gone.info.client_name, "editor detached");
-                    self.total_bytes -=
-                        gone.docs.values().map(|d| d.doc.len_bytes()).sum::<usize>();
+                    self.total_bytes -= gone
+                        .docs
+                        .iter()
+                        .map(|(uri, d)| held_bytes(uri, &d.doc))
+                        .sum::<usize>();
                 }
                 self.diagnostics.remove_editor(editor);
                 self.agent_detach(editor);
@@ -370,13 +379,15 @@ impl Workspace {
             );
         }
         let ed = self.editors.get(&editor).expect("checked by caller");
-        let replaced = ed.docs.get(&item.uri).map_or(0, |d| d.doc.len_bytes());
+        let old = ed.docs.get(&item.uri);
+        let replaced = old.map_or(0, |d| held_bytes(&item.uri, &d.doc));
         let limits = self.limits;
-        if replaced == 0 && ed.docs.len() >= limits.documents_per_editor {
+        if old.is_none() && ed.docs.len() >= limits.documents_per_editor {
             let why = format!("over {} open documents", limits.documents_per_editor);
             return self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
         }
-        if self.total_bytes - replaced + item.text.len() > limits.total_bytes {
+        let adds = item.uri.as_str().len() + item.language_id.len() + item.text.len();
+        if self.held() - replaced + adds > limits.total_bytes {
             let why = format!("the workspace would hold over {} bytes", limits.total_bytes);
             return self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
         }
@@ -387,7 +398,7 @@ impl Workspace {
             }
         };
         self.clock += 1;
-        self.total_bytes = self.total_bytes - replaced + doc.len_bytes();
+        self.total_bytes = self.total_bytes - replaced + held_bytes(&item.uri, &doc);
         let ed = self.editors.get_mut(&editor).expect("checked by caller");
         ed.docs.insert(
             item.uri.clone(),
@@ -426,10 +437,11 @@ impl Workspace {
             .apply_changes(p.text_document.version, &changes, encoding);
         let after = open.doc.len_bytes();
         let limit = self.limits.total_bytes;
-        if outcome.is_ok() && self.total_bytes - before + after > limit {
+        let held = self.total_bytes + self.diagnostics.bytes();
+        if outcome.is_ok() && held - before + after > limit {
             // Keep the change (the editor has it) but stop trusting our copy.
             let err = crate::core::ChangeError::TooLarge {
-                bytes: self.total_bytes - before + after,
+                bytes: held - before + after,
                 limit,
             };
             open.doc.mark_desynced(&err);
@@ -485,7 +497,7 @@ impl Workspace {
         let ed = self.editors.get_mut(&editor).expect("checked by caller");
         match ed.docs.remove(&uri) {
             Some(open) => {
-                self.total_bytes -= open.doc.len_bytes();
+                self.total_bytes -= held_bytes(&uri, &open.doc);
                 if ed.selection.as_ref().is_some_and(|s| s.uri == uri) {
                     ed.selection = None;
                 }
@@ -540,12 +552,10 @@ impl Workspace {
             return;
         };
         let encoding = self.editors[&editor].info.encoding;
-        let entry = SourceDiagnostics {
-            editor,
-            encoding,
-            items: p.diagnostics,
-        };
-        if let Err(why) = self.diagnostics.publish(p.uri, p.source, entry) {
+        let entry = SourceDiagnostics::new(editor, encoding, p.diagnostics);
+        let budget = (self.limits.total_bytes.saturating_sub(self.total_bytes))
+            .min(self.limits.diagnostics_bytes);
+        if let Err(why) = self.diagnostics.publish(p.uri, p.source, entry, budget) {
             self.violation(editor, why);
         }
     }
@@ -720,9 +730,18 @@ impl Workspace {
             Ok(u32::try_from(n).unwrap_or(u32::MAX).saturating_sub(1))
         };
         let (line, column, first, last) = (num(1)?, num(2)?, num(3)?, num(4)?);
-        let path = self.root.join(path);
-        let uri = Url::from_file_path(&path)
-            .map_err(|_| ResponseError::invalid_params("not a file path"))?;
+        // Relative to the editor's cwd, which may be above a file (`../x`).
+        let mut absolute = PathBuf::new();
+        for c in self.root.join(path).components() {
+            match c {
+                std::path::Component::ParentDir => {
+                    absolute.pop();
+                }
+                c => absolute.push(c),
+            }
+        }
+        let uri =
+            file_uri(&absolute).ok_or_else(|| ResponseError::invalid_params("not a file path"))?;
         let cursor = WirePosition {
             line,
             character: column,
@@ -1001,6 +1020,11 @@ impl Workspace {
         }
     }
 
+    /// Bytes the workspace holds against [`Limits::total_bytes`].
+    fn held(&self) -> usize {
+        self.total_bytes + self.diagnostics.bytes()
+    }
+
     /// The workspace's active editor: the one with the latest sign of use.
     fn active_editor(&self) -> Option<(EditorId, &Editor)> {
         self.editors
@@ -1055,7 +1079,7 @@ impl Workspace {
             active_editor: active,
             editors,
             diagnostics: self.diagnostics.counts(),
-            total_bytes: self.total_bytes,
+            total_bytes: self.held(),
             claude_clients: self
                 .ide_clients
                 .iter()
@@ -1088,6 +1112,28 @@ fn command_name(params: &RawValue) -> Option<&str> {
     serde_json::from_str::<P>(params.get())
         .ok()
         .map(|p| p.command)
+}
+
+/// What one open document holds against the caps: its text, URI and
+/// language id.
+fn held_bytes(uri: &Url, doc: &Document) -> usize {
+    uri.as_str().len() + doc.language_id().len() + doc.len_bytes()
+}
+
+/// The `Url` of an absolute path in the canonical form (`core::uri`) that
+/// the connections put every URI they receive into, so a document the service
+/// names and the same document an editor names are one key.
+pub(super) fn file_uri(path: &std::path::Path) -> Option<Url> {
+    let form = crate::core::uri::from_path(path).ok()?;
+    Url::parse(&form).ok()
+}
+
+/// The last component of a file URI's path, decoded (for messages).
+pub(super) fn file_name(uri: &Url) -> String {
+    uri.to_file_path()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default()
 }
 
 fn accepted_scheme(uri: &Url) -> bool {
@@ -1160,15 +1206,17 @@ mod tests {
         out
     }
 
-    /// Security case 27: caps on documents per editor and on total bytes;
-    /// refused opens are reported to the editor and change nothing.
+    /// Security case 27: caps on documents per editor and on total bytes
+    /// (text, URI and language id); refused opens are reported to the editor
+    /// and change nothing.
     #[test]
     fn hostile_27_store_caps() {
         let mut ws = Workspace::new(
             "/w".into(),
             Limits {
-                total_bytes: 10,
+                total_bytes: 32,
                 documents_per_editor: 2,
+                diagnostics_bytes: 32,
             },
             tokio::sync::watch::channel(None).0,
         );
@@ -1181,11 +1229,84 @@ mod tests {
         let msgs = log_messages(&mut rx);
         assert_eq!(msgs.len(), 3, "{msgs:?}");
         assert!(msgs[0].contains("over 2 open documents"));
-        assert!(msgs[1].contains("over 10 bytes"));
+        assert!(msgs[1].contains("over 32 bytes"));
         assert!(msgs[2].contains("only file: and untitled:"));
         let status = ws.status();
-        assert_eq!(status.total_bytes, 6);
+        assert_eq!(status.total_bytes, (11 + 1 + 5) + (11 + 1 + 1));
         assert_eq!(status.editors[0].documents.len(), 2);
+    }
+
+    fn publish(ws: &mut Workspace, id: u64, uri: &str, source: &str, messages: &[&str]) {
+        let diagnostics: Vec<Value> = messages
+            .iter()
+            .map(|m| json!({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}, "message": m}))
+            .collect();
+        let params = json!({"uri": uri, "source": source, "diagnostics": diagnostics});
+        ws.handle(Event::Notification {
+            editor: EditorId(id),
+            method: "moonkale/publishDiagnostics".into(),
+            params: message::params(&params),
+        });
+    }
+
+    /// Bounds: a document's URI and language id and every byte of the
+    /// diagnostics (messages, URI, source, the structs) count toward the
+    /// caps. A publish over the diagnostics cap, or over what the documents
+    /// leave of the workspace cap, is refused with a logMessage and keeps
+    /// the old entry; replacing, clearing and detaching give bytes back.
+    #[test]
+    fn diagnostics_and_uris_count_toward_the_caps() {
+        let mut ws = Workspace::new(
+            "/w".into(),
+            Limits {
+                total_bytes: 6000,
+                documents_per_editor: 10,
+                diagnostics_bytes: 3000,
+            },
+            tokio::sync::watch::channel(None).0,
+        );
+        let mut rx = attach(&mut ws, 1, false);
+        let held = |ws: &Workspace| ws.status().total_bytes;
+        open(&mut ws, 1, "file:///w/a", "x");
+        assert_eq!(held(&ws), 11 + 1 + 1);
+        let long = "m".repeat(500);
+        publish(&mut ws, 1, "file:///w/a", "s1", &[&long]);
+        let one = held(&ws) - 13;
+        assert!(
+            one > std::mem::size_of::<lsp_types::Diagnostic>() + 500 + "file:///w/a".len(),
+            "{one}"
+        );
+        publish(&mut ws, 1, "file:///w/a", "s1", &[&long, &long]);
+        let two = held(&ws) - 13;
+        assert!(
+            two > one && two < 2 * one,
+            "replaced, not added: {one} {two}"
+        );
+        assert_eq!(log_messages(&mut rx), Vec::<String>::new());
+
+        // Over the diagnostics cap: refused, the old entries stay.
+        publish(&mut ws, 1, "file:///w/a", "s2", &[long.as_str(); 4]);
+        let msgs = log_messages(&mut rx);
+        assert!(msgs.len() == 1 && msgs[0].contains("refused"), "{msgs:?}");
+        assert_eq!(held(&ws), 13 + two);
+        assert_eq!(ws.diagnostics.count_for(&"file:///w/a".parse().unwrap()), 2);
+
+        // Documents fill the workspace cap: what is left is too little.
+        let filler = "f".repeat(6000 - held(&ws) - (11 + 1) - one / 2);
+        open(&mut ws, 1, "file:///w/b", &filler);
+        assert_eq!(log_messages(&mut rx), Vec::<String>::new());
+        publish(&mut ws, 1, "file:///w/b", "s1", &[&long]);
+        let msgs = log_messages(&mut rx);
+        assert!(msgs.len() == 1 && msgs[0].contains("refused"), "{msgs:?}");
+
+        // Clearing and detaching give everything back.
+        publish(&mut ws, 1, "file:///w/a", "s1", &[]);
+        assert_eq!(held(&ws), 13 + 11 + 1 + filler.len());
+        publish(&mut ws, 1, "file:///w/a", "s1", &[&long]);
+        ws.handle(Event::Detach {
+            editor: EditorId(1),
+        });
+        assert_eq!(held(&ws), 0);
     }
 
     /// Questions about a file are answered from the editor that touched it
@@ -1224,6 +1345,6 @@ mod tests {
             editor: EditorId(1),
         });
         assert_eq!(ask(&mut ws, 2)["text"], "two");
-        assert_eq!(ws.status().total_bytes, 3);
+        assert_eq!(ws.status().total_bytes, 11 + 1 + 3);
     }
 }

@@ -235,9 +235,12 @@ pub fn prepare_call(params: &Value, root: &paths::Root) -> ToolCall {
             "executeCode is not supported by Moonkale",
         )),
         "getDiagnostics" => {
+            let mut args = args.clone();
             if let Some(raw) = string_arg("uri") {
-                let path = hub::lenient_file_url(raw).and_then(|u| u.to_file_path().ok());
-                let Some(path) = path.as_ref().and_then(|p| p.to_str()) else {
+                // The canonical form, as the hub keys diagnostics.
+                let uri = hub::lenient_file_url(raw);
+                let path = uri.as_ref().and_then(|u| u.to_file_path().ok());
+                let (Some(uri), Some(path)) = (uri, path.as_ref().and_then(|p| p.to_str())) else {
                     return ToolCall::Answer(hub::error_result(format!(
                         "not a local file URI: {raw:?}"
                     )));
@@ -245,6 +248,7 @@ pub fn prepare_call(params: &Value, root: &paths::Root) -> ToolCall {
                 if let Err(paths::Refused(why)) = paths::confine(roots, path) {
                     return ToolCall::Answer(hub::error_result(why));
                 }
+                args["uri"] = json!(uri);
             }
             ToolCall::Hub {
                 tool: name.into(),

@@ -6,11 +6,16 @@
 //! Replies are awaited in spawned tasks, so a request that waits (a version,
 //! later an approval) never blocks reading the next message, and
 //! `$/cancelRequest` can answer it with -32800 exactly once.
+//!
+//! This is also where names enter: every `file:` URI in a message is put
+//! into its canonical form (`core::uri`) before the hub sees it, and for
+//! remote clients confined to `MOONKALE_ROOT`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use serde::de::DeserializeSeed;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
@@ -18,7 +23,7 @@ use tokio::task::AbortHandle;
 
 use super::framing::{FrameError, FrameReader, write_frame};
 use super::message::{self, Message, Params, RequestId, ResponseError, code};
-use crate::core::PositionEncoding;
+use crate::core::{PositionEncoding, uri};
 use crate::hub::{EditorId, EditorInfo, Event, HubHandle, Role, Transport};
 
 /// Bodies that may queue for one editor before notifications are dropped.
@@ -60,8 +65,9 @@ pub struct ConnectionConfig {
     /// `initializationOptions.moonkaleToken` or the connection is dropped.
     pub token: Option<Arc<String>>,
     pub hubs: HubSelector,
-    /// Remote clients: every `file:` URI they send must name a path inside
-    /// this folder (`MOONKALE_ROOT`), else the message is refused.
+    /// Remote clients: every `file:` URI they send, however it is spelled,
+    /// must have a canonical form naming a path inside this folder
+    /// (`MOONKALE_ROOT`), else the message is refused.
     pub confine: Option<Arc<PathBuf>>,
     /// What the service knows of the other end ([`crate::peer`]): the
     /// editor's name when its `initialize` has no `clientInfo`.
@@ -187,13 +193,15 @@ impl Connection {
                     continue;
                 }
             };
-            if let Some(root) = &self.cfg.confine
-                && let Some(why) = outside_root(root, &msg)
+            let msg = match canonical_names(msg, self.cfg.confine.as_deref().map(PathBuf::as_path))
             {
-                tracing::warn!(transport = ?self.cfg.transport, "refused: {why}");
-                self.refuse_outside(msg, why).await;
-                continue;
-            }
+                Ok(msg) => msg,
+                Err((msg, why)) => {
+                    tracing::warn!(transport = ?self.cfg.transport, "refused: {why}");
+                    self.refuse_outside(msg, why).await;
+                    continue;
+                }
+            };
             if let Some(ending) = self.dispatch(msg).await {
                 return ending;
             }
@@ -526,46 +534,231 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
     })
 }
 
-/// The first `file:` URI in `msg`'s params that does not name a path inside
-/// `root` (whole components, no `..`, no symlink on the way, not `.git`), as
-/// the reason to refuse it. The root itself may be named (`rootUri`).
-/// Document text is not looked at: it is content, not a name.
-fn outside_root(root: &Path, msg: &Message) -> Option<String> {
-    let params = match msg {
-        Message::Request { params, .. } | Message::Notification { params, .. } => params,
-        Message::Response { .. } => return None,
+/// `msg` with every `file:` URI in its params in the one canonical form
+/// (`core::uri`), so the hub can compare names byte for byte. Document text
+/// is not looked at: it is content, not a name. A local editor's URI that has
+/// no canonical form is left as it was sent; for a remote client (`root`
+/// set) it is refused, as is any name that is not inside `root` (whole
+/// components, no `..`, no symlink on the way, not `.git`; the root itself
+/// may be named, as `rootUri`). What is refused is given back with the
+/// reason.
+fn canonical_names(msg: Message, root: Option<&Path>) -> Result<Message, (Message, String)> {
+    let (Message::Request { params, .. } | Message::Notification { params, .. }) = &msg else {
+        return Ok(msg);
     };
-    let value: Value = serde_json::from_str(params.get()).ok()?;
-    let mut stack = vec![(None::<&str>, &value)];
-    while let Some((key, v)) = stack.pop() {
-        match v {
-            Value::String(s) if key != Some("text") && s.starts_with("file:") => {
-                let path = match lsp_types::Url::parse(s)
-                    .ok()
-                    .filter(|u| u.host_str().is_none_or(str::is_empty))
-                {
-                    Some(url) => url.to_file_path().ok(),
-                    None => None,
-                };
-                let Some(path) = path else {
-                    return Some(format!("not a local file URI: {s:?}"));
-                };
-                if path == root {
-                    continue;
-                }
-                let raw = path.to_string_lossy();
-                if let Err(refused) =
-                    crate::ide::paths::confine(std::slice::from_ref(&root.to_path_buf()), &raw)
-                {
-                    return Some(format!("{} (the root is {})", refused.0, root.display()));
-                }
+    // Most messages already name files canonically: a scan that builds
+    // nothing decides (and refuses) first, so only the others are rebuilt.
+    let mut scan = Scan {
+        root,
+        changed: false,
+        refused: None,
+    };
+    let scanned = ScanSeed {
+        scan: &mut scan,
+        in_text: false,
+    }
+    .deserialize(&mut serde_json::Deserializer::from_str(params.get()));
+    if let Some(why) = scan.refused {
+        return Err((msg, why));
+    }
+    if scanned.is_err() || !scan.changed {
+        return Ok(msg);
+    }
+    let Ok(mut value) = serde_json::from_str::<Value>(params.get()) else {
+        return Ok(msg);
+    };
+    if let Err(why) = canonical_in(&mut value, None, root) {
+        return Err((msg, why));
+    }
+    let canonical = message::params(&value);
+    Ok(match msg {
+        Message::Request { id, method, .. } => Message::Request {
+            id,
+            method,
+            params: canonical,
+        },
+        Message::Notification { method, .. } => Message::Notification {
+            method,
+            params: canonical,
+        },
+        response @ Message::Response { .. } => response,
+    })
+}
+
+/// What a scan of params found: whether a name must be respelled, or why
+/// one is refused.
+struct Scan<'r> {
+    root: Option<&'r Path>,
+    changed: bool,
+    refused: Option<String>,
+}
+
+impl Scan<'_> {
+    fn name<E: serde::de::Error>(&mut self, s: &str) -> Result<(), E> {
+        match canonical_name(s, self.root) {
+            Ok(respelled) => {
+                self.changed |= respelled.is_some();
+                Ok(())
             }
-            Value::Array(items) => stack.extend(items.iter().map(|i| (key, i))),
-            Value::Object(map) => stack.extend(map.iter().map(|(k, v)| (Some(k.as_str()), v))),
-            _ => {}
+            Err(why) => {
+                self.refused = Some(why);
+                Err(E::custom("refused"))
+            }
         }
     }
-    None
+}
+
+/// Walks one JSON value for [`Scan`] without building it (`in_text`: under
+/// the key `text`, which is content).
+struct ScanSeed<'a, 'r> {
+    scan: &'a mut Scan<'r>,
+    in_text: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ScanSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ScanSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<(), E> {
+        if self.in_text {
+            return Ok(());
+        }
+        self.scan.name(s)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(ScanSeed {
+                scan: &mut *self.scan,
+                in_text: self.in_text,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key_seed(Key)? {
+            self.scan.name(&key)?;
+            map.next_value_seed(ScanSeed {
+                scan: &mut *self.scan,
+                in_text: key == "text",
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// An object key, borrowed from the message unless it has escapes.
+struct Key;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key {
+    type Value = std::borrow::Cow<'de, str>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Key {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(s.into())
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(s.to_owned().into())
+    }
+}
+
+/// Canonicalizes the names in `v` (under the object key `key`), object keys
+/// included (a `WorkspaceEdit` is keyed by URI).
+fn canonical_in(v: &mut Value, key: Option<&str>, root: Option<&Path>) -> Result<(), String> {
+    match v {
+        Value::String(s) if key != Some("text") => {
+            if let Some(form) = canonical_name(s, root)? {
+                *s = form;
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                canonical_in(item, key, root)?;
+            }
+        }
+        Value::Object(map) if map.keys().any(|k| uri::is_file_uri(k)) => {
+            for (k, mut item) in std::mem::take(map) {
+                let k = canonical_name(&k, root)?.unwrap_or(k);
+                canonical_in(&mut item, Some(&k), root)?;
+                map.insert(k, item);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map.iter_mut() {
+                canonical_in(item, Some(k), root)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The canonical form of `s` when it is a `file:` URI spelled otherwise.
+fn canonical_name(s: &str, root: Option<&Path>) -> Result<Option<String>, String> {
+    if root.is_none() && uri::is_canonical(s) {
+        return Ok(None); // the common case, without allocating
+    }
+    let form = match (uri::canonical(s), root) {
+        (None, _) | (Some(Err(_)), None) => return Ok(None),
+        (Some(Err(why)), Some(_)) => return Err(format!("not a usable file URI: {s:?} ({why})")),
+        (Some(Ok(form)), _) => form,
+    };
+    if let Some(root) = root {
+        let path = lsp_types::Url::parse(&form)
+            .ok()
+            .and_then(|u| u.to_file_path().ok());
+        let Some(path) = path.filter(|p| p.to_str().is_some()) else {
+            return Err(format!("not a UTF-8 file path: {s:?}"));
+        };
+        if path != root {
+            let raw = path.to_str().expect("checked above");
+            if let Err(refused) =
+                crate::ide::paths::confine(std::slice::from_ref(&root.to_path_buf()), raw)
+            {
+                return Err(format!("{} (the root is {})", refused.0, root.display()));
+            }
+        }
+    }
+    Ok((form != s).then_some(form))
 }
 
 #[cfg(test)]
@@ -624,6 +817,58 @@ mod tests {
                 "utf-16"
             );
         }
+    }
+
+    /// Names are respelled canonically wherever they are (object keys too)
+    /// but in document text; a local editor's unusable URI is kept as sent,
+    /// a remote client's is refused, as is a name outside the root.
+    #[test]
+    fn names_are_respelled_and_remote_names_confined() {
+        let names = |v: Value, root: Option<&Path>| {
+            let msg = Message::Notification {
+                method: "x".into(),
+                params: message::params(&v),
+            };
+            match canonical_names(msg, root) {
+                Ok(Message::Notification { params, .. }) => {
+                    Ok(serde_json::from_str::<Value>(params.get()).unwrap())
+                }
+                Ok(other) => panic!("{other:?}"),
+                Err((_, why)) => Err(why),
+            }
+        };
+        let local = names(
+            json!({"textDocument": {"uri": "FILE:///w/[a]", "text": "file:///w/[a]"},
+                   "changes": {"file:///w/[b]": [{"uri": "file://localhost/w/c"}]},
+                   "arguments": ["file:///w/%5bd%5d", 3], "bad": "file://host/x"}),
+            None,
+        );
+        assert_eq!(
+            local,
+            Ok(
+                json!({"textDocument": {"uri": "file:///w/%5Ba%5D", "text": "file:///w/[a]"},
+                   "changes": {"file:///w/%5Bb%5D": [{"uri": "file:///w/c"}]},
+                   "arguments": ["file:///w/%5Bd%5D", 3], "bad": "file://host/x"})
+            )
+        );
+
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let r = root.display();
+        let inside = names(
+            json!({"uri": format!(" FILE://localhost{r}/a.txt")}),
+            Some(&root),
+        );
+        assert_eq!(inside, Ok(json!({"uri": format!("file://{r}/a.txt")})));
+        for outside in [
+            json!({"changes": {"file:///etc/passwd": []}}),
+            json!({"uri": format!("file://host{r}/a.txt")}),
+            json!({"deep": [[{"uri": "File:/etc/passwd"}]]}),
+        ] {
+            assert!(names(outside.clone(), Some(&root)).is_err(), "{outside}");
+        }
+        let content = json!({"text": "file:///etc/passwd"});
+        assert_eq!(names(content.clone(), Some(&root)), Ok(content));
     }
 
     /// Security case 29: a handler that panics answers -32603 without the

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use lsp_types::Url;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -694,7 +693,7 @@ impl Workspace {
         match tool {
             "readBuffer" => {
                 let path = args["filePath"].as_str().unwrap_or_default();
-                let Ok(uri) = Url::from_file_path(path) else {
+                let Some(uri) = super::file_uri(std::path::Path::new(path)) else {
                     return Ok(error_result("filePath must be an absolute path"));
                 };
                 Ok(match self.latest(&uri) {
@@ -711,7 +710,7 @@ impl Workspace {
             }
             "openFile" => {
                 let path = args["filePath"].as_str().unwrap_or_default();
-                let Ok(uri) = Url::from_file_path(path) else {
+                let Some(uri) = super::file_uri(std::path::Path::new(path)) else {
                     return Ok(error_result("filePath must be an absolute path"));
                 };
                 let line = |k: &str| {

@@ -23,6 +23,11 @@ pub const SEND_TO_CLAUDE_COMMAND: &str = "moonkale.sendToClaude";
 pub const MAX_SELECTION_TEXT: usize = 1 << 20;
 /// Mentions kept while no Claude Code is connected.
 const MAX_QUEUED_MENTIONS: usize = 32;
+/// Largest JSON text of a listing answer (`getDiagnostics`,
+/// `getOpenEditors`): what is over it is left out, with a note, so an answer
+/// stays far below the IDE connection's outgoing cap and never costs the
+/// client its connection.
+pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 pub fn text_result(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}]})
@@ -34,6 +39,41 @@ pub fn error_result(text: impl Into<String>) -> Value {
 
 fn json_result(value: &Value) -> Value {
     text_result(serde_json::to_string_pretty(value).expect("JSON serializes"))
+}
+
+/// A listing as [`json_result`], with `note` (what was left out) as a second
+/// text item when there is one: the CLI parses the first item only, the
+/// model sees both.
+fn listing_result(value: &Value, note: Option<String>) -> Value {
+    let mut result = json_result(value);
+    if let Some(note) = note {
+        result["content"]
+            .as_array_mut()
+            .expect("content is an array")
+            .push(json!({"type": "text", "text": note}));
+    }
+    result
+}
+
+/// What is left of [`MAX_ANSWER_BYTES`] while a listing is built.
+struct Budget(usize);
+
+impl Budget {
+    /// Takes what `v` costs pretty-printed at nesting `depth` (each of its
+    /// lines indented by two spaces a level, then `,` and a line break);
+    /// `false`, taking nothing, if that is more than is left.
+    fn take(&mut self, v: &Value, depth: usize) -> bool {
+        let text = serde_json::to_string_pretty(v).expect("JSON serializes");
+        let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
+        let cost = text.len() + lines * 2 * depth + 2;
+        match self.0.checked_sub(cost) {
+            Some(left) => {
+                self.0 = left;
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl Workspace {
@@ -53,9 +93,7 @@ impl Workspace {
                 })
         };
         Ok(match tool {
-            "getDiagnostics" => {
-                json_result(&self.ide_diagnostics(args.get("uri").and_then(Value::as_str)))
-            }
+            "getDiagnostics" => self.ide_diagnostics(args.get("uri").and_then(Value::as_str)),
             "getCurrentSelection" => {
                 json_result(&self.current_selection().unwrap_or_else(
                     || json!({"success": false, "message": "No active editor found"}),
@@ -66,7 +104,7 @@ impl Workspace {
                     || json!({"success": false, "message": "No selection available"}),
                 ))
             }
-            "getOpenEditors" => json_result(&self.open_editors()),
+            "getOpenEditors" => self.open_editors(),
             "getWorkspaceFolders" => {
                 let root = self.root.display().to_string();
                 let name = self
@@ -134,7 +172,7 @@ impl Workspace {
     /// strings count as absent, as old CLIs send them). The text searched is
     /// the editor's buffer, else the file's contents the adapter read.
     fn open_file(&mut self, path: &Path, args: &Value) -> Value {
-        let Ok(uri) = Url::from_file_path(path) else {
+        let Some(uri) = super::file_uri(path) else {
             return error_result("not a file path");
         };
         let non_empty = |k: &str| {
@@ -225,15 +263,27 @@ impl Workspace {
 
     /// The buffer of `path` in the editor that touched it last.
     fn latest_by_path(&self, path: &Path) -> Option<&OpenDocument> {
-        let uri = Url::from_file_path(path).ok()?;
+        let uri = super::file_uri(path)?;
         self.latest(&uri).map(|(_, open)| open)
     }
 
     /// `getDiagnostics`: every document with diagnostics, or one `uri`
-    /// (a known file with none gives an empty list, never an error).
+    /// (a known file with none gives an empty list, never an error), up to
+    /// [`MAX_ANSWER_BYTES`].
     fn ide_diagnostics(&self, uri: Option<&str>) -> Value {
-        let entry = |uri: &Url| {
-            let mut diagnostics = Vec::new();
+        let uris: Vec<Url> = match uri {
+            Some(raw) => lenient_file_url(raw).into_iter().collect(),
+            None => self.diagnostics.uris().cloned().collect(),
+        };
+        let total: usize = uris.iter().map(|u| self.diagnostics.count_for(u)).sum();
+        let mut budget = Budget(MAX_ANSWER_BYTES);
+        let mut files = Vec::new();
+        let mut shown = 0;
+        'files: for uri in &uris {
+            let mut file = json!({"uri": display_url(uri), "diagnostics": []});
+            if !budget.take(&file, 1) {
+                break;
+            }
             for source in self.diagnostics.for_uri(uri) {
                 for d in &source.items {
                     let range =
@@ -252,18 +302,28 @@ impl Workspace {
                             lsp_types::NumberOrString::String(s) => json!(s),
                         };
                     }
-                    diagnostics.push(item);
+                    if !budget.take(&item, 3) {
+                        files.push(file);
+                        break 'files;
+                    }
+                    file["diagnostics"]
+                        .as_array_mut()
+                        .expect("an array")
+                        .push(item);
+                    shown += 1;
                 }
             }
-            json!({"uri": display_url(uri), "diagnostics": diagnostics})
-        };
-        match uri {
-            Some(raw) => match lenient_file_url(raw) {
-                Some(uri) => json!([entry(&uri)]),
-                None => json!([]),
-            },
-            None => Value::Array(self.diagnostics.uris().map(entry).collect()),
+            files.push(file);
         }
+        let note = (shown < total).then(|| {
+            format!(
+                "Truncated: {shown} of {total} diagnostics shown, from {} of {} files; \
+                 answers are capped at {MAX_ANSWER_BYTES} bytes. Ask for one file with `uri`.",
+                files.len(),
+                uris.len()
+            )
+        });
+        listing_result(&Value::Array(files), note)
     }
 
     /// The active editor's selection as `selection_changed` params.
@@ -329,6 +389,8 @@ impl Workspace {
         Some(payload)
     }
 
+    /// `getOpenEditors`: every open document once, up to
+    /// [`MAX_ANSWER_BYTES`].
     fn open_editors(&self) -> Value {
         let active = self
             .active_editor()
@@ -341,33 +403,45 @@ impl Workspace {
             .collect();
         uris.sort();
         uris.dedup();
-        let tabs: Vec<Value> = uris
-            .into_iter()
-            .filter_map(|uri| {
-                let (_, open) = self.latest(uri)?;
-                let path = uri.to_file_path().ok();
-                let label = path
-                    .as_ref()
-                    .and_then(|p| p.file_name())
-                    .map(|n| n.to_string_lossy().into_owned());
-                Some(json!({
-                    "uri": display_url(uri),
-                    "isActive": active.as_ref() == Some(uri),
-                    "isPinned": false,
-                    "isPreview": false,
-                    "isDirty": open.doc.is_dirty(),
-                    "label": label.unwrap_or_else(|| uri.to_string()),
-                    "groupIndex": 0,
-                    "viewColumn": 1,
-                    "isGroupActive": true,
-                    "fileName": path.map(|p| p.display().to_string()).unwrap_or_default(),
-                    "languageId": open.doc.language_id(),
-                    "lineCount": open.doc.text().len_lines(),
-                    "isUntitled": uri.scheme() == "untitled",
-                }))
-            })
-            .collect();
-        json!({"tabs": tabs})
+        let mut budget = Budget(MAX_ANSWER_BYTES);
+        let mut tabs = Vec::new();
+        for uri in &uris {
+            let Some((_, open)) = self.latest(uri) else {
+                continue;
+            };
+            let path = uri.to_file_path().ok();
+            let label = path
+                .as_ref()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned());
+            let tab = json!({
+                "uri": display_url(uri),
+                "isActive": active.as_ref() == Some(*uri),
+                "isPinned": false,
+                "isPreview": false,
+                "isDirty": open.doc.is_dirty(),
+                "label": label.unwrap_or_else(|| uri.to_string()),
+                "groupIndex": 0,
+                "viewColumn": 1,
+                "isGroupActive": true,
+                "fileName": path.map(|p| p.display().to_string()).unwrap_or_default(),
+                "languageId": open.doc.language_id(),
+                "lineCount": open.doc.text().len_lines(),
+                "isUntitled": uri.scheme() == "untitled",
+            });
+            if !budget.take(&tab, 2) {
+                break;
+            }
+            tabs.push(tab);
+        }
+        let note = (tabs.len() < uris.len()).then(|| {
+            format!(
+                "Truncated: {} of {} open documents listed; answers are capped at {MAX_ANSWER_BYTES} bytes.",
+                tabs.len(),
+                uris.len()
+            )
+        });
+        listing_result(&json!({"tabs": tabs}), note)
     }
 
     /// `moonkale.sendToClaude [uri?, range?]`: an `at_mentioned` for the
@@ -477,14 +551,14 @@ fn file_url(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
-/// The CLI builds `file://` + path by concatenation, so `file:///a b/c.ts`
-/// (unencoded) must work as well as a proper URI.
+/// A file URI from Claude Code in the canonical form. The CLI builds
+/// `file://` + path by concatenation, so `file:///a b/c.ts` (unencoded) must
+/// work as well as a proper URI, and a path with `%`, `?` or `#` in it, which
+/// is no proper URI, is taken as the plain path it is.
 pub fn lenient_file_url(raw: &str) -> Option<Url> {
-    let path = raw.strip_prefix("file://")?;
-    if !path.starts_with('/') {
-        return None; // file://host/... is not a local file
-    }
-    // Proper URIs are percent-encoded; the CLI's are not.
-    let decoded = Url::parse(raw).ok().and_then(|u| u.to_file_path().ok());
-    Url::from_file_path(decoded.unwrap_or_else(|| PathBuf::from(path))).ok()
+    let form = match crate::core::uri::canonical(raw)? {
+        Ok(form) => form,
+        Err(_) => crate::core::uri::from_path(Path::new(raw.strip_prefix("file://")?)).ok()?,
+    };
+    Url::parse(&form).ok()
 }

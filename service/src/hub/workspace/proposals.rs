@@ -12,7 +12,7 @@
 //! on that hunk, computed with `similar`), so whatever the document holds
 //! when they accept is the answer: `FILE_SAVED` and that text.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use lsp_types::Url;
 use serde_json::{Value, json};
@@ -69,19 +69,17 @@ impl Workspace {
                 "openDiff arguments are incomplete",
             )));
         };
-        let (Ok(target), Ok(document)) =
-            (Url::from_file_path(&target), Url::from_file_path(&document))
-        else {
+        let (Some(target), Some(document)) = (
+            super::file_uri(Path::new(&target)),
+            super::file_uri(Path::new(&document)),
+        ) else {
             return Some(Err(ResponseError::invalid_params(
                 "openDiff paths must be absolute",
             )));
         };
         self.clock += 1;
         let id = self.clock;
-        let name = PathBuf::from(target.path())
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = super::file_name(&target);
         let count = hunks(&old_text, &proposed_text).len();
         for (editor, buttons) in self.editors_with_buttons() {
             self.request_editor(
@@ -186,9 +184,10 @@ impl Workspace {
             .collect();
         for (editor, dirty, end) in holders {
             if dirty {
+                let path = target.to_file_path().unwrap_or_default();
                 let warn = format!(
                     "Claude Code changed {} on disk, but your buffer has unsaved changes.",
-                    target.path()
+                    path.display()
                 );
                 self.notify_editor(
                     editor,
@@ -376,13 +375,7 @@ impl Workspace {
             .iter()
             .filter(|p| &p.document == uri || &p.target == uri)
         {
-            let name = p
-                .target
-                .path()
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
+            let name = super::file_name(&p.target);
             let arg = json!(p.document);
             let action = |title: String, command: &str, args: Value| json!({"title": title, "kind": "quickfix", "command": {"title": title, "command": command, "arguments": args}});
             actions.push(action(

@@ -126,8 +126,8 @@ impl Workspace {
                 "path must be an absolute path inside the workspace",
             ));
         }
-        let uri = lsp_types::Url::from_file_path(&p.path)
-            .map_err(|_| ResponseError::invalid_params("not a file path"))?;
+        let uri = super::file_uri(&p.path)
+            .ok_or_else(|| ResponseError::invalid_params("not a file path"))?;
         let Some((target, _)) = self.active_editor() else {
             return Err(ResponseError::new(
                 code::REQUEST_FAILED,

@@ -1,0 +1,154 @@
+//! Bounds (issue 12): what editors forward is counted and capped, and long
+//! answers to Claude Code are truncated with a note instead of costing the
+//! client its connection.
+
+use moonkale_tests::{IdeClient, RawLsp, Sandbox, ide_lock, rss_kib, tool_json};
+use serde_json::{Value, json};
+
+/// The answers' cap (`hub::workspace::ide::MAX_ANSWER_BYTES`).
+const MAX_ANSWER_BYTES: usize = 1 << 20;
+
+/// Publishes the serialized diagnostics `list` for `uri` (the bodies are
+/// large: the list is built once and sent as it is).
+async fn publish(ed: &mut RawLsp, uri: &str, list: &str) {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","method":"moonkale/publishDiagnostics","params":{{"uri":{},"source":"tsc","diagnostics":{list}}}}}"#,
+        json!(uri)
+    );
+    let frame = format!("Content-Length: {}\r\n\r\n{body}", body.len());
+    ed.send_bytes(frame.as_bytes()).await;
+}
+
+/// `count` error diagnostics with `message`, as a JSON array.
+fn diagnostics(count: usize, message: &str) -> String {
+    let items: Vec<Value> = (0..count)
+        .map(|i| json!({"range": {"start": {"line": i, "character": 0}, "end": {"line": i, "character": 5}},
+                        "severity": 1, "message": message}))
+        .collect();
+    serde_json::to_string(&items).unwrap()
+}
+
+fn texts(result: &Value) -> Vec<String> {
+    result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Defect: 48 000 diagnostics made one `getDiagnostics` answer larger than
+/// the IDE WebSocket's outgoing cap, and Claude Code was dropped instead of
+/// answered. Now the answer is at most 1 MiB of JSON with a note saying what
+/// was left out, the client stays connected, and `getOpenEditors` over many
+/// documents is bounded the same way.
+#[tokio::test]
+async fn get_diagnostics_of_48_000_is_truncated_and_keeps_the_client() {
+    let sb = Sandbox::new();
+    let svc = sb.start_service(&[]).await;
+    let (port, lock) = ide_lock(&sb, &svc);
+    let mut c = IdeClient::connect(port, lock["authToken"].as_str().unwrap()).await;
+    c.initialize("2025-11-25").await;
+    let mut ed = svc.connect().await;
+    ed.initialize("forwarder", &["utf-16"], Value::Null).await;
+    let list = diagnostics(9_600, &"e".repeat(600));
+    for f in 0..5 {
+        publish(&mut ed, &sb.uri(&format!("gen/f{f}.ts")), &list).await;
+    }
+    ed.barrier().await;
+    let refusals: Vec<&Value> = ed
+        .notifications
+        .iter()
+        .filter(|m| m["method"] == "window/logMessage")
+        .collect();
+    assert!(refusals.is_empty(), "all 48 000 are kept: {refusals:?}");
+
+    let result = c.tool("getDiagnostics", json!({})).await;
+    let texts = texts(&result);
+    assert_eq!(texts.len(), 2, "the listing and a note");
+    assert!(texts[0].len() <= MAX_ANSWER_BYTES, "{}", texts[0].len());
+    let files = tool_json(&result);
+    let shown: usize = files
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["diagnostics"].as_array().unwrap().len())
+        .sum();
+    assert!(shown > 0 && shown < 48_000, "{shown}");
+    assert!(
+        texts[1].starts_with("Truncated") && texts[1].contains(&format!("{shown} of 48000")),
+        "{}",
+        texts[1]
+    );
+    assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
+    let one = c
+        .tool("getDiagnostics", json!({"uri": sb.uri("gen/f1.ts")}))
+        .await;
+    assert_eq!(tool_json(&one)[0]["uri"], sb.uri("gen/f1.ts"));
+
+    // Many open documents with long names.
+    let long = "n".repeat(200);
+    for i in 0..2_000 {
+        ed.did_open(&sb.uri(&format!("{long}/{i}.txt")), 1, "")
+            .await;
+    }
+    ed.barrier().await;
+    let editors = c.tool("getOpenEditors", json!({})).await;
+    let texts = self::texts(&editors);
+    assert!(texts[0].len() <= MAX_ANSWER_BYTES, "{}", texts[0].len());
+    let tabs = tool_json(&editors)["tabs"].as_array().unwrap().len();
+    assert!(tabs > 0 && tabs < 2_000, "{tabs}");
+    assert!(
+        texts[1].contains(&format!("{tabs} of 2000 open documents")),
+        "{}",
+        texts[1]
+    );
+    assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
+}
+
+/// Defect: diagnostics had no byte cap and did not count toward the
+/// workspace's, so an editor could make the service hold any amount. Now a
+/// publish over the cap (64 MiB) is refused with a `window/logMessage`, the
+/// service's memory grows by not much more than the cap while an editor
+/// forwards about 180 MB, and the editor goes on working.
+#[tokio::test]
+async fn diagnostics_over_the_byte_cap_are_refused_and_memory_stays_bounded() {
+    let sb = Sandbox::new();
+    let svc = sb.start_service(&[]).await;
+    let mut ed = svc.connect().await;
+    ed.initialize("flooder", &["utf-16"], Value::Null).await;
+    ed.barrier().await;
+    let before = rss_kib(svc.pid());
+    let list = diagnostics(10_000, &"w".repeat(1_200));
+    for f in 0..12 {
+        publish(&mut ed, &sb.uri(&format!("gen/f{f}.ts")), &list).await;
+    }
+    ed.barrier().await;
+    let after = rss_kib(svc.pid());
+    let refusals: Vec<String> = ed
+        .notifications
+        .iter()
+        .filter(|m| m["method"] == "window/logMessage")
+        .map(|m| m["params"]["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!refusals.is_empty(), "nothing was refused");
+    assert!(
+        refusals
+            .iter()
+            .all(|r| r.contains("refused") && r.contains("bytes")),
+        "{refusals:?}"
+    );
+    let status = sb.status().await;
+    let kept = status["diagnostics"].as_array().unwrap().len();
+    assert_eq!(kept + refusals.len(), 12, "{status}");
+    assert!(status["totalBytes"].as_u64().unwrap() <= 64 << 20);
+    let grown_mib = after.saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 64 + 96,
+        "the service grew by {grown_mib} MiB for a 64 MiB cap"
+    );
+
+    let uri = sb.uri("still.txt");
+    ed.did_open(&uri, 1, "works").await;
+    assert_eq!(ed.document(&uri).await["text"], "works");
+}

@@ -567,7 +567,9 @@ async fn hostile_49_flood_to_a_client_that_does_not_read() {
     );
 
     let mut peak = base;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(25);
+    // A debug build renders the 50 MB in about 20 s on this machine's two
+    // cores; the deadline leaves room for a busy one.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
     loop {
         peak = peak.max(rss_kib(svc.pid()));
         let s = screen(&mut c, id).await;
@@ -577,7 +579,7 @@ async fn hostile_49_flood_to_a_client_that_does_not_read() {
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the 50 MB flood did not end within 25 s (RSS {base} → {peak} KiB)\n{}\n{}",
+            "the 50 MB flood did not end within 45 s (RSS {base} → {peak} KiB)\n{}\n{}",
             text(&s),
             service_log(&sb)
         );

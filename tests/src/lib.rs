@@ -350,6 +350,25 @@ impl RawLsp {
         }
     }
 
+    /// The next message the service sends with `method` (already set aside,
+    /// or the next to come), keeping the others aside.
+    pub async fn server_request(&mut self, method: &str) -> Value {
+        if let Some(i) = self
+            .notifications
+            .iter()
+            .position(|m| m["method"] == method)
+        {
+            return self.notifications.remove(i);
+        }
+        loop {
+            let msg = self.recv().await;
+            if msg["method"] == method {
+                return msg;
+            }
+            self.notifications.push(msg);
+        }
+    }
+
     /// Sends a request and returns the whole response message.
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;

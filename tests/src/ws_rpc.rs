@@ -59,6 +59,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsRpc<S> {
             .expect("the server closed the connection")
     }
 
+    /// The response with `id` (already set aside, or the next to come),
+    /// keeping the other messages aside.
+    pub async fn response(&mut self, id: i64) -> Value {
+        if let Some(i) = self
+            .notifications
+            .iter()
+            .position(|m| m["id"] == id && m.get("method").is_none())
+        {
+            return self.notifications.remove(i);
+        }
+        loop {
+            let msg = self.recv().await;
+            if msg["id"] == id && msg.get("method").is_none() {
+                return msg;
+            }
+            self.notifications.push(msg);
+        }
+    }
+
     pub async fn notify(&mut self, method: &str, params: Value) {
         self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
             .await;

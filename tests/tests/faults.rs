@@ -63,34 +63,6 @@ async fn start_open_diff(c: &mut IdeClient, id: i64, path: &Path, contents: &str
         .await;
 }
 
-/// The message with `id` (a response), keeping the others aside.
-async fn response(c: &mut IdeClient, id: i64) -> Value {
-    if let Some(i) = c.notifications.iter().position(|m| m["id"] == id) {
-        return c.notifications.remove(i);
-    }
-    loop {
-        let msg = c.recv().await;
-        if msg["id"] == id {
-            return msg;
-        }
-        c.notifications.push(msg);
-    }
-}
-
-/// The next request the service sends the editor with `method`.
-async fn server_request(ed: &mut RawLsp, method: &str) -> Value {
-    if let Some(i) = ed.notifications.iter().position(|m| m["method"] == method) {
-        return ed.notifications.remove(i);
-    }
-    loop {
-        let msg = ed.recv().await;
-        if msg["method"] == method {
-            return msg;
-        }
-        ed.notifications.push(msg);
-    }
-}
-
 /// Sends SIGCONT to a stopped process when dropped, so a failing test does
 /// not leave the service stopped.
 struct Stopped(i32);
@@ -128,7 +100,7 @@ async fn a_long_stop_keeps_a_live_claude_client_and_its_proposal() {
     let mut c = IdeClient::connect(port, lock["authToken"].as_str().unwrap()).await;
     c.initialize("2025-11-25").await;
     start_open_diff(&mut c, 50, &target, "new\n").await;
-    server_request(&mut ed, "window/showDocument").await;
+    ed.server_request("window/showDocument").await;
     // The client reads (and so answers pings) right up to the stop.
     assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
 
@@ -153,7 +125,7 @@ async fn a_long_stop_keeps_a_live_claude_client_and_its_proposal() {
         json!({"command": "moonkale.acceptProposal", "arguments": []}),
     )
     .await;
-    let answer = response(&mut c, 50).await;
+    let answer = c.response(50).await;
     assert_eq!(
         answer["result"]["content"][0]["text"], "FILE_SAVED",
         "{answer}"
@@ -294,7 +266,7 @@ async fn a_moved_or_deleted_workspace_is_not_written_into_or_recreated() {
     std::fs::rename(&sb.workspace, &moved).unwrap();
     std::fs::create_dir(&sb.workspace).unwrap();
     start_open_diff(&mut c, 50, &target, "new\n").await;
-    let answer = response(&mut c, 50).await;
+    let answer = c.response(50).await;
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     let why = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert!(why.contains("moved or deleted"), "{why}");
@@ -307,7 +279,7 @@ async fn a_moved_or_deleted_workspace_is_not_written_into_or_recreated() {
     std::fs::remove_dir(&sb.workspace).unwrap();
     std::fs::remove_dir_all(&moved).unwrap();
     start_open_diff(&mut c, 51, &target, "new\n").await;
-    let answer = response(&mut c, 51).await;
+    let answer = c.response(51).await;
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     assert!(
         !sb.workspace.exists(),

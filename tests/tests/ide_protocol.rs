@@ -902,37 +902,9 @@ async fn start_open_diff(c: &mut IdeClient, id: i64, args: Value) {
         .await;
 }
 
-/// Waits for the response with `id`.
-async fn response(c: &mut IdeClient, id: i64) -> Value {
-    if let Some(i) = c.notifications.iter().position(|m| m["id"] == id) {
-        return c.notifications.remove(i);
-    }
-    loop {
-        let msg = c.recv().await;
-        if msg["id"] == id {
-            return msg;
-        }
-        c.notifications.push(msg);
-    }
-}
-
-/// The next request the service sends the editor with `method`.
-async fn server_request(ed: &mut RawLsp, method: &str) -> Value {
-    if let Some(i) = ed.notifications.iter().position(|m| m["method"] == method) {
-        return ed.notifications.remove(i);
-    }
-    loop {
-        let msg = ed.recv().await;
-        if msg["method"] == method {
-            return msg;
-        }
-        ed.notifications.push(msg);
-    }
-}
-
 /// The proposal document the editor was asked to show, opened in the editor.
 async fn open_proposal(ed: &mut RawLsp) -> (String, String) {
-    let show = server_request(ed, "window/showDocument").await;
+    let show = ed.server_request("window/showDocument").await;
     let uri = show["params"]["uri"].as_str().unwrap().to_owned();
     assert!(uri.contains("/.moonkale/proposals/"), "{uri}");
     let path = uri.strip_prefix("file://").unwrap();
@@ -999,7 +971,7 @@ async fn t2_open_diff_accept_with_a_tweak() {
         .clone();
     assert_eq!(accept["title"], "Accept Claude Code's edit to main.rs");
     ed.call("workspace/executeCommand", json!({"command": accept["command"]["command"], "arguments": accept["command"]["arguments"]})).await;
-    let answer = response(&mut c, 50).await;
+    let answer = c.response(50).await;
     assert_eq!(
         texts(&answer["result"]),
         vec![
@@ -1007,7 +979,7 @@ async fn t2_open_diff_accept_with_a_tweak() {
             "fn main() {\n    newer();\n}\n".to_owned()
         ]
     );
-    let sync = server_request(&mut ed, "workspace/applyEdit").await;
+    let sync = ed.server_request("workspace/applyEdit").await;
     let edit = &sync["params"]["edit"]["changes"][&target_uri][0];
     assert_eq!(edit["newText"], "fn main() {\n    newer();\n}\n");
     assert_eq!(edit["range"]["end"], json!({"line": 3, "character": 0}));
@@ -1049,7 +1021,7 @@ async fn t3_open_diff_reject() {
         json!({"command": "moonkale.rejectProposal", "arguments": []}),
     )
     .await;
-    let answer = response(&mut c, 7).await;
+    let answer = c.response(7).await;
     assert_eq!(texts(&answer["result"]), vec!["DIFF_REJECTED", "tab-r"]);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "one\n");
     let none = ed
@@ -1076,7 +1048,7 @@ async fn t4_t7_closing_pending_diffs() {
         "TAB_CLOSED"
     );
     assert_eq!(
-        texts(&response(&mut c, 101).await["result"]),
+        texts(&c.response(101).await["result"]),
         vec!["DIFF_REJECTED", "tab-a"]
     );
     start_open_diff(&mut c, 102, open_diff(&path("b"), "b\n", "tab-b")).await;
@@ -1085,14 +1057,8 @@ async fn t4_t7_closing_pending_diffs() {
         c.tool("closeAllDiffTabs", json!({})).await["content"][0]["text"],
         "CLOSED_2_DIFF_TABS"
     );
-    assert_eq!(
-        texts(&response(&mut c, 102).await["result"])[0],
-        "DIFF_REJECTED"
-    );
-    assert_eq!(
-        texts(&response(&mut c, 103).await["result"])[0],
-        "DIFF_REJECTED"
-    );
+    assert_eq!(texts(&c.response(102).await["result"])[0], "DIFF_REJECTED");
+    assert_eq!(texts(&c.response(103).await["result"])[0], "DIFF_REJECTED");
     assert_eq!(
         c.tool("closeAllDiffTabs", json!({})).await["content"][0]["text"],
         "CLOSED_0_DIFF_TABS"
@@ -1177,7 +1143,7 @@ async fn t6_new_file_proposal() {
     )
     .await;
     assert_eq!(
-        texts(&response(&mut c, 4).await["result"]),
+        texts(&c.response(4).await["result"]),
         vec!["FILE_SAVED", "pub fn x() {}\n"]
     );
     assert!(!target.exists(), "the CLI writes the file, not the service");
@@ -1226,7 +1192,7 @@ async fn accepting_some_hunks_and_reverting_others() {
         json!({"command": "moonkale.revertHunk", "arguments": revert["command"]["arguments"]}),
     )
     .await;
-    let apply = server_request(&mut ed, "workspace/applyEdit").await;
+    let apply = ed.server_request("workspace/applyEdit").await;
     let edit = apply["params"]["edit"]["changes"][&uri][0].clone();
     assert_eq!(
         edit,
@@ -1243,7 +1209,7 @@ async fn accepting_some_hunks_and_reverting_others() {
     .await;
     let want = old.replace("line 9\n", "LINE NINE\n");
     assert_eq!(
-        texts(&response(&mut c, 5).await["result"]),
+        texts(&c.response(5).await["result"]),
         vec!["FILE_SAVED".to_owned(), want]
     );
 }
@@ -1274,7 +1240,7 @@ async fn accept_button_of_show_message_request() {
         ),
     )
     .await;
-    let ask = server_request(&mut ed, "window/showMessageRequest").await;
+    let ask = ed.server_request("window/showMessageRequest").await;
     assert_eq!(
         ask["params"]["actions"],
         json!([{"title": "Accept"}, {"title": "Reject"}])
@@ -1282,7 +1248,7 @@ async fn accept_button_of_show_message_request() {
     ed.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"title": "Accept"}}))
         .await;
     assert_eq!(
-        texts(&response(&mut c, 6).await["result"]),
+        texts(&c.response(6).await["result"]),
         vec!["FILE_SAVED", "b\n"]
     );
 }
@@ -1342,7 +1308,7 @@ async fn hostile_13_clients_that_do_not_read() {
             open_diff(&path, &big, &format!("big-{i}")),
         )
         .await;
-        server_request(&mut ed, "window/showDocument").await;
+        ed.server_request("window/showDocument").await;
     }
     for i in 0..PROPOSALS {
         let args = json!({"command": "moonkale.acceptProposal", "arguments": [format!("big-{i}")]});
@@ -1476,7 +1442,7 @@ async fn pending_proposals_are_capped() {
         )
         .await;
     }
-    let refused = response(&mut c, 332).await;
+    let refused = c.response(332).await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert_eq!(c.request("ping", Value::Null).await["result"], json!({}));
     assert_eq!(

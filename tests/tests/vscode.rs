@@ -20,17 +20,6 @@ use support::fakeapi::{FakeApi, Reply, Script};
 /// The extension's Accept button in the title of a proposal's editor.
 const ACCEPT_TITLE_BUTTON: &str = ".editor-actions a[aria-label^=\"Accept Claude Code\"]";
 
-/// The response to request `id`, keeping notifications aside.
-async fn response(c: &mut IdeClient, id: i64) -> Value {
-    loop {
-        let msg = c.recv().await;
-        if msg["id"] == id && msg.get("method").is_none() {
-            return msg;
-        }
-        c.notifications.push(msg);
-    }
-}
-
 /// VS Code opened on the sandbox's workspace, with the extension's client
 /// attached to the service (it shows up in `status`); its terminals get `env`.
 async fn vscode(sb: &Sandbox, env: &[(String, String)]) -> (CodeServer, Browser) {
@@ -104,7 +93,7 @@ async fn vscode_selection_mention_accept_and_reject() {
     // The proposal is the active editor: its title has the extension's buttons.
     browser.wait_for(ACCEPT_TITLE_BUTTON).await;
     browser.click("button", "Accept").await;
-    let resp = response(&mut c, 50).await;
+    let resp = c.response(50).await;
     assert_eq!(
         resp["result"]["content"],
         json!([{"type": "text", "text": "FILE_SAVED"},
@@ -124,7 +113,7 @@ async fn vscode_selection_mention_accept_and_reject() {
     browser
         .click("button", "Reject Claude Code's proposed edit")
         .await;
-    let resp = response(&mut c, 51).await;
+    let resp = c.response(51).await;
     assert_eq!(
         resp["result"]["content"],
         json!([{"type": "text", "text": "DIFF_REJECTED"}, {"type": "text", "text": "tab-2"}]),

@@ -153,6 +153,8 @@ pub async fn version(
     }
     let run = tokio::process::Command::new(program)
         .arg("--version")
+        // Never in a workspace: nothing of a repository's is read for this.
+        .current_dir("/")
         .env_clear()
         .envs(env.iter().cloned())
         .stdin(std::process::Stdio::null())

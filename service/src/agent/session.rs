@@ -684,9 +684,6 @@ impl Session {
         if self.cli.is_some() {
             return Ok(());
         }
-        if !self.trusted() {
-            self.note_untrusted_settings();
-        }
         let start = if self.has_conversation {
             SessionStart::Resume(self.id)
         } else {
@@ -706,6 +703,7 @@ impl Session {
         let trusted = self.trusted();
         let env = child_env(self.config.env.iter().cloned(), None);
         if !trusted {
+            self.note_untrusted_settings();
             check_honours_setting_sources(&program, &env).await?;
         }
         self.resuming = matches!(start, SessionStart::Resume(_));

@@ -2,5 +2,5 @@
 
 pub mod connection;
 pub mod framing;
-pub mod message;
+pub use moonkale_protocol::jsonrpc as message;
 pub mod stdio;

@@ -1,0 +1,9 @@
+//! moonkale-protocol: the types on moonkale-service's wire, shared by the
+//! service, the editor shim, the front-door client and the tests.
+//!
+//! - [`jsonrpc`]: JSON-RPC 2.0 messages as LSP uses them, parsed defensively.
+//!
+//! **Invariant:** this crate does no IO and depends on nothing of the
+//! service: a front end compiles it alone.
+
+pub mod jsonrpc;

@@ -2,10 +2,10 @@
 //! attach to as a language server.
 //!
 //! # Layout
-//! - [`core`]: pure text model (ropes, positions in three encodings).
+//! - [`core`] and [`hub`] (the `moonkale-hub` crate): the pure text model
+//!   and the single owner of workspace state, fed by [`hub::Event`].
 //! - [`lsp`]: the LSP wire: framing with caps, JSON-RPC messages, and the
 //!   per-connection adapter with the LSP lifecycle.
-//! - [`hub`]: the single owner of workspace state, fed by [`hub::Event`].
 //! - [`ide`]: Claude Code's IDE: lock file and WebSocket MCP server.
 //! - [`runtime`]: where a workspace's socket, token and info files live.
 //! - [`server`]: listeners (unix socket, loopback TCP, stdio) that wire
@@ -20,16 +20,13 @@
 pub mod agent;
 pub mod agent_client;
 pub mod client;
-pub mod core;
 pub mod doctor;
 pub mod error;
 pub mod front_door;
 pub mod http;
-pub mod hub;
 pub mod ide;
 pub mod lsp;
 pub mod peer;
-pub mod printable;
 pub mod remote;
 pub mod runtime;
 pub mod server;
@@ -37,3 +34,6 @@ pub mod terminal;
 pub mod user_state;
 
 pub use error::{Error, Result};
+/// The hub and the text model live in their own crate, which depends on no
+/// adapter of this one.
+pub use moonkale_hub::{self as hub, core, printable};

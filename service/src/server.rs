@@ -13,14 +13,15 @@ use std::sync::Arc;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::agent::{AgentCommand, AgentConfig, AgentSender};
+use crate::agent::AgentConfig;
 use crate::error::{Error, IoContext, Result};
+use crate::hub::ports::{self, AgentCommand, AgentPort, TerminalHostCommand, TerminalPort};
 use crate::hub::{self, HubHandle, Transport};
 use crate::ide::{IdeConfig, IdeServer};
 use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
 use crate::lsp::stdio;
 use crate::runtime::{self, RuntimeDir, ServiceInfo, WorkspaceFiles, WorkspaceLock};
-use crate::terminal::host::{HostCommand, TerminalConfig, TerminalSender};
+use crate::terminal::host::TerminalConfig;
 
 /// Connections one listener serves at once; more are closed on accept.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -40,20 +41,20 @@ pub struct ServeConfig {
 /// A workspace's hub, its agent host (when enabled) and its terminals.
 pub struct Workspace {
     pub hub: HubHandle,
-    agent: Option<(AgentSender, tokio::task::JoinHandle<()>)>,
-    terminals: (TerminalSender, Terminals),
+    agent: Option<(AgentPort, tokio::task::JoinHandle<()>)>,
+    terminals: (TerminalPort, Terminals),
 }
 
 enum Terminals {
     /// Requests wait in the channel until the IDE port is known.
-    Waiting(mpsc::Receiver<HostCommand>),
+    Waiting(mpsc::Receiver<TerminalHostCommand>),
     Running(tokio::task::JoinHandle<()>),
     Stopped,
 }
 
 impl Workspace {
     pub fn start(root: PathBuf, agent: Option<&AgentConfig>) -> Workspace {
-        let (terminal_tx, terminal_rx) = crate::terminal::host::channel();
+        let (terminal_tx, terminal_rx) = ports::terminal_channel();
         let Some(config) = agent else {
             return Workspace {
                 hub: hub::spawn(root, None, Some(terminal_tx.clone())),
@@ -61,7 +62,7 @@ impl Workspace {
                 terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
             };
         };
-        let (tx, rx) = crate::agent::channel();
+        let (tx, rx) = ports::agent_channel();
         let hub = hub::spawn(root, Some(tx.clone()), Some(terminal_tx.clone()));
         let task = crate::agent::spawn(hub.clone(), rx, config.clone());
         Workspace {
@@ -96,7 +97,7 @@ impl Workspace {
         if let Terminals::Running(task) =
             std::mem::replace(&mut self.terminals.1, Terminals::Stopped)
         {
-            let _ = self.terminals.0.send(HostCommand::Shutdown).await;
+            let _ = self.terminals.0.send(TerminalHostCommand::Shutdown).await;
             if tokio::time::timeout(TERMINAL_GRACE * 2, task)
                 .await
                 .is_err()

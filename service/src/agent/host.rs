@@ -20,8 +20,9 @@ use uuid::Uuid;
 use super::log::EventLog;
 use super::session::{self, MAX_EVENTS_PER_PAGE, Restored, SessionCommand, SessionHandle, State};
 use super::transcript::{self, Transcript};
-use super::{AgentCommand, AgentConfig, AgentReceiver, Answer};
-use crate::hub::{EditorId, Event, HubHandle, Reply};
+use super::{AgentCommand, AgentConfig, Answer};
+use crate::hub::ports::Request;
+use crate::hub::{EditorId, Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{Params, ResponseError, code};
 
 /// Sessions with a task (and maybe a process) at once; the least recently
@@ -34,7 +35,7 @@ pub const MAX_PROMPT_BYTES: usize = 4 << 20;
 /// hub drops its sender; its sessions end with it.
 pub fn spawn(
     hub: HubHandle,
-    commands: AgentReceiver,
+    commands: tokio::sync::mpsc::Receiver<AgentCommand>,
     config: AgentConfig,
 ) -> tokio::task::JoinHandle<()> {
     let root = hub.root().to_path_buf();
@@ -88,7 +89,7 @@ enum Routed {
     },
     ToSession {
         session: String,
-        command: Box<dyn FnOnce(Reply) -> SessionCommand + Send>,
+        command: Box<dyn FnOnce(Responder) -> SessionCommand + Send>,
         /// The asking connection wants the session's stream (it sent a
         /// prompt).
         subscribe: bool,
@@ -109,7 +110,7 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
     struct Session {
         session: String,
     }
-    let to = |session: String, command: Box<dyn FnOnce(Reply) -> SessionCommand + Send>| {
+    let to = |session: String, command: Box<dyn FnOnce(Responder) -> SessionCommand + Send>| {
         Ok(Routed::ToSession {
             session,
             command,
@@ -285,7 +286,7 @@ fn check_model(model: Option<&str>) -> Result<(), ResponseError> {
 
 impl SessionCommand {
     /// The reply of a command the session did not take.
-    fn into_reply(self) -> Option<Reply> {
+    fn into_reply(self) -> Option<Responder> {
         match self {
             SessionCommand::Prompt { reply, .. }
             | SessionCommand::Events { reply, .. }
@@ -298,19 +299,19 @@ impl SessionCommand {
 }
 
 impl Host {
-    async fn run(mut self, mut commands: AgentReceiver) {
+    async fn run(mut self, mut commands: tokio::sync::mpsc::Receiver<AgentCommand>) {
         self.hub.try_send(Event::WorkspaceTrust {
             trusted: self.trusted(),
             message: None,
         });
         while let Some(command) = commands.recv().await {
             match command {
-                AgentCommand::Request {
+                AgentCommand::Request(Request {
                     editor,
                     method,
                     params,
                     reply,
-                } => self.request(editor, &method, &params, reply),
+                }) => self.request(editor, &method, &params, reply),
                 AgentCommand::Answer { approval, answer } => {
                     self.answer(approval, answer, None);
                 }
@@ -325,11 +326,11 @@ impl Host {
         }
     }
 
-    fn request(&mut self, editor: EditorId, method: &str, params: &Params, reply: Reply) {
+    fn request(&mut self, editor: EditorId, method: &str, params: &Params, reply: Responder) {
         let routed = match route(method, params) {
             Ok(routed) => routed,
             Err(e) => {
-                let _ = reply.send(Err(e));
+                reply.send(Err(e));
                 return;
             }
         };
@@ -342,19 +343,19 @@ impl Host {
                 let id = match self.start(mode, model) {
                     Ok(id) => id,
                     Err(e) => {
-                        let _ = reply.send(Err(e));
+                        reply.send(Err(e));
                         return;
                     }
                 };
                 let session = id.to_string();
-                self.hub.try_send(Event::AgentSubscribe {
+                self.hub.try_send(Event::Subscribe {
                     editor,
-                    session: session.clone(),
+                    topic: Topic::Session(session.clone()),
                 });
                 match prompt {
                     Some(text) => self.forward(&session, SessionCommand::Prompt { text, reply }),
                     None => {
-                        let _ = reply.send(Ok(json!({"session": session, "state": State::Idle})));
+                        reply.send(Ok(json!({"session": session, "state": State::Idle})));
                     }
                 }
             }
@@ -364,19 +365,19 @@ impl Host {
                 subscribe,
             } => {
                 if subscribe && session_id(&session).is_ok() {
-                    self.hub.try_send(Event::AgentSubscribe {
+                    self.hub.try_send(Event::Subscribe {
                         editor,
-                        session: session.clone(),
+                        topic: Topic::Session(session.clone()),
                     });
                 }
                 self.forward(&session, command(reply))
             }
             Routed::List => {
-                let _ = reply.send(Ok(self.list()));
+                reply.send(Ok(self.list()));
             }
             Routed::Answer { approval, answer } => self.answer(approval, answer, Some(reply)),
             Routed::Trust { trusted } => {
-                let _ = reply.send(self.set_trust(trusted));
+                reply.send(self.set_trust(trusted));
             }
         }
     }
@@ -409,7 +410,7 @@ impl Host {
         Ok(json!({"trusted": now, "changed": changed, "message": message}))
     }
 
-    fn answer(&mut self, approval: String, answer: Answer, reply: Option<Reply>) {
+    fn answer(&mut self, approval: String, answer: Answer, reply: Option<Responder>) {
         let session = approval.split('/').next().unwrap_or_default().to_owned();
         let command = SessionCommand::Answer {
             approval,
@@ -438,7 +439,7 @@ impl Host {
         };
         let (command, error) = failed;
         if let Some(reply) = command.into_reply() {
-            let _ = reply.send(Err(error));
+            reply.send(Err(error));
         }
     }
 

@@ -28,57 +28,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
-use crate::hub::{EditorId, Reply};
-use crate::lsp::message::Params;
-
 pub use host::spawn;
 pub use session::{State as SessionState, Summary as SessionSummary};
 
-/// How many commands may wait for the agent host.
-const COMMAND_QUEUE: usize = 1024;
-
-pub type AgentSender = mpsc::Sender<AgentCommand>;
-pub type AgentReceiver = mpsc::Receiver<AgentCommand>;
-
-pub fn channel() -> (AgentSender, AgentReceiver) {
-    mpsc::channel(COMMAND_QUEUE)
-}
-
-/// What the hub hands the agent host.
-pub enum AgentCommand {
-    /// A `moonkale/agent/*` request (all but `subscribe`/`unsubscribe`,
-    /// which the hub keeps).
-    Request {
-        editor: EditorId,
-        method: String,
-        params: Params,
-        reply: Reply,
-    },
-    /// The user decided an approval in an editor (a button, a command or a
-    /// code action).
-    Answer { approval: String, answer: Answer },
-    /// The service is stopping: close every session.
-    Shutdown,
-}
-
-/// The user's decision on an approval.
-#[derive(Clone, Debug, Default)]
-pub struct Answer {
-    pub allow: bool,
-    /// Allow this tool for the rest of the session.
-    pub always: bool,
-    pub message: Option<String>,
-    /// `editor` or `api`: who answered, for the transcript.
-    pub by: &'static str,
-    /// A plan approved (`ExitPlanMode` allowed): the mode the session goes
-    /// on in, `default` (edits asked) unless the user chose `acceptEdits`.
-    pub mode: Option<moonkale_claude::launch::PermissionMode>,
-    /// `AskUserQuestion` answered: question text → the chosen label, the
-    /// chosen labels (multi-select) or the user's own text.
-    pub answers: Option<serde_json::Map<String, serde_json::Value>>,
-}
+pub use crate::hub::ports::{AgentCommand, Answer};
 
 /// How the agent runs `claude`.
 #[derive(Clone, Debug)]

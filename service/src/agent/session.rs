@@ -22,13 +22,13 @@ use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSourc
 use moonkale_claude::process::{CliProcess, ProcessConfig};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, TurnResult};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::log::EventLog;
 use super::{AgentConfig, Answer, policy};
-use crate::hub::{AgentProgress, Event, HubHandle, Reply};
+use crate::hub::{AgentProgress, Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{ResponseError, code};
 
 /// The name of our in-process MCP server (tools `mcp__moonkale__*`).
@@ -162,28 +162,28 @@ impl Restored {
 pub enum SessionCommand {
     Prompt {
         text: String,
-        reply: Reply,
+        reply: Responder,
     },
     Events {
         since: usize,
         limit: usize,
-        reply: Reply,
+        reply: Responder,
     },
     Interrupt {
-        reply: Reply,
+        reply: Responder,
     },
     SetPermissionMode {
         mode: PermissionMode,
-        reply: Reply,
+        reply: Responder,
     },
     SetModel {
         model: Option<String>,
-        reply: Reply,
+        reply: Responder,
     },
     Answer {
         approval: String,
         answer: Answer,
-        reply: Option<Reply>,
+        reply: Option<Responder>,
     },
 }
 
@@ -390,7 +390,7 @@ struct Session {
     always: HashSet<String>,
     /// Our control requests waiting for the CLI: the reply and what it gets
     /// on success.
-    waiters: BTreeMap<String, (Reply, Value)>,
+    waiters: BTreeMap<String, (Responder, Value)>,
     next_request: u64,
     internal_tx: mpsc::Sender<Internal>,
     summary_tx: watch::Sender<Summary>,
@@ -533,11 +533,11 @@ impl Session {
                 limit,
                 reply,
             } => {
-                let _ = reply.send(self.events_page(since, limit));
+                reply.send(self.events_page(since, limit));
             }
             SessionCommand::Interrupt { reply } => {
                 if self.cli.is_none() || self.unanswered.is_empty() {
-                    let _ = reply.send(Ok(json!({})));
+                    reply.send(Ok(json!({})));
                     return;
                 }
                 self.interrupting = true;
@@ -558,7 +558,7 @@ impl Session {
                     self.waiters.insert(id.clone(), (reply, result));
                     self.write(control::set_permission_mode(&id, mode)).await;
                 } else {
-                    let _ = reply.send(Ok(result)); // used at the next start
+                    reply.send(Ok(result)); // used at the next start
                 }
             }
             SessionCommand::SetModel { model, reply } => {
@@ -574,7 +574,7 @@ impl Session {
                     self.waiters.insert(id.clone(), (reply, result));
                     self.write(control::set_model(&id, model.as_deref())).await;
                 } else {
-                    let _ = reply.send(Ok(result));
+                    reply.send(Ok(result));
                 }
             }
             SessionCommand::Answer {
@@ -584,16 +584,16 @@ impl Session {
             } => {
                 let result = self.answer(&approval, answer).await;
                 if let Some(reply) = reply {
-                    let _ = reply.send(result.map(|()| json!({})));
+                    reply.send(result.map(|()| json!({})));
                 }
             }
         }
     }
 
-    async fn prompt(&mut self, text: String, reply: Reply) {
+    async fn prompt(&mut self, text: String, reply: Responder) {
         if self.store_error.is_some() {
             let why = self.store_error.clone().unwrap_or_default();
-            let _ = reply.send(Err(ResponseError::new(
+            reply.send(Err(ResponseError::new(
                 code::REQUEST_FAILED,
                 format!("this session's transcript cannot take new events: {why}"),
             )));
@@ -602,12 +602,12 @@ impl Session {
         if let Err(why) = self.ensure_cli().await {
             self.error = Some(why.clone());
             self.set_state(State::Failed);
-            let _ = reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
+            reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
             return;
         }
         let Some(seq) = self.record("prompt", json!({"text": text})) else {
             let why = self.store_error.clone().unwrap_or_default();
-            let _ = reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
+            reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
             return;
         };
         if self.summary_tx.borrow().title.is_empty() {
@@ -624,7 +624,7 @@ impl Session {
         if self.state != State::WaitingForApproval {
             self.set_state(State::Running);
         }
-        let _ = reply.send(Ok(
+        reply.send(Ok(
             json!({"session": self.id_text, "seq": seq, "state": self.state}),
         ));
     }
@@ -822,7 +822,7 @@ impl Session {
                 outcome,
             } => {
                 if let Some((reply, result)) = self.waiters.remove(&request_id) {
-                    let _ = reply.send(
+                    reply.send(
                         outcome
                             .map(|_| result)
                             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e)),
@@ -936,7 +936,7 @@ impl Session {
         }
         self.resuming = false;
         for (_, (reply, _)) in std::mem::take(&mut self.waiters) {
-            let _ = reply.send(Err(ResponseError::new(
+            reply.send(Err(ResponseError::new(
                 code::REQUEST_FAILED,
                 "claude exited before answering",
             )));
@@ -1258,12 +1258,12 @@ impl Session {
         let hub = self.hub.clone();
         let internal = self.internal_tx.clone();
         tokio::spawn(async move {
-            let (tx, rx) = oneshot::channel();
+            let (responder, rx) = Responder::new();
             let asked = hub
                 .send(Event::AgentToolCall {
                     tool,
                     arguments,
-                    reply: tx,
+                    reply: responder,
                 })
                 .await;
             let answer = match tokio::time::timeout(TOOL_TIMEOUT, rx).await {
@@ -1333,8 +1333,8 @@ impl Session {
     }
 
     fn notify(&self, method: &'static str, params: Value) {
-        self.send_to_hub(Event::AgentNotify {
-            session: self.id_text.clone(),
+        self.send_to_hub(Event::Publish {
+            topic: Topic::Session(self.id_text.clone()),
             method,
             params,
         });

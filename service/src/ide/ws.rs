@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -448,7 +448,7 @@ impl Reader<'_> {
                 cleanup,
             } => (tool, arguments, cleanup),
         };
-        let (reply, answer) = oneshot::channel();
+        let (reply, answer) = crate::hub::Responder::new();
         let event = Event::IdeToolCall {
             client: self.client,
             tool,

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use serde::de::DeserializeSeed;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::framing::{FrameError, FrameReader, write_frame};
@@ -302,7 +302,7 @@ impl Connection {
             .await;
             return None;
         }
-        let (reply, answer) = oneshot::channel();
+        let (reply, answer) = crate::hub::Responder::new();
         if !hub
             .send(Event::Request {
                 editor,

@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 
 use super::pty::{Pty, Spawn, scrubbed_env};
 use super::session::{self, TerminalCommand, TerminalHandle, TerminalInfo};
-use crate::hub::{EditorId, Event, HubHandle, Reply};
+use crate::hub::ports::{Request, TerminalHostCommand};
+use crate::hub::{EditorId, Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{Params, ResponseError, code};
 
 /// Terminals one workspace may have open.
@@ -28,27 +29,6 @@ pub const MAX_ROWS: u16 = 1000;
 pub const MAX_COLS: u16 = 4000;
 /// Largest input of one request, in bytes.
 pub const MAX_INPUT: usize = 1 << 20;
-const COMMAND_QUEUE: usize = 1024;
-
-pub type TerminalSender = mpsc::Sender<HostCommand>;
-
-pub fn channel() -> (TerminalSender, mpsc::Receiver<HostCommand>) {
-    mpsc::channel(COMMAND_QUEUE)
-}
-
-/// What the hub hands the terminal host.
-pub enum HostCommand {
-    Request {
-        editor: EditorId,
-        method: String,
-        params: Params,
-        reply: Reply,
-    },
-    /// A connection went away: its terminals (those not kept alive) close.
-    Detach { editor: EditorId },
-    /// The service is stopping: every terminal closes.
-    Shutdown,
-}
 
 /// How terminals are started.
 #[derive(Clone, Debug)]
@@ -65,7 +45,7 @@ pub struct TerminalConfig {
 
 pub fn spawn(
     hub: HubHandle,
-    commands: mpsc::Receiver<HostCommand>,
+    commands: mpsc::Receiver<TerminalHostCommand>,
     config: TerminalConfig,
 ) -> tokio::task::JoinHandle<()> {
     let host = Host {
@@ -133,27 +113,20 @@ fn default_cols() -> u16 {
 }
 
 impl Host {
-    async fn run(mut self, mut commands: mpsc::Receiver<HostCommand>) {
+    async fn run(mut self, mut commands: mpsc::Receiver<TerminalHostCommand>) {
         while let Some(command) = commands.recv().await {
             match command {
-                HostCommand::Request {
+                TerminalHostCommand::Request(Request {
                     editor,
                     method,
                     params,
                     reply,
-                } => {
-                    let answer = self.request(editor, &method, &params);
-                    match answer {
-                        Ok(Routed::Now(value)) => {
-                            let _ = reply.send(Ok(value));
-                        }
-                        Ok(Routed::To(id, make)) => self.forward(id, make(reply)),
-                        Err(e) => {
-                            let _ = reply.send(Err(e));
-                        }
-                    }
-                }
-                HostCommand::Detach { editor } => {
+                }) => match self.request(editor, &method, &params) {
+                    Ok(Routed::Now(value)) => reply.send(Ok(value)),
+                    Ok(Routed::To(id, make)) => self.forward(id, make(reply)),
+                    Err(e) => reply.send(Err(e)),
+                },
+                TerminalHostCommand::Detach { editor } => {
                     let gone: Vec<u64> = self
                         .terminals
                         .iter()
@@ -164,7 +137,7 @@ impl Host {
                         self.close(id);
                     }
                 }
-                HostCommand::Shutdown => break,
+                TerminalHostCommand::Shutdown => break,
             }
         }
         let ids: Vec<u64> = self.terminals.keys().copied().collect();
@@ -189,7 +162,7 @@ impl Host {
         struct Id {
             terminal: u64,
         }
-        let to = |id: u64, make: Box<dyn FnOnce(Reply) -> TerminalCommand + Send>| {
+        let to = |id: u64, make: Box<dyn FnOnce(Responder) -> TerminalCommand + Send>| {
             Ok(Routed::To(id, make))
         };
         match method {
@@ -200,8 +173,8 @@ impl Host {
             "moonkale/terminal/startClaude" => {
                 let (id, message) = self.start_claude(editor, params)?;
                 // The opener (subscribed by `open`) is told how it runs.
-                self.hub.try_send(Event::TerminalNotify {
-                    terminal: id,
+                self.hub.try_send(Event::Publish {
+                    topic: Topic::Terminal(id),
                     method: "window/showMessage",
                     params: json!({"type": 3, "message": message}),
                 });
@@ -324,7 +297,7 @@ impl Host {
                 ),
             },
         };
-        let _ = command.into_reply().send(Err(error));
+        command.into_reply().send(Err(error));
     }
 
     fn open(&mut self, editor: EditorId, spec: Open) -> Result<u64, ResponseError> {
@@ -394,9 +367,9 @@ impl Host {
             },
         );
         // The opener sees its terminal's updates from the first one.
-        self.hub.try_send(Event::TerminalSubscribe {
+        self.hub.try_send(Event::Subscribe {
             editor,
-            terminal: id,
+            topic: Topic::Terminal(id),
         });
         tracing::info!(terminal = id, "terminal opened");
         Ok(id)
@@ -426,10 +399,13 @@ impl Host {
         if let Some(close) = live.handle.close.take() {
             let _ = close.send(());
         }
-        self.hub.try_send(Event::TerminalNotify {
-            terminal: id,
+        self.hub.try_send(Event::Publish {
+            topic: Topic::Terminal(id),
             method: "moonkale/terminal/closed",
             params: json!({"terminal": id}),
+        });
+        self.hub.try_send(Event::TopicEnded {
+            topic: Topic::Terminal(id),
         });
         Some(live.handle.task)
     }
@@ -486,11 +462,11 @@ impl Host {
 /// A request, parsed, before it meets its reply.
 enum Routed {
     Now(Value),
-    To(u64, Box<dyn FnOnce(Reply) -> TerminalCommand + Send>),
+    To(u64, Box<dyn FnOnce(Responder) -> TerminalCommand + Send>),
 }
 
 impl TerminalCommand {
-    fn into_reply(self) -> Reply {
+    fn into_reply(self) -> Responder {
         match self {
             TerminalCommand::Text { reply, .. }
             | TerminalCommand::Keys { reply, .. }

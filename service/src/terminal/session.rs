@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, watch};
 use super::keys;
 use super::pty::Pty;
 use super::screen::Screen;
-use crate::hub::{Event, HubHandle, Reply};
+use crate::hub::{Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{ResponseError, code};
 
 /// Longest wait between output and the update that shows it.
@@ -32,33 +32,33 @@ pub enum TerminalCommand {
     /// Raw text (typed characters).
     Text {
         text: String,
-        reply: Reply,
+        reply: Responder,
     },
     /// Key names (`Enter`, `Ctrl+c`, …).
     Keys {
         keys: Vec<String>,
-        reply: Reply,
+        reply: Responder,
     },
     /// Pasted text: bracketed if the program asked for it.
     Paste {
         text: String,
-        reply: Reply,
+        reply: Responder,
     },
     Resize {
         rows: u16,
         cols: u16,
-        reply: Reply,
+        reply: Responder,
     },
     Screen {
-        reply: Reply,
+        reply: Responder,
     },
     Scrollback {
         offset: usize,
         count: usize,
-        reply: Reply,
+        reply: Responder,
     },
     Links {
-        reply: Reply,
+        reply: Responder,
     },
 }
 
@@ -173,7 +173,7 @@ impl Terminal {
         let application_cursor = self.screen.application_cursor();
         match command {
             TerminalCommand::Text { text, reply } => {
-                let _ = reply.send(self.write(text.as_bytes()));
+                reply.send(self.write(text.as_bytes()));
             }
             TerminalCommand::Keys { keys, reply } => {
                 let mut bytes = Vec::new();
@@ -181,12 +181,12 @@ impl Terminal {
                     match keys::encode_with(key, application_cursor) {
                         Ok(b) => bytes.extend(b),
                         Err(e) => {
-                            let _ = reply.send(Err(ResponseError::invalid_params(e.to_string())));
+                            reply.send(Err(ResponseError::invalid_params(e.to_string())));
                             return;
                         }
                     }
                 }
-                let _ = reply.send(self.write(&bytes));
+                reply.send(self.write(&bytes));
             }
             TerminalCommand::Paste { text, reply } => {
                 let bytes = if self.screen.bracketed_paste() {
@@ -194,7 +194,7 @@ impl Terminal {
                 } else {
                     text
                 };
-                let _ = reply.send(self.write(bytes.as_bytes()));
+                reply.send(self.write(bytes.as_bytes()));
             }
             TerminalCommand::Resize { rows, cols, reply } => {
                 let result = match &self.pty {
@@ -211,14 +211,14 @@ impl Terminal {
                     });
                     self.mark_dirty();
                 }
-                let _ = reply.send(result.map(|()| json!({"rows": rows, "cols": cols})));
+                reply.send(result.map(|()| json!({"rows": rows, "cols": cols})));
             }
             TerminalCommand::Screen { reply } => {
                 let mut snapshot =
                     serde_json::to_value(self.screen.snapshot()).expect("serializes");
                 snapshot["terminal"] = json!(self.id);
                 snapshot["exited"] = json!(self.info.borrow().exited);
-                let _ = reply.send(Ok(snapshot));
+                reply.send(Ok(snapshot));
             }
             TerminalCommand::Scrollback {
                 offset,
@@ -226,12 +226,12 @@ impl Terminal {
                 reply,
             } => {
                 let lines = self.screen.scrollback(offset, count.min(SCROLLBACK));
-                let _ = reply.send(Ok(json!({"terminal": self.id, "lines": lines})));
+                reply.send(Ok(json!({"terminal": self.id, "lines": lines})));
             }
             TerminalCommand::Links { reply } => {
                 let cwd = self.info.borrow().cwd.clone();
                 let links = self.links(&cwd);
-                let _ = reply.send(Ok(json!({"terminal": self.id, "links": links})));
+                reply.send(Ok(json!({"terminal": self.id, "links": links})));
             }
         }
     }
@@ -294,8 +294,8 @@ impl Terminal {
     fn notify(&self, method: &'static str, params: Value) {
         // Never wait: a hub that far behind loses an update, which the
         // next update or `screen` makes good.
-        self.hub.try_send(Event::TerminalNotify {
-            terminal: self.id,
+        self.hub.try_send(Event::Publish {
+            topic: Topic::Terminal(self.id),
             method,
             params,
         });

@@ -1,18 +1,28 @@
-//! The hub: the single owner of one workspace's state.
+//! moonkale-hub: the single owner of one workspace's state, and the pure
+//! text model under it ([`core`]).
 //!
-//! **Invariant:** documents, selections, attached editors and diagnostics are
-//! owned by exactly one task, the hub loop below. Everything else (LSP
-//! connections today; the IDE WebSocket, the agent and terminals later) is an
-//! adapter that sends it an [`Event`] and gets answers back on a oneshot
-//! channel or an editor's outbox. Events from one connection are handled in
-//! the order they were sent, so `didChange`s are never reordered.
+//! **Invariant:** documents, selections, attached editors, diagnostics,
+//! proposals and the approvals shown to editors are owned by exactly one
+//! task, the hub loop below. Everything else (LSP connections, Claude Code's
+//! IDE WebSocket, the agent host, the terminal host, remote clients) is an
+//! adapter that sends it an [`Event`] and gets answers back on a
+//! [`Responder`] or an editor's outbox. Events from one connection are
+//! handled in the order they were sent, so `didChange`s are never reordered.
+//!
+//! **Invariant:** this crate does no IO beyond its channels and depends on
+//! no adapter: the hosts depend on its [`ports`], never the reverse
+//! (`cargo tree -p moonkale-hub` shows neither the service nor a transport).
 //!
 //! Handling an event never awaits: requests that must wait for something
-//! (today only `moonkale/waitForVersion`) park their reply sender in the
+//! (`moonkale/waitForVersion`, `openDiff`) park their [`Responder`] in the
 //! state and are answered by a later event, so no editor can stall the loop.
 
+pub mod core;
 mod diagnostics;
+pub mod ports;
+pub mod printable;
 mod status;
+mod subscriptions;
 mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -20,10 +30,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 use crate::core::PositionEncoding;
-use crate::lsp::message::{Params, ResponseError};
+use moonkale_protocol::jsonrpc::{Params, RequestId, ResponseError};
+
+pub use ports::{
+    AgentCommand, AgentPort, Answer, Responder, TerminalHostCommand, TerminalPort, Topic,
+};
 
 pub use status::{
     DiagnosticsCount, DocumentStatus, EditorStatus, SelectionStatus, Status,
@@ -86,8 +100,6 @@ pub struct EditorInfo {
 /// rather than stalling the workspace.
 pub type Outbox = mpsc::Sender<Vec<u8>>;
 
-pub type Reply = oneshot::Sender<Result<Value, ResponseError>>;
-
 /// Everything the hub reacts to. Closed on purpose: a new capability adds a
 /// variant here, not a callback.
 pub enum Event {
@@ -108,12 +120,12 @@ pub enum Event {
         editor: EditorId,
         method: String,
         params: Params,
-        reply: Reply,
+        reply: Responder,
     },
     /// An editor answered a request we sent it (`window/showMessageRequest`).
     EditorResponse {
         editor: EditorId,
-        id: crate::lsp::message::RequestId,
+        id: RequestId,
         result: Result<Value, ResponseError>,
     },
     /// A Claude Code CLI finished its MCP handshake; `outbox` takes whole
@@ -136,18 +148,24 @@ pub enum Event {
         client: IdeClientId,
         tool: String,
         arguments: Value,
-        reply: Reply,
+        reply: Responder,
     },
-    /// From the agent: tell the connections subscribed to `session`.
-    AgentNotify {
-        session: String,
+    /// From a host: tell the connections subscribed to `topic`.
+    Publish {
+        topic: Topic,
         method: &'static str,
         params: Value,
     },
-    /// From the agent: subscribe a connection to a session it started.
-    AgentSubscribe {
+    /// From a host: subscribe a connection to a topic it started (a
+    /// session it sent a prompt, a terminal it opened).
+    Subscribe {
         editor: EditorId,
-        session: String,
+        topic: Topic,
+    },
+    /// From a host: the topic is gone (a terminal closed); its
+    /// subscriptions end.
+    TopicEnded {
+        topic: Topic,
     },
     /// From the agent: a permission question for every editor. `approval`
     /// is the approval object of docs/protocol.md.
@@ -174,19 +192,7 @@ pub enum Event {
     AgentToolCall {
         tool: String,
         arguments: Value,
-        reply: Reply,
-    },
-    /// From a terminal: tell the connections subscribed to it.
-    TerminalNotify {
-        terminal: u64,
-        method: &'static str,
-        params: Value,
-    },
-    /// From the terminal host: subscribe a connection to a terminal it
-    /// opened.
-    TerminalSubscribe {
-        editor: EditorId,
-        terminal: u64,
+        reply: Responder,
     },
 }
 
@@ -219,12 +225,9 @@ impl std::fmt::Debug for Event {
             Event::IdeToolCall { client, tool, .. } => {
                 write!(f, "IdeToolCall({}, {tool})", client.0)
             }
-            Event::AgentNotify {
-                session, method, ..
-            } => write!(f, "AgentNotify({session}, {method})"),
-            Event::AgentSubscribe { editor, session } => {
-                write!(f, "AgentSubscribe({}, {session})", editor.0)
-            }
+            Event::Publish { topic, method, .. } => write!(f, "Publish({topic:?}, {method})"),
+            Event::Subscribe { editor, topic } => write!(f, "Subscribe({}, {topic:?})", editor.0),
+            Event::TopicEnded { topic } => write!(f, "TopicEnded({topic:?})"),
             Event::AgentApproval { approval } => {
                 write!(f, "AgentApproval({})", approval["approval"])
             }
@@ -236,12 +239,6 @@ impl std::fmt::Debug for Event {
                 write!(f, "AgentProgress({session}, {progress:?})")
             }
             Event::AgentToolCall { tool, .. } => write!(f, "AgentToolCall({tool})"),
-            Event::TerminalNotify {
-                terminal, method, ..
-            } => write!(f, "TerminalNotify({terminal}, {method})"),
-            Event::TerminalSubscribe { editor, terminal } => {
-                write!(f, "TerminalSubscribe({}, {terminal})", editor.0)
-            }
         }
     }
 }
@@ -293,8 +290,8 @@ impl HubHandle {
 /// `moonkale/terminal/*` ones; without them those are refused.
 pub fn spawn(
     root: PathBuf,
-    agent: Option<crate::agent::AgentSender>,
-    terminals: Option<crate::terminal::host::TerminalSender>,
+    agent: Option<AgentPort>,
+    terminals: Option<TerminalPort>,
 ) -> HubHandle {
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
     let (selection_tx, selection) = watch::channel(None);

@@ -26,10 +26,11 @@ pub use terminal::START_CLAUDE_COMMAND;
 
 use super::diagnostics::{DiagnosticsStore, SourceDiagnostics};
 use super::status::{DocumentStatus, EditorStatus, SelectionStatus, Status};
-use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Reply, Role};
+use super::subscriptions::Subscriptions;
+use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role, Topic};
 use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{Document, LineCol, PositionEncoding, SyncState, TextChange, WirePosition};
-use crate::lsp::message::{self, Params, ResponseError, code};
+use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
 /// Total bytes the workspace holds: every editor's buffers (text, URI,
 /// language id) and the diagnostics.
@@ -82,6 +83,8 @@ pub(super) struct Workspace {
     agent: agent::AgentLink,
     /// Service terminals' subscribers.
     terminals: terminal::TerminalLink,
+    /// Who hears which session and terminal.
+    subscriptions: Subscriptions,
     /// The active editor's selection as `selection_changed` params.
     selection_tx: tokio::sync::watch::Sender<Option<Value>>,
 }
@@ -128,7 +131,7 @@ struct Selection {
 struct VersionWaiter {
     uri: Url,
     version: i32,
-    reply: Reply,
+    reply: Responder,
 }
 
 impl Workspace {
@@ -151,6 +154,7 @@ impl Workspace {
             awaited_answers: HashMap::new(),
             agent: agent::AgentLink::default(),
             terminals: terminal::TerminalLink::default(),
+            subscriptions: Subscriptions::default(),
             selection_tx,
         }
     }
@@ -199,26 +203,23 @@ impl Workspace {
                     None => {} // an answer nothing waits for (progress creation, …)
                 }
             }
-            Event::AgentNotify {
-                session,
+            Event::Publish {
+                topic,
                 method,
                 params,
-            } => self.agent_notify(&session, method, params),
-            Event::AgentSubscribe { editor, session } => self.agent_subscribe(editor, session),
+            } => self.publish(&topic, method, params),
+            Event::Subscribe { editor, topic } => {
+                if self.editors.contains_key(&editor) {
+                    self.subscriptions.subscribe(editor, topic);
+                }
+            }
+            Event::TopicEnded { topic } => self.subscriptions.end(&topic),
             Event::AgentApproval { approval } => self.agent_approval(approval),
             Event::AgentApprovalClosed { session, approval } => {
                 self.agent_approval_closed(&session, &approval)
             }
             Event::AgentProgress { session, progress } => self.agent_progress(&session, progress),
             Event::WorkspaceTrust { trusted, message } => self.workspace_trust(trusted, message),
-            Event::TerminalNotify {
-                terminal,
-                method,
-                params,
-            } => self.terminal_notify(terminal, method, params),
-            Event::TerminalSubscribe { editor, terminal } => {
-                self.terminal_subscribe(editor, terminal)
-            }
             Event::AgentToolCall {
                 tool,
                 arguments,
@@ -232,7 +233,7 @@ impl Workspace {
                             format!("internal error in {tool}"),
                         ))
                     });
-                let _ = reply.send(answer);
+                reply.send(answer);
             }
             Event::IdeConnected { client, pid } => {
                 if let Some(c) = self.ide_clients.get_mut(&client) {
@@ -245,23 +246,16 @@ impl Workspace {
                 arguments,
                 reply,
             } => {
-                let mut slot = Some(reply);
-                let answer = catch_unwind(AssertUnwindSafe(|| {
+                // A panic drops `reply`, which then answers an internal error.
+                let result = catch_unwind(AssertUnwindSafe(|| {
                     if tool == "openDiff" {
-                        self.open_diff(client, &arguments, &mut slot)
+                        self.open_diff(client, &arguments, reply)
                     } else {
-                        Some(self.ide_tool(client, &tool, &arguments))
+                        reply.send(self.ide_tool(client, &tool, &arguments))
                     }
-                }))
-                .unwrap_or_else(|_| {
+                }));
+                if result.is_err() {
                     tracing::error!(%tool, "IDE tool handler panicked");
-                    Some(Err(ResponseError::new(
-                        code::INTERNAL_ERROR,
-                        format!("internal error in {tool}"),
-                    )))
-                });
-                if let (Some(answer), Some(reply)) = (answer, slot) {
-                    let _ = reply.send(answer);
                 }
             }
             Event::Attach {
@@ -297,6 +291,7 @@ impl Workspace {
                         .sum::<usize>();
                 }
                 self.diagnostics.remove_editor(editor);
+                self.subscriptions.detach(editor);
                 self.agent_detach(editor);
                 self.terminal_detach(editor);
             }
@@ -318,23 +313,12 @@ impl Workspace {
                 params,
                 reply,
             } => {
-                let mut slot = Some(reply);
+                // A panic drops `reply`, which then answers an internal error.
                 let result = catch_unwind(AssertUnwindSafe(|| {
-                    self.request(editor, &method, params, &mut slot)
+                    self.request(editor, &method, params, reply)
                 }));
-                let answer = match result {
-                    Ok(Some(answer)) => answer,
-                    Ok(None) => return, // parked; answered later
-                    Err(_) => {
-                        tracing::error!(editor = editor.0, %method, "request handler panicked");
-                        Err(ResponseError::new(
-                            code::INTERNAL_ERROR,
-                            format!("internal error while handling {method}"),
-                        ))
-                    }
-                };
-                if let Some(reply) = slot {
-                    let _ = reply.send(answer);
+                if result.is_err() {
+                    tracing::error!(editor = editor.0, %method, "request handler panicked");
                 }
             }
         }
@@ -562,17 +546,11 @@ impl Workspace {
 
     // ----- requests ------------------------------------------------------
 
-    /// Answers a request, or returns `None` after parking `reply` to answer
-    /// it later.
-    fn request(
-        &mut self,
-        editor: EditorId,
-        method: &str,
-        params: Params,
-        reply: &mut Option<Reply>,
-    ) -> Option<Result<Value, ResponseError>> {
+    /// Answers a request now, or parks `reply` (or hands it to a host) to
+    /// be answered later.
+    fn request(&mut self, editor: EditorId, method: &str, params: Params, reply: Responder) {
         if !self.editors.contains_key(&editor) {
-            return Some(Err(ResponseError::new(
+            return reply.send(Err(ResponseError::new(
                 code::SERVER_NOT_INITIALIZED,
                 "not initialized",
             )));
@@ -619,7 +597,7 @@ impl Workspace {
                 format!("unknown method {method}"),
             )),
         };
-        Some(answer)
+        reply.send(answer);
     }
 
     fn code_action(&mut self, editor: EditorId, params: Params) -> Result<Value, ResponseError> {
@@ -794,11 +772,7 @@ impl Workspace {
         }))
     }
 
-    fn wait_for_version(
-        &mut self,
-        params: Params,
-        reply: &mut Option<Reply>,
-    ) -> Option<Result<Value, ResponseError>> {
+    fn wait_for_version(&mut self, params: Params, reply: Responder) {
         #[derive(Deserialize)]
         struct Params {
             uri: Url,
@@ -806,24 +780,34 @@ impl Workspace {
         }
         let p: Params = match parse_params(&params) {
             Ok(p) => p,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return reply.send(Err(e)),
         };
         if let Some((_, open)) = self
             .latest(&p.uri)
             .filter(|(_, o)| o.doc.version() >= p.version)
         {
-            return Some(Ok(json!({"version": open.doc.version()})));
+            return reply.send(Ok(json!({"version": open.doc.version()})));
         }
-        let reply = reply.take().expect("the reply is ours until answered");
         self.version_waiters.push(VersionWaiter {
             uri: p.uri,
             version: p.version,
             reply,
         });
-        None
     }
 
     // ----- shared helpers ------------------------------------------------
+
+    /// Sends `method` to every connection subscribed to `topic`.
+    fn publish(&self, topic: &Topic, method: &str, params: Value) {
+        let body = message::notification(method, params);
+        for editor in self.subscriptions.subscribers(topic) {
+            if let Some(ed) = self.editors.get(&editor)
+                && ed.outbox.try_send(body.clone()).is_err()
+            {
+                tracing::debug!(editor = editor.0, %method, "outbox full; notification dropped");
+            }
+        }
+    }
 
     fn wake_version_waiters(&mut self, uri: &Url) {
         if self.version_waiters.is_empty() {
@@ -835,7 +819,7 @@ impl Workspace {
         let waiters = std::mem::take(&mut self.version_waiters);
         for w in waiters {
             if &w.uri == uri && current >= w.version {
-                let _ = w.reply.send(Ok(json!({"version": current})));
+                w.reply.send(Ok(json!({"version": current})));
             } else if !w.reply.is_closed() {
                 self.version_waiters.push(w);
             }
@@ -1157,8 +1141,8 @@ fn check_range(r: &lsp_types::Range) -> Result<(), ResponseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hub::Transport;
-    use tokio::sync::{mpsc, oneshot};
+    use crate::Transport;
+    use tokio::sync::mpsc;
 
     /// Attaches editor `id` (UTF-16, takes `$/progress`; `buttons`: shows
     /// `window/showMessageRequest`); its outbox.
@@ -1323,7 +1307,7 @@ mod tests {
         open(&mut ws, 1, "file:///w/a", "one");
         open(&mut ws, 2, "file:///w/a", "two");
         let ask = |ws: &mut Workspace, editor: u64| {
-            let (reply, mut rx) = oneshot::channel();
+            let (reply, mut rx) = Responder::new();
             let params = json!({"uri": "file:///w/a"});
             ws.handle(Event::Request {
                 editor: EditorId(editor),

@@ -12,10 +12,10 @@ use lsp_types::{DiagnosticSeverity, Url};
 use serde_json::{Value, json};
 
 use super::{OpenDocument, Workspace};
+use crate::IdeClientId;
 use crate::core::position::{to_char_idx, to_wire};
 use crate::core::{LineCol, PositionEncoding, WirePosition};
-use crate::hub::IdeClientId;
-use crate::lsp::message::{self, ResponseError, code};
+use moonkale_protocol::jsonrpc::{self as message, ResponseError, code};
 
 /// The command (and code action) that sends the selection to Claude Code.
 pub const SEND_TO_CLAUDE_COMMAND: &str = "moonkale.sendToClaude";
@@ -78,7 +78,7 @@ impl Budget {
 
 impl Workspace {
     /// Answers a `tools/call` for a tool whose answer is in the hub's state.
-    pub(in crate::hub) fn ide_tool(
+    pub(crate) fn ide_tool(
         &mut self,
         client: IdeClientId,
         tool: &str,
@@ -327,7 +327,7 @@ impl Workspace {
     }
 
     /// The active editor's selection as `selection_changed` params.
-    pub(in crate::hub) fn latest_selection_payload(&self) -> Option<Value> {
+    pub(crate) fn latest_selection_payload(&self) -> Option<Value> {
         let sel = self.active_editor()?.1.selection.as_ref()?;
         let path = sel.uri.to_file_path().ok()?;
         let open = self.latest(&sel.uri).map(|(_, open)| open);
@@ -447,9 +447,9 @@ impl Workspace {
     /// `moonkale.sendToClaude [uri?, range?]`: an `at_mentioned` for the
     /// given range, else the editor's current selection; sent to every
     /// connected Claude Code, or queued until one connects.
-    pub(in crate::hub) fn send_to_claude(
+    pub(crate) fn send_to_claude(
         &mut self,
-        editor: crate::hub::EditorId,
+        editor: crate::EditorId,
         args: &[Value],
     ) -> Result<Value, ResponseError> {
         let (uri, lines) = match args.first().and_then(Value::as_str) {
@@ -511,7 +511,7 @@ impl Workspace {
         Ok(json!({"sent": self.ide_clients.len()}))
     }
 
-    pub(in crate::hub) fn ide_attach(
+    pub(crate) fn ide_attach(
         &mut self,
         client: IdeClientId,
         outbox: tokio::sync::mpsc::Sender<String>,

@@ -3,59 +3,29 @@
 //! terminal, "Start Claude Code here", and opening a terminal's file links
 //! in the active editor.
 
-use std::collections::{HashMap, HashSet};
-
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Workspace, parse_params};
-use crate::hub::{EditorId, Reply};
-use crate::lsp::message::{self, Params, ResponseError, code};
-use crate::terminal::host::{HostCommand, TerminalSender};
+use crate::ports::{Request, TerminalHostCommand, TerminalPort, forward};
+use crate::{EditorId, Responder, Topic};
+use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
 pub const START_CLAUDE_COMMAND: &str = "moonkale.startClaude";
 
 #[derive(Default)]
-pub(in crate::hub) struct TerminalLink {
-    sender: Option<TerminalSender>,
-    subscriptions: HashMap<EditorId, HashSet<u64>>,
+pub(crate) struct TerminalLink {
+    sender: Option<TerminalPort>,
 }
 
 impl Workspace {
-    pub(in crate::hub) fn set_terminals(&mut self, sender: Option<TerminalSender>) {
+    pub(crate) fn set_terminals(&mut self, sender: Option<TerminalPort>) {
         self.terminals.sender = sender;
     }
 
     pub(super) fn terminal_detach(&mut self, editor: EditorId) {
-        self.terminals.subscriptions.remove(&editor);
         if let Some(sender) = &self.terminals.sender {
-            let _ = sender.try_send(HostCommand::Detach { editor });
-        }
-    }
-
-    pub(super) fn terminal_subscribe(&mut self, editor: EditorId, terminal: u64) {
-        if self.editors.contains_key(&editor) {
-            self.terminals
-                .subscriptions
-                .entry(editor)
-                .or_default()
-                .insert(terminal);
-        }
-    }
-
-    /// Sends `method` to every connection watching `terminal`.
-    pub(super) fn terminal_notify(&mut self, terminal: u64, method: &str, params: Value) {
-        let body = message::notification(method, params);
-        for (editor, terminals) in &mut self.terminals.subscriptions {
-            if terminals.contains(&terminal)
-                && let Some(ed) = self.editors.get(editor)
-                && ed.outbox.try_send(body.clone()).is_err()
-            {
-                tracing::debug!(editor = editor.0, %method, "outbox full; terminal update dropped");
-            }
-            if method == "moonkale/terminal/closed" {
-                terminals.remove(&terminal);
-            }
+            let _ = sender.try_send(TerminalHostCommand::Detach { editor });
         }
     }
 
@@ -66,8 +36,8 @@ impl Workspace {
         editor: EditorId,
         method: &str,
         params: Params,
-        reply: &mut Option<Reply>,
-    ) -> Option<Result<Value, ResponseError>> {
+        reply: Responder,
+    ) {
         #[derive(Deserialize)]
         struct Id {
             terminal: u64,
@@ -76,39 +46,26 @@ impl Workspace {
             "moonkale/terminal/subscribe" | "moonkale/terminal/unsubscribe" => {
                 let p: Id = match parse_params(&params) {
                     Ok(p) => p,
-                    Err(e) => return Some(Err(e)),
+                    Err(e) => return reply.send(Err(e)),
                 };
+                let topic = Topic::Terminal(p.terminal);
                 if method.ends_with("/subscribe") {
-                    self.terminal_subscribe(editor, p.terminal);
-                } else if let Some(set) = self.terminals.subscriptions.get_mut(&editor) {
-                    set.remove(&p.terminal);
+                    self.subscriptions.subscribe(editor, topic);
+                } else {
+                    self.subscriptions.unsubscribe(editor, &topic);
                 }
-                return Some(Ok(json!({})));
+                return reply.send(Ok(json!({})));
             }
-            "moonkale/terminal/openLink" => return Some(self.open_link(params)),
+            "moonkale/terminal/openLink" => return reply.send(self.open_link(params)),
             _ => {}
         }
-        let Some(sender) = &self.terminals.sender else {
-            return Some(Err(ResponseError::new(
-                code::METHOD_NOT_FOUND,
-                "terminals are not available in this service",
-            )));
-        };
-        let command = HostCommand::Request {
+        let request = Request {
             editor,
             method: method.to_owned(),
             params,
-            reply: reply.take().expect("the reply is ours until answered"),
+            reply,
         };
-        if let Err(e) = sender.try_send(command)
-            && let HostCommand::Request { reply, .. } = e.into_inner()
-        {
-            let _ = reply.send(Err(ResponseError::new(
-                code::INTERNAL_ERROR,
-                "the terminals are busy or stopping; try again",
-            )));
-        }
-        None
+        forward(self.terminals.sender.as_ref(), request, "terminals are");
     }
 
     /// `moonkale/terminal/openLink {"path", "line", "column"?}` (a link from
@@ -149,8 +106,8 @@ impl Workspace {
         &mut self,
         editor: EditorId,
         args: &[Value],
-        reply: &mut Option<Reply>,
-    ) -> Option<Result<Value, ResponseError>> {
+        reply: Responder,
+    ) {
         let params =
             json!({"args": args.first().and_then(Value::as_array).cloned().unwrap_or_default()});
         self.terminal_request(

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use super::Workspace;
 use crate::core::diff::hunks;
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
-use crate::hub::{EditorId, IdeClientId, Reply};
-use crate::lsp::message::{ResponseError, code};
+use crate::{EditorId, IdeClientId, Responder};
+use moonkale_protocol::jsonrpc::{ResponseError, code};
 
 pub const ACCEPT_COMMAND: &str = "moonkale.acceptProposal";
 pub const REJECT_COMMAND: &str = "moonkale.rejectProposal";
@@ -41,21 +41,16 @@ pub(super) struct Proposal {
     pub old_text: String,
     pub proposed_text: String,
     /// The pending `openDiff` reply.
-    pub reply: Reply,
+    pub reply: Responder,
 }
 
 impl Workspace {
     /// `openDiff`: records the proposal and shows it in every editor; the
-    /// reply waits for the user (returns `None`).
-    pub(in crate::hub) fn open_diff(
-        &mut self,
-        client: IdeClientId,
-        args: &Value,
-        reply: &mut Option<Reply>,
-    ) -> Option<Result<Value, ResponseError>> {
+    /// reply waits for the user.
+    pub(crate) fn open_diff(&mut self, client: IdeClientId, args: &Value, reply: Responder) {
         if self.proposals.len() >= MAX_PENDING_PROPOSALS {
             let why = format!("{MAX_PENDING_PROPOSALS} proposals already wait for the user");
-            return Some(Ok(super::ide::error_result(why)));
+            return reply.send(Ok(super::ide::error_result(why)));
         }
         let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
         let (Some(target), Some(document), Some(tab_name), Some(proposed_text), Some(old_text)) = (
@@ -65,7 +60,7 @@ impl Workspace {
             text("new_file_contents"),
             text("oldText"),
         ) else {
-            return Some(Err(ResponseError::invalid_params(
+            return reply.send(Err(ResponseError::invalid_params(
                 "openDiff arguments are incomplete",
             )));
         };
@@ -73,7 +68,7 @@ impl Workspace {
             super::file_uri(Path::new(&target)),
             super::file_uri(Path::new(&document)),
         ) else {
-            return Some(Err(ResponseError::invalid_params(
+            return reply.send(Err(ResponseError::invalid_params(
                 "openDiff paths must be absolute",
             )));
         };
@@ -107,7 +102,6 @@ impl Workspace {
                 );
             }
         }
-        let reply = reply.take().expect("the reply is ours until answered");
         tracing::info!(proposal = id, %tab_name, "Claude Code proposed an edit");
         self.proposals.push(Proposal {
             id,
@@ -119,7 +113,6 @@ impl Workspace {
             proposed_text,
             reply,
         });
-        None
     }
 
     /// The text the proposal document holds now: the latest editor buffer,
@@ -156,7 +149,7 @@ impl Workspace {
             json!({"content": [{"type": "text", "text": "DIFF_REJECTED"}, {"type": "text", "text": p.tab_name}]})
         };
         tracing::info!(proposal = id, accept, "proposal decided");
-        let _ = p.reply.send(Ok(content));
+        p.reply.send(Ok(content));
         true
     }
 

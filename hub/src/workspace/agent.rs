@@ -2,7 +2,7 @@
 //! who is subscribed to which session, permission questions shown in every
 //! editor, `$/progress`, and the editor tools the agent offers the CLI.
 //!
-//! The sessions themselves live in the agent host (`crate::agent`); the hub
+//! The sessions themselves live in the agent host (the service's `agent`); the hub
 //! only knows the approvals still waiting, so it can show them as code
 //! actions and route an editor's answer back.
 
@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 
 use super::ide::{error_result, text_result};
 use super::{Awaited, Workspace, parse_params};
-use crate::agent::{AgentCommand, AgentSender, Answer};
-use crate::hub::{AgentProgress, EditorId, IdeClientId, Reply, Role};
-use crate::lsp::message::{self, Params, ResponseError, code};
-use moonkale_claude::launch::PermissionMode;
+use crate::ports::{AgentCommand, AgentPort, Answer, Request, forward};
+use crate::{AgentProgress, EditorId, IdeClientId, Responder, Role, Topic};
+use moonkale_protocol::PermissionMode;
+use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
 pub const ANSWER_APPROVAL_COMMAND: &str = "moonkale.answerApproval";
 /// `moonkale.trustWorkspace [{"trusted": bool}?]`: the user's trust decision.
@@ -24,9 +24,8 @@ pub const TRUST_COMMAND: &str = "moonkale.trustWorkspace";
 
 /// The hub's agent state.
 #[derive(Default)]
-pub(in crate::hub) struct AgentLink {
-    sender: Option<AgentSender>,
-    subscriptions: HashMap<EditorId, Subscription>,
+pub(crate) struct AgentLink {
+    sender: Option<AgentPort>,
     /// Approval objects waiting for the user, oldest first.
     approvals: Vec<Value>,
     /// Answers given so far to the questions of `AskUserQuestion`
@@ -37,12 +36,6 @@ pub(in crate::hub) struct AgentLink {
     progress_tokens: HashSet<(EditorId, String)>,
     /// Whether the user trusts the workspace, as the agent host last said.
     trusted: Option<bool>,
-}
-
-#[derive(Default)]
-struct Subscription {
-    all: bool,
-    sessions: HashSet<String>,
 }
 
 fn approval_id(approval: &Value) -> &str {
@@ -89,12 +82,11 @@ const PLAN_BUTTONS: [(&str, Option<PermissionMode>); 3] = [
 const DECLINE: &str = "Decline to answer";
 
 impl Workspace {
-    pub(in crate::hub) fn set_agent(&mut self, sender: Option<AgentSender>) {
+    pub(crate) fn set_agent(&mut self, sender: Option<AgentPort>) {
         self.agent.sender = sender;
     }
 
     pub(super) fn agent_detach(&mut self, editor: EditorId) {
-        self.agent.subscriptions.remove(&editor);
         self.agent.progress_tokens.retain(|(e, _)| *e != editor);
     }
 
@@ -105,56 +97,32 @@ impl Workspace {
         editor: EditorId,
         method: &str,
         params: Params,
-        reply: &mut Option<Reply>,
-    ) -> Option<Result<Value, ResponseError>> {
-        match method {
-            "moonkale/agent/subscribe" | "moonkale/agent/unsubscribe" => {
-                #[derive(Deserialize)]
-                struct P {
-                    session: Option<String>,
-                }
-                let p: P = match parse_params(&params) {
-                    Ok(p) => p,
-                    Err(e) => return Some(Err(e)),
-                };
-                let subscribe = method.ends_with("/subscribe");
-                let sub = self.agent.subscriptions.entry(editor).or_default();
-                match (p.session, subscribe) {
-                    (None, all) => sub.all = all,
-                    (Some(s), true) => {
-                        sub.sessions.insert(s);
-                    }
-                    (Some(s), false) => {
-                        sub.sessions.remove(&s);
-                    }
-                }
-                return Some(Ok(json!({})));
+        reply: Responder,
+    ) {
+        if let "moonkale/agent/subscribe" | "moonkale/agent/unsubscribe" = method {
+            #[derive(Deserialize)]
+            struct P {
+                session: Option<String>,
             }
-            _ => {}
+            let p: P = match parse_params(&params) {
+                Ok(p) => p,
+                Err(e) => return reply.send(Err(e)),
+            };
+            let topic = p.session.map_or(Topic::AllSessions, Topic::Session);
+            if method.ends_with("/subscribe") {
+                self.subscriptions.subscribe(editor, topic);
+            } else {
+                self.subscriptions.unsubscribe(editor, &topic);
+            }
+            return reply.send(Ok(json!({})));
         }
-        let Some(sender) = &self.agent.sender else {
-            return Some(Err(ResponseError::new(
-                code::METHOD_NOT_FOUND,
-                "the agent is not available in this service",
-            )));
-        };
-        let command = AgentCommand::Request {
+        let request = Request {
             editor,
             method: method.to_owned(),
             params,
-            reply: reply.take().expect("the reply is ours until answered"),
+            reply,
         };
-        // Never wait for the agent: a full queue is an error now.
-        if let Err(e) = sender.try_send(command) {
-            let AgentCommand::Request { reply, .. } = e.into_inner() else {
-                unreachable!("we sent a request");
-            };
-            let _ = reply.send(Err(ResponseError::new(
-                code::INTERNAL_ERROR,
-                "the agent is busy or stopping; try again",
-            )));
-        }
-        None
+        forward(self.agent.sender.as_ref(), request, "the agent is");
     }
 
     pub(super) fn agent_trusted(&self) -> Option<bool> {
@@ -183,12 +151,7 @@ impl Workspace {
 
     /// `moonkale.trustWorkspace`: the agent host keeps the decision (it
     /// does the file IO) and answers.
-    pub(super) fn trust_command(
-        &mut self,
-        editor: EditorId,
-        params: &Params,
-        reply: &mut Option<Reply>,
-    ) -> Option<Result<Value, ResponseError>> {
+    pub(super) fn trust_command(&mut self, editor: EditorId, params: &Params, reply: Responder) {
         let args = parse_params::<lsp_types::ExecuteCommandParams>(params)
             .map(|p| p.arguments)
             .unwrap_or_default();
@@ -214,24 +177,9 @@ impl Workspace {
         }))
     }
 
-    pub(super) fn agent_subscribe(&mut self, editor: EditorId, session: String) {
-        if self.editors.contains_key(&editor) {
-            let sub = self.agent.subscriptions.entry(editor).or_default();
-            sub.sessions.insert(session);
-        }
-    }
-
     /// Sends `method` to every connection subscribed to `session`.
-    pub(super) fn agent_notify(&self, session: &str, method: &str, params: Value) {
-        let body = message::notification(method, params);
-        for (editor, sub) in &self.agent.subscriptions {
-            if (sub.all || sub.sessions.contains(session))
-                && let Some(ed) = self.editors.get(editor)
-                && ed.outbox.try_send(body.clone()).is_err()
-            {
-                tracing::debug!(editor = editor.0, %method, "outbox full; agent notification dropped");
-            }
-        }
+    fn agent_notify(&self, session: &str, method: &str, params: Value) {
+        self.publish(&Topic::Session(session.to_owned()), method, params);
     }
 
     /// A permission question: buttons where the editor has them, a message
@@ -750,11 +698,11 @@ mod tests {
     use super::super::Limits;
     use super::super::tests::attach;
     use super::*;
-    use crate::hub::Event;
-    use crate::lsp::message;
-    use tokio::sync::{mpsc, oneshot};
+    use crate::Event;
+    use moonkale_protocol::jsonrpc as message;
+    use tokio::sync::mpsc;
 
-    fn workspace(agent: Option<AgentSender>) -> Workspace {
+    fn workspace(agent: Option<AgentPort>) -> Workspace {
         let mut ws = Workspace::new(
             "/w".into(),
             Limits::default(),
@@ -782,8 +730,8 @@ mod tests {
         editor: u64,
         method: &str,
         params: Value,
-    ) -> oneshot::Receiver<Result<Value, ResponseError>> {
-        let (reply, rx) = oneshot::channel();
+    ) -> crate::ports::Answered {
+        let (reply, rx) = Responder::new();
         ws.handle(Event::Request {
             editor: EditorId(editor),
             method: method.into(),
@@ -801,7 +749,7 @@ mod tests {
     /// other editors' buttons are cancelled once the session closes it.
     #[test]
     fn approvals_reach_every_editor_and_close_everywhere() {
-        let (tx, mut agent) = crate::agent::channel();
+        let (tx, mut agent) = crate::ports::agent_channel();
         let mut ws = workspace(Some(tx));
         let mut a = attach(&mut ws, 1, true);
         let mut b = attach(&mut ws, 2, true);
@@ -890,7 +838,7 @@ mod tests {
 
     #[test]
     fn subscriptions_and_forwarding() {
-        let (tx, mut agent) = crate::agent::channel();
+        let (tx, mut agent) = crate::ports::agent_channel();
         let mut ws = workspace(Some(tx));
         let mut a = attach(&mut ws, 1, false);
         let mut b = attach(&mut ws, 2, false);
@@ -903,8 +851,8 @@ mod tests {
         assert_eq!(ok.blocking_recv().unwrap().unwrap(), json!({}));
         let ok = request(&mut ws, 2, "moonkale/agent/subscribe", json!({}));
         assert_eq!(ok.blocking_recv().unwrap().unwrap(), json!({}));
-        ws.handle(Event::AgentNotify {
-            session: "s2".into(),
+        ws.handle(Event::Publish {
+            topic: Topic::Session("s2".into()),
             method: "moonkale/agent/text",
             params: json!({"session": "s2", "text": "x"}),
         });
@@ -914,9 +862,9 @@ mod tests {
         // Other agent requests go to the agent host with their reply.
         let pending = request(&mut ws, 1, "moonkale/agent/list", json!({}));
         match agent.try_recv() {
-            Ok(AgentCommand::Request { method, reply, .. }) => {
+            Ok(AgentCommand::Request(Request { method, reply, .. })) => {
                 assert_eq!(method, "moonkale/agent/list");
-                reply.send(Ok(json!({"sessions": []}))).unwrap();
+                reply.send(Ok(json!({"sessions": []})));
             }
             _ => panic!("not forwarded"),
         }
@@ -929,8 +877,8 @@ mod tests {
         ws.handle(Event::Detach {
             editor: EditorId(2),
         });
-        ws.handle(Event::AgentNotify {
-            session: "s1".into(),
+        ws.handle(Event::Publish {
+            topic: Topic::Session("s1".into()),
             method: "moonkale/agent/text",
             params: json!({}),
         });

@@ -272,6 +272,19 @@ impl HubHandle {
         self.selection.clone()
     }
 
+    /// A handle with no hub behind it: its events arrive on the returned
+    /// receiver. For a host's tests, which play the hub.
+    pub fn detached(root: PathBuf) -> (HubHandle, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+        let (_, selection) = watch::channel(None);
+        let handle = HubHandle {
+            tx,
+            root: Arc::new(root),
+            selection,
+        };
+        (handle, rx)
+    }
+
     /// Sends an event without waiting; `false` if the hub's queue is full
     /// or the hub is gone.
     pub fn try_send(&self, event: Event) -> bool {

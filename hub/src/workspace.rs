@@ -1295,6 +1295,34 @@ mod tests {
 
     /// Questions about a file are answered from the editor that touched it
     /// last; a detached editor's buffers and diagnostics go with it.
+    /// Security case 29: a handler that panics answers -32603 without the
+    /// panic text (its dropped responder answers), and the workspace and
+    /// its documents live on.
+    #[test]
+    fn hostile_29_panicking_handler_answers_internal_error() {
+        let mut ws = Workspace::new(
+            "/w".into(),
+            Limits::default(),
+            tokio::sync::watch::channel(None).0,
+        );
+        let _rx = attach(&mut ws, 1, false);
+        open(&mut ws, 1, "file:///w/a", "kept");
+        let ask = |ws: &mut Workspace, method: &str| {
+            let (reply, mut rx) = Responder::new();
+            ws.handle(Event::Request {
+                editor: EditorId(1),
+                method: method.into(),
+                params: message::params(&json!({"uri": "file:///w/a"})),
+                reply,
+            });
+            rx.try_recv().unwrap()
+        };
+        let error = ask(&mut ws, "moonkale/test/panic").unwrap_err();
+        assert_eq!(error.code, code::INTERNAL_ERROR);
+        assert!(!error.message.contains("injected"), "{error:?}");
+        assert_eq!(ask(&mut ws, "moonkale/document").unwrap()["text"], "kept");
+    }
+
     #[test]
     fn latest_editor_answers_and_detach_forgets() {
         let mut ws = Workspace::new(

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use host::spawn;
-pub use session::{State as SessionState, Summary as SessionSummary};
+pub use session::{Launcher, State as SessionState, Summary as SessionSummary};
 
 pub use crate::hub::ports::{AgentCommand, Answer};
 
@@ -46,6 +46,8 @@ pub struct AgentConfig {
     pub shutdown_grace: Duration,
     /// The user's workspace-trust decisions; `None` trusts nothing.
     pub trust: Option<crate::user_state::TrustStore>,
+    /// Where sessions' CLIs come from (a script in the session's tests).
+    pub launcher: Launcher,
 }
 
 impl AgentConfig {
@@ -69,6 +71,7 @@ impl AgentConfig {
             trust: crate::user_state::TrustStore::from_env()
                 .inspect_err(|e| tracing::warn!("{e}; every workspace is untrusted"))
                 .ok(),
+            launcher: Launcher::Claude,
         }
     }
 }

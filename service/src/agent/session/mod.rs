@@ -18,14 +18,21 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use moonkale_claude::control;
-use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource, child_env};
-use moonkale_claude::process::{CliProcess, ProcessConfig};
+use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, TurnResult};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+mod approvals;
+mod cli;
+#[cfg(test)]
+mod tests;
+
+use self::approvals::{Approvals, Decision, Ended};
+pub use self::cli::Launcher;
+use self::cli::{CliState, Running};
 use super::log::EventLog;
 use super::{AgentConfig, Answer, policy};
 use crate::hub::{AgentProgress, Event, HubHandle, Responder, Topic};
@@ -213,7 +220,8 @@ pub struct Start {
 pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionHandle {
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
     let (internal_tx, internal_rx) = mpsc::channel(COMMAND_QUEUE);
-    let mut session = Session::new(start, hub, config, internal_tx);
+    let launcher = config.launcher.clone();
+    let mut session = Session::new(start, hub, config, launcher, internal_tx);
     let summary = session.summary_tx.subscribe();
     if session.log.is_empty() {
         let data = json!({
@@ -232,124 +240,6 @@ enum Internal {
     McpReply { request_id: String, reply: Value },
 }
 
-struct Pending {
-    request_id: String,
-    tool: String,
-    input: Value,
-    destructive: bool,
-    deadline: Instant,
-}
-
-/// A stored `decision` event: how an approval ended. `tool` and `always`
-/// let a restarted service keep the user's "always allow".
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Decision {
-    approval: String,
-    tool: String,
-    allow: bool,
-    always: bool,
-    by: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<String>,
-    /// A plan approved: the mode chosen.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "mode_name")]
-    mode: Option<PermissionMode>,
-    /// A question answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    answers: Option<serde_json::Map<String, Value>>,
-}
-
-fn mode_name<S: serde::Serializer>(mode: &Option<PermissionMode>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(mode.map_or("", PermissionMode::as_str))
-}
-
-impl Decision {
-    fn new(approval: &str, tool: &str, allow: bool, by: &str) -> Decision {
-        Decision {
-            approval: approval.to_owned(),
-            tool: tool.to_owned(),
-            allow,
-            always: false,
-            by: by.to_owned(),
-            message: None,
-            mode: None,
-            answers: None,
-        }
-    }
-}
-
-/// The modes a plan approval may go on in: edits asked, or edits accepted
-/// (Claude Code's own "Yes, manually approve edits" / "Yes, and
-/// auto-accept edits").
-const PLAN_CHOICES: [(PermissionMode, &str); 2] = [
-    (
-        PermissionMode::Default,
-        "Approve the plan; ask before each edit",
-    ),
-    (
-        PermissionMode::AcceptEdits,
-        "Approve the plan; accept edits",
-    ),
-];
-
-/// Bounds on an `AskUserQuestion` answer.
-const MAX_ANSWER_BYTES: usize = 16 << 10;
-
-/// What kind of question an approval is, from the tool that asks.
-fn approval_kind(tool: &str) -> &'static str {
-    match tool {
-        policy::EXIT_PLAN_TOOL => "plan",
-        policy::ASK_USER_TOOL => "question",
-        _ => "tool",
-    }
-}
-
-/// Checks the user's answers against the questions asked: every question
-/// answered with a string, or (multi-select) a list of strings.
-fn check_answers(
-    input: &Value,
-    answers: &serde_json::Map<String, Value>,
-) -> Result<(), ResponseError> {
-    let questions: Vec<&str> = input["questions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|q| q["question"].as_str())
-        .collect();
-    if let Some(extra) = answers.keys().find(|k| !questions.contains(&k.as_str())) {
-        return Err(invalid(format!(
-            "{extra:?} is not one of the questions asked"
-        )));
-    }
-    if let Some(missing) = questions.iter().find(|q| !answers.contains_key(**q)) {
-        return Err(invalid(format!("the question {missing:?} has no answer")));
-    }
-    for (question, answer) in answers {
-        let ok = match answer {
-            Value::String(text) => !text.trim().is_empty(),
-            Value::Array(labels) => {
-                !labels.is_empty()
-                    && labels
-                        .iter()
-                        .all(|l| l.as_str().is_some_and(|t| !t.is_empty()))
-            }
-            _ => false,
-        };
-        if !ok {
-            return Err(invalid(format!(
-                "the answer to {question:?} must be a label, a list of labels or your own text"
-            )));
-        }
-    }
-    if serde_json::to_vec(answers).map_or(0, |b| b.len()) > MAX_ANSWER_BYTES {
-        return Err(invalid(format!(
-            "answers are limited to {MAX_ANSWER_BYTES} bytes"
-        )));
-    }
-    Ok(())
-}
-
 struct Session {
     id: Uuid,
     id_text: String,
@@ -364,30 +254,18 @@ struct Session {
     error: Option<String>,
     permission_mode: PermissionMode,
     model: Option<String>,
-    cli: Option<CliProcess>,
-    /// Whether the running CLI was started with the repository's own
-    /// settings (the workspace was trusted then).
-    cli_trusted: bool,
+    cli: CliState,
+    launcher: Launcher,
     /// The user was told the repository's settings are not loaded.
     told_untrusted: bool,
-    /// The last plan the model gave `ExitPlanMode`.
-    last_plan: Option<String>,
     /// The CLI has this conversation (a `system/init` was seen in this
     /// session's history): start it with `--resume`.
     has_conversation: bool,
-    /// The running process was started with `--resume` and has not shown
-    /// `system/init` yet: a failure now may mean the CLI lost the
-    /// conversation.
-    resuming: bool,
-    /// A fresh start after a failed resume (or the reverse) was tried.
-    restarted: bool,
     /// Prompts sent whose turn has not ended, oldest first.
     unanswered: VecDeque<String>,
     /// An interrupt was asked for; the next `result` ends the turn cleanly.
     interrupting: bool,
-    approvals: BTreeMap<String, Pending>,
-    next_approval: u64,
-    always: HashSet<String>,
+    approvals: Approvals,
     /// Our control requests waiting for the CLI: the reply and what it gets
     /// on success.
     waiters: BTreeMap<String, (Responder, Value)>,
@@ -409,10 +287,6 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),
     }
-}
-
-fn invalid(message: impl Into<String>) -> ResponseError {
-    ResponseError::invalid_params(message)
 }
 
 /// Error text of a failed turn.
@@ -442,9 +316,11 @@ impl Session {
         start: Start,
         hub: HubHandle,
         config: Arc<AgentConfig>,
+        launcher: Launcher,
         internal_tx: mpsc::Sender<Internal>,
     ) -> Session {
         let id_text = start.id.to_string();
+        let approvals = Approvals::new(id_text.clone(), start.workspace.clone());
         let mut summary = Restored::new(&id_text).summary;
         summary.permission_mode = start.permission_mode.as_str().into();
         summary.model = start.model.clone();
@@ -460,18 +336,13 @@ impl Session {
             error: None,
             permission_mode: start.permission_mode,
             model: start.model,
-            cli: None,
-            cli_trusted: false,
+            cli: CliState::Stopped,
+            launcher,
             told_untrusted: false,
-            last_plan: None,
             has_conversation: false,
-            resuming: false,
-            restarted: false,
             unanswered: VecDeque::new(),
             interrupting: false,
-            approvals: BTreeMap::new(),
-            next_approval: 0,
-            always: HashSet::new(),
+            approvals,
             waiters: BTreeMap::new(),
             next_request: 0,
             internal_tx,
@@ -492,7 +363,7 @@ impl Session {
         self.state = summary.state;
         self.error = restored.error;
         self.has_conversation = restored.has_conversation;
-        self.always = restored.always;
+        self.approvals.restore_always(restored.always);
         self.summary_tx.send_replace(summary);
     }
 
@@ -502,13 +373,13 @@ impl Session {
         mut internal: mpsc::Receiver<Internal>,
     ) {
         loop {
-            let deadline = self.approvals.values().map(|p| p.deadline).min();
+            let deadline = self.approvals.next_deadline();
             tokio::select! {
                 command = rx.recv() => match command {
                     Some(command) => self.command(command).await,
                     None => break,
                 },
-                message = next_message(&mut self.cli) => self.cli_output(message).await,
+                message = self.cli.next() => self.cli_output(message).await,
                 Some(done) = internal.recv() => match done {
                     Internal::McpReply { request_id, reply } => {
                         self.write(control::mcp_response(&request_id, Some(reply))).await;
@@ -519,7 +390,7 @@ impl Session {
         }
         self.withdraw_all("the session was closed");
         if let Some(cli) = self.cli.take() {
-            let _ = cli.shutdown().await;
+            cli.link.shutdown().await;
         }
     }
 
@@ -536,7 +407,7 @@ impl Session {
                 reply.send(self.events_page(since, limit));
             }
             SessionCommand::Interrupt { reply } => {
-                if self.cli.is_none() || self.unanswered.is_empty() {
+                if !self.cli.is_running() || self.unanswered.is_empty() {
                     reply.send(Ok(json!({})));
                     return;
                 }
@@ -553,7 +424,7 @@ impl Session {
                 );
                 self.publish_summary();
                 let result = json!({"mode": mode.as_str()});
-                if self.cli.is_some() {
+                if self.cli.is_running() {
                     let id = self.request_id();
                     self.waiters.insert(id.clone(), (reply, result));
                     self.write(control::set_permission_mode(&id, mode)).await;
@@ -569,7 +440,7 @@ impl Session {
                 );
                 self.publish_summary();
                 let result = json!({"model": model});
-                if self.cli.is_some() {
+                if self.cli.is_running() {
                     let id = self.request_id();
                     self.waiters.insert(id.clone(), (reply, result));
                     self.write(control::set_model(&id, model.as_deref())).await;
@@ -635,11 +506,7 @@ impl Session {
         let events = blocking(|| self.log.page(from, from.saturating_add(limit)))
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
         let next = from + events.len();
-        let pending: Vec<Value> = self
-            .approvals
-            .keys()
-            .filter_map(|id| self.approval_object(id))
-            .collect();
+        let pending = self.approvals.objects();
         let mut page = json!({
             "session": self.id_text,
             "events": events,
@@ -668,20 +535,24 @@ impl Session {
     async fn ensure_cli(&mut self) -> Result<(), String> {
         // Between turns, a CLI started under another trust decision is
         // replaced, so the next turn runs with the settings the user chose.
-        if self.cli.is_some() && self.unanswered.is_empty() && self.trusted() != self.cli_trusted {
+        let trusted = self.trusted();
+        if let Some(cli) = self.cli.running()
+            && self.unanswered.is_empty()
+            && cli.trusted != trusted
+        {
             let cli = self.cli.take().expect("checked");
-            let _ = cli.shutdown().await;
-            let how = if self.cli_trusted {
+            let how = if cli.trusted {
                 "with your own settings only"
             } else {
                 "with the repository's own Claude Code settings"
             };
+            cli.link.shutdown().await;
             self.record(
                 "notice",
                 json!({"message": format!("The workspace's trust changed: Claude Code restarts {how}.")}),
             );
         }
-        if self.cli.is_some() {
+        if self.cli.is_running() {
             return Ok(());
         }
         let start = if self.has_conversation {
@@ -689,24 +560,17 @@ impl Session {
         } else {
             SessionStart::New(self.id)
         };
-        self.restarted = false;
-        self.launch(start).await
+        self.launch(start, false).await
     }
 
-    async fn launch(&mut self, start: SessionStart) -> Result<(), String> {
-        let program = moonkale_claude::binary::find_in_env(
-            self.config.claude_bin.as_deref(),
-            &self.config.env,
-            &self.workspace,
-        )
-        .map_err(|e| e.to_string())?;
+    /// Starts the CLI; `retry`: the one retry after a lost (or already
+    /// used) conversation.
+    async fn launch(&mut self, start: SessionStart, retry: bool) -> Result<(), String> {
         let trusted = self.trusted();
-        let env = child_env(self.config.env.iter().cloned(), None);
         if !trusted {
             self.note_untrusted_settings();
-            check_honours_setting_sources(&program, &env).await?;
         }
-        self.resuming = matches!(start, SessionStart::Resume(_));
+        let resuming = matches!(start, SessionStart::Resume(_));
         let launch = Launch {
             session: start,
             permission_mode: self.permission_mode,
@@ -721,17 +585,17 @@ impl Session {
             setting_sources: (!trusted).then(|| vec![SettingSource::User]),
         };
         let args = launch.argv().map_err(|e| e.to_string())?;
-        let cli = CliProcess::spawn(ProcessConfig {
-            program: program.clone(),
-            args,
-            cwd: self.workspace.clone(),
-            env,
-            grace: self.config.shutdown_grace,
-        })
-        .map_err(|e| format!("could not start {}: {e}", program.display()))?;
-        tracing::info!(session = %self.id, pid = cli.pid(), resume = self.resuming, trusted, "started claude");
-        self.cli = Some(cli);
-        self.cli_trusted = trusted;
+        let link = self
+            .launcher
+            .start(&self.config, &self.workspace, args, trusted)
+            .await?;
+        tracing::info!(session = %self.id, pid = link.pid(), resume = resuming, trusted, "started claude");
+        self.cli = CliState::Running(Running {
+            link,
+            trusted,
+            resuming,
+            retry,
+        });
         let id = self.request_id();
         // Its answer (commands, models) is not needed.
         self.write(control::initialize(&id, &[MCP_SERVER])).await;
@@ -766,15 +630,15 @@ impl Session {
     /// Writes one line to the CLI; a failure is left to the end of its
     /// output to report (a dead process closes stdout too).
     async fn write(&mut self, line: Vec<u8>) {
-        let Some(cli) = self.cli.as_mut() else {
+        let Some(cli) = self.cli.running() else {
             return;
         };
-        match tokio::time::timeout(STDIN_TIMEOUT, cli.send(&line)).await {
+        match tokio::time::timeout(STDIN_TIMEOUT, cli.link.send(&line)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(session = %self.id, "writing to claude failed: {e}"),
             Err(_) => {
                 tracing::warn!(session = %self.id, "claude does not read its stdin; killing it");
-                cli.kill(); // its end of output reports the failure
+                cli.link.kill(); // its end of output reports the failure
             }
         }
     }
@@ -830,16 +694,8 @@ impl Session {
                 }
             }
             CliMessage::ControlCancel { request_id } => {
-                let withdrawn: Vec<String> = self
-                    .approvals
-                    .iter()
-                    .filter(|(_, p)| p.request_id == request_id)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                for approval in withdrawn {
-                    if let Some(p) = self.approvals.remove(&approval) {
-                        self.decided(Decision::new(&approval, &p.tool, false, "withdrawn"));
-                    }
+                for ended in self.approvals.cancel_request(&request_id) {
+                    self.ended(ended).await;
                 }
             }
             CliMessage::Result(result) => {
@@ -849,7 +705,9 @@ impl Session {
             CliMessage::System { ref subtype, .. } => {
                 if subtype == "init" {
                     self.has_conversation = true;
-                    self.resuming = false;
+                    if let Some(cli) = self.cli.running() {
+                        cli.resuming = false;
+                    }
                 }
                 let value = message.to_value();
                 // `init` and `status` carry the mode the CLI is in: the
@@ -870,7 +728,7 @@ impl Session {
             other => {
                 let value = other.to_value();
                 if value["type"] == "assistant" {
-                    self.remember_plan(&value);
+                    self.approvals.remember_plan(&value);
                 }
                 self.record("cli", value);
             }
@@ -878,7 +736,7 @@ impl Session {
     }
 
     fn turn_ended(&mut self, result: &TurnResult) {
-        if self.resuming {
+        if self.cli.is_resuming() {
             return; // decided when the process ends (a lost conversation?)
         }
         self.unanswered.pop_front();
@@ -896,20 +754,17 @@ impl Session {
 
     async fn cli_ended(&mut self) {
         let Some(cli) = self.cli.take() else { return };
-        let (status, stderr) = cli.finish().await;
-        let status = match status {
-            Ok(s) => s.to_string(),
-            Err(e) => e.to_string(),
-        };
+        let (resuming, retried) = (cli.resuming, cli.retry);
+        let (status, stderr) = cli.link.finish().await;
         tracing::info!(session = %self.id, %status, "claude ended");
-        let retry = if self.restarted {
+        let retry = if retried {
             None
-        } else if self.resuming && stderr.contains("No conversation found") {
+        } else if resuming && stderr.contains("No conversation found") {
             Some((
                 SessionStart::New(self.id),
                 "Claude Code no longer has this conversation; continuing in a fresh one",
             ))
-        } else if !self.resuming && stderr.contains("already in use") {
+        } else if !resuming && stderr.contains("already in use") {
             Some((
                 SessionStart::Resume(self.id),
                 "Claude Code already had this conversation; resuming it",
@@ -922,9 +777,8 @@ impl Session {
         {
             self.record("notice", json!({"message": why}));
             self.has_conversation = matches!(start, SessionStart::Resume(_));
-            match self.launch(start).await {
+            match self.launch(start, true).await {
                 Ok(()) => {
-                    self.restarted = true;
                     let prompts: Vec<String> = self.unanswered.iter().cloned().collect();
                     for prompt in prompts {
                         self.write(control::user_message(&prompt)).await;
@@ -934,7 +788,6 @@ impl Session {
                 Err(e) => tracing::warn!(session = %self.id, "restart failed: {e}"),
             }
         }
-        self.resuming = false;
         for (_, (reply, _)) in std::mem::take(&mut self.waiters) {
             reply.send(Err(ResponseError::new(
                 code::REQUEST_FAILED,
@@ -983,7 +836,7 @@ impl Session {
 
     async fn permission(&mut self, request_id: String, tool: String, input: Value) {
         let plan = self.permission_mode == PermissionMode::Plan;
-        match policy::judge(&tool, &input, plan, &self.always) {
+        match policy::judge(&tool, &input, plan, self.approvals.always()) {
             policy::Verdict::Allow => {
                 self.write(control::allow(&request_id, &input, None)).await;
             }
@@ -1001,20 +854,10 @@ impl Session {
                 );
             }
             policy::Verdict::Ask { destructive } => {
-                self.next_approval += 1;
-                let approval = format!("{}/{}", self.id_text, self.next_approval);
                 let deadline = Instant::now() + self.config.approval_timeout;
-                self.approvals.insert(
-                    approval.clone(),
-                    Pending {
-                        request_id,
-                        tool,
-                        input,
-                        destructive,
-                        deadline,
-                    },
-                );
-                let object = self.approval_object(&approval).expect("just inserted");
+                let object = self
+                    .approvals
+                    .ask(request_id, tool, input, destructive, deadline);
                 self.record("approval", object.clone());
                 let _ = self
                     .hub
@@ -1025,144 +868,36 @@ impl Session {
         }
     }
 
-    /// Keeps the plan the model hands `ExitPlanMode`: newer CLIs ask about
-    /// the tool with its input emptied, but the assistant message has it.
-    fn remember_plan(&mut self, assistant: &Value) {
-        let blocks = assistant["message"]["content"]
-            .as_array()
-            .into_iter()
-            .flatten();
-        for block in blocks {
-            if block["type"] == "tool_use"
-                && block["name"] == policy::EXIT_PLAN_TOOL
-                && let Some(plan) = block["input"]["plan"].as_str()
-            {
-                self.last_plan = Some(plan.to_owned());
-            }
-        }
-    }
-
-    fn approval_object(&self, approval: &str) -> Option<Value> {
-        let p = self.approvals.get(approval)?;
-        let kind = approval_kind(&p.tool);
-        let mut object = json!({
-            "approval": approval,
-            "session": self.id_text,
-            "kind": kind,
-            "tool": p.tool,
-            "input": p.input,
-            "title": policy::title(&p.tool, &p.input, &self.workspace),
-            "destructive": p.destructive,
-        });
-        match kind {
-            "plan" => {
-                object["title"] = json!("Claude's plan is ready");
-                object["plan"] = p.input["plan"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .or_else(|| self.last_plan.clone())
-                    .unwrap_or_default()
-                    .into();
-                object["choices"] = PLAN_CHOICES
-                    .iter()
-                    .map(|(mode, label)| json!({"mode": mode.as_str(), "label": label}))
-                    .collect();
-            }
-            "question" => {
-                object["title"] = json!("Claude asks you");
-                object["questions"] = p.input["questions"].clone();
-            }
-            _ => {}
-        }
-        Some(object)
-    }
-
+    /// The user's answer, checked by the approvals; the CLI is told and the
+    /// decision kept.
     async fn answer(&mut self, approval: &str, answer: Answer) -> Result<(), ResponseError> {
-        let Some(p) = self.approvals.get(approval) else {
-            return Err(invalid(format!(
-                "approval {approval} is not waiting (answered already?)"
-            )));
-        };
-        let kind = approval_kind(&p.tool);
-        // Check what only some kinds take before the question is gone.
-        if answer.allow && kind == "question" {
-            let Some(answers) = &answer.answers else {
-                return Err(invalid(
-                    "this is a question: answer it with answers {question: label(s) or your text}",
-                ));
-            };
-            check_answers(&p.input, answers)?;
-        }
-        if let Some(mode) = answer.mode
-            && (kind != "plan" || !PLAN_CHOICES.iter().any(|(m, _)| *m == mode))
-        {
-            return Err(invalid(format!(
-                "{} is not a way to go on from this approval",
-                mode.as_str()
-            )));
-        }
-        let p = self.approvals.remove(approval).expect("checked above");
-        let always = answer.always && answer.allow && !p.destructive && kind == "tool";
-        if answer.allow && kind == "plan" {
-            // Approving the plan leaves plan mode, in the CLI and here.
-            let mode = answer.mode.unwrap_or(PermissionMode::Default);
-            let set_mode =
-                json!([{"type": "setMode", "mode": mode.as_str(), "destination": "session"}]);
-            self.write(control::allow(&p.request_id, &p.input, Some(&set_mode)))
-                .await;
+        let ended = self.approvals.answer(approval, answer)?;
+        if let Some(mode) = ended.mode {
             self.permission_mode = mode;
             self.record(
                 "settings",
                 json!({"permissionMode": mode.as_str(), "model": self.model, "by": "plan approval"}),
             );
-        } else if answer.allow && kind == "question" {
-            let mut input = p.input.clone();
-            input["answers"] = Value::Object(answer.answers.clone().unwrap_or_default());
-            self.write(control::allow(&p.request_id, &input, None))
-                .await;
-        } else if answer.allow {
-            if always {
-                self.always.insert(p.tool.clone());
-            }
-            self.write(control::allow(&p.request_id, &p.input, None))
-                .await;
-        } else {
-            let message = answer
-                .message
-                .clone()
-                .unwrap_or_else(|| "The user denied this tool use.".into());
-            self.write(control::deny(&p.request_id, &message, false))
-                .await;
         }
-        let mut decision = Decision::new(approval, &p.tool, answer.allow, answer.by);
-        decision.always = always;
-        decision.message = answer.message;
-        decision.mode = answer.allow.then_some(answer.mode).flatten();
-        decision.answers = answer.answers.filter(|_| answer.allow);
-        self.decided(decision);
+        self.ended(ended).await;
         Ok(())
     }
 
     async fn expire_approvals(&mut self) {
-        let now = Instant::now();
-        let expired: Vec<String> = self
-            .approvals
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
         let minutes = self.config.approval_timeout.as_secs_f64() / 60.0;
-        for approval in expired {
-            let Some(p) = self.approvals.remove(&approval) else {
-                continue;
-            };
-            let message = format!("No answer within {minutes:.1} minutes; denied.");
-            self.write(control::deny(&p.request_id, &message, false))
-                .await;
-            let mut decision = Decision::new(&approval, &p.tool, false, "timeout");
-            decision.message = Some(message);
-            self.decided(decision);
+        let message = format!("No answer within {minutes:.1} minutes; denied.");
+        for ended in self.approvals.expire(Instant::now(), &message) {
+            self.ended(ended).await;
         }
+    }
+
+    /// An approval ended: the CLI is told (unless it withdrew the
+    /// question), then [`Session::decided`].
+    async fn ended(&mut self, ended: Ended) {
+        if let Some(line) = ended.to_cli {
+            self.write(line).await;
+        }
+        self.decided(ended.decision);
     }
 
     /// Records a decision and takes the question away from the editors.
@@ -1181,10 +916,8 @@ impl Session {
     }
 
     fn withdraw_all(&mut self, why: &str) {
-        for (approval, p) in std::mem::take(&mut self.approvals) {
-            let mut decision = Decision::new(&approval, &p.tool, false, "withdrawn");
-            decision.message = Some(why.into());
-            self.decided(decision);
+        for ended in self.approvals.withdraw_all(why) {
+            self.decided(ended.decision);
         }
     }
 
@@ -1351,37 +1084,6 @@ impl Session {
     /// far behind loses a notification, which `events` can recover).
     fn send_to_hub(&self, event: Event) {
         self.hub.try_send(event);
-    }
-}
-
-/// The first CLI generation seen to honour `--setting-sources` for hooks,
-/// permission rules and MCP servers (2.0.50 accepts the flag and still runs
-/// a repository's hooks: tests/tests/agent_trust.rs).
-const MIN_UNTRUSTED_CLI: moonkale_claude::binary::Version =
-    moonkale_claude::binary::Version(2, 1, 0);
-
-/// An untrusted workspace needs a CLI that leaves the repository's own
-/// settings alone; an older (or unknown) one is refused with what to do.
-async fn check_honours_setting_sources(
-    program: &std::path::Path,
-    env: &[(std::ffi::OsString, std::ffi::OsString)],
-) -> Result<(), String> {
-    match moonkale_claude::binary::version(program, env).await {
-        Some(v) if v >= MIN_UNTRUSTED_CLI => Ok(()),
-        found => Err(format!(
-            "Claude Code {} is too old to be kept from this repository's own settings (its hooks \
-             and permission rules would run), and this workspace is not trusted: use Claude Code \
-             {MIN_UNTRUSTED_CLI} or newer, or run `moonkale-service trust` if you trust the \
-             repository's .claude settings and .mcp.json",
-            found.map_or("of unknown version".to_owned(), |v| v.to_string())
-        )),
-    }
-}
-
-async fn next_message(cli: &mut Option<CliProcess>) -> Option<Result<CliMessage, DecodeError>> {
-    match cli {
-        Some(cli) => cli.next().await,
-        None => std::future::pending().await,
     }
 }
 

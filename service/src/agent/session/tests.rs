@@ -1,0 +1,595 @@
+//! The session's specification: a session task fed scripted CLI output
+//! through the [`Launcher::Script`] seam, with the hub played by a channel.
+//! Each test reads as what the user does, what the CLI is told, and what
+//! the editors are shown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use expect_test::{Expect, expect};
+use moonkale_claude::launch::PermissionMode;
+use moonkale_claude::stream::{CliMessage, Decoder};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::cli::script::{Launched, Output};
+use super::{Launcher, SessionCommand, SessionHandle, Start};
+use crate::agent::log::EventLog;
+use crate::agent::transcript::Transcript;
+use crate::agent::{AgentConfig, Answer};
+use crate::hub::{AgentProgress, Event, HubHandle, Responder};
+use crate::lsp::message::ResponseError;
+use crate::user_state::TrustStore;
+
+/// How long a test waits for what it expects before it fails.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct World {
+    id: Uuid,
+    /// The workspace folder, shown as `W`.
+    root: String,
+    handle: SessionHandle,
+    hub: mpsc::Receiver<Event>,
+    launches: mpsc::UnboundedReceiver<Launched>,
+    cli: Option<Launched>,
+    _dir: tempfile::TempDir,
+}
+
+struct Setup {
+    mode: PermissionMode,
+    trusted: bool,
+    /// The CLI already has the conversation (a stored `system/init`).
+    has_conversation: bool,
+    approval_timeout: Duration,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            mode: PermissionMode::Default,
+            trusted: true,
+            has_conversation: false,
+            approval_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+impl World {
+    fn new(setup: Setup) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("w");
+        std::fs::create_dir(&workspace).unwrap();
+        let trust = TrustStore::at(dir.path().join("trust.json"));
+        if setup.trusted {
+            trust.set(&workspace, true).unwrap();
+        }
+        let (scripts, launches) = mpsc::unbounded_channel();
+        let config = AgentConfig {
+            claude_bin: None,
+            approval_timeout: setup.approval_timeout,
+            env: Vec::new(),
+            shutdown_grace: Duration::from_millis(100),
+            trust: Some(trust),
+            launcher: Launcher::Script(scripts),
+        };
+        let id = Uuid::from_u128(0x5e55);
+        let transcript = Transcript::open(dir.path().join("chat.jsonl")).unwrap();
+        let log = EventLog::load(transcript, |_| {}).unwrap();
+        let restored = setup.has_conversation.then(|| {
+            let mut restored = super::Restored::new(&id.to_string());
+            restored.feed(&json!({"seq": 0, "at": 1, "kind": "cli", "data": {"type": "system", "subtype": "init"}}));
+            restored
+        });
+        let (hub, events) = HubHandle::detached(workspace.clone());
+        let handle = super::spawn(
+            Start {
+                id,
+                workspace,
+                log,
+                restored,
+                damaged: None,
+                permission_mode: setup.mode,
+                model: None,
+            },
+            hub,
+            Arc::new(config),
+        );
+        World {
+            id,
+            root: dir.path().join("w").display().to_string(),
+            handle,
+            hub: events,
+            launches,
+            cli: None,
+            _dir: dir,
+        }
+    }
+
+    /// Sends a command; its answer, once the session gives it.
+    async fn ask(
+        &mut self,
+        command: impl FnOnce(Responder) -> SessionCommand,
+    ) -> Result<Value, ResponseError> {
+        let (reply, answered) = Responder::new();
+        self.handle.tx.send(command(reply)).await.unwrap();
+        tokio::time::timeout(DEADLINE, answered)
+            .await
+            .expect("the session answers")
+            .expect("a responder always answers")
+    }
+
+    async fn prompt(&mut self, text: &str) -> Result<Value, ResponseError> {
+        let text = text.to_owned();
+        self.ask(|reply| SessionCommand::Prompt { text, reply })
+            .await
+    }
+
+    async fn answer(&mut self, approval: &str, answer: Answer) -> Result<Value, ResponseError> {
+        let approval = approval.to_owned();
+        self.ask(|reply| SessionCommand::Answer {
+            approval,
+            answer,
+            reply: Some(reply),
+        })
+        .await
+    }
+
+    /// The flags that matter of the next CLI the session starts.
+    async fn launched(&mut self) -> String {
+        let launched = tokio::time::timeout(DEADLINE, self.launches.recv())
+            .await
+            .expect("a CLI is started")
+            .expect("the session lives");
+        let flags: Vec<String> = launched
+            .args
+            .iter()
+            .filter(|a| {
+                [
+                    "--permission-mode",
+                    "--session-id",
+                    "--resume",
+                    "--setting-sources",
+                    "--strict",
+                ]
+                .iter()
+                .any(|f| a.starts_with(f))
+            })
+            .map(|a| a.replace(&self.id.to_string(), "ID"))
+            .collect();
+        self.cli = Some(launched);
+        flags.join(" ")
+    }
+
+    /// What the CLI was told, one line each, until (and with) a line of
+    /// type `until` (`control_response`, `user`, …).
+    async fn told(&mut self, until: &str) -> String {
+        let cli = self.cli.as_mut().expect("a CLI runs");
+        let mut lines = Vec::new();
+        loop {
+            let line = tokio::time::timeout(DEADLINE, cli.lines.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no {until} line; got {lines:#?}"))
+                .expect("the session lives");
+            let kind = line["type"].as_str().unwrap_or_default().to_owned();
+            lines.push(render_cli_line(&line));
+            if kind == until {
+                return lines.join("\n");
+            }
+        }
+    }
+
+    /// The CLI says `line` (one stream-json message).
+    fn cli_says(&self, line: Value) {
+        let mut decoder = Decoder::new();
+        let mut messages = decoder.push(format!("{line}\n").as_bytes());
+        let message: CliMessage = messages.remove(0).expect("a valid CLI message");
+        let _ = self
+            .cli
+            .as_ref()
+            .expect("a CLI runs")
+            .output
+            .send(Output::Message(message));
+    }
+
+    fn cli_exits(&mut self, stderr: &str) {
+        let cli = self.cli.take().expect("a CLI runs");
+        let _ = cli.output.send(Output::Exit {
+            stderr: stderr.into(),
+        });
+    }
+
+    /// What the editors were shown (hub events), one line each, until a
+    /// line that contains `until`.
+    async fn shown(&mut self, until: &str) -> String {
+        let mut lines = Vec::new();
+        loop {
+            let event = tokio::time::timeout(DEADLINE, self.hub.recv())
+                .await
+                .unwrap_or_else(|_| panic!("nothing with {until:?}; got {lines:#?}"))
+                .expect("the session lives");
+            let line = render_hub_event(&event)
+                .replace(&self.id.to_string(), "ID")
+                .replace(&self.root, "W");
+            let done = line.contains(until);
+            lines.push(line);
+            if done {
+                return lines.join("\n");
+            }
+        }
+    }
+}
+
+fn render_cli_line(line: &Value) -> String {
+    let compact = |v: &Value| serde_json::to_string(v).unwrap();
+    match line["type"].as_str() {
+        Some("user") => format!("user {}", compact(&line["message"]["content"])),
+        Some("control_request") => format!("control_request {}", line["request"]["subtype"]),
+        Some("control_response") => {
+            format!(
+                "control_response {}",
+                compact(&line["response"]["response"])
+            )
+        }
+        _ => compact(line),
+    }
+}
+
+fn render_hub_event(event: &Event) -> String {
+    match event {
+        Event::Publish { method, params, .. } if *method == "moonkale/agent/event" => {
+            let e = &params["event"];
+            format!(
+                "event {} {}",
+                e["kind"].as_str().unwrap_or_default(),
+                serde_json::to_string(&e["data"]).unwrap()
+            )
+        }
+        Event::Publish { method, params, .. } => format!("{method} {params}"),
+        Event::AgentApproval { approval } => format!(
+            "editors asked {} {} {:?}",
+            approval["approval"].as_str().unwrap_or_default(),
+            approval["kind"].as_str().unwrap_or_default(),
+            approval["title"].as_str().unwrap_or_default()
+        ),
+        Event::AgentApprovalClosed { approval, .. } => {
+            format!("editors' question closed {approval}")
+        }
+        Event::AgentProgress { progress, .. } => match progress {
+            AgentProgress::Begin(t) => format!("progress begin {t:?}"),
+            AgentProgress::Report(t) => format!("progress report {t:?}"),
+            AgentProgress::End(t) => format!("progress end {t:?}"),
+        },
+        other => format!("{other:?}"),
+    }
+}
+
+fn check(actual: &str, expect: Expect) {
+    expect.assert_eq(actual);
+}
+
+fn init() -> Value {
+    json!({"type": "system", "subtype": "init", "session_id": "x", "permissionMode": "default"})
+}
+
+fn success(text: &str) -> Value {
+    json!({"type": "result", "subtype": "success", "is_error": false, "result": text})
+}
+
+fn can_use_tool(request_id: &str, tool: &str, input: Value) -> Value {
+    json!({"type": "control_request", "request_id": request_id,
+           "request": {"subtype": "can_use_tool", "tool_name": tool, "input": input}})
+}
+
+#[tokio::test]
+async fn a_prompt_starts_the_cli_and_the_turn_ends_idle() {
+    let mut w = World::new(Setup::default());
+    let reply = w.prompt("Say hello").await.unwrap();
+    assert_eq!(reply["state"], "running");
+    check(
+        &w.launched().await,
+        expect!["--permission-mode=default --session-id=ID"],
+    );
+    check(
+        &w.told("user").await,
+        expect![[r#"
+            control_request "initialize"
+            user "Say hello""#]],
+    );
+    w.cli_says(init());
+    w.cli_says(success("Hello!"));
+    check(
+        &w.shown("\"idle\"").await,
+        expect![[r#"
+            event session {"model":null,"permissionMode":"default","workspace":"W"}
+            event prompt {"text":"Say hello"}
+            progress begin "Say hello"
+            event state {"state":"running"}
+            event cli {"permissionMode":"default","session_id":"x","subtype":"init","type":"system"}
+            event cli {"is_error":false,"result":"Hello!","subtype":"success","type":"result"}
+            progress end "done"
+            event state {"state":"idle"}"#]],
+    );
+}
+
+#[tokio::test]
+async fn an_untrusted_workspace_starts_the_cli_with_the_users_settings_only() {
+    let mut w = World::new(Setup {
+        trusted: false,
+        ..Setup::default()
+    });
+    w.prompt("hi").await.unwrap();
+    check(
+        &w.launched().await,
+        expect![
+            "--permission-mode=default --session-id=ID --setting-sources=user --strict-mcp-config"
+        ],
+    );
+}
+
+#[tokio::test]
+async fn a_tool_approval_is_shown_checked_and_its_answer_told_to_the_cli() {
+    let mut w = World::new(Setup::default());
+    w.prompt("Write a.txt").await.unwrap();
+    w.launched().await;
+    w.told("user").await;
+    w.cli_says(can_use_tool(
+        "r1",
+        "Write",
+        json!({"file_path": "/tmp/w/a.txt", "content": "x"}),
+    ));
+    let shown = w.shown("editors asked").await;
+    assert!(
+        shown.ends_with(r#"editors asked ID/1 tool "Write /tmp/w/a.txt""#),
+        "{shown}"
+    );
+    check(
+        &w.shown("waitingForApproval").await,
+        expect![[r#"event state {"state":"waitingForApproval"}"#]],
+    );
+
+    // An answer that does not fit the question is refused; it stays open.
+    let wrong = Answer {
+        allow: true,
+        mode: Some(PermissionMode::AcceptEdits),
+        by: "api",
+        ..Answer::default()
+    };
+    let approval = format!("{}/1", w.id);
+    let refused = w.answer(&approval, wrong).await;
+    check(
+        &refused.unwrap_err().message,
+        expect!["acceptEdits is not a way to go on from this approval"],
+    );
+    let gone = w.answer("nope/9", Answer::default()).await;
+    check(
+        &gone.unwrap_err().message,
+        expect!["approval nope/9 is not waiting (answered already?)"],
+    );
+
+    let allow = Answer {
+        allow: true,
+        always: true,
+        by: "editor",
+        ..Answer::default()
+    };
+    w.answer(&approval, allow).await.unwrap();
+    check(
+        &w.told("control_response").await,
+        expect![[
+            r#"control_response {"behavior":"allow","updatedInput":{"content":"x","file_path":"/tmp/w/a.txt"}}"#
+        ]],
+    );
+    check(
+        &w.shown("\"running\"").await,
+        expect![[r#"
+            event decision {"allow":true,"always":true,"approval":"ID/1","by":"editor","tool":"Write"}
+            editors' question closed ID/1
+            event state {"state":"running"}"#]],
+    );
+
+    // "Always" covers the next Write without asking.
+    w.cli_says(can_use_tool(
+        "r2",
+        "Write",
+        json!({"file_path": "/tmp/w/b.txt", "content": "y"}),
+    ));
+    check(
+        &w.told("control_response").await,
+        expect![[
+            r#"control_response {"behavior":"allow","updatedInput":{"content":"y","file_path":"/tmp/w/b.txt"}}"#
+        ]],
+    );
+}
+
+#[tokio::test]
+async fn approving_a_plan_leaves_plan_mode_in_the_cli_and_the_session() {
+    let mut w = World::new(Setup {
+        mode: PermissionMode::Plan,
+        ..Setup::default()
+    });
+    w.prompt("Plan it").await.unwrap();
+    check(
+        &w.launched().await,
+        expect!["--permission-mode=plan --session-id=ID"],
+    );
+    w.told("user").await;
+    // 2.1.332 empties ExitPlanMode's input: the plan comes from the
+    // assistant message.
+    w.cli_says(json!({"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "name": "ExitPlanMode", "input": {"plan": "1. write a.txt"}}]}}));
+    w.cli_says(can_use_tool("r1", "ExitPlanMode", json!({})));
+    let shown = w.shown("editors asked").await;
+    assert!(
+        shown.ends_with(r#"plan "Claude's plan is ready""#),
+        "{shown}"
+    );
+    let (reply, answered) = Responder::new();
+    w.handle
+        .tx
+        .send(SessionCommand::Events {
+            since: 0,
+            limit: 100,
+            reply,
+        })
+        .await
+        .unwrap();
+    let page = answered.await.unwrap().unwrap();
+    check(
+        &serde_json::to_string(&page["pendingApprovals"][0]["plan"]).unwrap(),
+        expect![[r#""1. write a.txt""#]],
+    );
+
+    let approve = Answer {
+        allow: true,
+        mode: Some(PermissionMode::AcceptEdits),
+        by: "editor",
+        ..Answer::default()
+    };
+    w.answer(&format!("{}/1", w.id), approve).await.unwrap();
+    check(
+        &w.told("control_response").await,
+        expect![[
+            r#"control_response {"behavior":"allow","updatedInput":{},"updatedPermissions":[{"destination":"session","mode":"acceptEdits","type":"setMode"}]}"#
+        ]],
+    );
+    check(
+        &w.shown("question closed").await,
+        expect![[r#"
+            event state {"state":"waitingForApproval"}
+            event settings {"by":"plan approval","model":null,"permissionMode":"acceptEdits"}
+            event decision {"allow":true,"always":false,"approval":"ID/1","by":"editor","mode":"acceptEdits","tool":"ExitPlanMode"}
+            editors' question closed ID/1"#]],
+    );
+}
+
+#[tokio::test]
+async fn a_question_is_answered_only_with_answers_to_its_questions() {
+    let mut w = World::new(Setup::default());
+    w.prompt("Ask me").await.unwrap();
+    w.launched().await;
+    w.told("user").await;
+    let questions = json!({"questions": [{"question": "Which color?", "header": "Color",
+        "multiSelect": false, "options": [{"label": "Red"}, {"label": "Blue"}]}]});
+    w.cli_says(can_use_tool("r1", "AskUserQuestion", questions));
+    let shown = w.shown("editors asked").await;
+    assert!(shown.ends_with(r#"question "Claude asks you""#), "{shown}");
+    let approval = format!("{}/1", w.id);
+    let answers = |pairs: Value| Answer {
+        allow: true,
+        answers: pairs.as_object().cloned(),
+        by: "api",
+        ..Answer::default()
+    };
+    let bare = w
+        .answer(
+            &approval,
+            Answer {
+                allow: true,
+                ..Answer::default()
+            },
+        )
+        .await;
+    check(
+        &bare.unwrap_err().message,
+        expect!["this is a question: answer it with answers {question: label(s) or your text}"],
+    );
+    let other = w
+        .answer(&approval, answers(json!({"Which size?": "L"})))
+        .await;
+    check(
+        &other.unwrap_err().message,
+        expect![[r#""Which size?" is not one of the questions asked"#]],
+    );
+    w.answer(&approval, answers(json!({"Which color?": "Blue"})))
+        .await
+        .unwrap();
+    check(
+        &w.told("control_response").await,
+        expect![[
+            r#"control_response {"behavior":"allow","updatedInput":{"answers":{"Which color?":"Blue"},"questions":[{"header":"Color","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which color?"}]}}"#
+        ]],
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_approval_is_denied_at_its_deadline() {
+    let mut w = World::new(Setup {
+        approval_timeout: Duration::from_secs(30),
+        ..Setup::default()
+    });
+    w.prompt("Run it").await.unwrap();
+    w.launched().await;
+    w.told("user").await;
+    w.cli_says(can_use_tool("r1", "Bash", json!({"command": "make"})));
+    w.shown("editors asked").await;
+    // Paused time moves on to the approval's deadline (30 s), before the
+    // test's own (60 s).
+    check(
+        &w.told("control_response").await,
+        expect![[
+            r#"control_response {"behavior":"deny","interrupt":false,"message":"No answer within 0.5 minutes; denied."}"#
+        ]],
+    );
+    let shown = w.shown("question closed").await;
+    assert!(shown.contains(r#""by":"timeout""#), "{shown}");
+}
+
+#[tokio::test]
+async fn a_lost_conversation_continues_in_a_fresh_one_with_the_prompt_sent_again() {
+    let mut w = World::new(Setup {
+        has_conversation: true,
+        ..Setup::default()
+    });
+    w.prompt("Go on").await.unwrap();
+    check(
+        &w.launched().await,
+        expect!["--permission-mode=plan --resume=ID"],
+    );
+    w.told("user").await;
+    w.cli_exits("No conversation found with session ID: x");
+    check(
+        &w.launched().await,
+        expect!["--permission-mode=plan --session-id=ID"],
+    );
+    check(
+        &w.told("user").await,
+        expect![[r#"
+            control_request "initialize"
+            user "Go on""#]],
+    );
+    let shown = w.shown("notice").await;
+    assert!(shown.contains("no longer has this conversation"), "{shown}");
+    w.cli_says(init());
+    w.cli_says(success("ok"));
+    w.shown("\"idle\"").await;
+}
+
+#[tokio::test]
+async fn a_cli_that_exits_during_a_turn_fails_it_with_its_stderr_and_withdraws_approvals() {
+    let mut w = World::new(Setup::default());
+    w.prompt("Do it").await.unwrap();
+    w.launched().await;
+    w.told("user").await;
+    w.cli_says(init());
+    w.cli_says(can_use_tool("r1", "Bash", json!({"command": "ls"})));
+    w.shown("editors asked").await;
+    w.cli_exits("boom: out of memory");
+    check(
+        &w.shown(r#""state":"failed""#).await,
+        expect![[r#"
+            event state {"state":"waitingForApproval"}
+            event decision {"allow":false,"always":false,"approval":"ID/1","by":"withdrawn","message":"claude exited","tool":"Bash"}
+            editors' question closed ID/1
+            event state {"state":"running"}
+            progress end "failed"
+            event state {"error":"the claude process exited during a turn (exit status: 1): boom: out of memory","state":"failed"}"#]],
+    );
+    // The next prompt starts a new CLI (resuming: the CLI had the
+    // conversation).
+    w.prompt("Again").await.unwrap();
+    check(
+        &w.launched().await,
+        expect!["--permission-mode=default --resume=ID"],
+    );
+}

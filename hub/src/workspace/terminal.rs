@@ -78,12 +78,17 @@ impl Workspace {
             column: Option<u32>,
         }
         let p: P = parse_params(&params)?;
-        if !p.path.is_absolute() || !p.path.starts_with(&self.root) {
-            return Err(ResponseError::invalid_params(
-                "path must be an absolute path inside the workspace",
-            ));
-        }
-        let uri = super::file_uri(&p.path)
+        // Lexical only: the hub does no IO, and showing a file reads none.
+        let raw = p.path.to_str().unwrap_or_default();
+        let (path, _) =
+            crate::core::confine::confine_lexically(std::slice::from_ref(&self.root), raw)
+                .map_err(|refused| {
+                    ResponseError::invalid_params(format!(
+                        "path must be an absolute path inside the workspace ({})",
+                        refused.0
+                    ))
+                })?;
+        let uri = super::file_uri(&path)
             .ok_or_else(|| ResponseError::invalid_params("not a file path"))?;
         let Some((target, _)) = self.active_editor() else {
             return Err(ResponseError::new(
@@ -116,5 +121,46 @@ impl Workspace {
             message::params(&params),
             reply,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Limits;
+    use super::super::tests::attach;
+    use super::*;
+    use crate::Event;
+
+    /// A terminal's link is shown only if it names a file inside the
+    /// workspace by its text: `..` cannot climb out (a lexical
+    /// `starts_with` let `/w/../etc/passwd` through).
+    #[test]
+    fn open_link_is_confined_to_the_workspace() {
+        let mut ws = Workspace::new(
+            "/w".into(),
+            Limits::default(),
+            tokio::sync::watch::channel(None).0,
+        );
+        let mut editor = attach(&mut ws, 1, false);
+        let open = |ws: &mut Workspace, path: &str| {
+            let (reply, mut rx) = Responder::new();
+            ws.handle(Event::Request {
+                editor: EditorId(1),
+                method: "moonkale/terminal/openLink".into(),
+                params: message::params(&json!({"path": path, "line": 2})),
+                reply,
+            });
+            rx.try_recv().unwrap()
+        };
+        let refused = open(&mut ws, "/w/../etc/passwd").unwrap_err();
+        assert_eq!(
+            refused.message,
+            r#"path must be an absolute path inside the workspace (`..` is not allowed: "/w/../etc/passwd")"#
+        );
+        assert!(open(&mut ws, "/w/.git/config").is_err());
+        assert!(open(&mut ws, "/w/src/a.rs").is_ok());
+        let shown: Value = serde_json::from_slice(&editor.try_recv().unwrap()).unwrap();
+        assert_eq!(shown["method"], "window/showDocument");
+        assert_eq!(shown["params"]["uri"], "file:///w/src/a.rs");
     }
 }

@@ -1,10 +1,10 @@
 //! Confinement of paths named by Claude Code's tool calls.
 //!
 //! Every path from the wire is untrusted (security.md 31–37). A path is
-//! accepted only if it is absolute, has no `..`, lies inside a workspace
-//! folder by whole components (so `/w/proj` does not contain
-//! `/w/project-secrets`), is not the folder itself, has no `.git` component in
-//! any letter case, and reaches its target without passing through a symlink
+//! accepted only if it passes the lexical rules of
+//! [`crate::core::confine`] (absolute, no `..`, inside a workspace folder by
+//! whole components, not the folder itself, no `.git` component in any
+//! letter case) and reaches its target without passing through a symlink
 //! (checked with `lstat` from the folder down). Components that do not exist
 //! yet are allowed: a proposal may create a new file.
 //!
@@ -16,39 +16,17 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-/// Why a path was refused; the message names the rule, never file contents.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Refused(pub String);
+pub use crate::core::confine::Refused;
 
+/// [`confine_lexically`](crate::core::confine::confine_lexically), then a
+/// walk from the root that refuses any symlink on the way.
 pub fn confine(roots: &[PathBuf], raw: &str) -> Result<PathBuf, Refused> {
     let refuse = |why: &str| Err(Refused(format!("{why}: {raw:?}")));
-    if raw.is_empty() || raw.contains('\0') {
-        return refuse("not a usable path");
-    }
-    let path = Path::new(raw);
-    if !path.is_absolute() {
-        return refuse("not an absolute path");
-    }
-    let mut clean = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::RootDir => clean.push("/"),
-            Component::CurDir => {}
-            Component::Normal(part) => clean.push(part),
-            Component::ParentDir => return refuse("`..` is not allowed"),
-            Component::Prefix(_) => return refuse("not a local path"),
-        }
-    }
-    let Some(root) = roots.iter().find(|r| clean.starts_with(r) && clean != **r) else {
-        return refuse("outside the workspace");
-    };
-    let inside = clean.strip_prefix(root).expect("checked by starts_with");
-    if inside.components().any(|c| is_git(c.as_os_str())) {
-        return refuse("inside .git");
-    }
-    let mut at = root.clone();
+    let (clean, root) = crate::core::confine::confine_lexically(roots, raw)?;
+    let inside = clean.strip_prefix(root).expect("confined to root");
+    let mut at = root.to_path_buf();
     for part in inside.components() {
         at.push(part);
         match std::fs::symlink_metadata(&at) {
@@ -197,10 +175,6 @@ fn walk_beneath(
         }
     }
     Ok(file)
-}
-
-fn is_git(part: &OsStr) -> bool {
-    part.as_bytes().eq_ignore_ascii_case(b".git")
 }
 
 #[cfg(test)]

@@ -85,6 +85,7 @@ async fn check_honours_setting_sources(
 }
 
 /// One running CLI.
+#[cfg_attr(test, allow(clippy::large_enum_variant))]
 pub(super) enum CliLink {
     Process(CliProcess),
     #[cfg(test)]
@@ -156,7 +157,7 @@ impl CliLink {
 pub(super) enum CliState {
     /// No process: the next prompt starts one.
     Stopped,
-    Running(Running),
+    Running(Box<Running>),
 }
 
 pub(super) struct Running {
@@ -185,12 +186,12 @@ impl CliState {
     }
 
     pub fn is_resuming(&self) -> bool {
-        matches!(self, CliState::Running(Running { resuming: true, .. }))
+        matches!(self, CliState::Running(r) if r.resuming)
     }
 
     pub fn take(&mut self) -> Option<Running> {
         match std::mem::replace(self, CliState::Stopped) {
-            CliState::Running(r) => Some(r),
+            CliState::Running(r) => Some(*r),
             CliState::Stopped => None,
         }
     }

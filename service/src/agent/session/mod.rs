@@ -590,12 +590,12 @@ impl Session {
             .start(&self.config, &self.workspace, args, trusted)
             .await?;
         tracing::info!(session = %self.id, pid = link.pid(), resume = resuming, trusted, "started claude");
-        self.cli = CliState::Running(Running {
+        self.cli = CliState::Running(Box::new(Running {
             link,
             trusted,
             resuming,
             retry,
-        });
+        }));
         let id = self.request_id();
         // Its answer (commands, models) is not needed.
         self.write(control::initialize(&id, &[MCP_SERVER])).await;

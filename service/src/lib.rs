@@ -7,6 +7,8 @@
 //! - [`lsp`]: the LSP wire: framing with caps, JSON-RPC messages, and the
 //!   per-connection adapter with the LSP lifecycle.
 //! - [`ide`]: Claude Code's IDE: lock file and WebSocket MCP server.
+//! - [`mcp`]: the MCP both MCP servers (the IDE's, the hosted session's
+//!   editor tools) speak.
 //! - [`runtime`]: where a workspace's socket, token and info files live.
 //! - [`server`]: listeners (unix socket, loopback TCP, stdio) that wire
 //!   connections to a hub.
@@ -26,6 +28,7 @@ pub mod front_door;
 pub mod http;
 pub mod ide;
 pub mod lsp;
+pub mod mcp;
 pub mod peer;
 pub mod remote;
 pub mod runtime;

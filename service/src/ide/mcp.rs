@@ -1,12 +1,7 @@
-//! The MCP side of Claude Code's IDE protocol: version negotiation, the tool
-//! list, and turning a `tools/call` into work for the hub.
-//!
-//! Hand-written rather than rmcp: the CLI uses a handful of methods
-//! (`initialize`, `tools/list`, `tools/call`, `ping`) over a transport rmcp
-//! does not ship (WebSocket), the replies must match the CLI's recorded
-//! shapes byte for byte in places (`FILE_SAVED` + contents), and the JSON-RPC
-//! layer, with its caps and error codes, already exists for LSP
-//! (`lsp::message`). See ARCHITECTURE.md.
+//! The IDE server's side of MCP (the methods and `initialize` are
+//! [`crate::mcp`]'s): the versions it accepts, its tool list, and turning a
+//! `tools/call` into work for the hub. The replies must match the CLI's
+//! recorded shapes byte for byte in places (`FILE_SAVED` + contents).
 
 use std::path::PathBuf;
 
@@ -14,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::paths;
 use crate::hub;
+use crate::mcp::{ServerInfo, Versions, boolean, string, tool};
 
 /// Versions the CLI accepts in an `initialize` answer (2.1.332's list).
 pub const PROTOCOL_VERSIONS: [&str; 5] = [
@@ -27,29 +23,18 @@ pub const PROTOCOL_VERSIONS: [&str; 5] = [
 /// CLI generation.
 pub const FALLBACK_VERSION: &str = "2024-11-05";
 
-pub fn initialize_result(params: &Value) -> Value {
-    let asked = params.get("protocolVersion").and_then(Value::as_str);
-    let version = asked
-        .filter(|v| PROTOCOL_VERSIONS.contains(v))
-        .unwrap_or(FALLBACK_VERSION);
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": true}},
-        "serverInfo": {"name": "Claude Code Moonkale MCP", "version": env!("CARGO_PKG_VERSION")},
-    })
-}
-
-fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
-    json!({
-        "name": name,
-        "description": description,
-        "inputSchema": {"type": "object", "properties": properties, "required": required},
-    })
-}
+/// What the IDE server answers `initialize` with.
+pub const SERVER: ServerInfo = ServerInfo {
+    name: "Claude Code Moonkale MCP",
+    versions: Versions::Known {
+        accepted: &PROTOCOL_VERSIONS,
+        fallback: FALLBACK_VERSION,
+    },
+    tools_list_changed: true,
+};
 
 pub fn tools_list() -> Value {
-    let s = |d: &str| json!({"type": "string", "description": d});
-    let b = |d: &str| json!({"type": "boolean", "description": d});
+    let (s, b) = (string, boolean);
     json!({"tools": [
         tool("openDiff", "Open a diff of a proposed change for the user to accept or reject in their editor.",
              json!({"old_file_path": s("Path of the file to change"), "new_file_path": s("Path of the file after the change"),

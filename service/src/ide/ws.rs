@@ -32,6 +32,7 @@ use super::mcp::{self, ToolCall};
 use crate::http::{self, Prefixed};
 use crate::hub::{Event, HubHandle, IdeClientId};
 use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
+use crate::mcp::Method;
 
 /// Tunables of the IDE server; tests shorten the times.
 #[derive(Clone, Debug)]
@@ -402,9 +403,9 @@ impl Reader<'_> {
     }
 
     async fn request(&mut self, id: RequestId, method: &str, params: Value) -> bool {
-        let result = match method {
-            "initialize" => {
-                let result = mcp::initialize_result(&params);
+        let result = match Method::parse(method) {
+            Method::Initialize => {
+                let result = mcp::SERVER.initialize_result(&params);
                 if let Some(outbox) = self.hub_outbox.take() {
                     self.shared
                         .hub
@@ -418,13 +419,13 @@ impl Reader<'_> {
                 }
                 Ok(result)
             }
-            "tools/list" => {
+            Method::ToolsList => {
                 let _ = self.out.send(Out::ToolsListed).await;
                 Ok(mcp::tools_list())
             }
-            "ping" => Ok(json!({})),
-            "tools/call" => return self.tool_call(id, &params).await,
-            _ => Err(ResponseError::new(
+            Method::Ping => Ok(json!({})),
+            Method::ToolsCall => return self.tool_call(id, &params).await,
+            Method::Unknown(method) => Err(ResponseError::new(
                 code::METHOD_NOT_FOUND,
                 format!("unknown method {method}"),
             )),

@@ -37,9 +37,17 @@ use super::log::EventLog;
 use super::{AgentConfig, Answer, policy};
 use crate::hub::{AgentProgress, Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{ResponseError, code};
+use crate::mcp::{self, Method};
 
 /// The name of our in-process MCP server (tools `mcp__moonkale__*`).
 pub const MCP_SERVER: &str = "moonkale";
+/// What it answers `initialize` with: the CLI's own version, as the SDKs'
+/// in-process servers do.
+const EDITOR_TOOLS_SERVER: mcp::ServerInfo = mcp::ServerInfo {
+    name: MCP_SERVER,
+    versions: mcp::Versions::Echo("2025-06-18"),
+    tools_list_changed: false,
+};
 /// Most events one `events` request returns.
 pub const MAX_EVENTS_PER_PAGE: usize = 1000;
 /// Longest a write to the CLI's stdin may take before the process counts
@@ -941,20 +949,16 @@ impl Session {
         let answer = if server != MCP_SERVER {
             Err((-32601, format!("no MCP server named {server}")))
         } else {
-            match method.as_str() {
-                "initialize" => Ok(json!({
-                    "protocolVersion": message["params"]["protocolVersion"].as_str().unwrap_or("2025-06-18"),
-                    "capabilities": {"tools": {}},
-                    "serverInfo": {"name": MCP_SERVER, "version": env!("CARGO_PKG_VERSION")},
-                })),
-                "ping" => Ok(json!({})),
-                "tools/list" => Ok(editor_tools()),
-                "tools/call" => {
+            match Method::parse(&method) {
+                Method::Initialize => Ok(EDITOR_TOOLS_SERVER.initialize_result(&message["params"])),
+                Method::Ping => Ok(json!({})),
+                Method::ToolsList => Ok(editor_tools()),
+                Method::ToolsCall => {
                     return self
                         .tool_call(request_id, message["params"].clone(), reply)
                         .await;
                 }
-                _ => Err((-32601, format!("method not found: {method}"))),
+                Method::Unknown(method) => Err((-32601, format!("method not found: {method}"))),
             }
         };
         self.write(control::mcp_response(&request_id, Some(reply(answer))))
@@ -1106,14 +1110,8 @@ pub(super) fn title_of(prompt: &str) -> String {
 
 /// The tools of our MCP server, for `tools/list`.
 fn editor_tools() -> Value {
-    let path = json!({"type": "string", "description": "Absolute path of a file in the workspace"});
-    let tool = |name: &str, description: &str, properties: Value, required: &[&str]| {
-        json!({
-            "name": name,
-            "description": description,
-            "inputSchema": {"type": "object", "properties": properties, "required": required},
-        })
-    };
+    let path = mcp::string("Absolute path of a file in the workspace");
+    let tool = mcp::tool;
     json!({"tools": [
         tool("getOpenEditors", "The files open in the user's editors, with their unsaved-changes flag.", json!({}), &[]),
         tool("getCurrentSelection", "The user's current selection (or cursor) in their active editor, with its text.", json!({}), &[]),

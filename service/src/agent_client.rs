@@ -154,8 +154,12 @@ pub async fn answer(
         "accept-edits" => params["mode"] = "acceptEdits".into(),
         "answer" => {
             let mut door = connect(target).await?;
-            let session = approval.split('/').next().unwrap_or_default();
-            let page = door.agent_events(session, u64::MAX).await?;
+            let id = moonkale_protocol::ApprovalId::parse(approval).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{approval:?} is not an approval id (session/number)"
+                ))
+            })?;
+            let page = door.agent_events(id.session(), u64::MAX).await?;
             let asked = page
                 .pending_approvals
                 .iter()

@@ -24,6 +24,7 @@ use super::{AgentCommand, AgentConfig, Answer};
 use crate::hub::ports::Request;
 use crate::hub::{EditorId, Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{Params, ResponseError, code};
+use moonkale_protocol::ApprovalId;
 
 /// Sessions with a task (and maybe a process) at once; the least recently
 /// used idle one is closed to make room.
@@ -411,13 +412,20 @@ impl Host {
     }
 
     fn answer(&mut self, approval: String, answer: Answer, reply: Option<Responder>) {
-        let session = approval.split('/').next().unwrap_or_default().to_owned();
+        let Some(id) = ApprovalId::parse(&approval) else {
+            if let Some(reply) = reply {
+                reply.send(Err(invalid(format!(
+                    "{approval:?} is not an approval id (session/number)"
+                ))));
+            }
+            return;
+        };
         let command = SessionCommand::Answer {
             approval,
             answer,
             reply,
         };
-        self.forward(&session, command);
+        self.forward(id.session(), command);
     }
 
     /// Hands `command` to its session (loading it from disk if needed);

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::agent::{Answer, policy};
 use crate::lsp::message::ResponseError;
+use moonkale_protocol::ApprovalId;
 
 /// The modes a plan approval may go on in: edits asked, or edits accepted
 /// (Claude Code's own "Yes, manually approve edits" / "Yes, and
@@ -188,7 +189,7 @@ impl Approvals {
         deadline: Instant,
     ) -> Value {
         self.next += 1;
-        let approval = format!("{}/{}", self.session, self.next);
+        let approval = ApprovalId::new(&self.session, self.next).to_string();
         let pending = Pending {
             request_id,
             tool,

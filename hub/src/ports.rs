@@ -68,6 +68,15 @@ pub struct Request {
 }
 
 impl Request {
+    pub fn new(editor: EditorId, method: &str, params: Params, reply: Responder) -> Request {
+        Request {
+            editor,
+            method: method.to_owned(),
+            params,
+            reply,
+        }
+    }
+
     /// The params as `T`; an invalid-params error says what is wrong.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ResponseError> {
         parse_params(&self.params)

@@ -797,6 +797,16 @@ impl Workspace {
 
     // ----- shared helpers ------------------------------------------------
 
+    /// `…/subscribe` or `…/unsubscribe` of `topic`; the (empty) result.
+    fn subscription(&mut self, editor: EditorId, method: &str, topic: Topic) -> Value {
+        if method.ends_with("/subscribe") {
+            self.subscriptions.subscribe(editor, topic);
+        } else {
+            self.subscriptions.unsubscribe(editor, &topic);
+        }
+        json!({})
+    }
+
     /// Sends `method` to every connection subscribed to `topic`.
     fn publish(&self, topic: &Topic, method: &str, params: Value) {
         let body = message::notification(method, params);

@@ -109,19 +109,9 @@ impl Workspace {
                 Err(e) => return reply.send(Err(e)),
             };
             let topic = p.session.map_or(Topic::AllSessions, Topic::Session);
-            if method.ends_with("/subscribe") {
-                self.subscriptions.subscribe(editor, topic);
-            } else {
-                self.subscriptions.unsubscribe(editor, &topic);
-            }
-            return reply.send(Ok(json!({})));
+            return reply.send(Ok(self.subscription(editor, method, topic)));
         }
-        let request = Request {
-            editor,
-            method: method.to_owned(),
-            params,
-            reply,
-        };
+        let request = Request::new(editor, method, params, reply);
         forward(self.agent.sender.as_ref(), request, "the agent is");
     }
 

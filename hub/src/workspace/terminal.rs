@@ -49,22 +49,12 @@ impl Workspace {
                     Err(e) => return reply.send(Err(e)),
                 };
                 let topic = Topic::Terminal(p.terminal);
-                if method.ends_with("/subscribe") {
-                    self.subscriptions.subscribe(editor, topic);
-                } else {
-                    self.subscriptions.unsubscribe(editor, &topic);
-                }
-                return reply.send(Ok(json!({})));
+                return reply.send(Ok(self.subscription(editor, method, topic)));
             }
             "moonkale/terminal/openLink" => return reply.send(self.open_link(params)),
             _ => {}
         }
-        let request = Request {
-            editor,
-            method: method.to_owned(),
-            params,
-            reply,
-        };
+        let request = Request::new(editor, method, params, reply);
         forward(self.terminals.sender.as_ref(), request, "terminals are");
     }
 

@@ -15,40 +15,9 @@ use crate::{Error, Result};
 /// on stdin.
 pub const MAX_ARG_BYTES: usize = 8 * 1024;
 
-/// How much the CLI may do without asking.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PermissionMode {
-    /// Ask for anything that is not a read.
-    Default,
-    /// Edits without asking; other tools ask.
-    AcceptEdits,
-    /// Read only: the service's default.
-    Plan,
-    /// Everything without asking: only on the user's explicit say-so.
-    BypassPermissions,
-}
-
-impl PermissionMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PermissionMode::Default => "default",
-            PermissionMode::AcceptEdits => "acceptEdits",
-            PermissionMode::Plan => "plan",
-            PermissionMode::BypassPermissions => "bypassPermissions",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<PermissionMode> {
-        [
-            PermissionMode::Default,
-            PermissionMode::AcceptEdits,
-            PermissionMode::Plan,
-            PermissionMode::BypassPermissions,
-        ]
-        .into_iter()
-        .find(|m| m.as_str() == s)
-    }
-}
+/// How much the CLI may do without asking: the front door's own type, so
+/// the mode a user picks reaches `--permission-mode` unchanged.
+pub use moonkale_protocol::agent::PermissionMode;
 
 /// Whether the process starts a new conversation or continues one.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -34,7 +34,7 @@ use crate::hub::{EditorId, Reply};
 use crate::lsp::message::Params;
 
 pub use host::spawn;
-pub use session::{State as SessionState, Summary as SessionSummary};
+pub use moonkale_protocol::agent::{SessionState, SessionSummary};
 
 /// How many commands may wait for the agent host.
 const COMMAND_QUEUE: usize = 1024;

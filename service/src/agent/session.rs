@@ -21,6 +21,11 @@ use moonkale_claude::control;
 use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource, child_env};
 use moonkale_claude::process::{CliProcess, ProcessConfig};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, TurnResult};
+use moonkale_protocol::agent::{
+    self as wire, Approval, ApprovalKind, Decision, EventsPage, PlanChoice, SessionData,
+    SettingsData, StateData,
+};
+use moonkale_protocol::to_json;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -43,29 +48,7 @@ const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
 const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 const COMMAND_QUEUE: usize = 256;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum State {
-    Idle,
-    Running,
-    WaitingForApproval,
-    Failed,
-}
-
-/// What `list` shows of a session, kept current by its task.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Summary {
-    pub session: String,
-    pub state: State,
-    pub title: String,
-    pub created: u64,
-    pub updated: u64,
-    pub permission_mode: String,
-    pub model: Option<String>,
-    /// `None` when not known (a long transcript listed from its start).
-    pub events: Option<usize>,
-}
+pub use moonkale_protocol::agent::{SessionState as State, SessionSummary as Summary};
 
 /// What stored events say of a session, read one event at a time: its
 /// settings, title and state, why its last turn failed, whether the CLI
@@ -93,7 +76,7 @@ impl Restored {
                 title: String::new(),
                 created: now,
                 updated: now,
-                permission_mode: PermissionMode::Plan.as_str().into(),
+                permission_mode: PermissionMode::Plan,
                 model: None,
                 events: Some(0),
             },
@@ -122,7 +105,7 @@ impl Restored {
                     .as_str()
                     .and_then(PermissionMode::parse)
                 {
-                    summary.permission_mode = mode.as_str().into();
+                    summary.permission_mode = mode;
                 }
                 if data.get("model").is_some() {
                     summary.model = data["model"].as_str().map(str::to_owned);
@@ -216,12 +199,12 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
     let mut session = Session::new(start, hub, config, internal_tx);
     let summary = session.summary_tx.subscribe();
     if session.log.is_empty() {
-        let data = json!({
-            "workspace": session.workspace,
-            "permissionMode": session.permission_mode.as_str(),
-            "model": session.model,
-        });
-        session.record("session", data);
+        let data = SessionData {
+            workspace: session.workspace.clone(),
+            permission_mode: session.permission_mode,
+            model: session.model.clone(),
+        };
+        session.record("session", to_json(&data));
     }
     let task = tokio::spawn(session.run(rx, internal_rx));
     SessionHandle { tx, summary, task }
@@ -240,42 +223,17 @@ struct Pending {
     deadline: Instant,
 }
 
-/// A stored `decision` event: how an approval ended. `tool` and `always`
-/// let a restarted service keep the user's "always allow".
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Decision {
-    approval: String,
-    tool: String,
-    allow: bool,
-    always: bool,
-    by: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<String>,
-    /// A plan approved: the mode chosen.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "mode_name")]
-    mode: Option<PermissionMode>,
-    /// A question answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    answers: Option<serde_json::Map<String, Value>>,
-}
-
-fn mode_name<S: serde::Serializer>(mode: &Option<PermissionMode>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(mode.map_or("", PermissionMode::as_str))
-}
-
-impl Decision {
-    fn new(approval: &str, tool: &str, allow: bool, by: &str) -> Decision {
-        Decision {
-            approval: approval.to_owned(),
-            tool: tool.to_owned(),
-            allow,
-            always: false,
-            by: by.to_owned(),
-            message: None,
-            mode: None,
-            answers: None,
-        }
+/// A `decision` of the user (or of a timeout, or a withdrawal).
+fn decision(approval: &str, tool: &str, allow: bool, by: &str) -> Decision {
+    Decision {
+        approval: approval.to_owned(),
+        tool: tool.to_owned(),
+        allow,
+        always: false,
+        by: by.to_owned(),
+        message: None,
+        mode: None,
+        answers: None,
     }
 }
 
@@ -446,7 +404,7 @@ impl Session {
     ) -> Session {
         let id_text = start.id.to_string();
         let mut summary = Restored::new(&id_text).summary;
-        summary.permission_mode = start.permission_mode.as_str().into();
+        summary.permission_mode = start.permission_mode;
         summary.model = start.model.clone();
         let mut session = Session {
             id: start.id,
@@ -486,8 +444,7 @@ impl Session {
     /// State and settings as the stored events leave them.
     fn restore(&mut self, restored: Restored) {
         let summary = restored.summary;
-        self.permission_mode =
-            PermissionMode::parse(&summary.permission_mode).unwrap_or(PermissionMode::Plan);
+        self.permission_mode = summary.permission_mode;
         self.model = summary.model.clone();
         self.state = summary.state;
         self.error = restored.error;
@@ -537,22 +494,20 @@ impl Session {
             }
             SessionCommand::Interrupt { reply } => {
                 if self.cli.is_none() || self.unanswered.is_empty() {
-                    let _ = reply.send(Ok(json!({})));
+                    let _ = reply.send(Ok(to_json(&moonkale_protocol::Empty {})));
                     return;
                 }
                 self.interrupting = true;
                 let id = self.request_id();
-                self.waiters.insert(id.clone(), (reply, json!({})));
+                self.waiters
+                    .insert(id.clone(), (reply, to_json(&moonkale_protocol::Empty {})));
                 self.write(control::interrupt(&id)).await;
             }
             SessionCommand::SetPermissionMode { mode, reply } => {
                 self.permission_mode = mode;
-                self.record(
-                    "settings",
-                    json!({"permissionMode": mode.as_str(), "model": self.model}),
-                );
+                self.record_settings(None);
                 self.publish_summary();
-                let result = json!({"mode": mode.as_str()});
+                let result = to_json(&wire::ModeResult { mode });
                 if self.cli.is_some() {
                     let id = self.request_id();
                     self.waiters.insert(id.clone(), (reply, result));
@@ -563,15 +518,13 @@ impl Session {
             }
             SessionCommand::SetModel { model, reply } => {
                 self.model = model.clone();
-                self.record(
-                    "settings",
-                    json!({"permissionMode": self.permission_mode.as_str(), "model": model}),
-                );
+                self.record_settings(None);
                 self.publish_summary();
-                let result = json!({"model": model});
+                let result = to_json(&wire::ModelResult { model });
                 if self.cli.is_some() {
                     let id = self.request_id();
                     self.waiters.insert(id.clone(), (reply, result));
+                    let model = self.model.clone();
                     self.write(control::set_model(&id, model.as_deref())).await;
                 } else {
                     let _ = reply.send(Ok(result));
@@ -584,7 +537,7 @@ impl Session {
             } => {
                 let result = self.answer(&approval, answer).await;
                 if let Some(reply) = reply {
-                    let _ = reply.send(result.map(|()| json!({})));
+                    let _ = reply.send(result.map(|()| to_json(&moonkale_protocol::Empty {})));
                 }
             }
         }
@@ -624,9 +577,12 @@ impl Session {
         if self.state != State::WaitingForApproval {
             self.set_state(State::Running);
         }
-        let _ = reply.send(Ok(
-            json!({"session": self.id_text, "seq": seq, "state": self.state}),
-        ));
+        let sent = wire::SendResult {
+            session: self.id_text.clone(),
+            seq,
+            state: self.state,
+        };
+        let _ = reply.send(Ok(to_json(&sent)));
     }
 
     fn events_page(&self, since: usize, limit: usize) -> Result<Value, ResponseError> {
@@ -634,23 +590,21 @@ impl Session {
         let from = since.min(self.log.len());
         let events = blocking(|| self.log.page(from, from.saturating_add(limit)))
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
-        let next = from + events.len();
-        let pending: Vec<Value> = self
-            .approvals
-            .keys()
-            .filter_map(|id| self.approval_object(id))
-            .collect();
-        let mut page = json!({
-            "session": self.id_text,
-            "events": events,
-            "next": next,
-            "total": self.log.len(),
-            "state": self.state,
-            "pendingApprovals": pending,
-        });
-        if let Some(error) = self.error.as_ref().or(self.store_error.as_ref()) {
-            page["error"] = json!(error);
-        }
+        let page = EventsPage {
+            session: self.id_text.clone(),
+            next: (from + events.len()) as u64,
+            events: Vec::new(), // below: stored as JSON, sent as they are
+            total: self.log.len() as u64,
+            state: self.state,
+            error: self.error.clone().or_else(|| self.store_error.clone()),
+            pending_approvals: self
+                .approvals
+                .keys()
+                .filter_map(|id| self.approval(id))
+                .collect(),
+        };
+        let mut page = to_json(&page);
+        page["events"] = Value::Array(events);
         Ok(page)
     }
 
@@ -801,10 +755,11 @@ impl Session {
         match message {
             CliMessage::StreamEvent { .. } => {
                 if let Some(text) = message.text_delta() {
-                    self.notify(
-                        "moonkale/agent/text",
-                        json!({"session": self.id_text, "text": text}),
-                    );
+                    let text = wire::TextParams {
+                        session: self.id_text.clone(),
+                        text: text.to_owned(),
+                    };
+                    self.notify::<wire::TextNotification>(&text);
                 } else if let CliMessage::StreamEvent { raw } = &message
                     && raw.get().contains("\"tool_use\"")
                     && let Some(tool) = tool_use_start(&message.to_value())
@@ -838,7 +793,7 @@ impl Session {
                     .collect();
                 for approval in withdrawn {
                     if let Some(p) = self.approvals.remove(&approval) {
-                        self.decided(Decision::new(&approval, &p.tool, false, "withdrawn"));
+                        self.decided(decision(&approval, &p.tool, false, "withdrawn"));
                     }
                 }
             }
@@ -860,10 +815,7 @@ impl Session {
                     && mode != self.permission_mode
                 {
                     self.permission_mode = mode;
-                    self.record(
-                        "settings",
-                        json!({"permissionMode": mode.as_str(), "model": self.model, "by": "claude"}),
-                    );
+                    self.record_settings(Some("claude"));
                 }
                 self.record("cli", value);
             }
@@ -1014,7 +966,7 @@ impl Session {
                         deadline,
                     },
                 );
-                let object = self.approval_object(&approval).expect("just inserted");
+                let object = to_json(&self.approval(&approval).expect("just inserted"));
                 self.record("approval", object.clone());
                 let _ = self
                     .hub
@@ -1042,39 +994,50 @@ impl Session {
         }
     }
 
-    fn approval_object(&self, approval: &str) -> Option<Value> {
+    fn approval(&self, approval: &str) -> Option<Approval> {
         let p = self.approvals.get(approval)?;
-        let kind = approval_kind(&p.tool);
-        let mut object = json!({
-            "approval": approval,
-            "session": self.id_text,
-            "kind": kind,
-            "tool": p.tool,
-            "input": p.input,
-            "title": policy::title(&p.tool, &p.input, &self.workspace),
-            "destructive": p.destructive,
-        });
-        match kind {
+        let (kind, title) = match approval_kind(&p.tool) {
             "plan" => {
-                object["title"] = json!("Claude's plan is ready");
-                object["plan"] = p.input["plan"]
+                let plan = p.input["plan"]
                     .as_str()
                     .map(str::to_owned)
                     .or_else(|| self.last_plan.clone())
-                    .unwrap_or_default()
-                    .into();
-                object["choices"] = PLAN_CHOICES
+                    .unwrap_or_default();
+                let choices = PLAN_CHOICES
                     .iter()
-                    .map(|(mode, label)| json!({"mode": mode.as_str(), "label": label}))
+                    .map(|(mode, label)| PlanChoice {
+                        mode: *mode,
+                        label: (*label).to_owned(),
+                    })
                     .collect();
+                (
+                    ApprovalKind::Plan { plan, choices },
+                    "Claude's plan is ready".to_owned(),
+                )
             }
             "question" => {
-                object["title"] = json!("Claude asks you");
-                object["questions"] = p.input["questions"].clone();
+                // As the CLI gave them; what is not a list of questions is none.
+                let questions =
+                    serde_json::from_value(p.input["questions"].clone()).unwrap_or_default();
+                (
+                    ApprovalKind::Question { questions },
+                    "Claude asks you".to_owned(),
+                )
             }
-            _ => {}
-        }
-        Some(object)
+            _ => (
+                ApprovalKind::Tool,
+                policy::title(&p.tool, &p.input, &self.workspace),
+            ),
+        };
+        Some(Approval {
+            approval: approval.to_owned(),
+            session: self.id_text.clone(),
+            kind,
+            tool: p.tool.clone(),
+            input: p.input.clone(),
+            title,
+            destructive: p.destructive,
+        })
     }
 
     async fn answer(&mut self, approval: &str, answer: Answer) -> Result<(), ResponseError> {
@@ -1111,10 +1074,7 @@ impl Session {
             self.write(control::allow(&p.request_id, &p.input, Some(&set_mode)))
                 .await;
             self.permission_mode = mode;
-            self.record(
-                "settings",
-                json!({"permissionMode": mode.as_str(), "model": self.model, "by": "plan approval"}),
-            );
+            self.record_settings(Some("plan approval"));
         } else if answer.allow && kind == "question" {
             let mut input = p.input.clone();
             input["answers"] = Value::Object(answer.answers.clone().unwrap_or_default());
@@ -1134,7 +1094,7 @@ impl Session {
             self.write(control::deny(&p.request_id, &message, false))
                 .await;
         }
-        let mut decision = Decision::new(approval, &p.tool, answer.allow, answer.by);
+        let mut decision = decision(approval, &p.tool, answer.allow, answer.by);
         decision.always = always;
         decision.message = answer.message;
         decision.mode = answer.allow.then_some(answer.mode).flatten();
@@ -1159,7 +1119,7 @@ impl Session {
             let message = format!("No answer within {minutes:.1} minutes; denied.");
             self.write(control::deny(&p.request_id, &message, false))
                 .await;
-            let mut decision = Decision::new(&approval, &p.tool, false, "timeout");
+            let mut decision = decision(&approval, &p.tool, false, "timeout");
             decision.message = Some(message);
             self.decided(decision);
         }
@@ -1168,8 +1128,7 @@ impl Session {
     /// Records a decision and takes the question away from the editors.
     fn decided(&mut self, decision: Decision) {
         let approval = decision.approval.clone();
-        let data = serde_json::to_value(&decision).expect("serializes");
-        self.record("decision", data);
+        self.record("decision", to_json(&decision));
         let event = Event::AgentApprovalClosed {
             session: self.id_text.clone(),
             approval,
@@ -1182,7 +1141,7 @@ impl Session {
 
     fn withdraw_all(&mut self, why: &str) {
         for (approval, p) in std::mem::take(&mut self.approvals) {
-            let mut decision = Decision::new(&approval, &p.tool, false, "withdrawn");
+            let mut decision = decision(&approval, &p.tool, false, "withdrawn");
             decision.message = Some(why.into());
             self.decided(decision);
         }
@@ -1286,24 +1245,30 @@ impl Session {
     /// could not be stored.
     fn record(&mut self, kind: &str, data: Value) -> Option<u64> {
         let seq = self.log.len() as u64;
-        let event = json!({"seq": seq, "at": now_ms(), "kind": kind, "data": data});
         if kind == "prompt" && self.store_error.is_some() {
             return None; // never run a prompt we could not keep
         }
+        let event = wire::Event {
+            seq,
+            at: now_ms(),
+            kind: kind.to_owned(),
+            data,
+        };
         let store = self.store_error.is_none();
-        if let Err(e) = blocking(|| self.log.append(event.clone(), store)) {
+        if let Err(e) = blocking(|| self.log.append(to_json(&event), store)) {
             tracing::error!(session = %self.id, "storing an event failed: {e}");
             self.store_error = Some(e.to_string());
             if kind == "prompt" {
                 return None;
             }
             // Kept in memory, so those watching still see it.
-            let _ = self.log.append(event.clone(), false);
+            let _ = self.log.append(to_json(&event), false);
         }
-        self.notify(
-            "moonkale/agent/event",
-            json!({"session": self.id_text, "event": event}),
-        );
+        let event = wire::EventParams {
+            session: self.id_text.clone(),
+            event,
+        };
+        self.notify::<wire::EventNotification>(&event);
         self.publish_summary();
         Some(seq)
     }
@@ -1313,13 +1278,11 @@ impl Session {
             return;
         }
         self.state = state;
-        let mut data = json!({"state": state});
-        if state == State::Failed
-            && let Some(error) = &self.error
-        {
-            data["error"] = json!(error);
-        }
-        self.record("state", data);
+        let data = StateData {
+            state,
+            error: self.error.clone().filter(|_| state == State::Failed),
+        };
+        self.record("state", to_json(&data));
     }
 
     fn publish_summary(&self) {
@@ -1327,17 +1290,28 @@ impl Session {
             s.state = self.state;
             s.events = Some(self.log.len());
             s.updated = self.log.last_at().unwrap_or(s.updated);
-            s.permission_mode = self.permission_mode.as_str().into();
+            s.permission_mode = self.permission_mode;
             s.model = self.model.clone();
         });
     }
 
-    fn notify(&self, method: &'static str, params: Value) {
+    fn notify<N: moonkale_protocol::Notification>(&self, params: &N::Params) {
         self.send_to_hub(Event::AgentNotify {
             session: self.id_text.clone(),
-            method,
-            params,
+            method: N::METHOD,
+            params: to_json(params),
         });
+    }
+
+    /// Records the session's settings as they are now; `by` who changed
+    /// them when it was not the front door.
+    fn record_settings(&mut self, by: Option<&str>) {
+        let data = SettingsData {
+            permission_mode: self.permission_mode,
+            model: self.model.clone(),
+            by: by.map(str::to_owned),
+        };
+        self.record("settings", to_json(&data));
     }
 
     fn progress(&self, progress: AgentProgress) {

@@ -84,6 +84,18 @@ pub enum SessionState {
     Failed,
 }
 
+impl SessionState {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Idle => "idle",
+            SessionState::Running => "running",
+            SessionState::WaitingForApproval => "waitingForApproval",
+            SessionState::Failed => "failed",
+        }
+    }
+}
+
 /// What `list` shows of a session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -577,6 +589,18 @@ mod tests {
                 .to_string()
                 .contains("unknown permission mode \"yolo\"")
         );
+    }
+
+    #[test]
+    fn states_are_their_wire_names() {
+        for state in [
+            SessionState::Idle,
+            SessionState::Running,
+            SessionState::WaitingForApproval,
+            SessionState::Failed,
+        ] {
+            assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+        }
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub mod terminal;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// The LSP types the wire types are made of (`Url`, `Position`, …).
+pub use lsp_types;
 pub use lsp_types::notification::Notification;
 pub use lsp_types::request::Request;
 

@@ -23,7 +23,6 @@ pub mod client;
 pub mod core;
 pub mod doctor;
 pub mod error;
-pub mod front_door;
 pub mod http;
 pub mod hub;
 pub mod ide;

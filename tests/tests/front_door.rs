@@ -39,6 +39,20 @@ async fn shell(socket: &std::path::Path) -> (Client, Notifications) {
     (door, notes)
 }
 
+/// A service whose `claude` is a stand-in shell script: it reads our
+/// stream-json lines and answers with the `case` arms given.
+async fn with_stand_in_cli(sb: &Sandbox, arms: &str) -> moonkale_tests::Service {
+    let cli = sb.root.join("claude");
+    let script = format!(
+        "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.1.332 (Claude Code)'; exit 0; }}\n\
+         while read -r line; do\n  case \"$line\" in{arms}  esac\ndone\n"
+    );
+    std::fs::write(&cli, script).unwrap();
+    std::fs::set_permissions(&cli, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    sb.start_service_with_env(&[], &[("MOONKALE_CLAUDE_BIN", cli.to_str().unwrap())])
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_and_selection() {
     let sb = Sandbox::new();
@@ -130,29 +144,19 @@ async fn terminals_render_typed_screens_and_updates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_sessions() {
     let sb = Sandbox::new();
-    let cli = sb.root.join("claude");
-    // Reads our lines; answers every user turn with text and a result.
-    std::fs::write(
-        &cli,
-        r#"#!/bin/sh
-[ "$1" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }
-while read -r line; do
-  case "$line" in
+    // Answers every user turn with text and a result.
+    let svc = with_stand_in_cli(
+        &sb,
+        r#"
     *'"type":"user"'*)
       echo '{"type":"system","subtype":"init","session_id":"s"}'
       echo '{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"stand-in reply"}}}'
       echo '{"type":"assistant","message":{"content":[{"type":"text","text":"stand-in reply"}]}}'
       echo '{"type":"result","subtype":"success","is_error":false,"result":"stand-in reply"}'
       ;;
-  esac
-done
 "#,
     )
-    .unwrap();
-    std::fs::set_permissions(&cli, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let svc = sb
-        .start_service_with_env(&[], &[("MOONKALE_CLAUDE_BIN", cli.to_str().unwrap())])
-        .await;
+    .await;
     let (door, mut notes) = shell(&svc.info.socket).await;
     assert!(door.agent_list().await.unwrap().is_empty());
     let session = door.agent_start(Some("hello"), None).await.unwrap().session;
@@ -196,13 +200,9 @@ done
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_shell_runs_against_a_service() {
     let sb = Sandbox::new();
-    let cli = sb.root.join("claude");
-    std::fs::write(
-        &cli,
-        r#"#!/bin/sh
-[ "$1" = --version ] && { echo '2.1.332 (Claude Code)'; exit 0; }
-while read -r line; do
-  case "$line" in
+    let svc = with_stand_in_cli(
+        &sb,
+        r#"
     *'"type":"user"'*)
       echo '{"type":"system","subtype":"init","session_id":"s"}'
       echo '{"type":"control_request","request_id":"perm-1","request":{"subtype":"can_use_tool","tool_name":"Write","input":{"file_path":"'"$PWD"'/hello.txt","content":"hello"}}}'
@@ -211,15 +211,9 @@ while read -r line; do
       echo '{"type":"assistant","message":{"content":[{"type":"text","text":"wrote it"}]}}'
       echo '{"type":"result","subtype":"success","is_error":false,"result":"wrote it"}'
       ;;
-  esac
-done
 "#,
     )
-    .unwrap();
-    std::fs::set_permissions(&cli, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let svc = sb
-        .start_service_with_env(&[], &[("MOONKALE_CLAUDE_BIN", cli.to_str().unwrap())])
-        .await;
+    .await;
     let built = moonkale_tests::bin("moonkale-service");
     let example = built.parent().unwrap().join("examples").join("shell");
     assert!(

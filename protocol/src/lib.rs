@@ -191,6 +191,96 @@ mod tests {
         );
     }
 
+    /// What typed values look like on the wire: each line is `METHOD
+    /// params` or `METHOD -> result`, as the service and its clients write
+    /// them.
+    #[test]
+    fn the_wire_shapes_of_typed_values() {
+        use crate::screen::{Color, Cursor, Row, Span, Update};
+        fn line<R: Request>(out: &mut String, params: &R::Params) {
+            *out += &format!("{} {}\n", R::METHOD, to_json(params));
+        }
+        fn result<R: Request>(out: &mut String, result: &R::Result) {
+            *out += &format!("{} -> {}\n", R::METHOD, to_json(result));
+        }
+        fn note<N: Notification>(out: &mut String, params: &N::Params) {
+            *out += &format!("{} {}\n", N::METHOD, to_json(params));
+        }
+        let mut out = String::new();
+        line::<agent::Start>(
+            &mut out,
+            &agent::StartParams {
+                prompt: Some("hi".into()),
+                permission_mode: Some(agent::PermissionMode::AcceptEdits),
+                model: None,
+            },
+        );
+        result::<agent::Send>(
+            &mut out,
+            &agent::SendResult {
+                session: "s".into(),
+                seq: 3,
+                state: agent::SessionState::WaitingForApproval,
+            },
+        );
+        line::<agent::Answer>(
+            &mut out,
+            &agent::AnswerParams::deny("s/1").with_message("not now"),
+        );
+        line::<agent::Subscribe>(&mut out, &agent::SubscriptionParams::default());
+        line::<agent::List>(&mut out, &NoParams);
+        line::<terminal::Input>(&mut out, &terminal::InputParams::keys(2, ["Ctrl+c"]));
+        line::<terminal::Open>(&mut out, &terminal::OpenParams::default());
+        line::<terminal::StartClaude>(&mut out, &None);
+        note::<terminal::UpdateNotification>(
+            &mut out,
+            &terminal::UpdateParams {
+                terminal: 2,
+                update: Update {
+                    lines: vec![Row {
+                        index: 0,
+                        spans: vec![Span {
+                            text: "ok".into(),
+                            fg: Some(Color::Indexed(2)),
+                            bg: Some(Color::Rgb(1, 2, 255)),
+                            bold: true,
+                            dim: false,
+                            italic: false,
+                            underline: false,
+                            inverse: false,
+                        }],
+                    }],
+                    cursor: Some(Cursor {
+                        row: 0,
+                        col: 2,
+                        visible: true,
+                    }),
+                    ..Update::default()
+                },
+            },
+        );
+        note::<terminal::ExitNotification>(
+            &mut out,
+            &terminal::ExitParams {
+                terminal: 2,
+                exit_code: None,
+            },
+        );
+        expect_test::expect![[r##"
+            moonkale/agent/start {"permissionMode":"acceptEdits","prompt":"hi"}
+            moonkale/agent/send -> {"seq":3,"session":"s","state":"waitingForApproval"}
+            moonkale/agent/answer {"allow":false,"approval":"s/1","message":"not now"}
+            moonkale/agent/subscribe {}
+            moonkale/agent/list null
+            moonkale/terminal/input {"keys":["Ctrl+c"],"terminal":2}
+            moonkale/terminal/open {"cols":80,"keepAlive":false,"rows":24}
+            moonkale/terminal/startClaude null
+            moonkale/terminal/update {"cursor":{"col":2,"row":0,"visible":true},"lines":[{"index":0,"spans":[{"bg":"#0102ff","bold":true,"fg":"2","text":"ok"}]}],"terminal":2}
+            moonkale/terminal/exit {"exitCode":null,"terminal":2}
+        "##]]
+        .assert_eq(&out);
+    }
+
     #[test]
     fn the_path_hash_is_fnv1a_64() {
         assert_eq!(path_hash("".as_ref()), 0xcbf2_9ce4_8422_2325);

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-peers.sh
 # The end-to-end tests run the real binaries, so build them all first.
-cargo build --workspace --bins --locked
+cargo build --workspace --bins --examples --locked
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"

@@ -15,7 +15,9 @@ use crate::{Error, Result};
 /// on stdin.
 pub const MAX_ARG_BYTES: usize = 8 * 1024;
 
-pub use moonkale_protocol::PermissionMode;
+/// How much the CLI may do without asking: the front door's own type, so
+/// the mode a user picks reaches `--permission-mode` unchanged.
+pub use moonkale_protocol::agent::PermissionMode;
 
 /// Whether the process starts a new conversation or continues one.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -60,15 +60,7 @@ pub struct IdeClientId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct EditorId(pub u64);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Stdio,
-    Unix,
-    Tcp,
-    /// The remote front door (`serve --listen`): WebSocket, bearer token.
-    Remote,
-}
+pub use moonkale_protocol::status::Transport;
 
 /// What a connection is for. Observers (the `status` command, tests) may use
 /// every request but are not listed as editors and never become active.

@@ -1,107 +1,13 @@
-//! What `moonkale-service status` shows: a serializable snapshot of the hub,
-//! and its human-readable rendering.
+//! What `moonkale-service status` shows: a snapshot of the hub
+//! (`moonkale_protocol::status`), and its human-readable rendering.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
-use super::{EditorId, Transport};
-use crate::core::LineCol;
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Status {
-    pub workspace: PathBuf,
-    pub pid: u32,
-    pub active_editor: Option<EditorId>,
-    pub editors: Vec<EditorStatus>,
-    pub diagnostics: Vec<DiagnosticsCount>,
-    /// Bytes held against the workspace's cap: every editor's buffers
-    /// (text, URI, language id) and the diagnostics.
-    pub total_bytes: usize,
-    /// Claude Code CLIs connected to the IDE server.
-    pub claude_clients: Vec<ClaudeClientStatus>,
-    /// Edits Claude Code proposed that wait for the user.
-    pub pending_proposals: Vec<ProposalStatus>,
-    /// Whether the user trusts the workspace (its Claude Code settings load
-    /// in hosted sessions); `None` without an agent.
-    pub trusted: Option<bool>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaudeClientStatus {
-    pub id: u64,
-    /// From the CLI's `ide_connected`.
-    pub pid: Option<u32>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProposalStatus {
-    pub tab_name: String,
-    pub target: String,
-    pub document: String,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EditorStatus {
-    pub id: EditorId,
-    pub client: String,
-    pub client_version: Option<String>,
-    pub process_id: Option<u32>,
-    pub transport: Transport,
-    pub position_encoding: &'static str,
-    pub active: bool,
-    pub selection: Option<SelectionStatus>,
-    pub documents: Vec<DocumentStatus>,
-}
-
-/// Lines and columns are 0-based; columns count chars (utf-32).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SelectionStatus {
-    pub uri: String,
-    #[serde(serialize_with = "ser_line_col")]
-    pub anchor: LineCol,
-    #[serde(serialize_with = "ser_line_col")]
-    pub cursor: LineCol,
-    /// What told us: `moonkale/selectionChanged`, `codeAction`, `hover`, `edit`, ...
-    pub source: &'static str,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DocumentStatus {
-    pub uri: String,
-    pub language_id: String,
-    pub version: i32,
-    pub dirty: bool,
-    pub in_sync: bool,
-    pub bytes: usize,
-    pub lines: usize,
-}
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DiagnosticsCount {
-    pub uri: String,
-    pub source: String,
-    pub errors: usize,
-    pub warnings: usize,
-    pub information: usize,
-    pub hints: usize,
-}
-
-fn ser_line_col<S: serde::Serializer>(p: &LineCol, s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeStruct;
-    let mut st = s.serialize_struct("Position", 2)?;
-    st.serialize_field("line", &p.line)?;
-    st.serialize_field("character", &p.col)?;
-    st.end()
-}
+/// The snapshot is a wire type of the front door.
+pub use moonkale_protocol::status::{
+    ClaudeClientStatus, DiagnosticsCount, DocumentStatus, EditorStatus, ProposalStatus,
+    SelectionStatus, Status,
+};
 
 /// Renders a `moonkale/status` answer (as JSON) for people. Every string
 /// in it came from an editor or the file system: each is printed on one

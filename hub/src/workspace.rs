@@ -1050,18 +1050,18 @@ impl Workspace {
                     .collect();
                 documents.sort_by(|a, b| a.uri.cmp(&b.uri));
                 EditorStatus {
-                    id: *id,
+                    id: id.0,
                     client: ed.info.client_name.clone(),
                     client_version: ed.info.client_version.clone(),
                     process_id: ed.info.process_id,
                     transport: ed.info.transport,
-                    position_encoding: ed.info.encoding.as_lsp_str(),
+                    position_encoding: ed.info.encoding.as_lsp_str().to_owned(),
                     active: Some(*id) == active,
                     selection: ed.selection.as_ref().map(|s| SelectionStatus {
                         uri: s.uri.to_string(),
-                        anchor: s.anchor,
-                        cursor: s.cursor,
-                        source: s.source,
+                        anchor: lsp_types::Position::new(s.anchor.line, s.anchor.col),
+                        cursor: lsp_types::Position::new(s.cursor.line, s.cursor.col),
+                        source: s.source.to_owned(),
                     }),
                     documents,
                 }
@@ -1070,7 +1070,7 @@ impl Workspace {
         Status {
             workspace: self.root.clone(),
             pid: std::process::id(),
-            active_editor: active,
+            active_editor: active.map(|a| a.0),
             editors,
             diagnostics: self.diagnostics.counts(),
             total_bytes: self.held(),

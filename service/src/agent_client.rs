@@ -1,16 +1,19 @@
 //! `moonkale-service agent …` and `moonkale-service connect URL …`: the
 //! agent's front door for scripts and terminals, local or remote. A thin
-//! printer over [`FrontDoor`]; the session itself lives in the service, so
+//! printer over [`moonkale_client::Client`]; the session itself lives in the service, so
 //! an interrupted `agent send` loses nothing (`agent show` reads it later),
 //! and `follow` picks up after a lost connection from the last event it
 //! printed.
 
 use std::io::Write;
 
+use moonkale_client::{Client, Notification, Notifications, Role};
+use moonkale_protocol::agent::{
+    AnswerParams, Approval, ApprovalKind, ApprovalStatus, Event as AgentEvent, PermissionMode,
+};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::front_door::{AgentEvent, FrontDoor, Notification};
 use crate::printable::{for_terminal, json_for_terminal, one_line};
 use crate::remote::client::RemoteTarget;
 
@@ -24,11 +27,22 @@ pub enum Target {
 
 const NAME: &str = "moonkale-agent-cli";
 
-async fn connect(target: &Target) -> Result<FrontDoor> {
-    match target {
-        Target::Local(socket) => FrontDoor::observe(socket, NAME).await,
-        Target::Remote(remote) => FrontDoor::observe_remote(remote, NAME).await,
-    }
+/// An observer connection and its notifications.
+async fn connect(target: &Target) -> Result<(Client, Notifications)> {
+    let client = match target {
+        Target::Local(socket) => Client::observe_socket(socket, NAME).await?,
+        Target::Remote(remote) => {
+            let (read, write) = crate::remote::client::connect(remote).await?;
+            Client::over(read, write, Role::Observer, NAME).await?
+        }
+    };
+    let notifications = client.notifications().expect("a new client's");
+    Ok((client, notifications))
+}
+
+/// The next notification; the connection's end is an error.
+async fn next_notification(notifications: &mut Notifications) -> Result<Notification> {
+    notifications.next().await.ok_or(Error::Closed)
 }
 
 /// `agent send`: starts a session (or continues `session`), prints the
@@ -40,24 +54,31 @@ pub async fn send(
     permission_mode: Option<String>,
     prompt: String,
 ) -> Result<i32> {
-    let mut door = connect(target).await?;
+    let mode = permission_mode
+        .map(|m| {
+            PermissionMode::parse(&m).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "unknown permission mode {m:?} (plan, default, acceptEdits or bypassPermissions)"
+                ))
+            })
+        })
+        .transpose()?;
+    let (door, mut notifications) = connect(target).await?;
     let (session, from) = match session {
         Some(session) => {
-            door.agent_subscribe(&session).await?;
+            door.agent_subscribe(Some(&session)).await?;
             let seq = door.agent_send(&session, &prompt).await?;
             (session, seq)
         }
         None => {
-            let session = door
-                .agent_start(Some(&prompt), permission_mode.as_deref())
-                .await?;
-            (session, 0)
+            let started = door.agent_start(Some(&prompt), mode).await?;
+            (started.session, 0)
         }
     };
     eprintln!("session {}", one_line(&session));
     let mut stdout = std::io::stdout();
     loop {
-        match door.next_notification().await? {
+        match next_notification(&mut notifications).await? {
             Notification::AgentText { session: s, text } if s == session => {
                 let _ = write!(stdout, "{}", for_terminal(&text));
                 let _ = stdout.flush();
@@ -65,8 +86,8 @@ pub async fn send(
             Notification::Approval {
                 session: s,
                 approval,
-                status,
-            } if s == session && status == "pending" => {
+                status: ApprovalStatus::Pending,
+            } if s == session => {
                 eprintln!();
                 approval_hint(&approval, "moonkale-service agent answer");
             }
@@ -96,7 +117,7 @@ pub async fn send(
 
 /// `agent list`.
 pub async fn list(target: &Target, as_json: bool) -> Result<String> {
-    let sessions = connect(target).await?.agent_list().await?;
+    let sessions = connect(target).await?.0.agent_list().await?;
     if as_json {
         let json = serde_json::json!({"sessions": sessions});
         let json = serde_json::to_string_pretty(&json).expect("serializes");
@@ -105,24 +126,18 @@ pub async fn list(target: &Target, as_json: bool) -> Result<String> {
     if sessions.is_empty() {
         return Ok("no agent sessions in this workspace\n".into());
     }
-    let state = |s: &crate::agent::SessionSummary| {
-        serde_json::to_value(s.state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default()
-    };
     Ok(sessions
         .iter()
         .map(|s| {
             let (session, title) = (one_line(&s.session), one_line(&s.title));
-            format!("{session}  {:<18}  {title}\n", state(s))
+            format!("{session}  {:<18}  {title}\n", s.state.as_str())
         })
         .collect())
 }
 
 /// `agent show ID`: the whole transcript, read page by page.
 pub async fn show(target: &Target, session: &str) -> Result<String> {
-    let mut door = connect(target).await?;
+    let (door, _) = connect(target).await?;
     let mut out = String::new();
     let mut since = 0;
     loop {
@@ -131,8 +146,7 @@ pub async fn show(target: &Target, session: &str) -> Result<String> {
             render_event(event, &mut out);
         }
         if page.events.is_empty() || page.next == since {
-            let state = serde_json::to_value(page.state).unwrap_or_default();
-            out += &format!("[state: {}]\n", state.as_str().unwrap_or_default());
+            out += &format!("[state: {}]\n", page.state.as_str());
             return Ok(out);
         }
         since = page.next;
@@ -147,13 +161,17 @@ pub async fn answer(
     texts: &[String],
     message: Option<String>,
 ) -> Result<()> {
-    let mut params = serde_json::json!({"approval": approval, "allow": verdict != "deny"});
+    let mut params = if verdict == "deny" {
+        AnswerParams::deny(approval)
+    } else {
+        AnswerParams::allow(approval)
+    };
     match verdict {
         "allow" | "deny" => {}
-        "always" => params["always"] = true.into(),
-        "accept-edits" => params["mode"] = "acceptEdits".into(),
+        "always" => params = params.always(),
+        "accept-edits" => params = params.with_mode(PermissionMode::AcceptEdits),
         "answer" => {
-            let mut door = connect(target).await?;
+            let (door, _) = connect(target).await?;
             let id = moonkale_protocol::ApprovalId::parse(approval).ok_or_else(|| {
                 Error::Invalid(format!(
                     "{approval:?} is not an approval id (session/number)"
@@ -163,31 +181,30 @@ pub async fn answer(
             let asked = page
                 .pending_approvals
                 .iter()
-                .find(|a| a["approval"] == approval)
+                .find(|a| a.approval == approval)
                 .ok_or_else(|| {
                     Error::Invalid(format!(
                         "approval {approval} is not waiting (answered already?)"
                     ))
                 })?;
-            let questions: Vec<&str> = asked["questions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|q| q["question"].as_str())
-                .collect();
+            let questions: Vec<&str> = match &asked.kind {
+                ApprovalKind::Question { questions } => {
+                    questions.iter().map(|q| q.question.as_str()).collect()
+                }
+                _ => Vec::new(),
+            };
             if questions.len() != texts.len() {
                 return Err(Error::Invalid(format!(
                     "Claude asked {} question(s); give one answer for each, in order",
                     questions.len()
                 )));
             }
-            let answers: serde_json::Map<String, serde_json::Value> = questions
+            let answers: serde_json::Map<String, Value> = questions
                 .iter()
                 .zip(texts)
                 .map(|(q, a)| ((*q).to_owned(), serde_json::json!(a)))
                 .collect();
-            params["answers"] = answers.into();
-            return door.agent_decide(params).await;
+            return Ok(door.agent_answer(params.with_answers(answers)).await?);
         }
         other => {
             return Err(Error::Invalid(format!(
@@ -196,15 +213,16 @@ pub async fn answer(
         }
     }
     if let Some(message) = message {
-        params["message"] = message.into();
+        params = params.with_message(message);
     }
-    connect(target).await?.agent_decide(params).await
+    Ok(connect(target).await?.0.agent_answer(params).await?)
 }
 
 /// `trust [--revoke]` with a service running: it keeps the decision and
 /// tells its editors; returns what it says.
 pub async fn trust(socket: &std::path::Path, trusted: bool) -> Result<String> {
-    FrontDoor::observe(socket, NAME).await?.trust(trusted).await
+    let client = Client::observe_socket(socket, NAME).await?;
+    Ok(client.trust(trusted).await?.message)
 }
 
 /// `follow SESSION`: prints the transcript so far, then the turn as it
@@ -234,8 +252,8 @@ async fn follow_once(
     next: &mut u64,
     until_idle: bool,
 ) -> Result<i32> {
-    let mut door = connect(target).await?;
-    door.agent_subscribe(session).await?;
+    let (door, mut notifications) = connect(target).await?;
+    door.agent_subscribe(Some(session)).await?;
     let print = |event: &AgentEvent, next: &mut u64| {
         if event.seq < *next {
             return; // already printed (live and paged overlap)
@@ -263,12 +281,11 @@ async fn follow_once(
         "failed" => Some(1),
         _ => None,
     };
-    let state = serde_json::to_value(state).unwrap_or_default();
-    if until_idle && let Some(code) = state.as_str().and_then(ended) {
+    if until_idle && let Some(code) = ended(state.as_str()) {
         return Ok(code);
     }
     loop {
-        match door.next_notification().await? {
+        match next_notification(&mut notifications).await? {
             Notification::AgentEvent { session: s, event } if s == session => {
                 print(&event, next);
                 if until_idle
@@ -281,8 +298,8 @@ async fn follow_once(
             Notification::Approval {
                 session: s,
                 approval,
-                status,
-            } if s == session && status == "pending" => approval_hint(&approval, "answer"),
+                status: ApprovalStatus::Pending,
+            } if s == session => approval_hint(&approval, "answer"),
             _ => {}
         }
     }
@@ -290,38 +307,37 @@ async fn follow_once(
 
 /// How to answer `approval`; `verb` is the command that answers. Every
 /// text from the session is made safe for the terminal first.
-fn approval_hint(approval: &Value, verb: &str) {
-    let text = |v: &Value| one_line(v.as_str().unwrap_or_default());
-    let id = text(&approval["approval"]);
-    match approval["kind"].as_str() {
-        Some("plan") => eprintln!(
+fn approval_hint(approval: &Approval, verb: &str) {
+    let id = one_line(&approval.approval);
+    match &approval.kind {
+        ApprovalKind::Plan { plan, .. } => eprintln!(
             "Claude's plan is ready:\n{}\nAnswer with: {verb} {id} allow (edits asked) | accept-edits | deny (keep planning)",
-            for_terminal(approval["plan"].as_str().unwrap_or_default())
+            for_terminal(plan)
         ),
-        Some("question") => {
-            for q in approval["questions"].as_array().into_iter().flatten() {
-                let options: Vec<String> = q["options"]
-                    .as_array()
-                    .into_iter()
+        ApprovalKind::Question { questions } => {
+            for q in questions {
+                let options: Vec<String> = q
+                    .options
+                    .iter()
                     .flatten()
-                    .map(|o| text(&o["label"]))
+                    .map(|o| one_line(&o.label))
                     .collect();
-                let many = if q["multiSelect"] == true {
+                let many = if q.multi_select == Some(true) {
                     " (several: join with \", \")"
                 } else {
                     ""
                 };
                 eprintln!(
                     "Claude asks: {} [{}]{many}",
-                    text(&q["question"]),
+                    one_line(&q.question),
                     options.join(" | ")
                 );
             }
             eprintln!("Answer with: {verb} {id} answer \"TEXT\"… (one per question) | deny");
         }
-        _ => eprintln!(
+        ApprovalKind::Tool => eprintln!(
             "Claude asks to run {}. Answer with: {verb} {id} allow|always|deny",
-            text(&approval["title"]),
+            one_line(&approval.title),
         ),
     }
 }

@@ -42,6 +42,9 @@ pub enum Error {
     /// Reaching a remote service failed; the sentence says why and what to do.
     #[error("{0}")]
     Connect(String),
+    /// A front-door call failed (`moonkale_client`).
+    #[error(transparent)]
+    Client(#[from] moonkale_client::Error),
 }
 
 impl Error {

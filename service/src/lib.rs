@@ -24,7 +24,6 @@ pub mod agent_client;
 pub mod client;
 pub mod doctor;
 pub mod error;
-pub mod front_door;
 pub mod http;
 pub mod ide;
 pub mod lsp;

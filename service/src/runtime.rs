@@ -371,13 +371,5 @@ pub fn uid() -> u32 {
 
 /// The hash that names a workspace's files (runtime and user state).
 pub fn path_hash(root: &Path) -> u64 {
-    fnv1a(root.as_os_str().as_encoded_bytes())
-}
-
-/// FNV-1a: stable across Rust versions, unlike `DefaultHasher`, so a shim
-/// and a service built by different toolchains agree on file names.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    moonkale_protocol::path_hash(root)
 }

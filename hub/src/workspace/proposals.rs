@@ -23,8 +23,7 @@ use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::{EditorId, IdeClientId, Responder};
 use moonkale_protocol::jsonrpc::{ResponseError, code};
 
-pub const ACCEPT_COMMAND: &str = "moonkale.acceptProposal";
-pub const REJECT_COMMAND: &str = "moonkale.rejectProposal";
+pub use moonkale_protocol::proposal::{ACCEPT_COMMAND, REJECT_COMMAND};
 pub const REVERT_HUNK_COMMAND: &str = "moonkale.revertHunk";
 /// Proposals that may wait for the user at once; more are refused at once
 /// (each holds two copies of a file and a pending reply).

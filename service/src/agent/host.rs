@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use moonkale_claude::launch::PermissionMode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use moonkale_protocol::agent::{self, SessionSummary, StartResult, TrustResult};
+use moonkale_protocol::dispatch::Dispatch;
+use moonkale_protocol::to_json;
+use serde_json::Value;
 use tokio::sync::mpsc::error::TrySendError;
 use uuid::Uuid;
 
@@ -73,10 +75,6 @@ fn invalid(message: impl Into<String>) -> ResponseError {
     ResponseError::invalid_params(message)
 }
 
-fn parse<T: serde::de::DeserializeOwned>(params: &Params) -> Result<T, ResponseError> {
-    serde_json::from_str(params.get()).map_err(|e| invalid(format!("invalid params: {e}")))
-}
-
 fn session_id(raw: &str) -> Result<Uuid, ResponseError> {
     Uuid::parse_str(raw).map_err(|_| invalid(format!("{raw:?} is not a session id")))
 }
@@ -106,11 +104,9 @@ enum Routed {
     },
 }
 
+/// Parses a request once, into its typed params, and checks what the
+/// types cannot say (sizes, model names).
 fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
-    #[derive(Deserialize)]
-    struct Session {
-        session: String,
-    }
     let to = |session: String, command: Box<dyn FnOnce(Responder) -> SessionCommand + Send>| {
         Ok(Routed::ToSession {
             session,
@@ -118,37 +114,19 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
             subscribe: false,
         })
     };
-    match method {
-        "moonkale/agent/start" => {
-            #[derive(Deserialize)]
-            #[serde(rename_all = "camelCase")]
-            struct P {
-                prompt: Option<String>,
-                permission_mode: Option<String>,
-                model: Option<String>,
-            }
-            let p: P = parse(params)?;
-            let mode = match p.permission_mode.as_deref() {
-                None => PermissionMode::Plan,
-                Some(m) => parse_mode(m)?,
-            };
+    Dispatch::new(method, params)
+        .on::<agent::Start>(|p| {
             check_model(p.model.as_deref())?;
             if let Some(prompt) = &p.prompt {
                 check_prompt(prompt)?;
             }
             Ok(Routed::Start {
-                mode,
+                mode: p.permission_mode.unwrap_or(PermissionMode::Plan),
                 model: p.model,
                 prompt: p.prompt,
             })
-        }
-        "moonkale/agent/send" => {
-            #[derive(Deserialize)]
-            struct P {
-                session: String,
-                prompt: String,
-            }
-            let p: P = parse(params)?;
+        })
+        .on::<agent::Send>(|p| {
             check_prompt(&p.prompt)?;
             let text = p.prompt;
             Ok(Routed::ToSession {
@@ -156,17 +134,12 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
                 command: Box::new(|reply| SessionCommand::Prompt { text, reply }),
                 subscribe: true,
             })
-        }
-        "moonkale/agent/events" => {
-            #[derive(Deserialize)]
-            struct P {
-                session: String,
-                #[serde(default)]
-                since: usize,
-                limit: Option<usize>,
-            }
-            let p: P = parse(params)?;
-            let (since, limit) = (p.since, p.limit.unwrap_or(MAX_EVENTS_PER_PAGE));
+        })
+        .on::<agent::Events>(|p| {
+            let since = usize::try_from(p.since).unwrap_or(usize::MAX);
+            let limit = p.limit.map_or(MAX_EVENTS_PER_PAGE, |l| {
+                usize::try_from(l).unwrap_or(usize::MAX)
+            });
             to(
                 p.session,
                 Box::new(move |reply| SessionCommand::Events {
@@ -175,64 +148,31 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
                     reply,
                 }),
             )
-        }
-        "moonkale/agent/list" => Ok(Routed::List),
-        "moonkale/agent/trust" => {
-            #[derive(Deserialize)]
-            struct P {
-                trusted: bool,
-            }
-            let p: P = parse(params)?;
-            Ok(Routed::Trust { trusted: p.trusted })
-        }
-        "moonkale/agent/interrupt" => {
-            let p: Session = parse(params)?;
+        })
+        .on::<agent::List>(|_| Ok(Routed::List))
+        .on::<agent::Trust>(|p| Ok(Routed::Trust { trusted: p.trusted }))
+        .on::<agent::Interrupt>(|p| {
             to(
                 p.session,
                 Box::new(|reply| SessionCommand::Interrupt { reply }),
             )
-        }
-        "moonkale/agent/setPermissionMode" => {
-            #[derive(Deserialize)]
-            struct P {
-                session: String,
-                mode: String,
-            }
-            let p: P = parse(params)?;
-            let mode = parse_mode(&p.mode)?;
+        })
+        .on::<agent::SetPermissionMode>(|p| {
+            let mode = p.mode;
             to(
                 p.session,
                 Box::new(move |reply| SessionCommand::SetPermissionMode { mode, reply }),
             )
-        }
-        "moonkale/agent/setModel" => {
-            #[derive(Deserialize)]
-            struct P {
-                session: String,
-                model: Option<String>,
-            }
-            let p: P = parse(params)?;
+        })
+        .on::<agent::SetModel>(|p| {
             check_model(p.model.as_deref())?;
             let model = p.model;
             to(
                 p.session,
                 Box::new(|reply| SessionCommand::SetModel { model, reply }),
             )
-        }
-        "moonkale/agent/answer" => {
-            #[derive(Deserialize)]
-            struct P {
-                approval: String,
-                allow: bool,
-                #[serde(default)]
-                always: bool,
-                message: Option<String>,
-                /// A plan approved: go on in this mode.
-                mode: Option<String>,
-                /// A question answered.
-                answers: Option<serde_json::Map<String, Value>>,
-            }
-            let p: P = parse(params)?;
+        })
+        .on::<agent::Answer>(|p| {
             Ok(Routed::Answer {
                 approval: p.approval,
                 answer: Answer {
@@ -240,24 +180,12 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
                     always: p.always,
                     message: p.message,
                     by: "api",
-                    mode: p.mode.as_deref().map(parse_mode).transpose()?,
+                    mode: p.mode,
                     answers: p.answers,
                 },
             })
-        }
-        _ => Err(ResponseError::new(
-            code::METHOD_NOT_FOUND,
-            format!("unknown method {method}"),
-        )),
-    }
-}
-
-fn parse_mode(mode: &str) -> Result<PermissionMode, ResponseError> {
-    PermissionMode::parse(mode).ok_or_else(|| {
-        invalid(format!(
-            "unknown permission mode {mode:?} (plan, default, acceptEdits or bypassPermissions)"
-        ))
-    })
+        })
+        .finish()
 }
 
 fn check_prompt(prompt: &str) -> Result<(), ResponseError> {
@@ -356,7 +284,12 @@ impl Host {
                 match prompt {
                     Some(text) => self.forward(&session, SessionCommand::Prompt { text, reply }),
                     None => {
-                        reply.send(Ok(json!({"session": session, "state": State::Idle})));
+                        let started = StartResult {
+                            session,
+                            state: State::Idle,
+                            seq: None,
+                        };
+                        reply.send(Ok(to_json(&started)));
                     }
                 }
             }
@@ -408,7 +341,11 @@ impl Host {
             trusted: now,
             message: Some(message.clone()),
         });
-        Ok(json!({"trusted": now, "changed": changed, "message": message}))
+        Ok(to_json(&TrustResult {
+            trusted: now,
+            changed,
+            message,
+        }))
     }
 
     fn answer(&mut self, approval: String, answer: Answer, reply: Option<Responder>) {
@@ -576,10 +513,10 @@ impl Host {
     /// Every session of the workspace: live ones from their tasks, the
     /// others from the start and size of their transcripts.
     fn list(&self) -> Value {
-        let mut sessions: Vec<Value> = self
+        let mut sessions: Vec<SessionSummary> = self
             .sessions
             .values()
-            .map(|l| serde_json::to_value(&*l.handle.summary.borrow()).expect("serializes"))
+            .map(|l| l.handle.summary.borrow().clone())
             .collect();
         if let Ok(chats) = &self.chats
             && let Ok(entries) = std::fs::read_dir(chats)
@@ -600,8 +537,8 @@ impl Host {
                 }
             }
         }
-        sessions.sort_by_key(|s| std::cmp::Reverse(s["updated"].as_u64().unwrap_or(0)));
-        json!({"sessions": sessions})
+        sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
+        to_json(&agent::ListResult { sessions })
     }
 }
 
@@ -633,7 +570,7 @@ const SUMMARY_HEAD: u64 = 256 * 1024;
 
 /// What `list` shows of a session that has no task: what the events at the
 /// start of its transcript say, and its file's time.
-fn summary_from_disk(path: &Path, id: &str) -> Option<Value> {
+fn summary_from_disk(path: &Path, id: &str) -> Option<SessionSummary> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     if !meta.is_file() {
         return None;
@@ -654,5 +591,5 @@ fn summary_from_disk(path: &Path, id: &str) -> Option<Value> {
     if meta.len() > SUMMARY_HEAD {
         summary.events = None;
     }
-    Some(serde_json::to_value(summary).expect("serializes"))
+    Some(summary)
 }

@@ -29,7 +29,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use host::spawn;
-pub use session::{Launcher, State as SessionState, Summary as SessionSummary};
+pub use moonkale_protocol::agent::{SessionState, SessionSummary};
+pub use session::Launcher;
 
 pub use crate::hub::ports::{AgentCommand, Answer};
 

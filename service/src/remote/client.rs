@@ -1,6 +1,6 @@
 //! The client side of the remote front door: a WebSocket to `serve
 //! --listen` (`ws://` or `wss://`), bridged to LSP frames over an in-memory
-//! pipe, so [`crate::front_door::FrontDoor`] and the `agent` printers work
+//! pipe, so `moonkale_client::Client` and the `agent` printers work
 //! over it unchanged.
 
 use std::path::PathBuf;

@@ -12,7 +12,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use moonkale_protocol::dispatch::Dispatch;
+use moonkale_protocol::terminal::{self as wire, OpenParams, StartClaudeParams};
+use moonkale_protocol::to_json;
+use moonkale_protocol::{Empty, Notification};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -76,10 +79,6 @@ fn invalid(message: impl Into<String>) -> ResponseError {
     ResponseError::invalid_params(message)
 }
 
-fn parse<T: serde::de::DeserializeOwned>(params: &Params) -> Result<T, ResponseError> {
-    serde_json::from_str(params.get()).map_err(|e| invalid(format!("invalid params: {e}")))
-}
-
 fn check_size(rows: u16, cols: u16) -> Result<(), ResponseError> {
     if rows == 0 || cols == 0 || rows > MAX_ROWS || cols > MAX_COLS {
         return Err(invalid(format!(
@@ -87,29 +86,6 @@ fn check_size(rows: u16, cols: u16) -> Result<(), ResponseError> {
         )));
     }
     Ok(())
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Open {
-    argv: Option<Vec<String>>,
-    cwd: Option<PathBuf>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default = "default_rows")]
-    rows: u16,
-    #[serde(default = "default_cols")]
-    cols: u16,
-    /// Outlives the connection that opened it.
-    #[serde(default)]
-    keep_alive: bool,
-}
-
-fn default_rows() -> u16 {
-    24
-}
-fn default_cols() -> u16 {
-    80
 }
 
 impl Host {
@@ -152,56 +128,50 @@ impl Host {
         }
     }
 
+    /// Parses a request once, into its typed params, and answers it or
+    /// says which terminal command answers it.
     fn request(
         &mut self,
         editor: EditorId,
         method: &str,
         params: &Params,
     ) -> Result<Routed, ResponseError> {
-        #[derive(Deserialize)]
-        struct Id {
-            terminal: u64,
-        }
         let to = |id: u64, make: Box<dyn FnOnce(Responder) -> TerminalCommand + Send>| {
             Ok(Routed::To(id, make))
         };
-        match method {
-            "moonkale/terminal/open" => {
-                let id = self.open(editor, parse(params)?)?;
+        Dispatch::new(method, params)
+            .on::<wire::Open>(|p| {
+                let id = self.open(editor, p)?;
                 Ok(Routed::Now(self.info(id)))
-            }
-            "moonkale/terminal/startClaude" => {
-                let (id, message) = self.start_claude(editor, params)?;
+            })
+            .on::<wire::StartClaude>(|p| {
+                let (id, message) = self.start_claude(editor, p.unwrap_or_default())?;
                 // The opener (subscribed by `open`) is told how it runs.
                 self.hub.try_send(Event::Publish {
                     topic: Topic::Terminal(id),
                     method: "window/showMessage",
                     params: json!({"type": 3, "message": message}),
                 });
-                let mut info = self.info(id);
-                info["message"] = json!(message);
-                Ok(Routed::Now(info))
-            }
-            "moonkale/terminal/list" => {
-                let terminals: Vec<Value> =
-                    self.terminals.keys().map(|id| self.info(*id)).collect();
-                Ok(Routed::Now(json!({"terminals": terminals})))
-            }
-            "moonkale/terminal/close" => {
-                let p: Id = parse(params)?;
+                let info = self.terminals[&id].handle.info.borrow().clone();
+                Ok(Routed::Now(to_json(&wire::StartClaudeResult {
+                    info,
+                    message,
+                })))
+            })
+            .on::<wire::List>(|_| {
+                let terminals = self
+                    .terminals
+                    .values()
+                    .map(|l| l.handle.info.borrow().clone())
+                    .collect();
+                Ok(Routed::Now(to_json(&wire::ListResult { terminals })))
+            })
+            .on::<wire::Close>(|p| {
                 self.close(p.terminal)
                     .ok_or_else(|| invalid(format!("no terminal {}", p.terminal)))?;
-                Ok(Routed::Now(json!({})))
-            }
-            "moonkale/terminal/input" => {
-                #[derive(Deserialize)]
-                struct P {
-                    terminal: u64,
-                    text: Option<String>,
-                    keys: Option<Vec<String>>,
-                    paste: Option<String>,
-                }
-                let p: P = parse(params)?;
+                Ok(Routed::Now(to_json(&Empty {})))
+            })
+            .on::<wire::Input>(|p| {
                 let size = p.text.as_ref().map_or(0, String::len)
                     + p.paste.as_ref().map_or(0, String::len)
                     + p.keys
@@ -225,42 +195,22 @@ impl Host {
                     ),
                     _ => Err(invalid("give exactly one of text, keys or paste")),
                 }
-            }
-            "moonkale/terminal/resize" => {
-                #[derive(Deserialize)]
-                struct P {
-                    terminal: u64,
-                    rows: u16,
-                    cols: u16,
-                }
-                let p: P = parse(params)?;
+            })
+            .on::<wire::Resize>(|p| {
                 check_size(p.rows, p.cols)?;
                 let (rows, cols) = (p.rows, p.cols);
                 to(
                     p.terminal,
                     Box::new(move |reply| TerminalCommand::Resize { rows, cols, reply }),
                 )
-            }
-            "moonkale/terminal/screen" => {
-                let p: Id = parse(params)?;
+            })
+            .on::<wire::Screen>(|p| {
                 to(
                     p.terminal,
                     Box::new(|reply| TerminalCommand::Screen { reply }),
                 )
-            }
-            "moonkale/terminal/scrollback" => {
-                #[derive(Deserialize)]
-                struct P {
-                    terminal: u64,
-                    #[serde(default)]
-                    offset: usize,
-                    #[serde(default = "hundred")]
-                    count: usize,
-                }
-                fn hundred() -> usize {
-                    100
-                }
-                let p: P = parse(params)?;
+            })
+            .on::<wire::Scrollback>(|p| {
                 let (offset, count) = (p.offset, p.count);
                 to(
                     p.terminal,
@@ -270,19 +220,14 @@ impl Host {
                         reply,
                     }),
                 )
-            }
-            "moonkale/terminal/links" => {
-                let p: Id = parse(params)?;
+            })
+            .on::<wire::Links>(|p| {
                 to(
                     p.terminal,
                     Box::new(|reply| TerminalCommand::Links { reply }),
                 )
-            }
-            _ => Err(ResponseError::new(
-                code::METHOD_NOT_FOUND,
-                format!("unknown method {method}"),
-            )),
-        }
+            })
+            .finish()
     }
 
     /// Hands `command` to its terminal; errors go to the command's reply.
@@ -300,8 +245,8 @@ impl Host {
         command.into_reply().send(Err(error));
     }
 
-    fn open(&mut self, editor: EditorId, spec: Open) -> Result<u64, ResponseError> {
-        let Open {
+    fn open(&mut self, editor: EditorId, spec: OpenParams) -> Result<u64, ResponseError> {
+        let OpenParams {
             argv,
             cwd,
             env: extra_env,
@@ -401,8 +346,8 @@ impl Host {
         }
         self.hub.try_send(Event::Publish {
             topic: Topic::Terminal(id),
-            method: "moonkale/terminal/closed",
-            params: json!({"terminal": id}),
+            method: <wire::ClosedNotification as Notification>::METHOD,
+            params: to_json(&wire::TerminalParams { terminal: id }),
         });
         self.hub.try_send(Event::TopicEnded {
             topic: Topic::Terminal(id),
@@ -422,20 +367,8 @@ impl Host {
     fn start_claude(
         &mut self,
         editor: EditorId,
-        params: &Params,
+        p: StartClaudeParams,
     ) -> Result<(u64, String), ResponseError> {
-        #[derive(Deserialize, Default)]
-        struct P {
-            #[serde(default)]
-            args: Vec<String>,
-            rows: Option<u16>,
-            cols: Option<u16>,
-        }
-        let p: P = if params.get().trim() == "null" {
-            P::default()
-        } else {
-            parse(params)?
-        };
         let program = moonkale_claude::binary::find_in_env(
             self.config.claude_bin.as_deref(),
             &self.config.env,
@@ -446,12 +379,12 @@ impl Host {
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
         let mut argv = vec![program.display().to_string()];
         argv.extend(launch.args);
-        let spec = Open {
+        let spec = OpenParams {
             argv: Some(argv),
             cwd: None,
             env: launch.env,
-            rows: p.rows.unwrap_or(default_rows()),
-            cols: p.cols.unwrap_or(default_cols()),
+            rows: p.rows.unwrap_or(wire::default_rows()),
+            cols: p.cols.unwrap_or(wire::default_cols()),
             keep_alive: true,
         };
         let id = self.open(editor, spec)?;

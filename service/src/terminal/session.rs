@@ -11,7 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use moonkale_protocol::terminal::{
+    self as wire, ExitParams, LinesResult, LinksResult, ScreenResult,
+};
+use moonkale_protocol::to_json;
+use moonkale_protocol::{Empty, Notification};
+use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::keys;
@@ -62,21 +67,7 @@ pub enum TerminalCommand {
     },
 }
 
-/// What `list` shows of a terminal, kept current by its task.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TerminalInfo {
-    pub terminal: u64,
-    pub title: String,
-    pub argv: Vec<String>,
-    pub cwd: PathBuf,
-    pub rows: u16,
-    pub cols: u16,
-    pub pid: Option<u32>,
-    /// Set once the program has exited.
-    pub exit_code: Option<u32>,
-    pub exited: bool,
-}
+pub use moonkale_protocol::terminal::TerminalInfo;
 
 pub struct TerminalHandle {
     pub tx: mpsc::Sender<TerminalCommand>,
@@ -211,27 +202,35 @@ impl Terminal {
                     });
                     self.mark_dirty();
                 }
-                reply.send(result.map(|()| json!({"rows": rows, "cols": cols})));
+                let size = moonkale_protocol::screen::Size { rows, cols };
+                reply.send(result.map(|()| to_json(&size)));
             }
             TerminalCommand::Screen { reply } => {
-                let mut snapshot =
-                    serde_json::to_value(self.screen.snapshot()).expect("serializes");
-                snapshot["terminal"] = json!(self.id);
-                snapshot["exited"] = json!(self.info.borrow().exited);
-                reply.send(Ok(snapshot));
+                let screen = ScreenResult {
+                    terminal: self.id,
+                    snapshot: self.screen.snapshot(),
+                    exited: self.info.borrow().exited,
+                };
+                reply.send(Ok(to_json(&screen)));
             }
             TerminalCommand::Scrollback {
                 offset,
                 count,
                 reply,
             } => {
-                let lines = self.screen.scrollback(offset, count.min(SCROLLBACK));
-                reply.send(Ok(json!({"terminal": self.id, "lines": lines})));
+                let lines = LinesResult {
+                    terminal: self.id,
+                    lines: self.screen.scrollback(offset, count.min(SCROLLBACK)),
+                };
+                reply.send(Ok(to_json(&lines)));
             }
             TerminalCommand::Links { reply } => {
                 let cwd = self.info.borrow().cwd.clone();
-                let links = self.links(&cwd);
-                reply.send(Ok(json!({"terminal": self.id, "links": links})));
+                let links = LinksResult {
+                    terminal: self.id,
+                    links: self.links(&cwd),
+                };
+                reply.send(Ok(to_json(&links)));
             }
         }
     }
@@ -249,7 +248,7 @@ impl Terminal {
             ));
         };
         pty.write(bytes)
-            .map(|()| json!({}))
+            .map(|()| to_json(&Empty {}))
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))
     }
 
@@ -262,9 +261,10 @@ impl Terminal {
         if let Some(title) = &update.title {
             self.info.send_modify(|i| i.title = title.clone());
         }
-        let mut params = serde_json::to_value(update).expect("serializes");
-        params["terminal"] = json!(self.id);
-        self.notify("moonkale/terminal/update", params);
+        self.notify::<wire::UpdateNotification>(&wire::UpdateParams {
+            terminal: self.id,
+            update,
+        });
     }
 
     /// The program's output ended: it is reaped (it exits at about the same
@@ -285,25 +285,25 @@ impl Terminal {
             i.exited = true;
             i.exit_code = code;
         });
-        self.notify(
-            "moonkale/terminal/exit",
-            json!({"terminal": self.id, "exitCode": code}),
-        );
+        self.notify::<wire::ExitNotification>(&ExitParams {
+            terminal: self.id,
+            exit_code: code,
+        });
     }
 
-    fn notify(&self, method: &'static str, params: Value) {
+    fn notify<N: Notification>(&self, params: &N::Params) {
         // Never wait: a hub that far behind loses an update, which the
         // next update or `screen` makes good.
         self.hub.try_send(Event::Publish {
             topic: Topic::Terminal(self.id),
-            method,
-            params,
+            method: N::METHOD,
+            params: to_json(params),
         });
     }
 
     /// `path:line[:col]` on the visible screen that name files inside the
     /// workspace.
-    fn links(&self, cwd: &Path) -> Vec<Value> {
+    fn links(&self, cwd: &Path) -> Vec<wire::Link> {
         let snapshot = self.screen.snapshot();
         let mut out = Vec::new();
         for row in &snapshot.lines {
@@ -316,10 +316,14 @@ impl Terminal {
                 if !path.starts_with(&*self.workspace) || !path.is_file() {
                     continue;
                 }
-                out.push(json!({
-                    "row": row.index, "start": link.start, "end": link.end,
-                    "path": path, "line": link.line, "column": link.column,
-                }));
+                out.push(wire::Link {
+                    row: row.index,
+                    start: link.start,
+                    end: link.end,
+                    path,
+                    line: link.line,
+                    column: link.column,
+                });
             }
         }
         out

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use moonkale_claude::control;
 use moonkale_claude::launch::PermissionMode;
+use moonkale_protocol::agent::{Approval, ApprovalKind, Decision, PlanChoice};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -53,14 +54,6 @@ impl Kind {
             _ => Kind::Tool,
         }
     }
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Tool => "tool",
-            Kind::Plan => "plan",
-            Kind::Question => "question",
-        }
-    }
 }
 
 /// One question waiting for the user.
@@ -73,42 +66,17 @@ struct Pending {
     deadline: Instant,
 }
 
-/// A stored `decision` event: how an approval ended. `tool` and `always`
-/// let a restarted service keep the user's "always allow".
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct Decision {
-    pub approval: String,
-    tool: String,
-    allow: bool,
-    always: bool,
-    by: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<String>,
-    /// A plan approved: the mode chosen.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "mode_name")]
-    mode: Option<PermissionMode>,
-    /// A question answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    answers: Option<serde_json::Map<String, Value>>,
-}
-
-fn mode_name<S: serde::Serializer>(mode: &Option<PermissionMode>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(mode.map_or("", PermissionMode::as_str))
-}
-
-impl Decision {
-    fn new(approval: &str, tool: &str, allow: bool, by: &str) -> Decision {
-        Decision {
-            approval: approval.to_owned(),
-            tool: tool.to_owned(),
-            allow,
-            always: false,
-            by: by.to_owned(),
-            message: None,
-            mode: None,
-            answers: None,
-        }
+/// A `decision` of the user (or of a timeout, or a withdrawal).
+fn decision(approval: &str, tool: &str, allow: bool, by: &str) -> Decision {
+    Decision {
+        approval: approval.to_owned(),
+        tool: tool.to_owned(),
+        allow,
+        always: false,
+        by: by.to_owned(),
+        message: None,
+        mode: None,
+        answers: None,
     }
 }
 
@@ -179,7 +147,7 @@ impl Approvals {
         }
     }
 
-    /// A new question; its approval object (docs/protocol.md).
+    /// A new question, as the editors are shown it.
     pub fn ask(
         &mut self,
         request_id: String,
@@ -187,7 +155,7 @@ impl Approvals {
         input: Value,
         destructive: bool,
         deadline: Instant,
-    ) -> Value {
+    ) -> Approval {
         self.next += 1;
         let approval = ApprovalId::new(&self.session, self.next).to_string();
         let pending = Pending {
@@ -201,47 +169,58 @@ impl Approvals {
         self.object(&approval).expect("just inserted")
     }
 
-    /// The objects of every waiting approval, oldest first.
-    pub fn objects(&self) -> Vec<Value> {
+    /// Every waiting approval, oldest first.
+    pub fn objects(&self) -> Vec<Approval> {
         self.pending
             .keys()
             .filter_map(|id| self.object(id))
             .collect()
     }
 
-    fn object(&self, approval: &str) -> Option<Value> {
+    fn object(&self, approval: &str) -> Option<Approval> {
         let p = self.pending.get(approval)?;
-        let kind = Kind::of(&p.tool);
-        let mut object = json!({
-            "approval": approval,
-            "session": self.session,
-            "kind": kind.name(),
-            "tool": p.tool,
-            "input": p.input,
-            "title": policy::title(&p.tool, &p.input, &self.workspace),
-            "destructive": p.destructive,
-        });
-        match kind {
+        let (kind, title) = match Kind::of(&p.tool) {
             Kind::Plan => {
-                object["title"] = json!("Claude's plan is ready");
-                object["plan"] = p.input["plan"]
+                let plan = p.input["plan"]
                     .as_str()
                     .map(str::to_owned)
                     .or_else(|| self.last_plan.clone())
-                    .unwrap_or_default()
-                    .into();
-                object["choices"] = PLAN_CHOICES
+                    .unwrap_or_default();
+                let choices = PLAN_CHOICES
                     .iter()
-                    .map(|(mode, label)| json!({"mode": mode.as_str(), "label": label}))
+                    .map(|(mode, label)| PlanChoice {
+                        mode: *mode,
+                        label: (*label).to_owned(),
+                    })
                     .collect();
+                (
+                    ApprovalKind::Plan { plan, choices },
+                    "Claude's plan is ready".to_owned(),
+                )
             }
             Kind::Question => {
-                object["title"] = json!("Claude asks you");
-                object["questions"] = p.input["questions"].clone();
+                // As the CLI gave them; what is not a list of questions is none.
+                let questions =
+                    serde_json::from_value(p.input["questions"].clone()).unwrap_or_default();
+                (
+                    ApprovalKind::Question { questions },
+                    "Claude asks you".to_owned(),
+                )
             }
-            Kind::Tool => {}
-        }
-        Some(object)
+            Kind::Tool => (
+                ApprovalKind::Tool,
+                policy::title(&p.tool, &p.input, &self.workspace),
+            ),
+        };
+        Some(Approval {
+            approval: approval.to_owned(),
+            session: self.session.clone(),
+            kind,
+            tool: p.tool.clone(),
+            input: p.input.clone(),
+            title,
+            destructive: p.destructive,
+        })
     }
 
     /// The user's answer: checked against the question, which ends only if
@@ -300,7 +279,7 @@ impl Approvals {
                 control::allow(&p.request_id, &p.input, None)
             }
         };
-        let mut decision = Decision::new(approval, &p.tool, answer.allow, answer.by);
+        let mut decision = decision(approval, &p.tool, answer.allow, answer.by);
         decision.always = always;
         decision.message = answer.message;
         decision.mode = answer.allow.then_some(answer.mode).flatten();
@@ -324,7 +303,7 @@ impl Approvals {
             .into_iter()
             .filter_map(|approval| {
                 let p = self.pending.remove(&approval)?;
-                let mut decision = Decision::new(&approval, &p.tool, false, "timeout");
+                let mut decision = decision(&approval, &p.tool, false, "timeout");
                 decision.message = Some(message.to_owned());
                 Some(Ended {
                     to_cli: Some(control::deny(&p.request_id, message, false)),
@@ -349,7 +328,7 @@ impl Approvals {
                 let p = self.pending.remove(&approval)?;
                 Some(Ended {
                     to_cli: None,
-                    decision: Decision::new(&approval, &p.tool, false, "withdrawn"),
+                    decision: decision(&approval, &p.tool, false, "withdrawn"),
                     mode: None,
                 })
             })
@@ -361,7 +340,7 @@ impl Approvals {
         std::mem::take(&mut self.pending)
             .into_iter()
             .map(|(approval, p)| {
-                let mut decision = Decision::new(&approval, &p.tool, false, "withdrawn");
+                let mut decision = decision(&approval, &p.tool, false, "withdrawn");
                 decision.message = Some(why.into());
                 Ended {
                     to_cli: None,

@@ -20,6 +20,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use moonkale_claude::control;
 use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, TurnResult};
+use moonkale_protocol::agent::{
+    self as wire, Decision, EventsPage, SessionData, SettingsData, StateData,
+};
+use moonkale_protocol::to_json;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -30,7 +34,7 @@ mod cli;
 #[cfg(test)]
 mod tests;
 
-use self::approvals::{Approvals, Decision, Ended};
+use self::approvals::{Approvals, Ended};
 pub use self::cli::Launcher;
 use self::cli::{CliState, Running};
 use super::log::EventLog;
@@ -58,29 +62,7 @@ const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
 const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 const COMMAND_QUEUE: usize = 256;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum State {
-    Idle,
-    Running,
-    WaitingForApproval,
-    Failed,
-}
-
-/// What `list` shows of a session, kept current by its task.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Summary {
-    pub session: String,
-    pub state: State,
-    pub title: String,
-    pub created: u64,
-    pub updated: u64,
-    pub permission_mode: String,
-    pub model: Option<String>,
-    /// `None` when not known (a long transcript listed from its start).
-    pub events: Option<usize>,
-}
+pub use moonkale_protocol::agent::{SessionState as State, SessionSummary as Summary};
 
 /// What stored events say of a session, read one event at a time: its
 /// settings, title and state, why its last turn failed, whether the CLI
@@ -108,7 +90,7 @@ impl Restored {
                 title: String::new(),
                 created: now,
                 updated: now,
-                permission_mode: PermissionMode::Plan.as_str().into(),
+                permission_mode: PermissionMode::Plan,
                 model: None,
                 events: Some(0),
             },
@@ -137,7 +119,7 @@ impl Restored {
                     .as_str()
                     .and_then(PermissionMode::parse)
                 {
-                    summary.permission_mode = mode.as_str().into();
+                    summary.permission_mode = mode;
                 }
                 if data.get("model").is_some() {
                     summary.model = data["model"].as_str().map(str::to_owned);
@@ -232,12 +214,12 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
     let mut session = Session::new(start, hub, config, launcher, internal_tx);
     let summary = session.summary_tx.subscribe();
     if session.log.is_empty() {
-        let data = json!({
-            "workspace": session.workspace,
-            "permissionMode": session.permission_mode.as_str(),
-            "model": session.model,
-        });
-        session.record("session", data);
+        let data = SessionData {
+            workspace: session.workspace.clone(),
+            permission_mode: session.permission_mode,
+            model: session.model.clone(),
+        };
+        session.record("session", to_json(&data));
     }
     let task = tokio::spawn(session.run(rx, internal_rx));
     SessionHandle { tx, summary, task }
@@ -330,7 +312,7 @@ impl Session {
         let id_text = start.id.to_string();
         let approvals = Approvals::new(id_text.clone(), start.workspace.clone());
         let mut summary = Restored::new(&id_text).summary;
-        summary.permission_mode = start.permission_mode.as_str().into();
+        summary.permission_mode = start.permission_mode;
         summary.model = start.model.clone();
         let mut session = Session {
             id: start.id,
@@ -365,8 +347,7 @@ impl Session {
     /// State and settings as the stored events leave them.
     fn restore(&mut self, restored: Restored) {
         let summary = restored.summary;
-        self.permission_mode =
-            PermissionMode::parse(&summary.permission_mode).unwrap_or(PermissionMode::Plan);
+        self.permission_mode = summary.permission_mode;
         self.model = summary.model.clone();
         self.state = summary.state;
         self.error = restored.error;
@@ -416,22 +397,20 @@ impl Session {
             }
             SessionCommand::Interrupt { reply } => {
                 if !self.cli.is_running() || self.unanswered.is_empty() {
-                    reply.send(Ok(json!({})));
+                    reply.send(Ok(to_json(&moonkale_protocol::Empty {})));
                     return;
                 }
                 self.interrupting = true;
                 let id = self.request_id();
-                self.waiters.insert(id.clone(), (reply, json!({})));
+                self.waiters
+                    .insert(id.clone(), (reply, to_json(&moonkale_protocol::Empty {})));
                 self.write(control::interrupt(&id)).await;
             }
             SessionCommand::SetPermissionMode { mode, reply } => {
                 self.permission_mode = mode;
-                self.record(
-                    "settings",
-                    json!({"permissionMode": mode.as_str(), "model": self.model}),
-                );
+                self.record_settings(None);
                 self.publish_summary();
-                let result = json!({"mode": mode.as_str()});
+                let result = to_json(&wire::ModeResult { mode });
                 if self.cli.is_running() {
                     let id = self.request_id();
                     self.waiters.insert(id.clone(), (reply, result));
@@ -442,15 +421,13 @@ impl Session {
             }
             SessionCommand::SetModel { model, reply } => {
                 self.model = model.clone();
-                self.record(
-                    "settings",
-                    json!({"permissionMode": self.permission_mode.as_str(), "model": model}),
-                );
+                self.record_settings(None);
                 self.publish_summary();
-                let result = json!({"model": model});
+                let result = to_json(&wire::ModelResult { model });
                 if self.cli.is_running() {
                     let id = self.request_id();
                     self.waiters.insert(id.clone(), (reply, result));
+                    let model = self.model.clone();
                     self.write(control::set_model(&id, model.as_deref())).await;
                 } else {
                     reply.send(Ok(result));
@@ -463,7 +440,7 @@ impl Session {
             } => {
                 let result = self.answer(&approval, answer).await;
                 if let Some(reply) = reply {
-                    reply.send(result.map(|()| json!({})));
+                    reply.send(result.map(|()| to_json(&moonkale_protocol::Empty {})));
                 }
             }
         }
@@ -503,9 +480,12 @@ impl Session {
         if self.state != State::WaitingForApproval {
             self.set_state(State::Running);
         }
-        reply.send(Ok(
-            json!({"session": self.id_text, "seq": seq, "state": self.state}),
-        ));
+        let sent = wire::SendResult {
+            session: self.id_text.clone(),
+            seq,
+            state: self.state,
+        };
+        reply.send(Ok(to_json(&sent)));
     }
 
     fn events_page(&self, since: usize, limit: usize) -> Result<Value, ResponseError> {
@@ -513,19 +493,17 @@ impl Session {
         let from = since.min(self.log.len());
         let events = blocking(|| self.log.page(from, from.saturating_add(limit)))
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
-        let next = from + events.len();
-        let pending = self.approvals.objects();
-        let mut page = json!({
-            "session": self.id_text,
-            "events": events,
-            "next": next,
-            "total": self.log.len(),
-            "state": self.state,
-            "pendingApprovals": pending,
-        });
-        if let Some(error) = self.error.as_ref().or(self.store_error.as_ref()) {
-            page["error"] = json!(error);
-        }
+        let page = EventsPage {
+            session: self.id_text.clone(),
+            next: (from + events.len()) as u64,
+            events: Vec::new(), // below: stored as JSON, sent as they are
+            total: self.log.len() as u64,
+            state: self.state,
+            error: self.error.clone().or_else(|| self.store_error.clone()),
+            pending_approvals: self.approvals.objects(),
+        };
+        let mut page = to_json(&page);
+        page["events"] = Value::Array(events);
         Ok(page)
     }
 
@@ -673,10 +651,11 @@ impl Session {
         match message {
             CliMessage::StreamEvent { .. } => {
                 if let Some(text) = message.text_delta() {
-                    self.notify(
-                        "moonkale/agent/text",
-                        json!({"session": self.id_text, "text": text}),
-                    );
+                    let text = wire::TextParams {
+                        session: self.id_text.clone(),
+                        text: text.to_owned(),
+                    };
+                    self.notify::<wire::TextNotification>(&text);
                 } else if let CliMessage::StreamEvent { raw } = &message
                     && raw.get().contains("\"tool_use\"")
                     && let Some(tool) = tool_use_start(&message.to_value())
@@ -726,10 +705,7 @@ impl Session {
                     && mode != self.permission_mode
                 {
                     self.permission_mode = mode;
-                    self.record(
-                        "settings",
-                        json!({"permissionMode": mode.as_str(), "model": self.model, "by": "claude"}),
-                    );
+                    self.record_settings(Some("claude"));
                 }
                 self.record("cli", value);
             }
@@ -863,9 +839,10 @@ impl Session {
             }
             policy::Verdict::Ask { destructive } => {
                 let deadline = Instant::now() + self.config.approval_timeout;
-                let object = self
+                let approval = self
                     .approvals
                     .ask(request_id, tool, input, destructive, deadline);
+                let object = to_json(&approval);
                 self.record("approval", object.clone());
                 let _ = self
                     .hub
@@ -882,10 +859,7 @@ impl Session {
         let ended = self.approvals.answer(approval, answer)?;
         if let Some(mode) = ended.mode {
             self.permission_mode = mode;
-            self.record(
-                "settings",
-                json!({"permissionMode": mode.as_str(), "model": self.model, "by": "plan approval"}),
-            );
+            self.record_settings(Some("plan approval"));
         }
         self.ended(ended).await;
         Ok(())
@@ -911,8 +885,7 @@ impl Session {
     /// Records a decision and takes the question away from the editors.
     fn decided(&mut self, decision: Decision) {
         let approval = decision.approval.clone();
-        let data = serde_json::to_value(&decision).expect("serializes");
-        self.record("decision", data);
+        self.record("decision", to_json(&decision));
         let event = Event::AgentApprovalClosed {
             session: self.id_text.clone(),
             approval,
@@ -1023,24 +996,30 @@ impl Session {
     /// could not be stored.
     fn record(&mut self, kind: &str, data: Value) -> Option<u64> {
         let seq = self.log.len() as u64;
-        let event = json!({"seq": seq, "at": now_ms(), "kind": kind, "data": data});
         if kind == "prompt" && self.store_error.is_some() {
             return None; // never run a prompt we could not keep
         }
+        let event = wire::Event {
+            seq,
+            at: now_ms(),
+            kind: kind.to_owned(),
+            data,
+        };
         let store = self.store_error.is_none();
-        if let Err(e) = blocking(|| self.log.append(event.clone(), store)) {
+        if let Err(e) = blocking(|| self.log.append(to_json(&event), store)) {
             tracing::error!(session = %self.id, "storing an event failed: {e}");
             self.store_error = Some(e.to_string());
             if kind == "prompt" {
                 return None;
             }
             // Kept in memory, so those watching still see it.
-            let _ = self.log.append(event.clone(), false);
+            let _ = self.log.append(to_json(&event), false);
         }
-        self.notify(
-            "moonkale/agent/event",
-            json!({"session": self.id_text, "event": event}),
-        );
+        let event = wire::EventParams {
+            session: self.id_text.clone(),
+            event,
+        };
+        self.notify::<wire::EventNotification>(&event);
         self.publish_summary();
         Some(seq)
     }
@@ -1050,13 +1029,11 @@ impl Session {
             return;
         }
         self.state = state;
-        let mut data = json!({"state": state});
-        if state == State::Failed
-            && let Some(error) = &self.error
-        {
-            data["error"] = json!(error);
-        }
-        self.record("state", data);
+        let data = StateData {
+            state,
+            error: self.error.clone().filter(|_| state == State::Failed),
+        };
+        self.record("state", to_json(&data));
     }
 
     fn publish_summary(&self) {
@@ -1064,17 +1041,28 @@ impl Session {
             s.state = self.state;
             s.events = Some(self.log.len());
             s.updated = self.log.last_at().unwrap_or(s.updated);
-            s.permission_mode = self.permission_mode.as_str().into();
+            s.permission_mode = self.permission_mode;
             s.model = self.model.clone();
         });
     }
 
-    fn notify(&self, method: &'static str, params: Value) {
+    fn notify<N: moonkale_protocol::Notification>(&self, params: &N::Params) {
         self.send_to_hub(Event::Publish {
             topic: Topic::Session(self.id_text.clone()),
-            method,
-            params,
+            method: N::METHOD,
+            params: to_json(params),
         });
+    }
+
+    /// Records the session's settings as they are now; `by` who changed
+    /// them when it was not the front door.
+    fn record_settings(&mut self, by: Option<&str>) {
+        let data = SettingsData {
+            permission_mode: self.permission_mode,
+            model: self.model.clone(),
+            by: by.map(str::to_owned),
+        };
+        self.record("settings", to_json(&data));
     }
 
     fn progress(&self, progress: AgentProgress) {

@@ -1,0 +1,116 @@
+//! `moonkale/status`: a snapshot of what the service holds for its
+//! workspace (also `moonkale-service status --json`).
+
+use std::path::PathBuf;
+
+use lsp_types::Position;
+use serde::{Deserialize, Serialize};
+
+use crate::{NoParams, request};
+
+request!(
+    /// The status snapshot.
+    StatusRequest,
+    "moonkale/status",
+    NoParams => Status
+);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub workspace: PathBuf,
+    pub pid: u32,
+    /// The editor with the most recent sign of use.
+    pub active_editor: Option<u64>,
+    pub editors: Vec<EditorStatus>,
+    pub diagnostics: Vec<DiagnosticsCount>,
+    /// Bytes held against the workspace's cap: every editor's buffers
+    /// (text, URI, language id) and the diagnostics.
+    pub total_bytes: usize,
+    /// Claude Code CLIs connected to the IDE server.
+    pub claude_clients: Vec<ClaudeClientStatus>,
+    /// Edits Claude Code proposed that wait for the user.
+    pub pending_proposals: Vec<ProposalStatus>,
+    /// Whether the user trusts the workspace (its Claude Code settings load
+    /// in hosted sessions); `None` without an agent.
+    pub trusted: Option<bool>,
+}
+
+/// How an editor is connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Stdio,
+    Unix,
+    Tcp,
+    /// The remote front door (`serve --listen`): WebSocket, bearer token.
+    Remote,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaudeClientStatus {
+    pub id: u64,
+    /// From the CLI's `ide_connected`.
+    pub pid: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalStatus {
+    pub tab_name: String,
+    pub target: String,
+    pub document: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditorStatus {
+    pub id: u64,
+    /// `clientInfo.name`, else a name from the connection.
+    pub client: String,
+    pub client_version: Option<String>,
+    pub process_id: Option<u32>,
+    pub transport: Transport,
+    /// `utf-8`, `utf-16` or `utf-32`.
+    pub position_encoding: String,
+    pub active: bool,
+    pub selection: Option<SelectionStatus>,
+    pub documents: Vec<DocumentStatus>,
+}
+
+/// Lines and columns are 0-based; columns count chars (utf-32), whatever
+/// the editor negotiated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectionStatus {
+    pub uri: String,
+    pub anchor: Position,
+    pub cursor: Position,
+    /// What told us: `moonkale/selectionChanged`, `codeAction`, `hover`,
+    /// `edit`, ...
+    pub source: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentStatus {
+    pub uri: String,
+    pub language_id: String,
+    pub version: i32,
+    pub dirty: bool,
+    pub in_sync: bool,
+    pub bytes: usize,
+    pub lines: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsCount {
+    pub uri: String,
+    pub source: String,
+    pub errors: usize,
+    pub warnings: usize,
+    pub information: usize,
+    pub hints: usize,
+}

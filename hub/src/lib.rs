@@ -23,6 +23,8 @@ pub mod ports;
 pub mod printable;
 mod status;
 mod subscriptions;
+#[cfg(test)]
+mod tests;
 mod workspace;
 
 use std::path::{Path, PathBuf};

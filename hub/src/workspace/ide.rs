@@ -13,14 +13,12 @@ use serde_json::{Value, json};
 
 use super::{OpenDocument, Workspace};
 use crate::IdeClientId;
-use crate::core::position::{to_char_idx, to_wire};
-use crate::core::{LineCol, PositionEncoding, WirePosition};
+use crate::core::PositionEncoding;
+use crate::core::position::to_wire;
 use moonkale_protocol::jsonrpc::{self as message, ResponseError, code};
 
 /// The command (and code action) that sends the selection to Claude Code.
 pub const SEND_TO_CLAUDE_COMMAND: &str = "moonkale.sendToClaude";
-/// Largest selection text put into a `selection_changed` notification.
-pub const MAX_SELECTION_TEXT: usize = 1 << 20;
 /// Mentions kept while no Claude Code is connected.
 const MAX_QUEUED_MENTIONS: usize = 32;
 /// Largest JSON text of a listing answer (`getDiagnostics`,
@@ -324,69 +322,6 @@ impl Workspace {
             )
         });
         listing_result(&Value::Array(files), note)
-    }
-
-    /// The active editor's selection as `selection_changed` params.
-    pub(crate) fn latest_selection_payload(&self) -> Option<Value> {
-        let sel = self.active_editor()?.1.selection.as_ref()?;
-        let path = sel.uri.to_file_path().ok()?;
-        let open = self.latest(&sel.uri).map(|(_, open)| open);
-        let (start, end) = if sel.anchor <= sel.cursor {
-            (sel.anchor, sel.cursor)
-        } else {
-            (sel.cursor, sel.anchor)
-        };
-        let (text, start16, end16) = match open {
-            Some(open) => {
-                let rope = open.doc.text();
-                let idx = |p: LineCol| {
-                    to_char_idx(
-                        rope,
-                        WirePosition {
-                            line: p.line,
-                            character: p.col,
-                        },
-                        PositionEncoding::Utf32,
-                    )
-                };
-                let (a, b) = (idx(start), idx(end));
-                let len = b.get() - a.get();
-                let text = if rope.slice(a.get()..b.get()).len_bytes() > MAX_SELECTION_TEXT {
-                    String::new() // too big to send; Claude Code sees the range
-                } else {
-                    rope.slice(a.get()..a.get() + len).to_string()
-                };
-                (
-                    text,
-                    to_wire(rope, a, PositionEncoding::Utf16),
-                    to_wire(rope, b, PositionEncoding::Utf16),
-                )
-            }
-            None => (
-                String::new(),
-                WirePosition {
-                    line: start.line,
-                    character: start.col,
-                },
-                WirePosition {
-                    line: end.line,
-                    character: end.col,
-                },
-            ),
-        };
-        let pos = |p: WirePosition| json!({"line": p.line, "character": p.character});
-        Some(json!({
-            "text": text,
-            "filePath": path,
-            "fileUrl": sel.uri.as_str(),
-            "selection": {"start": pos(start16), "end": pos(end16), "isEmpty": start == end},
-        }))
-    }
-
-    fn current_selection(&self) -> Option<Value> {
-        let mut payload = self.latest_selection_payload()?;
-        payload["success"] = json!(true);
-        Some(payload)
     }
 
     /// `getOpenEditors`: every open document once, up to

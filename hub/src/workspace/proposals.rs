@@ -239,12 +239,8 @@ impl Workspace {
     }
 
     /// An editor's answer to our Accept/Reject buttons.
-    pub(super) fn proposal_button(&mut self, proposal: u64, result: Result<Value, ResponseError>) {
-        match result
-            .ok()
-            .and_then(|v| v.get("title").and_then(Value::as_str).map(str::to_owned))
-            .as_deref()
-        {
+    pub(super) fn proposal_button(&mut self, proposal: u64, title: Option<&str>) {
+        match title {
             Some("Accept") => {
                 self.decide(proposal, true);
             }

@@ -1,0 +1,133 @@
+//! What the hub sends editors: notifications, requests with our own ids,
+//! and the answers to them that decide something (a button pressed); also
+//! what is published on a topic.
+//!
+//! **Invariant:** sending never waits: a full outbox loses the message (the
+//! editor stopped reading), never stalls the workspace. An awaited answer
+//! is forgotten once it arrives or the question is withdrawn
+//! (`$/cancelRequest`), so a late press decides nothing.
+
+use serde_json::{Value, json};
+
+use super::Workspace;
+use crate::{EditorId, Role, Topic};
+use moonkale_protocol::jsonrpc::{self as message, RequestId, ResponseError};
+
+/// What an editor's answer to one of our requests decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Awaited {
+    Proposal(u64),
+    Approval(String),
+    /// One question (by index) of an `AskUserQuestion` approval.
+    Question(String, usize),
+}
+
+impl Workspace {
+    /// An editor answered one of our requests: a button pressed decides
+    /// what it was asked about.
+    pub(super) fn editor_response(
+        &mut self,
+        editor: EditorId,
+        id: RequestId,
+        result: Result<Value, ResponseError>,
+    ) {
+        let Some(awaited) = self.awaited_answers.remove(&(editor, id)) else {
+            return; // an answer nothing waits for (progress creation, …)
+        };
+        // The pressed button's title; none if the user dismissed the box.
+        let title = result
+            .ok()
+            .and_then(|v| v.get("title").and_then(Value::as_str).map(str::to_owned));
+        let title = title.as_deref();
+        match awaited {
+            Awaited::Proposal(proposal) => self.proposal_button(proposal, title),
+            Awaited::Approval(approval) => self.approval_button(approval, title),
+            Awaited::Question(approval, index) => self.question_button(approval, index, title),
+        }
+    }
+
+    /// Sends `method` to every connection subscribed to `topic`.
+    pub(super) fn publish(&self, topic: &Topic, method: &str, params: Value) {
+        let body = message::notification(method, params);
+        for editor in self.subscriptions.subscribers(topic) {
+            if let Some(ed) = self.editors.get(&editor)
+                && ed.outbox.try_send(body.clone()).is_err()
+            {
+                tracing::debug!(editor = editor.0, %method, "outbox full; notification dropped");
+            }
+        }
+    }
+
+    /// Sends a request to an editor; its answer comes back as an
+    /// `EditorResponse` event with the returned id.
+    pub(super) fn request_editor(
+        &mut self,
+        editor: EditorId,
+        method: &str,
+        params: Value,
+    ) -> RequestId {
+        self.clock += 1;
+        let id = RequestId::String(format!("moonkale-{}", self.clock));
+        if let Some(ed) = self.editors.get(&editor)
+            && ed
+                .outbox
+                .try_send(message::request(&id, method, params))
+                .is_err()
+        {
+            tracing::debug!(editor = editor.0, %method, "outbox full; request dropped");
+        }
+        id
+    }
+
+    /// Withdraws the questions (buttons) still open in editors about
+    /// `decided`: it was decided elsewhere.
+    pub(super) fn cancel_questions(&mut self, decided: &Awaited) {
+        let asked: Vec<(EditorId, RequestId)> = self
+            .awaited_answers
+            .iter()
+            .filter(|(_, a)| *a == decided)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (editor, id) in asked {
+            self.awaited_answers.remove(&(editor, id.clone()));
+            self.notify_editor(editor, "$/cancelRequest", json!({"id": id.to_json()}));
+        }
+    }
+
+    /// The real editors (not observers), each with whether it shows
+    /// `window/showMessageRequest` buttons.
+    pub(super) fn editors_with_buttons(&self) -> Vec<(EditorId, bool)> {
+        self.editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor)
+            .map(|(id, ed)| (*id, ed.info.shows_message_buttons))
+            .collect()
+    }
+
+    /// Sends a notification to an editor (dropped if it does not read).
+    pub(super) fn notify_editor(&self, editor: EditorId, method: &str, params: Value) {
+        if let Some(ed) = self.editors.get(&editor)
+            && ed
+                .outbox
+                .try_send(message::notification(method, params))
+                .is_err()
+        {
+            tracing::debug!(editor = editor.0, %method, "outbox full; notification dropped");
+        }
+    }
+
+    /// Logs a protocol violation and tells the editor, which may not know
+    /// that we stopped trusting its stream.
+    pub(super) fn violation(&mut self, editor: EditorId, what: String) {
+        tracing::warn!(editor = editor.0, "protocol violation: {what}");
+        if let Some(ed) = self.editors.get(&editor) {
+            let body = message::notification(
+                "window/logMessage",
+                json!({"type": 2, "message": format!("moonkale: {what}")}),
+            );
+            if ed.outbox.try_send(body).is_err() {
+                tracing::debug!(editor = editor.0, "outbox full; logMessage dropped");
+            }
+        }
+    }
+}

@@ -35,6 +35,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::core::PositionEncoding;
+use moonkale_protocol::ide::SelectionChanged;
 use moonkale_protocol::jsonrpc::{Params, RequestId, ResponseError};
 
 pub use ports::{
@@ -250,7 +251,7 @@ impl std::fmt::Debug for Event {
 pub struct HubHandle {
     tx: mpsc::Sender<Event>,
     root: Arc<PathBuf>,
-    selection: watch::Receiver<Option<Value>>,
+    selection: watch::Receiver<Option<SelectionChanged>>,
 }
 
 static NEXT_EDITOR_ID: AtomicU64 = AtomicU64::new(1);
@@ -270,7 +271,7 @@ impl HubHandle {
 
     /// The active editor's selection as `selection_changed` params, updated
     /// whenever it changes (`None` while there is none).
-    pub fn selection(&self) -> watch::Receiver<Option<Value>> {
+    pub fn selection(&self) -> watch::Receiver<Option<SelectionChanged>> {
         self.selection.clone()
     }
 

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 
-use lsp_types::Url;
+use lsp_types::{CodeAction, CodeActionKind, CodeActionOrCommand, Command, Url};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -44,6 +44,7 @@ use selections::Selection;
 use super::diagnostics::DiagnosticsStore;
 use super::subscriptions::Subscriptions;
 use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role};
+use moonkale_protocol::ide::{CallToolResult, SelectionChanged};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
 /// Total bytes the workspace holds: every editor's buffers (text, URI,
@@ -97,7 +98,7 @@ pub(super) struct Workspace {
     /// Who hears which session and terminal.
     subscriptions: Subscriptions,
     /// The active editor's selection as `selection_changed` params.
-    selection_tx: tokio::sync::watch::Sender<Option<Value>>,
+    selection_tx: tokio::sync::watch::Sender<Option<SelectionChanged>>,
 }
 
 struct IdeClient {
@@ -120,7 +121,7 @@ impl Workspace {
     pub(super) fn new(
         root: PathBuf,
         limits: Limits,
-        selection_tx: tokio::sync::watch::Sender<Option<Value>>,
+        selection_tx: tokio::sync::watch::Sender<Option<SelectionChanged>>,
     ) -> Workspace {
         Workspace {
             root,
@@ -380,27 +381,32 @@ impl Workspace {
             p.range.end.into(),
             "codeAction",
         );
-        if uri.scheme() != "file" {
-            return Ok(json!([]));
+        let mut actions = Vec::new();
+        if uri.scheme() == "file" {
+            actions = self.proposal_actions(&uri, &p.range);
+            actions.extend(self.approval_actions());
+            let title = "Send selection to Claude Code";
+            let arguments = vec![json!(uri), json!(p.range)];
+            actions.push(command_action(
+                title.into(),
+                CodeActionKind::SOURCE,
+                SEND_TO_CLAUDE_COMMAND,
+                arguments,
+            ));
+            let title = "Start Claude Code here";
+            actions.push(command_action(
+                title.into(),
+                CodeActionKind::SOURCE,
+                START_CLAUDE_COMMAND,
+                Vec::new(),
+            ));
+            actions.extend(self.trust_action());
         }
-        let mut actions = self.proposal_actions(&uri, &p.range);
-        actions.extend(self.approval_actions());
-        actions.push(json!({
-            "title": "Send selection to Claude Code",
-            "kind": "source",
-            "command": {
-                "title": "Send selection to Claude Code",
-                "command": SEND_TO_CLAUDE_COMMAND,
-                "arguments": [uri, p.range],
-            },
-        }));
-        actions.push(json!({
-            "title": "Start Claude Code here",
-            "kind": "source",
-            "command": {"title": "Start Claude Code here", "command": START_CLAUDE_COMMAND, "arguments": []},
-        }));
-        actions.extend(self.trust_action());
-        Ok(Value::Array(actions))
+        let actions: Vec<CodeActionOrCommand> = actions
+            .into_iter()
+            .map(CodeActionOrCommand::CodeAction)
+            .collect();
+        Ok(serde_json::to_value(actions).expect("code actions serialize"))
     }
 
     fn execute_command(
@@ -441,6 +447,27 @@ impl Workspace {
             }
         }
     }
+}
+
+/// A code action that runs one of our commands; its command has the same
+/// title, so editors that show either show the same words.
+fn command_action(
+    title: String,
+    kind: CodeActionKind,
+    command: &str,
+    arguments: Vec<Value>,
+) -> CodeAction {
+    CodeAction {
+        title: title.clone(),
+        kind: Some(kind),
+        command: Some(Command::new(title, command.into(), Some(arguments))),
+        ..CodeAction::default()
+    }
+}
+
+/// A tool's answer as the JSON a [`Responder`] takes.
+fn tool_result(result: CallToolResult) -> Value {
+    serde_json::to_value(result).expect("a tool result serializes")
 }
 
 /// The `command` of `workspace/executeCommand` params, if they have one.

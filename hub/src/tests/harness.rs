@@ -22,6 +22,7 @@ use crate::workspace::{Limits, Workspace};
 use crate::{
     AgentProgress, EditorId, EditorInfo, Event, IdeClientId, Responder, Role, Topic, Transport,
 };
+use moonkale_protocol::ide::SelectionChanged;
 use moonkale_protocol::jsonrpc::{self as message, RequestId};
 
 /// The workspace root every script runs in.
@@ -84,7 +85,7 @@ pub struct World {
         mpsc::Receiver<AgentCommand>,
         mpsc::Receiver<TerminalHostCommand>,
     )>,
-    selection: watch::Receiver<Option<Value>>,
+    selection: watch::Receiver<Option<SelectionChanged>>,
     /// The script's requests not answered yet, by number.
     pending: BTreeMap<usize, Answered>,
     requests: usize,
@@ -506,7 +507,9 @@ impl World {
         }
         if self.selection.has_changed().unwrap_or(false) {
             let now = self.selection.borrow_and_update().clone();
-            let text = now.as_ref().map_or("none".into(), compact);
+            let text = now.as_ref().map_or("none".into(), |now| {
+                compact(&serde_json::to_value(now).expect("serializes"))
+            });
             self.log.push_str(&format!("  selection = {text}\n"));
         }
     }
@@ -576,11 +579,23 @@ fn render_result(v: &Value) -> String {
     assert!(extra.is_empty(), "unexpected result fields {extra:?}");
     for item in content {
         assert_eq!(item["type"], "text", "{item}");
-        let text = item["text"].as_str().unwrap_or_default();
+        let text = sorted_json_text(item["text"].as_str().unwrap_or_default());
         out.push_str("\n      text:");
         for line in text.lines() {
             out.push_str(&format!("\n        {line}"));
         }
     }
     out
+}
+
+/// A text item that is JSON with its keys sorted (pretty or compact, as it
+/// was written); any other text as it is.
+fn sorted_json_text(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ (Value::Object(_) | Value::Array(_))) if text.contains('\n') => {
+            serde_json::to_string_pretty(&v).expect("JSON serializes")
+        }
+        Ok(v @ (Value::Object(_) | Value::Array(_))) => compact(&v),
+        _ => text.to_owned(),
+    }
 }

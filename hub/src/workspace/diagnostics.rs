@@ -2,9 +2,12 @@
 //! [`crate::diagnostics`] store) and pull (`textDocument/diagnostic`), each
 //! converted into the asking side's position encoding.
 
-use lsp_types::Url;
+use lsp_types::{
+    DocumentDiagnosticReport, FullDocumentDiagnosticReport, RelatedFullDocumentDiagnosticReport,
+    Url,
+};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Workspace, parse_params};
 use crate::EditorId;
@@ -55,7 +58,14 @@ impl Workspace {
                 items.push(d);
             }
         }
-        Ok(json!({"kind": "full", "items": items}))
+        let report = DocumentDiagnosticReport::Full(RelatedFullDocumentDiagnosticReport {
+            related_documents: None,
+            full_document_diagnostic_report: FullDocumentDiagnosticReport {
+                result_id: None,
+                items,
+            },
+        });
+        Ok(serde_json::to_value(report).expect("a report serializes"))
     }
 
     pub(super) fn convert_range(

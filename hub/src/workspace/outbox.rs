@@ -7,7 +7,16 @@
 //! is forgotten once it arrives or the question is withdrawn
 //! (`$/cancelRequest`), so a late press decides nothing.
 
-use serde_json::{Value, json};
+use std::collections::HashMap;
+
+use lsp_types::notification::{Cancel, LogMessage, Notification, ShowMessage};
+use lsp_types::request::{Request, ShowDocument, ShowMessageRequest};
+use lsp_types::{
+    CancelParams, LogMessageParams, MessageActionItem, MessageType, NumberOrString, Range,
+    ShowDocumentParams, ShowMessageParams, ShowMessageRequestParams, Url,
+};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::Workspace;
 use crate::{EditorId, Role, Topic};
@@ -58,25 +67,54 @@ impl Workspace {
         }
     }
 
-    /// Sends a request to an editor; its answer comes back as an
+    /// Sends request `R` to an editor; its answer comes back as an
     /// `EditorResponse` event with the returned id.
-    pub(super) fn request_editor(
+    pub(super) fn send_request<R: Request>(
         &mut self,
         editor: EditorId,
-        method: &str,
-        params: Value,
+        params: R::Params,
     ) -> RequestId {
         self.clock += 1;
         let id = RequestId::String(format!("moonkale-{}", self.clock));
         if let Some(ed) = self.editors.get(&editor)
             && ed
                 .outbox
-                .try_send(message::request(&id, method, params))
+                .try_send(message::request(&id, R::METHOD, wire(params)))
                 .is_err()
         {
-            tracing::debug!(editor = editor.0, %method, "outbox full; request dropped");
+            tracing::debug!(
+                editor = editor.0,
+                method = R::METHOD,
+                "outbox full; request dropped"
+            );
         }
         id
+    }
+
+    /// Asks a question with buttons (`window/showMessageRequest`); the
+    /// answer decides `awaited`.
+    pub(super) fn ask(
+        &mut self,
+        editor: EditorId,
+        awaited: Awaited,
+        typ: MessageType,
+        message: String,
+        buttons: impl IntoIterator<Item = String>,
+    ) {
+        let actions = buttons
+            .into_iter()
+            .map(|title| MessageActionItem {
+                title,
+                properties: HashMap::new(),
+            })
+            .collect();
+        let params = ShowMessageRequestParams {
+            typ,
+            message,
+            actions: Some(actions),
+        };
+        let asked = self.send_request::<ShowMessageRequest>(editor, params);
+        self.awaited_answers.insert((editor, asked), awaited);
     }
 
     /// Withdraws the questions (buttons) still open in editors about
@@ -90,7 +128,12 @@ impl Workspace {
             .collect();
         for (editor, id) in asked {
             self.awaited_answers.remove(&(editor, id.clone()));
-            self.notify_editor(editor, "$/cancelRequest", json!({"id": id.to_json()}));
+            let id = match id {
+                RequestId::String(s) => NumberOrString::String(s),
+                // Never: the ids `request` makes are strings.
+                RequestId::Number(n) => NumberOrString::String(n.to_string()),
+            };
+            self.notify::<Cancel>(editor, CancelParams { id });
         }
     }
 
@@ -104,30 +147,61 @@ impl Workspace {
             .collect()
     }
 
-    /// Sends a notification to an editor (dropped if it does not read).
-    pub(super) fn notify_editor(&self, editor: EditorId, method: &str, params: Value) {
+    /// Sends notification `N` to an editor (dropped if it does not read).
+    pub(super) fn notify<N: Notification>(&self, editor: EditorId, params: N::Params) {
         if let Some(ed) = self.editors.get(&editor)
             && ed
                 .outbox
-                .try_send(message::notification(method, params))
+                .try_send(message::notification(N::METHOD, wire(params)))
                 .is_err()
         {
-            tracing::debug!(editor = editor.0, %method, "outbox full; notification dropped");
+            tracing::debug!(
+                editor = editor.0,
+                method = N::METHOD,
+                "outbox full; notification dropped"
+            );
         }
+    }
+
+    /// `window/showDocument`: shows `uri` in the editor, selecting
+    /// `selection` if given.
+    pub(super) fn show_document(
+        &mut self,
+        editor: EditorId,
+        uri: Url,
+        take_focus: bool,
+        selection: Option<Range>,
+    ) {
+        let params = ShowDocumentParams {
+            uri,
+            external: None,
+            take_focus: Some(take_focus),
+            selection,
+        };
+        self.send_request::<ShowDocument>(editor, params);
+    }
+
+    /// `window/showMessage`: tells the user something.
+    pub(super) fn show_message(&self, editor: EditorId, typ: MessageType, message: String) {
+        self.notify::<ShowMessage>(editor, ShowMessageParams { typ, message });
     }
 
     /// Logs a protocol violation and tells the editor, which may not know
     /// that we stopped trusting its stream.
     pub(super) fn violation(&mut self, editor: EditorId, what: String) {
         tracing::warn!(editor = editor.0, "protocol violation: {what}");
-        if let Some(ed) = self.editors.get(&editor) {
-            let body = message::notification(
-                "window/logMessage",
-                json!({"type": 2, "message": format!("moonkale: {what}")}),
-            );
-            if ed.outbox.try_send(body).is_err() {
-                tracing::debug!(editor = editor.0, "outbox full; logMessage dropped");
-            }
-        }
+        let message = format!("moonkale: {what}");
+        self.notify::<LogMessage>(
+            editor,
+            LogMessageParams {
+                typ: MessageType::WARNING,
+                message,
+            },
+        );
     }
+}
+
+/// Params as JSON; the LSP types always serialize.
+fn wire(params: impl Serialize) -> Value {
+    serde_json::to_value(params).expect("LSP params serialize")
 }

@@ -12,13 +12,14 @@ use std::path::PathBuf;
 
 use lsp_types::Url;
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use super::{Editor, Workspace, file_uri, parse_params};
 use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{LineCol, PositionEncoding, WirePosition};
 use crate::{EditorId, Role};
+use moonkale_protocol::ide::{CurrentSelection, SelectionChanged, SelectionRange};
 use moonkale_protocol::jsonrpc::{Params, ResponseError};
 
 /// The command Helix keymaps call to push their selection (editors.md §3b).
@@ -220,7 +221,7 @@ impl Workspace {
     }
 
     /// The active editor's selection as `selection_changed` params.
-    pub(super) fn latest_selection_payload(&self) -> Option<Value> {
+    pub(super) fn latest_selection_payload(&self) -> Option<SelectionChanged> {
         let sel = self.active_editor()?.1.selection.as_ref()?;
         let path = sel.uri.to_file_path().ok()?;
         let open = self.latest(&sel.uri).map(|(_, open)| open);
@@ -267,19 +268,24 @@ impl Workspace {
                 },
             ),
         };
-        let pos = |p: WirePosition| json!({"line": p.line, "character": p.character});
-        Some(json!({
-            "text": text,
-            "filePath": path,
-            "fileUrl": sel.uri.as_str(),
-            "selection": {"start": pos(start16), "end": pos(end16), "isEmpty": start == end},
-        }))
+        Some(SelectionChanged {
+            text,
+            file_path: path,
+            file_url: sel.uri.as_str().to_owned(),
+            selection: SelectionRange {
+                start: start16.into(),
+                end: end16.into(),
+                is_empty: start == end,
+            },
+        })
     }
 
     /// `getCurrentSelection`: the payload, and that there is one.
-    pub(super) fn current_selection(&self) -> Option<Value> {
-        let mut payload = self.latest_selection_payload()?;
-        payload["success"] = json!(true);
-        Some(payload)
+    pub(super) fn current_selection(&self) -> Option<CurrentSelection> {
+        let selection = self.latest_selection_payload()?;
+        Some(CurrentSelection {
+            success: true,
+            selection,
+        })
     }
 }

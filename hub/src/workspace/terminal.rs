@@ -3,6 +3,7 @@
 //! terminal, "Start Claude Code here", and opening a terminal's file links
 //! in the active editor.
 
+use lsp_types::{Position, Range};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -91,12 +92,11 @@ impl Workspace {
                 "no editor is attached",
             ));
         };
-        let at = json!({"line": p.line.saturating_sub(1), "character": p.column.unwrap_or(1).saturating_sub(1)});
-        self.request_editor(
-            target,
-            "window/showDocument",
-            json!({"uri": uri, "takeFocus": true, "selection": {"start": at, "end": at}}),
+        let at = Position::new(
+            p.line.saturating_sub(1),
+            p.column.unwrap_or(1).saturating_sub(1),
         );
+        self.show_document(target, uri, true, Some(Range::new(at, at)));
         Ok(json!({}))
     }
 

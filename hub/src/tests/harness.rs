@@ -216,23 +216,13 @@ impl World {
 
     /// A request from editor `id`; its answer shows as `#n <- …`.
     pub fn request(&mut self, id: u64, method: &str, params: Value) -> usize {
-        let (reply, answered) = Responder::new();
-        self.requests += 1;
-        let n = self.requests;
-        self.pending.insert(n, answered);
-        self.step(
-            format!("#{n} ed{id} {method} {}", compact(&params)),
-            Event::Request {
-                editor: EditorId(id),
-                method: method.into(),
-                params: message::params(&params),
-                reply,
-            },
-        );
-        if self.pending.contains_key(&n) {
-            self.log.push_str(&format!("  #{n} waits\n"));
-        }
-        n
+        let what = format!("{method} {}", compact(&params));
+        self.ask_hub(format!("ed{id} {what}"), |reply| Event::Request {
+            editor: EditorId(id),
+            method: method.into(),
+            params: message::params(&params),
+            reply,
+        })
     }
 
     pub fn did_open(&mut self, id: u64, uri: &str, version: i32, text: &str) {
@@ -339,41 +329,38 @@ impl World {
 
     /// A `tools/call` from a Claude Code connection.
     pub fn ide_tool(&mut self, client: u64, tool: &str, arguments: Value) -> usize {
-        let (reply, answered) = Responder::new();
-        self.requests += 1;
-        let n = self.requests;
-        self.pending.insert(n, answered);
-        self.step(
-            format!("#{n} ide{client} {tool} {}", compact(&arguments)),
-            Event::IdeToolCall {
-                client: IdeClientId(client),
-                tool: tool.into(),
-                arguments,
-                reply,
-            },
-        );
-        if self.pending.contains_key(&n) {
-            self.log.push_str(&format!("  #{n} waits\n"));
-        }
-        n
+        let what = format!("ide{client} {tool} {}", compact(&arguments));
+        self.ask_hub(what, |reply| Event::IdeToolCall {
+            client: IdeClientId(client),
+            tool: tool.into(),
+            arguments,
+            reply,
+        })
     }
 
     // ----- the agent and terminal hosts ----------------------------------
 
     /// An editor tool of the agent's MCP server.
     pub fn agent_tool(&mut self, tool: &str, arguments: Value) -> usize {
+        let what = format!("agent tool {tool} {}", compact(&arguments));
+        self.ask_hub(what, |reply| Event::AgentToolCall {
+            tool: tool.into(),
+            arguments,
+            reply,
+        })
+    }
+
+    /// Runs an event that carries a reply, numbered `#n` in the
+    /// transcript; `#n waits` if it is not answered at once.
+    fn ask_hub(&mut self, what: String, event: impl FnOnce(Responder) -> Event) -> usize {
         let (reply, answered) = Responder::new();
         self.requests += 1;
         let n = self.requests;
         self.pending.insert(n, answered);
-        self.step(
-            format!("#{n} agent tool {tool} {}", compact(&arguments)),
-            Event::AgentToolCall {
-                tool: tool.into(),
-                arguments,
-                reply,
-            },
-        );
+        self.step(format!("#{n} {what}"), event(reply));
+        if self.pending.contains_key(&n) {
+            self.log.push_str(&format!("  #{n} waits\n"));
+        }
         n
     }
 

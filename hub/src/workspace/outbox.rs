@@ -130,7 +130,7 @@ impl Workspace {
             self.awaited_answers.remove(&(editor, id.clone()));
             let id = match id {
                 RequestId::String(s) => NumberOrString::String(s),
-                // Never: the ids `request` makes are strings.
+                // Never: the ids `send_request` makes are strings.
                 RequestId::Number(n) => NumberOrString::String(n.to_string()),
             };
             self.notify::<Cancel>(editor, CancelParams { id });

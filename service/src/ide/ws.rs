@@ -665,8 +665,8 @@ async fn send_selection(w: &mut WriterState, last: &mut Option<SelectionChanged>
         return true;
     };
     let json = serde_json::to_value(&params).expect("selection_changed serializes");
-    let body = String::from_utf8(message::notification("selection_changed", json))
-        .expect("JSON is UTF-8");
+    let body =
+        String::from_utf8(message::notification("selection_changed", json)).expect("JSON is UTF-8");
     if !send(w, Message::text(body)).await {
         return false;
     }

@@ -1,10 +1,12 @@
 //! Claude Code's view of the workspace: the IDE tools answered from the hub's
-//! state, the `selection_changed` payload, and `at_mentioned`.
+//! state, and `at_mentioned` (the `selection_changed` payload is built in
+//! `selections`).
 //!
-//! Shapes follow ide-protocol.md §4–§6: results are MCP `CallToolResult`s
-//! whose text is a plain word or JSON; lines and characters are 0-based and
-//! characters count UTF-16 code units, as VS Code's do. Paths arrive here
-//! already confined to the workspace by the IDE adapter.
+//! The shapes are [`moonkale_protocol::ide`]'s: results are MCP
+//! `CallToolResult`s whose text is a plain word or JSON; lines and
+//! characters are 0-based and characters count UTF-16 code units, as VS
+//! Code's do. Paths arrive here already confined to the workspace by the
+//! IDE adapter.
 
 use std::path::{Path, PathBuf};
 

@@ -23,6 +23,8 @@ pub mod ports;
 pub mod printable;
 mod status;
 mod subscriptions;
+#[cfg(test)]
+mod tests;
 mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +35,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::core::PositionEncoding;
+use moonkale_protocol::ide::SelectionChanged;
 use moonkale_protocol::jsonrpc::{Params, RequestId, ResponseError};
 
 pub use ports::{
@@ -240,7 +243,7 @@ impl std::fmt::Debug for Event {
 pub struct HubHandle {
     tx: mpsc::Sender<Event>,
     root: Arc<PathBuf>,
-    selection: watch::Receiver<Option<Value>>,
+    selection: watch::Receiver<Option<SelectionChanged>>,
 }
 
 static NEXT_EDITOR_ID: AtomicU64 = AtomicU64::new(1);
@@ -260,7 +263,7 @@ impl HubHandle {
 
     /// The active editor's selection as `selection_changed` params, updated
     /// whenever it changes (`None` while there is none).
-    pub fn selection(&self) -> watch::Receiver<Option<Value>> {
+    pub fn selection(&self) -> watch::Receiver<Option<SelectionChanged>> {
         self.selection.clone()
     }
 

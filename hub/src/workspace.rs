@@ -1,35 +1,50 @@
-//! The state of one workspace and how each event changes it.
+//! The state of one workspace and how each event changes it: the
+//! [`Workspace`], its dispatch of events, notifications and requests, and
+//! the code actions it offers. Each concept has its own module:
+//! [`documents`] (each editor's buffers, their sync and caps),
+//! [`selections`] (the sources, the active editor, Claude Code's payload),
+//! [`outbox`] (what the hub sends editors and the answers it awaits),
+//! [`diagnostics`] (forwarded and pulled), [`status`], and beside them the
+//! links to Claude Code ([`ide`], [`proposals`]), the agent and terminals.
 //!
-//! Owned by the hub task alone (see the module above). Each editor's buffers
-//! are kept separately, because two editors holding one file may disagree
-//! until they save; questions about a file are answered from the editor that
-//! touched it most recently.
+//! Owned by the hub task alone (see the crate's header). Each editor's
+//! buffers are kept separately, because two editors holding one file may
+//! disagree until they save; questions about a file are answered from the
+//! editor that touched it most recently.
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 
-use lsp_types::Url;
+use lsp_types::{CodeAction, CodeActionKind, CodeActionOrCommand, Command, Url};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 mod agent;
+mod diagnostics;
+mod documents;
 mod ide;
+mod outbox;
 mod proposals;
+mod selections;
+mod status;
 mod terminal;
 
 pub use agent::{ANSWER_APPROVAL_COMMAND, TRUST_COMMAND};
 pub use ide::{SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result};
 pub use proposals::{ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND};
+pub use selections::SELECTION_COMMAND;
 pub use terminal::START_CLAUDE_COMMAND;
 
-use super::diagnostics::{DiagnosticsStore, SourceDiagnostics};
-use super::status::{DocumentStatus, EditorStatus, SelectionStatus, Status};
+use documents::{OpenDocument, VersionWaiter, held_bytes};
+use outbox::Awaited;
+use selections::Selection;
+
+use super::diagnostics::DiagnosticsStore;
 use super::subscriptions::Subscriptions;
-use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role, Topic};
-use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
-use crate::core::{Document, LineCol, PositionEncoding, SyncState, TextChange, WirePosition};
+use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role};
+use moonkale_protocol::ide::{CallToolResult, SelectionChanged};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
 /// Total bytes the workspace holds: every editor's buffers (text, URI,
@@ -37,9 +52,6 @@ use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 pub const MAX_TOTAL_BYTES: usize = 512 << 20;
 /// Open documents per editor.
 pub const MAX_DOCUMENTS_PER_EDITOR: usize = 20_000;
-
-/// The command Helix keymaps call to push their selection (editors.md §3b).
-pub const SELECTION_COMMAND: &str = "moonkale.selection";
 
 /// Caps on what editors may make the workspace hold.
 #[derive(Clone, Copy, Debug)]
@@ -86,16 +98,7 @@ pub(super) struct Workspace {
     /// Who hears which session and terminal.
     subscriptions: Subscriptions,
     /// The active editor's selection as `selection_changed` params.
-    selection_tx: tokio::sync::watch::Sender<Option<Value>>,
-}
-
-/// What an editor's answer to one of our requests decides.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Awaited {
-    Proposal(u64),
-    Approval(String),
-    /// One question (by index) of an `AskUserQuestion` approval.
-    Question(String, usize),
+    selection_tx: tokio::sync::watch::Sender<Option<SelectionChanged>>,
 }
 
 struct IdeClient {
@@ -114,31 +117,11 @@ struct Editor {
     last_active: u64,
 }
 
-struct OpenDocument {
-    doc: Document,
-    /// Clock value of the latest open/change/save from this editor.
-    touched: u64,
-}
-
-/// The latest cursor/selection of one editor, in char columns.
-struct Selection {
-    uri: Url,
-    anchor: LineCol,
-    cursor: LineCol,
-    source: &'static str,
-}
-
-struct VersionWaiter {
-    uri: Url,
-    version: i32,
-    reply: Responder,
-}
-
 impl Workspace {
     pub(super) fn new(
         root: PathBuf,
         limits: Limits,
-        selection_tx: tokio::sync::watch::Sender<Option<Value>>,
+        selection_tx: tokio::sync::watch::Sender<Option<SelectionChanged>>,
     ) -> Workspace {
         Workspace {
             root,
@@ -186,22 +169,7 @@ impl Workspace {
                 self.withdraw_proposals_of(client);
             }
             Event::EditorResponse { editor, id, result } => {
-                match self.awaited_answers.remove(&(editor, id)) {
-                    Some(Awaited::Proposal(proposal)) => self.proposal_button(proposal, result),
-                    Some(Awaited::Approval(approval)) => {
-                        let title = result.ok().and_then(|v| {
-                            v.get("title").and_then(Value::as_str).map(str::to_owned)
-                        });
-                        self.approval_button(approval, title.as_deref());
-                    }
-                    Some(Awaited::Question(approval, index)) => {
-                        let title = result.ok().and_then(|v| {
-                            v.get("title").and_then(Value::as_str).map(str::to_owned)
-                        });
-                        self.question_button(approval, index, title.as_deref());
-                    }
-                    None => {} // an answer nothing waits for (progress creation, …)
-                }
+                self.editor_response(editor, id, result)
             }
             Event::Publish {
                 topic,
@@ -346,204 +314,6 @@ impl Workspace {
         }
     }
 
-    fn did_open(&mut self, editor: EditorId, params: Params) {
-        let Some(p) =
-            self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", &params)
-        else {
-            return;
-        };
-        let item = p.text_document;
-        if !accepted_scheme(&item.uri) {
-            return self.violation(
-                editor,
-                format!(
-                    "didOpen of {} refused: only file: and untitled: URIs",
-                    item.uri
-                ),
-            );
-        }
-        let ed = self.editors.get(&editor).expect("checked by caller");
-        let old = ed.docs.get(&item.uri);
-        let replaced = old.map_or(0, |d| held_bytes(&item.uri, &d.doc));
-        let limits = self.limits;
-        if old.is_none() && ed.docs.len() >= limits.documents_per_editor {
-            let why = format!("over {} open documents", limits.documents_per_editor);
-            return self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
-        }
-        let adds = item.uri.as_str().len() + item.language_id.len() + item.text.len();
-        if self.held() - replaced + adds > limits.total_bytes {
-            let why = format!("the workspace would hold over {} bytes", limits.total_bytes);
-            return self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
-        }
-        let doc = match Document::open(&item.text, item.version, &item.language_id) {
-            Ok(doc) => doc,
-            Err(err) => {
-                return self.violation(editor, format!("didOpen of {} refused: {err}", item.uri));
-            }
-        };
-        self.clock += 1;
-        self.total_bytes = self.total_bytes - replaced + held_bytes(&item.uri, &doc);
-        let ed = self.editors.get_mut(&editor).expect("checked by caller");
-        ed.docs.insert(
-            item.uri.clone(),
-            OpenDocument {
-                doc,
-                touched: self.clock,
-            },
-        );
-        self.mark_active(editor);
-        self.wake_version_waiters(&item.uri);
-    }
-
-    fn did_change(&mut self, editor: EditorId, params: Params) {
-        let Some(p) =
-            self.parse::<lsp_types::DidChangeTextDocumentParams>(editor, "didChange", &params)
-        else {
-            return;
-        };
-        let uri = p.text_document.uri;
-        let ed = self.editors.get_mut(&editor).expect("checked by caller");
-        let encoding = ed.info.encoding;
-        let Some(open) = ed.docs.get_mut(&uri) else {
-            return self.violation(editor, format!("didChange for {uri}, which is not open"));
-        };
-        let changes: Vec<TextChange> = p
-            .content_changes
-            .into_iter()
-            .map(|c| TextChange {
-                range: c.range.map(|r| (r.start.into(), r.end.into())),
-                text: c.text,
-            })
-            .collect();
-        let before = open.doc.len_bytes();
-        let mut outcome = open
-            .doc
-            .apply_changes(p.text_document.version, &changes, encoding);
-        let after = open.doc.len_bytes();
-        let limit = self.limits.total_bytes;
-        let held = self.total_bytes + self.diagnostics.bytes();
-        if outcome.is_ok() && held - before + after > limit {
-            // Keep the change (the editor has it) but stop trusting our copy.
-            let err = crate::core::ChangeError::TooLarge {
-                bytes: held - before + after,
-                limit,
-            };
-            open.doc.mark_desynced(&err);
-            outcome = Err(err);
-        }
-        self.total_bytes = self.total_bytes - before + after;
-        self.clock += 1;
-        open.touched = self.clock;
-        match outcome {
-            Ok(Some(end)) => {
-                ed.selection = Some(Selection {
-                    uri: uri.clone(),
-                    anchor: end,
-                    cursor: end,
-                    source: "edit",
-                });
-                self.mark_active(editor);
-                self.wake_version_waiters(&uri);
-            }
-            Ok(None) => self.wake_version_waiters(&uri),
-            Err(err) => self.violation(editor, format!("didChange for {uri} refused: {err}")),
-        }
-    }
-
-    fn did_save(&mut self, editor: EditorId, params: Params) {
-        let Some(p) =
-            self.parse::<lsp_types::DidSaveTextDocumentParams>(editor, "didSave", &params)
-        else {
-            return;
-        };
-        let uri = p.text_document.uri;
-        let ed = self.editors.get_mut(&editor).expect("checked by caller");
-        let Some(open) = ed.docs.get_mut(&uri) else {
-            return self.violation(editor, format!("didSave for {uri}, which is not open"));
-        };
-        let before = open.doc.len_bytes();
-        let outcome = open.doc.saved(p.text.as_deref());
-        self.total_bytes = self.total_bytes - before + open.doc.len_bytes();
-        self.clock += 1;
-        open.touched = self.clock;
-        if let Err(err) = outcome {
-            self.violation(editor, format!("didSave for {uri}: {err}"));
-        }
-    }
-
-    fn did_close(&mut self, editor: EditorId, params: Params) {
-        let Some(p) =
-            self.parse::<lsp_types::DidCloseTextDocumentParams>(editor, "didClose", &params)
-        else {
-            return;
-        };
-        let uri = p.text_document.uri;
-        let ed = self.editors.get_mut(&editor).expect("checked by caller");
-        match ed.docs.remove(&uri) {
-            Some(open) => {
-                self.total_bytes -= held_bytes(&uri, &open.doc);
-                if ed.selection.as_ref().is_some_and(|s| s.uri == uri) {
-                    ed.selection = None;
-                }
-            }
-            None => self.violation(editor, format!("didClose for {uri}, which is not open")),
-        }
-    }
-
-    fn selection_changed(&mut self, editor: EditorId, params: Params) {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Params {
-            text_document: lsp_types::TextDocumentIdentifier,
-            selection: Option<lsp_types::Range>,
-            cursor: Option<lsp_types::Position>,
-        }
-        let Some(p) = self.parse::<Params>(editor, "moonkale/selectionChanged", &params) else {
-            return;
-        };
-        let (anchor, cursor) = match (p.selection, p.cursor) {
-            (Some(r), Some(c)) => {
-                // The anchor is whichever end of the selection the cursor is not at.
-                let anchor = if c == r.start { r.end } else { r.start };
-                (anchor, c)
-            }
-            (Some(r), None) => (r.start, r.end),
-            (None, Some(c)) => (c, c),
-            (None, None) => {
-                return self.violation(
-                    editor,
-                    "moonkale/selectionChanged needs `selection` or `cursor`".into(),
-                );
-            }
-        };
-        self.set_selection(
-            editor,
-            p.text_document.uri,
-            anchor.into(),
-            cursor.into(),
-            "moonkale/selectionChanged",
-        );
-    }
-
-    fn publish_diagnostics(&mut self, editor: EditorId, params: Params) {
-        #[derive(Deserialize)]
-        struct Params {
-            uri: Url,
-            source: String,
-            diagnostics: Vec<lsp_types::Diagnostic>,
-        }
-        let Some(p) = self.parse::<Params>(editor, "moonkale/publishDiagnostics", &params) else {
-            return;
-        };
-        let encoding = self.editors[&editor].info.encoding;
-        let entry = SourceDiagnostics::new(editor, encoding, p.diagnostics);
-        let budget = (self.limits.total_bytes.saturating_sub(self.total_bytes))
-            .min(self.limits.diagnostics_bytes);
-        if let Err(why) = self.diagnostics.publish(p.uri, p.source, entry, budget) {
-            self.violation(editor, why);
-        }
-    }
-
     // ----- requests ------------------------------------------------------
 
     /// Answers a request now, or parks `reply` (or hands it to a host) to
@@ -611,66 +381,32 @@ impl Workspace {
             p.range.end.into(),
             "codeAction",
         );
-        if uri.scheme() != "file" {
-            return Ok(json!([]));
+        let mut actions = Vec::new();
+        if uri.scheme() == "file" {
+            actions = self.proposal_actions(&uri, &p.range);
+            actions.extend(self.approval_actions());
+            let title = "Send selection to Claude Code";
+            let arguments = vec![json!(uri), json!(p.range)];
+            actions.push(command_action(
+                title.into(),
+                CodeActionKind::SOURCE,
+                SEND_TO_CLAUDE_COMMAND,
+                arguments,
+            ));
+            let title = "Start Claude Code here";
+            actions.push(command_action(
+                title.into(),
+                CodeActionKind::SOURCE,
+                START_CLAUDE_COMMAND,
+                Vec::new(),
+            ));
+            actions.extend(self.trust_action());
         }
-        let mut actions = self.proposal_actions(&uri, &p.range);
-        actions.extend(self.approval_actions());
-        actions.push(json!({
-            "title": "Send selection to Claude Code",
-            "kind": "source",
-            "command": {
-                "title": "Send selection to Claude Code",
-                "command": SEND_TO_CLAUDE_COMMAND,
-                "arguments": [uri, p.range],
-            },
-        }));
-        actions.push(json!({
-            "title": "Start Claude Code here",
-            "kind": "source",
-            "command": {"title": "Start Claude Code here", "command": START_CLAUDE_COMMAND, "arguments": []},
-        }));
-        actions.extend(self.trust_action());
-        Ok(Value::Array(actions))
-    }
-
-    /// Requests that carry the editor's cursor: we have nothing to add to the
-    /// answer, but the position tells us where the user is.
-    fn position_request(
-        &mut self,
-        editor: EditorId,
-        params: &RawValue,
-        source: &'static str,
-    ) -> Result<Value, ResponseError> {
-        let p: lsp_types::TextDocumentPositionParams = parse_params(params)?;
-        let pos = p.position.into();
-        self.set_selection(editor, p.text_document.uri, pos, pos, source);
-        Ok(Value::Null)
-    }
-
-    fn pull_diagnostics(
-        &mut self,
-        editor: EditorId,
-        params: Params,
-    ) -> Result<Value, ResponseError> {
-        let p: lsp_types::DocumentDiagnosticParams = parse_params(&params)?;
-        let uri = p.text_document.uri;
-        let to = self.editors[&editor].info.encoding;
-        // What this editor forwarded itself it already shows; echoing it back
-        // would show every diagnostic twice.
-        let mut items = Vec::new();
-        for entry in self
-            .diagnostics
-            .for_uri(&uri)
-            .filter(|e| e.editor != editor)
-        {
-            for d in &entry.items {
-                let mut d = d.clone();
-                d.range = self.convert_range(&uri, d.range, entry.encoding, to);
-                items.push(d);
-            }
-        }
-        Ok(json!({"kind": "full", "items": items}))
+        let actions: Vec<CodeActionOrCommand> = actions
+            .into_iter()
+            .map(CodeActionOrCommand::CodeAction)
+            .collect();
+        Ok(serde_json::to_value(actions).expect("code actions serialize"))
     }
 
     fn execute_command(
@@ -688,242 +424,13 @@ impl Workspace {
         if [ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND].contains(&p.command.as_str()) {
             return self.proposal_command(editor, &p.command, &p.arguments);
         }
-        if p.command != SELECTION_COMMAND {
-            return Err(ResponseError::invalid_params(format!(
-                "unknown command {}",
-                p.command
-            )));
+        if p.command == SELECTION_COMMAND {
+            return self.selection_command(editor, &p.arguments);
         }
-        // Helix: [buffer_name, cursor_line, cursor_column, selection_line_start,
-        // selection_line_end], 1-based, buffer_name relative to the editor's cwd.
-        let bad = || {
-            ResponseError::invalid_params(
-                "moonkale.selection wants [path, line, column, first line, last line]",
-            )
-        };
-        let args = &p.arguments;
-        let path = args.first().and_then(Value::as_str).ok_or_else(bad)?;
-        let num = |i: usize| -> Result<u32, ResponseError> {
-            let n = args.get(i).and_then(Value::as_u64).ok_or_else(bad)?;
-            Ok(u32::try_from(n).unwrap_or(u32::MAX).saturating_sub(1))
-        };
-        let (line, column, first, last) = (num(1)?, num(2)?, num(3)?, num(4)?);
-        // Relative to the editor's cwd, which may be above a file (`../x`).
-        let mut absolute = PathBuf::new();
-        for c in self.root.join(path).components() {
-            match c {
-                std::path::Component::ParentDir => {
-                    absolute.pop();
-                }
-                c => absolute.push(c),
-            }
-        }
-        let uri =
-            file_uri(&absolute).ok_or_else(|| ResponseError::invalid_params("not a file path"))?;
-        let cursor = WirePosition {
-            line,
-            character: column,
-        };
-        let (anchor, cursor) = if first == last {
-            (cursor, cursor)
-        } else {
-            (
-                WirePosition {
-                    line: first,
-                    character: 0,
-                },
-                WirePosition {
-                    line: last + 1,
-                    character: 0,
-                },
-            )
-        };
-        // Helix counts columns in chars, whatever encoding it negotiated.
-        self.set_selection_in(
-            editor,
-            uri,
-            anchor,
-            cursor,
-            PositionEncoding::Utf32,
-            "executeCommand",
-        );
-        Ok(Value::Null)
-    }
-
-    fn document(&self, params: Params) -> Result<Value, ResponseError> {
-        #[derive(Deserialize)]
-        struct Params {
-            uri: Url,
-        }
-        let p: Params = parse_params(&params)?;
-        let Some((editor, open)) = self.latest(&p.uri) else {
-            return Err(ResponseError::new(
-                code::REQUEST_FAILED,
-                format!("{} is not open in any editor", p.uri),
-            ));
-        };
-        Ok(json!({
-            "uri": p.uri,
-            "editor": editor.0,
-            "version": open.doc.version(),
-            "dirty": open.doc.is_dirty(),
-            "inSync": *open.doc.sync() == SyncState::InSync,
-            "text": open.doc.text().to_string(),
-        }))
-    }
-
-    fn wait_for_version(&mut self, params: Params, reply: Responder) {
-        #[derive(Deserialize)]
-        struct Params {
-            uri: Url,
-            version: i32,
-        }
-        let p: Params = match parse_params(&params) {
-            Ok(p) => p,
-            Err(e) => return reply.send(Err(e)),
-        };
-        if let Some((_, open)) = self
-            .latest(&p.uri)
-            .filter(|(_, o)| o.doc.version() >= p.version)
-        {
-            return reply.send(Ok(json!({"version": open.doc.version()})));
-        }
-        self.version_waiters.push(VersionWaiter {
-            uri: p.uri,
-            version: p.version,
-            reply,
-        });
-    }
-
-    // ----- shared helpers ------------------------------------------------
-
-    /// `…/subscribe` or `…/unsubscribe` of `topic`; the (empty) result.
-    fn subscription(&mut self, editor: EditorId, method: &str, topic: Topic) -> Value {
-        if method.ends_with("/subscribe") {
-            self.subscriptions.subscribe(editor, topic);
-        } else {
-            self.subscriptions.unsubscribe(editor, &topic);
-        }
-        json!({})
-    }
-
-    /// Sends `method` to every connection subscribed to `topic`.
-    fn publish(&self, topic: &Topic, method: &str, params: Value) {
-        let body = message::notification(method, params);
-        for editor in self.subscriptions.subscribers(topic) {
-            if let Some(ed) = self.editors.get(&editor)
-                && ed.outbox.try_send(body.clone()).is_err()
-            {
-                tracing::debug!(editor = editor.0, %method, "outbox full; notification dropped");
-            }
-        }
-    }
-
-    fn wake_version_waiters(&mut self, uri: &Url) {
-        if self.version_waiters.is_empty() {
-            return;
-        }
-        let Some(current) = self.latest(uri).map(|(_, o)| o.doc.version()) else {
-            return;
-        };
-        let waiters = std::mem::take(&mut self.version_waiters);
-        for w in waiters {
-            if &w.uri == uri && current >= w.version {
-                w.reply.send(Ok(json!({"version": current})));
-            } else if !w.reply.is_closed() {
-                self.version_waiters.push(w);
-            }
-        }
-    }
-
-    /// The buffer of `uri` in the editor that touched it most recently.
-    fn latest(&self, uri: &Url) -> Option<(EditorId, &OpenDocument)> {
-        self.editors
-            .iter()
-            .filter_map(|(id, ed)| ed.docs.get(uri).map(|d| (*id, d)))
-            .max_by_key(|(_, d)| d.touched)
-    }
-
-    fn set_selection(
-        &mut self,
-        editor: EditorId,
-        uri: Url,
-        anchor: WirePosition,
-        cursor: WirePosition,
-        source: &'static str,
-    ) {
-        let encoding = self.editors[&editor].info.encoding;
-        self.set_selection_in(editor, uri, anchor, cursor, encoding, source);
-    }
-
-    /// Records `editor`'s selection, clamped into the text it sees (its own
-    /// buffer, else the latest buffer of that file anywhere).
-    fn set_selection_in(
-        &mut self,
-        editor: EditorId,
-        uri: Url,
-        anchor: WirePosition,
-        cursor: WirePosition,
-        encoding: PositionEncoding,
-        source: &'static str,
-    ) {
-        if self.editors[&editor].info.role != Role::Editor {
-            return;
-        }
-        let text = match self.editors[&editor].docs.get(&uri) {
-            Some(open) => Some(open.doc.text()),
-            None => self.latest(&uri).map(|(_, open)| open.doc.text()),
-        };
-        let to_line_col = |p: WirePosition| match text {
-            Some(text) => clamp_to_line_col(text, p, encoding),
-            // No text to clamp against: keep the editor's numbers.
-            None => LineCol {
-                line: p.line,
-                col: p.character,
-            },
-        };
-        let selection = Selection {
-            anchor: to_line_col(anchor),
-            cursor: to_line_col(cursor),
-            uri,
-            source,
-        };
-        self.clock += 1;
-        self.editors
-            .get_mut(&editor)
-            .expect("checked by caller")
-            .selection = Some(selection);
-        self.mark_active(editor);
-    }
-
-    fn mark_active(&mut self, editor: EditorId) {
-        self.clock += 1;
-        if let Some(ed) = self
-            .editors
-            .get_mut(&editor)
-            .filter(|ed| ed.info.role == Role::Editor)
-        {
-            ed.last_active = self.clock;
-        }
-    }
-
-    fn convert_range(
-        &self,
-        uri: &Url,
-        range: lsp_types::Range,
-        from: PositionEncoding,
-        to: PositionEncoding,
-    ) -> lsp_types::Range {
-        let Some((_, open)) = self.latest(uri).filter(|_| from != to) else {
-            return range;
-        };
-        let text = open.doc.text();
-        let conv =
-            |p: lsp_types::Position| to_wire(text, to_char_idx(text, p.into(), from), to).into();
-        lsp_types::Range {
-            start: conv(range.start),
-            end: conv(range.end),
-        }
+        Err(ResponseError::invalid_params(format!(
+            "unknown command {}",
+            p.command
+        )))
     }
 
     fn parse<T: serde::de::DeserializeOwned>(
@@ -940,160 +447,27 @@ impl Workspace {
             }
         }
     }
+}
 
-    /// Sends a request to an editor; its answer comes back as an
-    /// `EditorResponse` event with the returned id.
-    fn request_editor(
-        &mut self,
-        editor: EditorId,
-        method: &str,
-        params: Value,
-    ) -> message::RequestId {
-        self.clock += 1;
-        let id = message::RequestId::String(format!("moonkale-{}", self.clock));
-        if let Some(ed) = self.editors.get(&editor)
-            && ed
-                .outbox
-                .try_send(message::request(&id, method, params))
-                .is_err()
-        {
-            tracing::debug!(editor = editor.0, %method, "outbox full; request dropped");
-        }
-        id
+/// A code action that runs one of our commands; its command has the same
+/// title, so editors that show either show the same words.
+fn command_action(
+    title: String,
+    kind: CodeActionKind,
+    command: &str,
+    arguments: Vec<Value>,
+) -> CodeAction {
+    CodeAction {
+        title: title.clone(),
+        kind: Some(kind),
+        command: Some(Command::new(title, command.into(), Some(arguments))),
+        ..CodeAction::default()
     }
+}
 
-    /// Withdraws the questions (buttons) still open in editors about
-    /// `decided`: it was decided elsewhere.
-    fn cancel_questions(&mut self, decided: &Awaited) {
-        let asked: Vec<(EditorId, message::RequestId)> = self
-            .awaited_answers
-            .iter()
-            .filter(|(_, a)| *a == decided)
-            .map(|(key, _)| key.clone())
-            .collect();
-        for (editor, id) in asked {
-            self.awaited_answers.remove(&(editor, id.clone()));
-            self.notify_editor(editor, "$/cancelRequest", json!({"id": id.to_json()}));
-        }
-    }
-
-    /// The real editors (not observers), each with whether it shows
-    /// `window/showMessageRequest` buttons.
-    fn editors_with_buttons(&self) -> Vec<(EditorId, bool)> {
-        self.editors
-            .iter()
-            .filter(|(_, ed)| ed.info.role == Role::Editor)
-            .map(|(id, ed)| (*id, ed.info.shows_message_buttons))
-            .collect()
-    }
-
-    /// Sends a notification to an editor (dropped if it does not read).
-    fn notify_editor(&self, editor: EditorId, method: &str, params: Value) {
-        if let Some(ed) = self.editors.get(&editor)
-            && ed
-                .outbox
-                .try_send(message::notification(method, params))
-                .is_err()
-        {
-            tracing::debug!(editor = editor.0, %method, "outbox full; notification dropped");
-        }
-    }
-
-    /// Logs a protocol violation and tells the editor, which may not know
-    /// that we stopped trusting its stream.
-    fn violation(&mut self, editor: EditorId, what: String) {
-        tracing::warn!(editor = editor.0, "protocol violation: {what}");
-        if let Some(ed) = self.editors.get(&editor) {
-            let body = message::notification(
-                "window/logMessage",
-                json!({"type": 2, "message": format!("moonkale: {what}")}),
-            );
-            if ed.outbox.try_send(body).is_err() {
-                tracing::debug!(editor = editor.0, "outbox full; logMessage dropped");
-            }
-        }
-    }
-
-    /// Bytes the workspace holds against [`Limits::total_bytes`].
-    fn held(&self) -> usize {
-        self.total_bytes + self.diagnostics.bytes()
-    }
-
-    /// The workspace's active editor: the one with the latest sign of use.
-    fn active_editor(&self) -> Option<(EditorId, &Editor)> {
-        self.editors
-            .iter()
-            .filter(|(_, ed)| ed.info.role == Role::Editor)
-            .max_by_key(|(_, ed)| ed.last_active)
-            .map(|(id, ed)| (*id, ed))
-    }
-
-    pub(super) fn status(&self) -> Status {
-        let active = self.active_editor().map(|(id, _)| id);
-        let editors = self
-            .editors
-            .iter()
-            .filter(|(_, ed)| ed.info.role == Role::Editor)
-            .map(|(id, ed)| {
-                let mut documents: Vec<DocumentStatus> = ed
-                    .docs
-                    .iter()
-                    .map(|(uri, open)| DocumentStatus {
-                        uri: uri.to_string(),
-                        language_id: open.doc.language_id().to_owned(),
-                        version: open.doc.version(),
-                        dirty: open.doc.is_dirty(),
-                        in_sync: *open.doc.sync() == SyncState::InSync,
-                        bytes: open.doc.len_bytes(),
-                        lines: open.doc.text().len_lines(),
-                    })
-                    .collect();
-                documents.sort_by(|a, b| a.uri.cmp(&b.uri));
-                EditorStatus {
-                    id: id.0,
-                    client: ed.info.client_name.clone(),
-                    client_version: ed.info.client_version.clone(),
-                    process_id: ed.info.process_id,
-                    transport: ed.info.transport,
-                    position_encoding: ed.info.encoding.as_lsp_str().to_owned(),
-                    active: Some(*id) == active,
-                    selection: ed.selection.as_ref().map(|s| SelectionStatus {
-                        uri: s.uri.to_string(),
-                        anchor: lsp_types::Position::new(s.anchor.line, s.anchor.col),
-                        cursor: lsp_types::Position::new(s.cursor.line, s.cursor.col),
-                        source: s.source.to_owned(),
-                    }),
-                    documents,
-                }
-            })
-            .collect();
-        Status {
-            workspace: self.root.clone(),
-            pid: std::process::id(),
-            active_editor: active.map(|a| a.0),
-            editors,
-            diagnostics: self.diagnostics.counts(),
-            total_bytes: self.held(),
-            claude_clients: self
-                .ide_clients
-                .iter()
-                .map(|(id, c)| super::status::ClaudeClientStatus {
-                    id: id.0,
-                    pid: c.cli_pid,
-                })
-                .collect(),
-            pending_proposals: self
-                .proposals
-                .iter()
-                .map(|p| super::status::ProposalStatus {
-                    tab_name: p.tab_name.clone(),
-                    target: p.target.to_string(),
-                    document: p.document.to_string(),
-                })
-                .collect(),
-            trusted: self.agent_trusted(),
-        }
-    }
+/// A tool's answer as the JSON a [`Responder`] takes.
+fn tool_result(result: CallToolResult) -> Value {
+    serde_json::to_value(result).expect("a tool result serializes")
 }
 
 /// The `command` of `workspace/executeCommand` params, if they have one.
@@ -1106,12 +480,6 @@ fn command_name(params: &RawValue) -> Option<&str> {
     serde_json::from_str::<P>(params.get())
         .ok()
         .map(|p| p.command)
-}
-
-/// What one open document holds against the caps: its text, URI and
-/// language id.
-fn held_bytes(uri: &Url, doc: &Document) -> usize {
-    uri.as_str().len() + doc.language_id().len() + doc.len_bytes()
 }
 
 /// The `Url` of an absolute path in the canonical form (`core::uri`) that
@@ -1130,10 +498,6 @@ pub(super) fn file_name(uri: &Url) -> String {
         .unwrap_or_default()
 }
 
-fn accepted_scheme(uri: &Url) -> bool {
-    matches!(uri.scheme(), "file" | "untitled")
-}
-
 fn parse_params<T: serde::de::DeserializeOwned>(params: &RawValue) -> Result<T, ResponseError> {
     serde_json::from_str(params.get())
         .map_err(|e| ResponseError::invalid_params(format!("invalid params: {e}")))
@@ -1146,227 +510,4 @@ fn check_range(r: &lsp_types::Range) -> Result<(), ResponseError> {
         ));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Transport;
-    use tokio::sync::mpsc;
-
-    /// Attaches editor `id` (UTF-16, takes `$/progress`; `buttons`: shows
-    /// `window/showMessageRequest`); its outbox.
-    pub(super) fn attach(ws: &mut Workspace, id: u64, buttons: bool) -> mpsc::Receiver<Vec<u8>> {
-        let (outbox, rx) = mpsc::channel(64);
-        let info = EditorInfo {
-            client_name: format!("ed{id}"),
-            client_version: None,
-            process_id: None,
-            transport: Transport::Unix,
-            encoding: PositionEncoding::Utf16,
-            role: Role::Editor,
-            shows_message_buttons: buttons,
-            shows_progress: true,
-        };
-        ws.handle(Event::Attach {
-            editor: EditorId(id),
-            info,
-            outbox,
-        });
-        rx
-    }
-
-    fn open(ws: &mut Workspace, id: u64, uri: &str, text: &str) {
-        let params =
-            json!({"textDocument": {"uri": uri, "languageId": "t", "version": 1, "text": text}});
-        ws.handle(Event::Notification {
-            editor: EditorId(id),
-            method: "textDocument/didOpen".into(),
-            params: message::params(&params),
-        });
-    }
-
-    fn log_messages(rx: &mut mpsc::Receiver<Vec<u8>>) -> Vec<String> {
-        let mut out = Vec::new();
-        while let Ok(body) = rx.try_recv() {
-            let v: Value = serde_json::from_slice(&body).unwrap();
-            out.push(
-                v["params"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            );
-        }
-        out
-    }
-
-    /// Security case 27: caps on documents per editor and on total bytes
-    /// (text, URI and language id); refused opens are reported to the editor
-    /// and change nothing.
-    #[test]
-    fn hostile_27_store_caps() {
-        let mut ws = Workspace::new(
-            "/w".into(),
-            Limits {
-                total_bytes: 32,
-                documents_per_editor: 2,
-                diagnostics_bytes: 32,
-            },
-            tokio::sync::watch::channel(None).0,
-        );
-        let mut rx = attach(&mut ws, 1, false);
-        open(&mut ws, 1, "file:///w/a", "12345");
-        open(&mut ws, 1, "file:///w/b", "1");
-        open(&mut ws, 1, "file:///w/c", "1");
-        open(&mut ws, 1, "file:///w/a", "1234567890");
-        open(&mut ws, 1, "https://example.com/x", "1");
-        let msgs = log_messages(&mut rx);
-        assert_eq!(msgs.len(), 3, "{msgs:?}");
-        assert!(msgs[0].contains("over 2 open documents"));
-        assert!(msgs[1].contains("over 32 bytes"));
-        assert!(msgs[2].contains("only file: and untitled:"));
-        let status = ws.status();
-        assert_eq!(status.total_bytes, (11 + 1 + 5) + (11 + 1 + 1));
-        assert_eq!(status.editors[0].documents.len(), 2);
-    }
-
-    fn publish(ws: &mut Workspace, id: u64, uri: &str, source: &str, messages: &[&str]) {
-        let diagnostics: Vec<Value> = messages
-            .iter()
-            .map(|m| json!({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}, "message": m}))
-            .collect();
-        let params = json!({"uri": uri, "source": source, "diagnostics": diagnostics});
-        ws.handle(Event::Notification {
-            editor: EditorId(id),
-            method: "moonkale/publishDiagnostics".into(),
-            params: message::params(&params),
-        });
-    }
-
-    /// Bounds: a document's URI and language id and every byte of the
-    /// diagnostics (messages, URI, source, the structs) count toward the
-    /// caps. A publish over the diagnostics cap, or over what the documents
-    /// leave of the workspace cap, is refused with a logMessage and keeps
-    /// the old entry; replacing, clearing and detaching give bytes back.
-    #[test]
-    fn diagnostics_and_uris_count_toward_the_caps() {
-        let mut ws = Workspace::new(
-            "/w".into(),
-            Limits {
-                total_bytes: 6000,
-                documents_per_editor: 10,
-                diagnostics_bytes: 3000,
-            },
-            tokio::sync::watch::channel(None).0,
-        );
-        let mut rx = attach(&mut ws, 1, false);
-        let held = |ws: &Workspace| ws.status().total_bytes;
-        open(&mut ws, 1, "file:///w/a", "x");
-        assert_eq!(held(&ws), 11 + 1 + 1);
-        let long = "m".repeat(500);
-        publish(&mut ws, 1, "file:///w/a", "s1", &[&long]);
-        let one = held(&ws) - 13;
-        assert!(
-            one > std::mem::size_of::<lsp_types::Diagnostic>() + 500 + "file:///w/a".len(),
-            "{one}"
-        );
-        publish(&mut ws, 1, "file:///w/a", "s1", &[&long, &long]);
-        let two = held(&ws) - 13;
-        assert!(
-            two > one && two < 2 * one,
-            "replaced, not added: {one} {two}"
-        );
-        assert_eq!(log_messages(&mut rx), Vec::<String>::new());
-
-        // Over the diagnostics cap: refused, the old entries stay.
-        publish(&mut ws, 1, "file:///w/a", "s2", &[long.as_str(); 4]);
-        let msgs = log_messages(&mut rx);
-        assert!(msgs.len() == 1 && msgs[0].contains("refused"), "{msgs:?}");
-        assert_eq!(held(&ws), 13 + two);
-        assert_eq!(ws.diagnostics.count_for(&"file:///w/a".parse().unwrap()), 2);
-
-        // Documents fill the workspace cap: what is left is too little.
-        let filler = "f".repeat(6000 - held(&ws) - (11 + 1) - one / 2);
-        open(&mut ws, 1, "file:///w/b", &filler);
-        assert_eq!(log_messages(&mut rx), Vec::<String>::new());
-        publish(&mut ws, 1, "file:///w/b", "s1", &[&long]);
-        let msgs = log_messages(&mut rx);
-        assert!(msgs.len() == 1 && msgs[0].contains("refused"), "{msgs:?}");
-
-        // Clearing and detaching give everything back.
-        publish(&mut ws, 1, "file:///w/a", "s1", &[]);
-        assert_eq!(held(&ws), 13 + 11 + 1 + filler.len());
-        publish(&mut ws, 1, "file:///w/a", "s1", &[&long]);
-        ws.handle(Event::Detach {
-            editor: EditorId(1),
-        });
-        assert_eq!(held(&ws), 0);
-    }
-
-    /// Questions about a file are answered from the editor that touched it
-    /// last; a detached editor's buffers and diagnostics go with it.
-    /// Security case 29: a handler that panics answers -32603 without the
-    /// panic text (its dropped responder answers), and the workspace and
-    /// its documents live on.
-    #[test]
-    fn hostile_29_panicking_handler_answers_internal_error() {
-        let mut ws = Workspace::new(
-            "/w".into(),
-            Limits::default(),
-            tokio::sync::watch::channel(None).0,
-        );
-        let _rx = attach(&mut ws, 1, false);
-        open(&mut ws, 1, "file:///w/a", "kept");
-        let ask = |ws: &mut Workspace, method: &str| {
-            let (reply, mut rx) = Responder::new();
-            ws.handle(Event::Request {
-                editor: EditorId(1),
-                method: method.into(),
-                params: message::params(&json!({"uri": "file:///w/a"})),
-                reply,
-            });
-            rx.try_recv().unwrap()
-        };
-        let error = ask(&mut ws, "moonkale/test/panic").unwrap_err();
-        assert_eq!(error.code, code::INTERNAL_ERROR);
-        assert!(!error.message.contains("injected"), "{error:?}");
-        assert_eq!(ask(&mut ws, "moonkale/document").unwrap()["text"], "kept");
-    }
-
-    #[test]
-    fn latest_editor_answers_and_detach_forgets() {
-        let mut ws = Workspace::new(
-            "/w".into(),
-            Limits::default(),
-            tokio::sync::watch::channel(None).0,
-        );
-        let _rx1 = attach(&mut ws, 1, false);
-        let _rx2 = attach(&mut ws, 2, false);
-        open(&mut ws, 1, "file:///w/a", "one");
-        open(&mut ws, 2, "file:///w/a", "two");
-        let ask = |ws: &mut Workspace, editor: u64| {
-            let (reply, mut rx) = Responder::new();
-            let params = json!({"uri": "file:///w/a"});
-            ws.handle(Event::Request {
-                editor: EditorId(editor),
-                method: "moonkale/document".into(),
-                params: message::params(&params),
-                reply,
-            });
-            rx.try_recv().unwrap().unwrap()
-        };
-        assert_eq!(ask(&mut ws, 1)["text"], "two");
-        let change = json!({"textDocument": {"uri": "file:///w/a", "version": 2}, "contentChanges": [{"text": "uno"}]});
-        ws.handle(Event::Notification {
-            editor: EditorId(1),
-            method: "textDocument/didChange".into(),
-            params: message::params(&change),
-        });
-        assert_eq!(ask(&mut ws, 2)["text"], "uno");
-        ws.handle(Event::Detach {
-            editor: EditorId(1),
-        });
-        assert_eq!(ask(&mut ws, 2)["text"], "two");
-        assert_eq!(ws.status().total_bytes, 11 + 1 + 3);
-    }
 }

@@ -9,6 +9,7 @@
 //!   [`lsp_types::notification::Notification`], with typed params and
 //!   result. [`ALL_METHODS`] lists them; docs/protocol.md documents exactly
 //!   these (a test checks it).
+//! - [`ide`]: Claude Code's IDE protocol: MCP tool results, `selection_changed`.
 //! - [`screen`]: a terminal's screen on the wire (rows of styled spans).
 //! - [`status`]: the `moonkale/status` snapshot.
 //! - [`dispatch`]: typed dispatch of a request by its method.
@@ -25,6 +26,7 @@ pub mod agent;
 mod approval_id;
 pub mod dispatch;
 pub mod document;
+pub mod ide;
 pub mod jsonrpc;
 pub mod proposal;
 pub mod screen;

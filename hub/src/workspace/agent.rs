@@ -8,14 +8,21 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde::Deserialize;
+use lsp_types::notification::Progress;
+use lsp_types::request::WorkDoneProgressCreate;
+use lsp_types::{
+    CodeAction, CodeActionKind, MessageType, NumberOrString, Position, ProgressParams,
+    ProgressParamsValue, Range, WorkDoneProgress, WorkDoneProgressBegin,
+    WorkDoneProgressCreateParams, WorkDoneProgressEnd, WorkDoneProgressReport,
+};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::ide::{error_result, text_result};
-use super::{Awaited, Workspace, parse_params};
+use super::{Awaited, Workspace, command_action, parse_params, tool_result};
 use crate::ports::{AgentCommand, AgentPort, Answer, Request, forward};
 use crate::{AgentProgress, EditorId, IdeClientId, Responder, Role, Topic};
 use moonkale_protocol::PermissionMode;
+use moonkale_protocol::ide::{Buffer, CallToolResult};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
 pub const ANSWER_APPROVAL_COMMAND: &str = "moonkale.answerApproval";
@@ -130,11 +137,7 @@ impl Workspace {
                 .map(|(e, _)| e)
                 .collect();
             for editor in editors {
-                self.notify_editor(
-                    editor,
-                    "window/showMessage",
-                    json!({"type": 3, "message": message}),
-                );
+                self.show_message(editor, MessageType::INFO, message.clone());
             }
         }
     }
@@ -155,16 +158,17 @@ impl Workspace {
     }
 
     /// "Trust this workspace", offered while it is not trusted.
-    pub(super) fn trust_action(&self) -> Option<Value> {
+    pub(super) fn trust_action(&self) -> Option<CodeAction> {
         if self.agent.trusted != Some(false) {
             return None;
         }
         let title = "Moonkale: trust this workspace (lets its .claude settings, hooks and .mcp.json servers run in Claude Code sessions)";
-        Some(json!({
-            "title": title,
-            "kind": "source",
-            "command": {"title": title, "command": TRUST_COMMAND, "arguments": [{"trusted": true}]},
-        }))
+        Some(command_action(
+            title.into(),
+            CodeActionKind::SOURCE,
+            TRUST_COMMAND,
+            vec![json!({"trusted": true})],
+        ))
     }
 
     /// Sends `method` to every connection subscribed to `session`.
@@ -192,18 +196,17 @@ impl Workspace {
 
     /// Shows a message with buttons in every editor that has them, else a
     /// plain message pointing at the code actions.
-    fn ask_every_editor(&mut self, awaited: Awaited, ask: Value, tell: &str) {
+    fn ask_every_editor(&mut self, awaited: Awaited, ask: Question, tell: &str) {
         for (editor, buttons) in self.editors_with_buttons() {
             if buttons {
-                let asked = self.request_editor(editor, "window/showMessageRequest", ask.clone());
-                self.awaited_answers
-                    .insert((editor, asked), awaited.clone());
+                let Question {
+                    typ,
+                    message,
+                    buttons,
+                } = ask.clone();
+                self.ask(editor, awaited.clone(), typ, message, buttons);
             } else {
-                self.notify_editor(
-                    editor,
-                    "window/showMessage",
-                    json!({"type": 3, "message": tell}),
-                );
+                self.show_message(editor, MessageType::INFO, tell.to_owned());
             }
         }
     }
@@ -212,15 +215,11 @@ impl Workspace {
     fn ask_plan(&mut self, approval: &Value) {
         let id = approval_id(approval).to_owned();
         let plan = clip(approval["plan"].as_str().unwrap_or_default(), 1500);
-        let actions: Vec<Value> = PLAN_BUTTONS
-            .iter()
-            .map(|(title, _)| json!({"title": title}))
-            .collect();
-        let ask = json!({
-            "type": 3,
-            "message": format!("Claude's plan is ready:\n\n{plan}"),
-            "actions": actions,
-        });
+        let ask = Question {
+            typ: MessageType::INFO,
+            message: format!("Claude's plan is ready:\n\n{plan}"),
+            buttons: PLAN_BUTTONS.iter().map(|(t, _)| (*t).to_owned()).collect(),
+        };
         let tell = format!(
             "Claude's plan is ready:\n\n{plan}\n\nUse the code actions (Claude: approve the plan …) to answer."
         );
@@ -232,21 +231,21 @@ impl Workspace {
         let id = approval_id(approval).to_owned();
         for (index, question) in questions(approval).iter().enumerate() {
             let text = clip(question["question"].as_str().unwrap_or_default(), 500);
-            let mut actions: Vec<Value> = option_labels(question)
+            let mut buttons: Vec<String> = option_labels(question)
                 .into_iter()
-                .map(|label| json!({"title": label}))
+                .map(str::to_owned)
                 .collect();
-            actions.push(json!({"title": DECLINE}));
+            buttons.push(DECLINE.into());
             let many = if question["multiSelect"] == true {
                 " (one choice here; several with `moonkale-service agent answer`)"
             } else {
                 ""
             };
-            let ask = json!({
-                "type": 3,
-                "message": format!("Claude asks: {text}{many}"),
-                "actions": actions,
-            });
+            let ask = Question {
+                typ: MessageType::INFO,
+                message: format!("Claude asks: {text}{many}"),
+                buttons,
+            };
             let tell =
                 format!("Claude asks: {text} Use the code actions (Claude asks …) to answer.");
             self.ask_every_editor(Awaited::Question(id.clone(), index), ask, &tell);
@@ -255,36 +254,28 @@ impl Workspace {
 
     fn ask_tool(&mut self, approval: &Value) {
         let id = approval_id(approval).to_owned();
-        let title = approval["title"].as_str().unwrap_or_default().to_owned();
-        let tool = approval["tool"].as_str().unwrap_or_default().to_owned();
+        let title = approval["title"].as_str().unwrap_or_default();
+        let tool = approval["tool"].as_str().unwrap_or_default();
         let destructive = approval["destructive"] == true;
-        for (editor, buttons) in self.editors_with_buttons() {
-            if buttons {
-                // "Always" does not apply to a destructive command: not offered.
-                let mut actions = vec![json!({"title": "Allow"})];
-                if !destructive {
-                    actions.push(json!({"title": format!("Always allow {tool} in this session")}));
-                }
-                actions.push(json!({"title": "Deny"}));
-                let ask = json!({
-                    "type": if destructive { 2 } else { 3 },
-                    "message": format!("Claude wants to run {title}"),
-                    "actions": actions,
-                });
-                let asked = self.request_editor(editor, "window/showMessageRequest", ask);
-                self.awaited_answers
-                    .insert((editor, asked), Awaited::Approval(id.clone()));
-            } else {
-                let tell = format!(
-                    "Claude wants to run {title}: use the code actions (Claude: allow / deny) to answer."
-                );
-                self.notify_editor(
-                    editor,
-                    "window/showMessage",
-                    json!({"type": 3, "message": tell}),
-                );
-            }
+        // "Always" does not apply to a destructive command: not offered.
+        let mut buttons = vec!["Allow".to_owned()];
+        if !destructive {
+            buttons.push(format!("Always allow {tool} in this session"));
         }
+        buttons.push("Deny".into());
+        let ask = Question {
+            typ: if destructive {
+                MessageType::WARNING
+            } else {
+                MessageType::INFO
+            },
+            message: format!("Claude wants to run {title}"),
+            buttons,
+        };
+        let tell = format!(
+            "Claude wants to run {title}: use the code actions (Claude: allow / deny) to answer."
+        );
+        self.ask_every_editor(Awaited::Approval(id), ask, &tell);
     }
 
     /// The question was decided (by anyone) or withdrawn: the buttons still
@@ -441,23 +432,7 @@ impl Workspace {
         &mut self,
         args: &[Value],
     ) -> Result<Value, ResponseError> {
-        #[derive(Deserialize)]
-        struct A {
-            approval: String,
-            #[serde(default)]
-            allow: bool,
-            #[serde(default)]
-            always: bool,
-            message: Option<String>,
-            /// A plan approved: `default` or `acceptEdits`.
-            mode: Option<String>,
-            /// One question answered: its index and the chosen label.
-            question: Option<usize>,
-            choice: Option<String>,
-            /// Every question answered at once.
-            answers: Option<serde_json::Map<String, Value>>,
-        }
-        let a: A = args
+        let a: AnswerArguments = args
             .first()
             .cloned()
             .and_then(|v| serde_json::from_value(v).ok())
@@ -491,8 +466,8 @@ impl Workspace {
         self.forward_answer(
             a.approval,
             Answer {
-                allow: a.allow,
-                always: a.always,
+                allow: a.allow.unwrap_or(false),
+                always: a.always.unwrap_or(false),
                 message: a.message,
                 mode,
                 answers: a.answers,
@@ -504,37 +479,41 @@ impl Workspace {
 
     /// Code actions answering every waiting approval, offered on any file
     /// (Helix has no buttons).
-    pub(super) fn approval_actions(&self) -> Vec<Value> {
+    pub(super) fn approval_actions(&self) -> Vec<CodeAction> {
         let mut actions = Vec::new();
-        let mut action = |label: String, arguments: Value| {
-            actions.push(json!({
-                "title": label,
-                "kind": "quickfix",
-                "command": {
-                    "title": label,
-                    "command": ANSWER_APPROVAL_COMMAND,
-                    "arguments": [arguments],
-                },
-            }));
+        let mut action = |label: String, arguments: AnswerArguments| {
+            let arguments = serde_json::to_value(arguments).expect("arguments serialize");
+            actions.push(command_action(
+                label,
+                CodeActionKind::QUICKFIX,
+                ANSWER_APPROVAL_COMMAND,
+                vec![arguments],
+            ));
         };
         for a in &self.agent.approvals {
-            let id = approval_id(a);
+            let answer = AnswerArguments::to(approval_id(a));
             match approval_kind(a) {
                 "plan" => {
                     for (label, mode) in PLAN_BUTTONS {
                         let label = format!("Claude: {} (the plan)", label.to_lowercase());
                         let arguments = match mode {
-                            Some(m) => json!({"approval": id, "allow": true, "mode": m.as_str()}),
-                            None => {
-                                json!({"approval": id, "allow": false, "message": "The user wants to keep planning."})
-                            }
+                            Some(m) => AnswerArguments {
+                                allow: Some(true),
+                                mode: Some(m.as_str().into()),
+                                ..answer.clone()
+                            },
+                            None => AnswerArguments {
+                                allow: Some(false),
+                                message: Some("The user wants to keep planning.".into()),
+                                ..answer.clone()
+                            },
                         };
                         action(label, arguments);
                     }
                     continue;
                 }
                 "question" => {
-                    let answered = self.agent.partial_answers.get(id);
+                    let answered = self.agent.partial_answers.get(&answer.approval);
                     for (index, q) in questions(a).iter().enumerate() {
                         if answered.is_some_and(|p| p.contains_key(&index)) {
                             continue;
@@ -545,16 +524,20 @@ impl Workspace {
                             .map(|h| clip(h, 60))
                             .unwrap_or_default();
                         for label in option_labels(q) {
-                            action(
-                                format!("Claude asks {header}: {label}"),
-                                json!({"approval": id, "question": index, "choice": label}),
-                            );
+                            let arguments = AnswerArguments {
+                                question: Some(index),
+                                choice: Some(label.into()),
+                                ..answer.clone()
+                            };
+                            action(format!("Claude asks {header}: {label}"), arguments);
                         }
                     }
-                    action(
-                        "Claude asks: decline to answer".into(),
-                        json!({"approval": id, "allow": false, "message": "The user declined to answer."}),
-                    );
+                    let decline = AnswerArguments {
+                        allow: Some(false),
+                        message: Some("The user declined to answer.".into()),
+                        ..answer
+                    };
+                    action("Claude asks: decline to answer".into(), decline);
                     continue;
                 }
                 _ => {}
@@ -572,10 +555,12 @@ impl Workspace {
             }
             choices.push((format!("Claude: deny {title}"), false, false));
             for (label, allow, always) in choices {
-                action(
-                    label,
-                    json!({"approval": id, "allow": allow, "always": always}),
-                );
+                let arguments = AnswerArguments {
+                    allow: Some(allow),
+                    always: Some(always),
+                    ..answer.clone()
+                };
+                action(label, arguments);
             }
         }
         actions
@@ -592,36 +577,44 @@ impl Workspace {
             .collect();
         for editor in editors {
             let key = (editor, token.clone());
+            let token = NumberOrString::String(token.clone());
             let value = match &progress {
                 AgentProgress::Begin(message) => {
                     if !self.agent.progress_tokens.contains(&key) {
-                        self.request_editor(
-                            editor,
-                            "window/workDoneProgress/create",
-                            json!({"token": token}),
-                        );
+                        let create = WorkDoneProgressCreateParams {
+                            token: token.clone(),
+                        };
+                        self.send_request::<WorkDoneProgressCreate>(editor, create);
                         self.agent.progress_tokens.insert(key);
                     }
-                    json!({"kind": "begin", "title": "Claude", "message": message, "cancellable": false})
+                    WorkDoneProgress::Begin(WorkDoneProgressBegin {
+                        title: "Claude".into(),
+                        cancellable: Some(false),
+                        message: Some(message.clone()),
+                        percentage: None,
+                    })
                 }
                 AgentProgress::Report(message) => {
                     if !self.agent.progress_tokens.contains(&key) {
                         continue;
                     }
-                    json!({"kind": "report", "message": message})
+                    WorkDoneProgress::Report(WorkDoneProgressReport {
+                        cancellable: None,
+                        message: Some(message.clone()),
+                        percentage: None,
+                    })
                 }
                 AgentProgress::End(message) => {
                     if !self.agent.progress_tokens.remove(&key) {
                         continue;
                     }
-                    json!({"kind": "end", "message": message})
+                    WorkDoneProgress::End(WorkDoneProgressEnd {
+                        message: Some(message.clone()),
+                    })
                 }
             };
-            self.notify_editor(
-                editor,
-                "$/progress",
-                json!({"token": token, "value": value}),
-            );
+            let value = ProgressParamsValue::WorkDone(value);
+            self.notify::<Progress>(editor, ProgressParams { token, value });
         }
     }
 
@@ -632,43 +625,52 @@ impl Workspace {
             "readBuffer" => {
                 let path = args["filePath"].as_str().unwrap_or_default();
                 let Some(uri) = super::file_uri(std::path::Path::new(path)) else {
-                    return Ok(error_result("filePath must be an absolute path"));
+                    return Ok(tool_result(CallToolResult::error(
+                        "filePath must be an absolute path",
+                    )));
                 };
-                Ok(match self.latest(&uri) {
-                    Some((_, open)) => json!({"content": [{"type": "text", "text": json!({
-                        "filePath": path,
-                        "isDirty": open.doc.is_dirty(),
-                        "version": open.doc.version(),
-                        "text": open.doc.text().to_string(),
-                    }).to_string()}]}),
-                    None => error_result(format!(
+                Ok(tool_result(match self.latest(&uri) {
+                    Some((_, open)) => {
+                        let buffer = Buffer {
+                            file_path: path.to_owned(),
+                            is_dirty: open.doc.is_dirty(),
+                            version: open.doc.version(),
+                            text: open.doc.text().to_string(),
+                        };
+                        CallToolResult::text(
+                            serde_json::to_string(&buffer).expect("a buffer serializes"),
+                        )
+                    }
+                    None => CallToolResult::error(format!(
                         "{path} is not open in any editor; read it from disk instead"
                     )),
-                })
+                }))
             }
             "openFile" => {
                 let path = args["filePath"].as_str().unwrap_or_default();
                 let Some(uri) = super::file_uri(std::path::Path::new(path)) else {
-                    return Ok(error_result("filePath must be an absolute path"));
+                    return Ok(tool_result(CallToolResult::error(
+                        "filePath must be an absolute path",
+                    )));
                 };
+                // 1-based on the wire; 0-based (and at most u32) in LSP.
                 let line = |k: &str| {
                     args.get(k)
                         .and_then(Value::as_u64)
-                        .map(|l| l.saturating_sub(1))
+                        .map(|l| u32::try_from(l.saturating_sub(1)).unwrap_or(u32::MAX))
                 };
-                let mut params = json!({"uri": uri, "takeFocus": true});
-                if let Some(start) = line("startLine") {
-                    let end = line("endLine").unwrap_or(start).max(start) + 1;
-                    params["selection"] = json!({
-                        "start": {"line": start, "character": 0},
-                        "end": {"line": end, "character": 0},
-                    });
-                }
+                let selection = line("startLine").map(|start| {
+                    let end = line("endLine").unwrap_or(start).max(start);
+                    Range::new(
+                        Position::new(start, 0),
+                        Position::new(end.saturating_add(1), 0),
+                    )
+                });
                 let Some((editor, _)) = self.active_editor() else {
-                    return Ok(error_result("no editor is attached"));
+                    return Ok(tool_result(CallToolResult::error("no editor is attached")));
                 };
-                self.request_editor(editor, "window/showDocument", params);
-                Ok(text_result(format!("Opened {path}")))
+                self.show_document(editor, uri, true, selection);
+                Ok(tool_result(CallToolResult::text(format!("Opened {path}"))))
             }
             "getOpenEditors"
             | "getCurrentSelection"
@@ -683,241 +685,50 @@ impl Workspace {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::Limits;
-    use super::super::tests::attach;
-    use super::*;
-    use crate::Event;
-    use moonkale_protocol::jsonrpc as message;
-    use tokio::sync::mpsc;
+/// A message box's text and buttons (`window/showMessageRequest`).
+#[derive(Clone)]
+struct Question {
+    typ: MessageType,
+    message: String,
+    buttons: Vec<String>,
+}
 
-    fn workspace(agent: Option<AgentPort>) -> Workspace {
-        let mut ws = Workspace::new(
-            "/w".into(),
-            Limits::default(),
-            tokio::sync::watch::channel(None).0,
-        );
-        ws.set_agent(agent);
-        ws
-    }
+/// `moonkale.answerApproval`'s argument: the code actions write it, the
+/// command reads it. Fields a code action does not set are left out.
+#[derive(Clone, Serialize, Deserialize)]
+struct AnswerArguments {
+    approval: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allow: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    always: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    /// A plan approved: `default` or `acceptEdits`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<String>,
+    /// One question answered: its index and the chosen label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    choice: Option<String>,
+    /// Every question answered at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers: Option<serde_json::Map<String, Value>>,
+}
 
-    fn drain(rx: &mut mpsc::Receiver<Vec<u8>>) -> Vec<Value> {
-        std::iter::from_fn(|| rx.try_recv().ok())
-            .map(|b| serde_json::from_slice(&b).unwrap())
-            .collect()
-    }
-
-    fn methods(messages: &[Value]) -> Vec<&str> {
-        messages
-            .iter()
-            .map(|m| m["method"].as_str().unwrap_or("(response)"))
-            .collect()
-    }
-
-    fn request(
-        ws: &mut Workspace,
-        editor: u64,
-        method: &str,
-        params: Value,
-    ) -> crate::ports::Answered {
-        let (reply, rx) = Responder::new();
-        ws.handle(Event::Request {
-            editor: EditorId(editor),
-            method: method.into(),
-            params: message::params(&params),
-            reply,
-        });
-        rx
-    }
-
-    fn approval() -> Value {
-        json!({"approval": "s1/1", "session": "s1", "tool": "Write", "title": "Write a.txt", "input": {}})
-    }
-
-    /// A question goes to every editor; the first answer is forwarded, the
-    /// other editors' buttons are cancelled once the session closes it.
-    #[test]
-    fn approvals_reach_every_editor_and_close_everywhere() {
-        let (tx, mut agent) = crate::ports::agent_channel();
-        let mut ws = workspace(Some(tx));
-        let mut a = attach(&mut ws, 1, true);
-        let mut b = attach(&mut ws, 2, true);
-        let mut helix = attach(&mut ws, 3, false);
-        ws.handle(Event::AgentApproval {
-            approval: approval(),
-        });
-        let asked_a = drain(&mut a);
-        let asked_b = drain(&mut b);
-        assert_eq!(methods(&asked_a), ["window/showMessageRequest"]);
-        assert_eq!(methods(&asked_b), ["window/showMessageRequest"]);
-        assert_eq!(methods(&drain(&mut helix)), ["window/showMessage"]);
-        let titles: Vec<&str> = asked_a[0]["params"]["actions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a["title"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            titles,
-            ["Allow", "Always allow Write in this session", "Deny"]
-        );
-
-        // Helix answers with a code action's command.
-        let actions = ws.approval_actions();
-        assert_eq!(actions.len(), 3);
-        let deny = &actions[2]["command"];
-        assert_eq!(
-            deny["arguments"][0],
-            json!({"approval": "s1/1", "allow": false, "always": false})
-        );
-
-        // Editor 1 presses "Always allow".
-        let id = message::RequestId::String(asked_a[0]["id"].as_str().unwrap().into());
-        ws.handle(Event::EditorResponse {
-            editor: EditorId(1),
-            id,
-            result: Ok(json!({"title": "Always allow Write in this session"})),
-        });
-        match agent.try_recv() {
-            Ok(AgentCommand::Answer { approval, answer }) => {
-                assert_eq!(approval, "s1/1");
-                assert!(answer.allow && answer.always);
-                assert_eq!(answer.by, "editor");
-            }
-            _ => panic!("the answer was not forwarded"),
+impl AnswerArguments {
+    /// An answer to `approval` that says nothing yet.
+    fn to(approval: &str) -> AnswerArguments {
+        AnswerArguments {
+            approval: approval.to_owned(),
+            allow: None,
+            always: None,
+            message: None,
+            mode: None,
+            question: None,
+            choice: None,
+            answers: None,
         }
-        ws.handle(Event::AgentApprovalClosed {
-            session: "s1".into(),
-            approval: "s1/1".into(),
-        });
-        let cancelled = drain(&mut b);
-        assert_eq!(methods(&cancelled), ["$/cancelRequest"]);
-        assert_eq!(cancelled[0]["params"]["id"], asked_b[0]["id"]);
-        assert!(ws.approval_actions().is_empty());
-        // A late command for the closed question is refused.
-        let late = ws.answer_approval_command(&[json!({"approval": "s1/1", "allow": true})]);
-        assert!(late.is_err());
-    }
-
-    #[test]
-    fn destructive_commands_are_never_offered_always() {
-        let mut ws = workspace(None);
-        let mut a = attach(&mut ws, 1, true);
-        let mut question = approval();
-        question["destructive"] = json!(true);
-        ws.handle(Event::AgentApproval { approval: question });
-        let asked = drain(&mut a);
-        let titles: Vec<&str> = asked[0]["params"]["actions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a["title"].as_str().unwrap())
-            .collect();
-        assert_eq!(titles, ["Allow", "Deny"]);
-        let labels: Vec<String> = ws
-            .approval_actions()
-            .iter()
-            .map(|a| a["title"].as_str().unwrap().to_owned())
-            .collect();
-        assert_eq!(
-            labels,
-            ["Claude: allow Write a.txt", "Claude: deny Write a.txt"]
-        );
-    }
-
-    #[test]
-    fn subscriptions_and_forwarding() {
-        let (tx, mut agent) = crate::ports::agent_channel();
-        let mut ws = workspace(Some(tx));
-        let mut a = attach(&mut ws, 1, false);
-        let mut b = attach(&mut ws, 2, false);
-        let ok = request(
-            &mut ws,
-            1,
-            "moonkale/agent/subscribe",
-            json!({"session": "s1"}),
-        );
-        assert_eq!(ok.blocking_recv().unwrap().unwrap(), json!({}));
-        let ok = request(&mut ws, 2, "moonkale/agent/subscribe", json!({}));
-        assert_eq!(ok.blocking_recv().unwrap().unwrap(), json!({}));
-        ws.handle(Event::Publish {
-            topic: Topic::Session("s2".into()),
-            method: "moonkale/agent/text",
-            params: json!({"session": "s2", "text": "x"}),
-        });
-        assert!(drain(&mut a).is_empty(), "editor 1 follows s1 only");
-        assert_eq!(methods(&drain(&mut b)), ["moonkale/agent/text"]);
-
-        // Other agent requests go to the agent host with their reply.
-        let pending = request(&mut ws, 1, "moonkale/agent/list", json!({}));
-        match agent.try_recv() {
-            Ok(AgentCommand::Request(Request { method, reply, .. })) => {
-                assert_eq!(method, "moonkale/agent/list");
-                reply.send(Ok(json!({"sessions": []})));
-            }
-            _ => panic!("not forwarded"),
-        }
-        assert_eq!(
-            pending.blocking_recv().unwrap().unwrap(),
-            json!({"sessions": []})
-        );
-
-        // A detached editor hears nothing more.
-        ws.handle(Event::Detach {
-            editor: EditorId(2),
-        });
-        ws.handle(Event::Publish {
-            topic: Topic::Session("s1".into()),
-            method: "moonkale/agent/text",
-            params: json!({}),
-        });
-        assert_eq!(methods(&drain(&mut a)), ["moonkale/agent/text"]);
-    }
-
-    #[test]
-    fn without_an_agent_requests_are_refused() {
-        let mut ws = workspace(None);
-        let _a = attach(&mut ws, 1, false);
-        let refused = request(&mut ws, 1, "moonkale/agent/start", json!({}));
-        let err = refused.blocking_recv().unwrap().unwrap_err();
-        assert_eq!(err.code, code::METHOD_NOT_FOUND);
-    }
-
-    #[test]
-    fn progress_is_created_once_per_turn() {
-        let mut ws = workspace(None);
-        let mut a = attach(&mut ws, 1, false);
-        for p in [
-            AgentProgress::Report("early".into()),
-            AgentProgress::Begin("turn".into()),
-            AgentProgress::Report("using Write".into()),
-            AgentProgress::End("done".into()),
-            AgentProgress::End("again".into()),
-        ] {
-            ws.handle(Event::AgentProgress {
-                session: "s1".into(),
-                progress: p,
-            });
-        }
-        let got: Vec<String> = drain(&mut a)
-            .iter()
-            .map(|m| {
-                format!(
-                    "{} {}",
-                    m["method"].as_str().unwrap(),
-                    m["params"]["value"]["kind"]
-                )
-            })
-            .collect();
-        assert_eq!(
-            got,
-            [
-                "window/workDoneProgress/create null",
-                "$/progress \"begin\"",
-                "$/progress \"report\"",
-                "$/progress \"end\"",
-            ]
-        );
     }
 }

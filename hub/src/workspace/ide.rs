@@ -1,26 +1,31 @@
 //! Claude Code's view of the workspace: the IDE tools answered from the hub's
-//! state, the `selection_changed` payload, and `at_mentioned`.
+//! state, and `at_mentioned` (the `selection_changed` payload is built in
+//! `selections`).
 //!
-//! Shapes follow ide-protocol.md §4–§6: results are MCP `CallToolResult`s
-//! whose text is a plain word or JSON; lines and characters are 0-based and
-//! characters count UTF-16 code units, as VS Code's do. Paths arrive here
-//! already confined to the workspace by the IDE adapter.
+//! The shapes are [`moonkale_protocol::ide`]'s: results are MCP
+//! `CallToolResult`s whose text is a plain word or JSON; lines and
+//! characters are 0-based and characters count UTF-16 code units, as VS
+//! Code's do. Paths arrive here already confined to the workspace by the
+//! IDE adapter.
 
 use std::path::{Path, PathBuf};
 
-use lsp_types::{DiagnosticSeverity, Url};
+use lsp_types::{DiagnosticSeverity, NumberOrString, Position, Range, Url};
+use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{OpenDocument, Workspace};
+use super::{OpenDocument, Workspace, tool_result};
 use crate::IdeClientId;
-use crate::core::position::{to_char_idx, to_wire};
-use crate::core::{LineCol, PositionEncoding, WirePosition};
+use crate::core::PositionEncoding;
+use crate::core::position::to_wire;
+use moonkale_protocol::ide::{
+    AtMentioned, CallToolResult, Diagnostic, DocumentDirty, DocumentSave, FileDiagnostics,
+    OpenEditors, OpenedFile, Tab, ToolFailure, WorkspaceFolder, WorkspaceFolders,
+};
 use moonkale_protocol::jsonrpc::{self as message, ResponseError, code};
 
 /// The command (and code action) that sends the selection to Claude Code.
 pub const SEND_TO_CLAUDE_COMMAND: &str = "moonkale.sendToClaude";
-/// Largest selection text put into a `selection_changed` notification.
-pub const MAX_SELECTION_TEXT: usize = 1 << 20;
 /// Mentions kept while no Claude Code is connected.
 const MAX_QUEUED_MENTIONS: usize = 32;
 /// Largest JSON text of a listing answer (`getDiagnostics`,
@@ -29,30 +34,30 @@ const MAX_QUEUED_MENTIONS: usize = 32;
 /// client its connection.
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
+/// A tool's text answer, as the JSON a [`crate::Responder`] takes.
 pub fn text_result(text: impl Into<String>) -> Value {
-    json!({"content": [{"type": "text", "text": text.into()}]})
+    tool_result(CallToolResult::text(text))
 }
 
+/// A tool's failure, as the JSON a [`crate::Responder`] takes.
 pub fn error_result(text: impl Into<String>) -> Value {
-    json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
+    tool_result(CallToolResult::error(text))
 }
 
-fn json_result(value: &Value) -> Value {
-    text_result(serde_json::to_string_pretty(value).expect("JSON serializes"))
+fn pretty(value: &impl Serialize) -> String {
+    serde_json::to_string_pretty(value).expect("JSON serializes")
+}
+
+/// An answer the CLI parses: `value` as pretty JSON text.
+fn json_result(value: &impl Serialize) -> CallToolResult {
+    CallToolResult::text(pretty(value))
 }
 
 /// A listing as [`json_result`], with `note` (what was left out) as a second
 /// text item when there is one: the CLI parses the first item only, the
 /// model sees both.
-fn listing_result(value: &Value, note: Option<String>) -> Value {
-    let mut result = json_result(value);
-    if let Some(note) = note {
-        result["content"]
-            .as_array_mut()
-            .expect("content is an array")
-            .push(json!({"type": "text", "text": note}));
-    }
-    result
+fn listing_result(value: &impl Serialize, note: Option<String>) -> CallToolResult {
+    CallToolResult::texts([pretty(value)].into_iter().chain(note))
 }
 
 /// What is left of [`MAX_ANSWER_BYTES`] while a listing is built.
@@ -62,8 +67,8 @@ impl Budget {
     /// Takes what `v` costs pretty-printed at nesting `depth` (each of its
     /// lines indented by two spaces a level, then `,` and a line break);
     /// `false`, taking nothing, if that is more than is left.
-    fn take(&mut self, v: &Value, depth: usize) -> bool {
-        let text = serde_json::to_string_pretty(v).expect("JSON serializes");
+    fn take(&mut self, v: &impl Serialize, depth: usize) -> bool {
+        let text = pretty(v);
         let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
         let cost = text.len() + lines * 2 * depth + 2;
         match self.0.checked_sub(cost) {
@@ -92,18 +97,22 @@ impl Workspace {
                     ResponseError::invalid_params(format!("missing required parameter: {name}"))
                 })
         };
-        Ok(match tool {
+        let not_open = |path: &Path| {
+            json_result(&ToolFailure::new(format!(
+                "Document not open: {}",
+                path.display()
+            )))
+        };
+        let answer = match tool {
             "getDiagnostics" => self.ide_diagnostics(args.get("uri").and_then(Value::as_str)),
-            "getCurrentSelection" => {
-                json_result(&self.current_selection().unwrap_or_else(
-                    || json!({"success": false, "message": "No active editor found"}),
-                ))
-            }
-            "getLatestSelection" => {
-                json_result(&self.latest_selection_payload().unwrap_or_else(
-                    || json!({"success": false, "message": "No selection available"}),
-                ))
-            }
+            "getCurrentSelection" => match self.current_selection() {
+                Some(current) => json_result(&current),
+                None => json_result(&ToolFailure::new("No active editor found")),
+            },
+            "getLatestSelection" => match self.latest_selection_payload() {
+                Some(latest) => json_result(&latest),
+                None => json_result(&ToolFailure::new("No selection available")),
+            },
             "getOpenEditors" => self.open_editors(),
             "getWorkspaceFolders" => {
                 let root = self.root.display().to_string();
@@ -112,23 +121,28 @@ impl Workspace {
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                json_result(&json!({
-                    "success": true,
-                    "folders": [{"name": name, "uri": file_url(&self.root), "path": root, "index": 0}],
-                    "rootPath": root,
-                    "workspaceFile": null,
-                }))
+                json_result(&WorkspaceFolders {
+                    success: true,
+                    folders: vec![WorkspaceFolder {
+                        name,
+                        uri: file_url(&self.root),
+                        path: root.clone(),
+                        index: 0,
+                    }],
+                    root_path: root,
+                    workspace_file: None,
+                })
             }
             "checkDocumentDirty" => {
                 let path = path_arg("filePath")?;
                 match self.latest_by_path(&path) {
-                    Some(open) => json_result(&json!({
-                        "success": true, "filePath": path, "isDirty": open.doc.is_dirty(),
-                        "isUntitled": false,
-                    })),
-                    None => json_result(
-                        &json!({"success": false, "message": format!("Document not open: {}", path.display())}),
-                    ),
+                    Some(open) => json_result(&DocumentDirty {
+                        success: true,
+                        is_dirty: open.doc.is_dirty(),
+                        file_path: path,
+                        is_untitled: false,
+                    }),
+                    None => not_open(&path),
                 }
             }
             "saveDocument" => {
@@ -137,13 +151,18 @@ impl Workspace {
                 // writing the buffer ourselves behind the editor's back would
                 // leave it thinking the file is modified.
                 match self.latest_by_path(&path) {
-                    Some(open) => json_result(&json!({
-                        "success": true, "filePath": path, "saved": false,
-                        "message": if open.doc.is_dirty() { "Document is modified in the editor; save it there" } else { "Document was not dirty or save failed" },
-                    })),
-                    None => json_result(
-                        &json!({"success": false, "message": format!("Document not open: {}", path.display())}),
-                    ),
+                    Some(open) => json_result(&DocumentSave {
+                        success: true,
+                        saved: false,
+                        message: if open.doc.is_dirty() {
+                            "Document is modified in the editor; save it there"
+                        } else {
+                            "Document was not dirty or save failed"
+                        }
+                        .into(),
+                        file_path: path,
+                    }),
+                    None => not_open(&path),
                 }
             }
             "openFile" => self.open_file(&path_arg("filePath")?, args),
@@ -153,10 +172,10 @@ impl Workspace {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 self.close_tab(client, tab);
-                text_result("TAB_CLOSED")
+                CallToolResult::text("TAB_CLOSED")
             }
             "closeAllDiffTabs" => {
-                text_result(format!("CLOSED_{}_DIFF_TABS", self.close_all_diffs(client)))
+                CallToolResult::text(format!("CLOSED_{}_DIFF_TABS", self.close_all_diffs(client)))
             }
             _ => {
                 return Err(ResponseError::new(
@@ -164,16 +183,17 @@ impl Workspace {
                     format!("Tool not found: {tool}"),
                 ));
             }
-        })
+        };
+        Ok(tool_result(answer))
     }
 
     /// `openFile`: shows the file in the active editor (`window/showDocument`),
     /// selecting the text between `startText` and `endText` when given (empty
     /// strings count as absent, as old CLIs send them). The text searched is
     /// the editor's buffer, else the file's contents the adapter read.
-    fn open_file(&mut self, path: &Path, args: &Value) -> Value {
+    fn open_file(&mut self, path: &Path, args: &Value) -> CallToolResult {
         let Some(uri) = super::file_uri(path) else {
-            return error_result("not a file path");
+            return CallToolResult::error("not a file path");
         };
         let non_empty = |k: &str| {
             args.get(k)
@@ -230,35 +250,30 @@ impl Workspace {
         }
         let target = self.active_editor().map(|(id, ed)| (id, ed.info.encoding));
         if let Some((editor, encoding)) = target {
-            let mut params = json!({"uri": uri, "takeFocus": frontmost});
-            if let Some((from, to)) = range {
+            let selection = range.map(|(from, to)| {
                 let pos = |c: usize| {
-                    let p = to_wire(
-                        &rope,
-                        crate::core::position::clamp_char_idx(&rope, c),
-                        encoding,
-                    );
-                    json!({"line": p.line, "character": p.character})
+                    let at = crate::core::position::clamp_char_idx(&rope, c);
+                    Position::from(to_wire(&rope, at, encoding))
                 };
-                params["selection"] = json!({"start": pos(from), "end": pos(to)});
-            }
-            self.request_editor(editor, "window/showDocument", params);
+                Range::new(pos(from), pos(to))
+            });
+            self.show_document(editor, uri.clone(), frontmost, selection);
         }
         if !frontmost {
             let open = self.latest(&uri).map(|(_, o)| o);
-            return json_result(&json!({
-                "success": true,
-                "filePath": path,
-                "fileUrl": display_url(&uri),
-                "message": message,
-                "languageId": open.map(|o| o.doc.language_id()).unwrap_or(""),
-                "lineCount": rope.len_lines(),
-                "isDirty": open.is_some_and(|o| o.doc.is_dirty()),
-                "isUntitled": false,
-                "isClosed": open.is_none(),
-            }));
+            return json_result(&OpenedFile {
+                success: true,
+                file_path: path.to_owned(),
+                file_url: display_url(&uri),
+                message,
+                language_id: open.map(|o| o.doc.language_id()).unwrap_or("").into(),
+                line_count: rope.len_lines(),
+                is_dirty: open.is_some_and(|o| o.doc.is_dirty()),
+                is_untitled: false,
+                is_closed: open.is_none(),
+            });
         }
-        text_result(message)
+        CallToolResult::text(message)
     }
 
     /// The buffer of `path` in the editor that touched it last.
@@ -270,7 +285,7 @@ impl Workspace {
     /// `getDiagnostics`: every document with diagnostics, or one `uri`
     /// (a known file with none gives an empty list, never an error), up to
     /// [`MAX_ANSWER_BYTES`].
-    fn ide_diagnostics(&self, uri: Option<&str>) -> Value {
+    fn ide_diagnostics(&self, uri: Option<&str>) -> CallToolResult {
         let uris: Vec<Url> = match uri {
             Some(raw) => lenient_file_url(raw).into_iter().collect(),
             None => self.diagnostics.uris().cloned().collect(),
@@ -280,7 +295,10 @@ impl Workspace {
         let mut files = Vec::new();
         let mut shown = 0;
         'files: for uri in &uris {
-            let mut file = json!({"uri": display_url(uri), "diagnostics": []});
+            let mut file = FileDiagnostics {
+                uri: display_url(uri),
+                diagnostics: Vec::new(),
+            };
             if !budget.take(&file, 1) {
                 break;
             }
@@ -288,28 +306,21 @@ impl Workspace {
                 for d in &source.items {
                     let range =
                         self.convert_range(uri, d.range, source.encoding, PositionEncoding::Utf16);
-                    let mut item = json!({
-                        "message": d.message,
-                        "severity": severity_name(d.severity),
-                        "range": range,
-                    });
-                    if let Some(s) = &d.source {
-                        item["source"] = json!(s);
-                    }
-                    if let Some(code) = &d.code {
-                        item["code"] = match code {
-                            lsp_types::NumberOrString::Number(n) => json!(n.to_string()),
-                            lsp_types::NumberOrString::String(s) => json!(s),
-                        };
-                    }
+                    let item = Diagnostic {
+                        message: d.message.clone(),
+                        severity: severity_name(d.severity).into(),
+                        range,
+                        source: d.source.clone(),
+                        code: d.code.as_ref().map(|code| match code {
+                            NumberOrString::Number(n) => n.to_string(),
+                            NumberOrString::String(s) => s.clone(),
+                        }),
+                    };
                     if !budget.take(&item, 3) {
                         files.push(file);
                         break 'files;
                     }
-                    file["diagnostics"]
-                        .as_array_mut()
-                        .expect("an array")
-                        .push(item);
+                    file.diagnostics.push(item);
                     shown += 1;
                 }
             }
@@ -323,75 +334,12 @@ impl Workspace {
                 uris.len()
             )
         });
-        listing_result(&Value::Array(files), note)
-    }
-
-    /// The active editor's selection as `selection_changed` params.
-    pub(crate) fn latest_selection_payload(&self) -> Option<Value> {
-        let sel = self.active_editor()?.1.selection.as_ref()?;
-        let path = sel.uri.to_file_path().ok()?;
-        let open = self.latest(&sel.uri).map(|(_, open)| open);
-        let (start, end) = if sel.anchor <= sel.cursor {
-            (sel.anchor, sel.cursor)
-        } else {
-            (sel.cursor, sel.anchor)
-        };
-        let (text, start16, end16) = match open {
-            Some(open) => {
-                let rope = open.doc.text();
-                let idx = |p: LineCol| {
-                    to_char_idx(
-                        rope,
-                        WirePosition {
-                            line: p.line,
-                            character: p.col,
-                        },
-                        PositionEncoding::Utf32,
-                    )
-                };
-                let (a, b) = (idx(start), idx(end));
-                let len = b.get() - a.get();
-                let text = if rope.slice(a.get()..b.get()).len_bytes() > MAX_SELECTION_TEXT {
-                    String::new() // too big to send; Claude Code sees the range
-                } else {
-                    rope.slice(a.get()..a.get() + len).to_string()
-                };
-                (
-                    text,
-                    to_wire(rope, a, PositionEncoding::Utf16),
-                    to_wire(rope, b, PositionEncoding::Utf16),
-                )
-            }
-            None => (
-                String::new(),
-                WirePosition {
-                    line: start.line,
-                    character: start.col,
-                },
-                WirePosition {
-                    line: end.line,
-                    character: end.col,
-                },
-            ),
-        };
-        let pos = |p: WirePosition| json!({"line": p.line, "character": p.character});
-        Some(json!({
-            "text": text,
-            "filePath": path,
-            "fileUrl": sel.uri.as_str(),
-            "selection": {"start": pos(start16), "end": pos(end16), "isEmpty": start == end},
-        }))
-    }
-
-    fn current_selection(&self) -> Option<Value> {
-        let mut payload = self.latest_selection_payload()?;
-        payload["success"] = json!(true);
-        Some(payload)
+        listing_result(&files, note)
     }
 
     /// `getOpenEditors`: every open document once, up to
     /// [`MAX_ANSWER_BYTES`].
-    fn open_editors(&self) -> Value {
+    fn open_editors(&self) -> CallToolResult {
         let active = self
             .active_editor()
             .and_then(|(_, ed)| ed.selection.as_ref())
@@ -414,21 +362,21 @@ impl Workspace {
                 .as_ref()
                 .and_then(|p| p.file_name())
                 .map(|n| n.to_string_lossy().into_owned());
-            let tab = json!({
-                "uri": display_url(uri),
-                "isActive": active.as_ref() == Some(*uri),
-                "isPinned": false,
-                "isPreview": false,
-                "isDirty": open.doc.is_dirty(),
-                "label": label.unwrap_or_else(|| uri.to_string()),
-                "groupIndex": 0,
-                "viewColumn": 1,
-                "isGroupActive": true,
-                "fileName": path.map(|p| p.display().to_string()).unwrap_or_default(),
-                "languageId": open.doc.language_id(),
-                "lineCount": open.doc.text().len_lines(),
-                "isUntitled": uri.scheme() == "untitled",
-            });
+            let tab = Tab {
+                uri: display_url(uri),
+                is_active: active.as_ref() == Some(*uri),
+                is_pinned: false,
+                is_preview: false,
+                is_dirty: open.doc.is_dirty(),
+                label: label.unwrap_or_else(|| uri.to_string()),
+                group_index: 0,
+                view_column: 1,
+                is_group_active: true,
+                file_name: path.map(|p| p.display().to_string()).unwrap_or_default(),
+                language_id: open.doc.language_id().into(),
+                line_count: open.doc.text().len_lines(),
+                is_untitled: uri.scheme() == "untitled",
+            };
             if !budget.take(&tab, 2) {
                 break;
             }
@@ -441,7 +389,7 @@ impl Workspace {
                 uris.len()
             )
         });
-        listing_result(&json!({"tabs": tabs}), note)
+        listing_result(&OpenEditors { tabs }, note)
     }
 
     /// `moonkale.sendToClaude [uri?, range?]`: an `at_mentioned` for the
@@ -487,15 +435,19 @@ impl Workspace {
         let path = uri
             .to_file_path()
             .map_err(|_| ResponseError::invalid_params("only file: URIs can be sent"))?;
-        let mut params = json!({"filePath": path});
+        let mut params = AtMentioned {
+            file_path: path,
+            line_start: None,
+            line_end: None,
+        };
         if let Some((first, mut last, true, ends_at_line_start)) = lines {
             // A selection that ends at column 0 does not include that line.
             if ends_at_line_start && last > first {
                 last -= 1;
             }
-            params["lineStart"] = json!(first);
-            params["lineEnd"] = json!(last);
+            (params.line_start, params.line_end) = (Some(first), Some(last));
         }
+        let params = serde_json::to_value(params).expect("at_mentioned serializes");
         let body = String::from_utf8(message::notification("at_mentioned", params))
             .expect("JSON is UTF-8");
         if self.ide_clients.is_empty() {

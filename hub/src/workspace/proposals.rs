@@ -14,13 +14,22 @@
 
 use std::path::Path;
 
-use lsp_types::Url;
+use std::collections::HashMap;
+
+use lsp_types::notification::Notification;
+use lsp_types::request::{ApplyWorkspaceEdit, Request};
+use lsp_types::{
+    ApplyWorkspaceEditParams, CodeAction, CodeActionKind, MessageType, Position, Range, TextEdit,
+    Url, WorkspaceEdit,
+};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::Workspace;
+use super::{Workspace, command_action, tool_result};
 use crate::core::diff::hunks;
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::{EditorId, IdeClientId, Responder};
+use moonkale_protocol::ide::CallToolResult;
 use moonkale_protocol::jsonrpc::{ResponseError, code};
 
 pub use moonkale_protocol::proposal::{ACCEPT_COMMAND, REJECT_COMMAND};
@@ -49,7 +58,7 @@ impl Workspace {
     pub(crate) fn open_diff(&mut self, client: IdeClientId, args: &Value, reply: Responder) {
         if self.proposals.len() >= MAX_PENDING_PROPOSALS {
             let why = format!("{MAX_PENDING_PROPOSALS} proposals already wait for the user");
-            return reply.send(Ok(super::ide::error_result(why)));
+            return reply.send(Ok(tool_result(CallToolResult::error(why))));
         }
         let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
         let (Some(target), Some(document), Some(tab_name), Some(proposed_text), Some(old_text)) = (
@@ -76,29 +85,19 @@ impl Workspace {
         let name = super::file_name(&target);
         let count = hunks(&old_text, &proposed_text).len();
         for (editor, buttons) in self.editors_with_buttons() {
-            self.request_editor(
-                editor,
-                "window/showDocument",
-                json!({"uri": document, "takeFocus": true}),
-            );
+            self.show_document(editor, document.clone(), true, None);
             if buttons {
-                let ask = json!({
-                    "type": 3,
-                    "message": format!("Claude Code proposes {count} change(s) to {name}. Edit the proposal if you like, then:"),
-                    "actions": [{"title": "Accept"}, {"title": "Reject"}],
-                });
-                let asked = self.request_editor(editor, "window/showMessageRequest", ask);
-                self.awaited_answers
-                    .insert((editor, asked), super::Awaited::Proposal(id));
+                let message = format!(
+                    "Claude Code proposes {count} change(s) to {name}. Edit the proposal if you like, then:"
+                );
+                let buttons = ["Accept".to_owned(), "Reject".to_owned()];
+                let awaited = super::Awaited::Proposal(id);
+                self.ask(editor, awaited, MessageType::INFO, message, buttons);
             } else {
                 let tell = format!(
                     "Claude Code proposes {count} change(s) to {name}: use the code actions to accept or reject."
                 );
-                self.notify_editor(
-                    editor,
-                    "window/showMessage",
-                    json!({"type": 3, "message": tell}),
-                );
+                self.show_message(editor, MessageType::INFO, tell);
             }
         }
         tracing::info!(proposal = id, %tab_name, "Claude Code proposed an edit");
@@ -134,21 +133,21 @@ impl Workspace {
         // The proposal's file goes away with the answer; plugins close the
         // view they opened for it (LSP has no way to close a document).
         for (editor, _) in self.editors_with_buttons() {
-            self.notify_editor(
-                editor,
-                "moonkale/proposalClosed",
-                json!({"uri": p.document, "accepted": accept}),
-            );
+            let closed = ProposalClosedParams {
+                uri: p.document.clone(),
+                accepted: accept,
+            };
+            self.notify::<ProposalClosed>(editor, closed);
         }
-        let content = if accept {
+        let answer = if accept {
             let final_text = self.proposal_text(&p);
             self.sync_target_buffers(&p.target, &final_text);
-            json!({"content": [{"type": "text", "text": "FILE_SAVED"}, {"type": "text", "text": final_text}]})
+            CallToolResult::texts(["FILE_SAVED".to_owned(), final_text])
         } else {
-            json!({"content": [{"type": "text", "text": "DIFF_REJECTED"}, {"type": "text", "text": p.tab_name}]})
+            CallToolResult::texts(["DIFF_REJECTED".to_owned(), p.tab_name])
         };
         tracing::info!(proposal = id, accept, "proposal decided");
-        p.reply.send(Ok(content));
+        p.reply.send(Ok(tool_result(answer)));
         true
     }
 
@@ -156,7 +155,7 @@ impl Workspace {
     /// unmodified get the same text now, so buffer and disk agree. A buffer
     /// with unsaved changes of the user's is left alone, with a warning.
     fn sync_target_buffers(&mut self, target: &Url, final_text: &str) {
-        let holders: Vec<(EditorId, bool, Value)> = self
+        let holders: Vec<(EditorId, bool, Position)> = self
             .editors
             .iter()
             .filter_map(|(id, ed)| {
@@ -167,11 +166,7 @@ impl Workspace {
                     clamp_char_idx(rope, rope.len_chars()),
                     ed.info.encoding,
                 );
-                Some((
-                    *id,
-                    open.doc.is_dirty(),
-                    json!({"line": end.line, "character": end.character}),
-                ))
+                Some((*id, open.doc.is_dirty(), end.into()))
             })
             .collect();
         for (editor, dirty, end) in holders {
@@ -181,21 +176,20 @@ impl Workspace {
                     "Claude Code changed {} on disk, but your buffer has unsaved changes.",
                     path.display()
                 );
-                self.notify_editor(
-                    editor,
-                    "window/showMessage",
-                    json!({"type": 2, "message": warn}),
-                );
+                self.show_message(editor, MessageType::WARNING, warn);
                 continue;
             }
-            let edit = json!({"uri": target, "range": {"start": {"line": 0, "character": 0}, "end": end}, "newText": final_text});
-            let mut changes = serde_json::Map::new();
-            changes.insert(target.to_string(), json!([edit]));
-            self.request_editor(
-                editor,
-                "workspace/applyEdit",
-                json!({"label": "Claude Code edit", "edit": {"changes": changes}}),
-            );
+            let edit = NamedTextEdit {
+                uri: target.clone(),
+                edit: TextEdit::new(Range::new(Position::new(0, 0), end), final_text.into()),
+            };
+            let params = ApplyNamedEditsParams {
+                label: "Claude Code edit".into(),
+                edit: NamedEdits {
+                    changes: HashMap::from([(target.clone(), vec![edit])]),
+                },
+            };
+            self.send_request::<ApplyNamedEdits>(editor, params);
         }
     }
 
@@ -238,12 +232,8 @@ impl Workspace {
     }
 
     /// An editor's answer to our Accept/Reject buttons.
-    pub(super) fn proposal_button(&mut self, proposal: u64, result: Result<Value, ResponseError>) {
-        match result
-            .ok()
-            .and_then(|v| v.get("title").and_then(Value::as_str).map(str::to_owned))
-            .as_deref()
-        {
+    pub(super) fn proposal_button(&mut self, proposal: u64, title: Option<&str>) {
+        match title {
             Some("Accept") => {
                 self.decide(proposal, true);
             }
@@ -340,27 +330,25 @@ impl Workspace {
                 clamp_char_idx(rope, rope.line_to_char(line))
             }
         };
-        let pos = |c: CharIdx| {
-            let w = to_wire(rope, c, ed.info.encoding);
-            json!({"line": w.line, "character": w.character})
+        let pos = |c: CharIdx| Position::from(to_wire(rope, c, ed.info.encoding));
+        let range = Range::new(
+            pos(line_start(hunk.new.start)),
+            pos(line_start(hunk.new.end)),
+        );
+        let edit = WorkspaceEdit::new(HashMap::from([(
+            document,
+            vec![TextEdit::new(range, original)],
+        )]));
+        let params = ApplyWorkspaceEditParams {
+            label: Some("Revert Claude Code's change".into()),
+            edit,
         };
-        let range =
-            json!({"start": pos(line_start(hunk.new.start)), "end": pos(line_start(hunk.new.end))});
-        let mut changes = serde_json::Map::new();
-        changes.insert(
-            document.to_string(),
-            json!([{"range": range, "newText": original}]),
-        );
-        self.request_editor(
-            editor,
-            "workspace/applyEdit",
-            json!({"label": "Revert Claude Code's change", "edit": {"changes": changes}}),
-        );
+        self.send_request::<ApplyWorkspaceEdit>(editor, params);
         Ok(json!({"reverted": index}))
     }
 
     /// Code actions for a document that is a proposal or the target of one.
-    pub(super) fn proposal_actions(&self, uri: &Url, range: &lsp_types::Range) -> Vec<Value> {
+    pub(super) fn proposal_actions(&self, uri: &Url, range: &Range) -> Vec<CodeAction> {
         let mut actions = Vec::new();
         for p in self
             .proposals
@@ -369,16 +357,18 @@ impl Workspace {
         {
             let name = super::file_name(&p.target);
             let arg = json!(p.document);
-            let action = |title: String, command: &str, args: Value| json!({"title": title, "kind": "quickfix", "command": {"title": title, "command": command, "arguments": args}});
+            let action = |title: String, command: &str, arguments: Vec<Value>| {
+                command_action(title, CodeActionKind::QUICKFIX, command, arguments)
+            };
             actions.push(action(
                 format!("Accept Claude Code's edit to {name}"),
                 ACCEPT_COMMAND,
-                json!([arg]),
+                vec![arg.clone()],
             ));
             actions.push(action(
                 format!("Reject Claude Code's edit to {name}"),
                 REJECT_COMMAND,
-                json!([arg]),
+                vec![arg.clone()],
             ));
             if &p.document == uri {
                 let current = self.proposal_text(p);
@@ -393,11 +383,56 @@ impl Workspace {
                             h.new.start + 1,
                             h.new.end.max(h.new.start + 1)
                         );
-                        actions.push(action(title, REVERT_HUNK_COMMAND, json!([arg, i])));
+                        let arguments = vec![arg.clone(), json!(i)];
+                        actions.push(action(title, REVERT_HUNK_COMMAND, arguments));
                     }
                 }
             }
         }
         actions
     }
+}
+
+/// `moonkale/proposalClosed`: the proposal document is gone; plugins close
+/// the view they opened for it.
+enum ProposalClosed {}
+
+impl Notification for ProposalClosed {
+    type Params = ProposalClosedParams;
+    const METHOD: &'static str = "moonkale/proposalClosed";
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ProposalClosedParams {
+    uri: Url,
+    accepted: bool,
+}
+
+/// `workspace/applyEdit` of the accepted text to the editors holding the
+/// target. Its edits also name their document (`uri`), as they always
+/// have; editors ignore the extra field.
+enum ApplyNamedEdits {}
+
+impl Request for ApplyNamedEdits {
+    type Params = ApplyNamedEditsParams;
+    type Result = Value;
+    const METHOD: &'static str = ApplyWorkspaceEdit::METHOD;
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ApplyNamedEditsParams {
+    label: String,
+    edit: NamedEdits,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct NamedEdits {
+    changes: HashMap<Url, Vec<NamedTextEdit>>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct NamedTextEdit {
+    uri: Url,
+    #[serde(flatten)]
+    edit: TextEdit,
 }

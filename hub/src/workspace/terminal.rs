@@ -3,6 +3,7 @@
 //! terminal, "Start Claude Code here", and opening a terminal's file links
 //! in the active editor.
 
+use lsp_types::{Position, Range};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -86,12 +87,11 @@ impl Workspace {
                 "no editor is attached",
             ));
         };
-        let at = json!({"line": p.line.saturating_sub(1), "character": p.column.unwrap_or(1).saturating_sub(1)});
-        self.request_editor(
-            target,
-            "window/showDocument",
-            json!({"uri": uri, "takeFocus": true, "selection": {"start": at, "end": at}}),
+        let at = Position::new(
+            p.line.saturating_sub(1),
+            p.column.unwrap_or(1).saturating_sub(1),
         );
+        self.show_document(target, uri, true, Some(Range::new(at, at)));
         Ok(json!({}))
     }
 
@@ -111,46 +111,5 @@ impl Workspace {
             message::params(&params),
             reply,
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::Limits;
-    use super::super::tests::attach;
-    use super::*;
-    use crate::Event;
-
-    /// A terminal's link is shown only if it names a file inside the
-    /// workspace by its text: `..` cannot climb out (a lexical
-    /// `starts_with` let `/w/../etc/passwd` through).
-    #[test]
-    fn open_link_is_confined_to_the_workspace() {
-        let mut ws = Workspace::new(
-            "/w".into(),
-            Limits::default(),
-            tokio::sync::watch::channel(None).0,
-        );
-        let mut editor = attach(&mut ws, 1, false);
-        let open = |ws: &mut Workspace, path: &str| {
-            let (reply, mut rx) = Responder::new();
-            ws.handle(Event::Request {
-                editor: EditorId(1),
-                method: "moonkale/terminal/openLink".into(),
-                params: message::params(&json!({"path": path, "line": 2})),
-                reply,
-            });
-            rx.try_recv().unwrap()
-        };
-        let refused = open(&mut ws, "/w/../etc/passwd").unwrap_err();
-        assert_eq!(
-            refused.message,
-            r#"path must be an absolute path inside the workspace (`..` is not allowed: "/w/../etc/passwd")"#
-        );
-        assert!(open(&mut ws, "/w/.git/config").is_err());
-        assert!(open(&mut ws, "/w/src/a.rs").is_ok());
-        let shown: Value = serde_json::from_slice(&editor.try_recv().unwrap()).unwrap();
-        assert_eq!(shown["method"], "window/showDocument");
-        assert_eq!(shown["params"]["uri"], "file:///w/src/a.rs");
     }
 }

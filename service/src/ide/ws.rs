@@ -33,6 +33,7 @@ use crate::http::{self, Prefixed};
 use crate::hub::{Event, HubHandle, IdeClientId};
 use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
 use crate::mcp::Method;
+use moonkale_protocol::ide::SelectionChanged;
 
 /// Tunables of the IDE server; tests shorten the times.
 #[derive(Clone, Debug)]
@@ -508,7 +509,7 @@ struct WriterState {
     out_rx: mpsc::Receiver<Out>,
     hub_rx: mpsc::Receiver<String>,
     backlog: Arc<Backlog>,
-    selection: tokio::sync::watch::Receiver<Option<Value>>,
+    selection: tokio::sync::watch::Receiver<Option<SelectionChanged>>,
     debounce: Duration,
     ping_interval: Duration,
     last_heard: Arc<std::sync::Mutex<Instant>>,
@@ -519,7 +520,7 @@ async fn write_loop(mut w: WriterState) {
     let mut selection_due: Option<Instant> = None;
     // A send of the current selection even if it is what we sent last.
     let mut resend_due: Option<Instant> = None;
-    let mut last_selection: Option<Value> = None;
+    let mut last_selection: Option<SelectionChanged> = None;
     let mut ping = tokio::time::interval_at(Instant::now() + w.ping_interval, w.ping_interval);
     // After a stop, one late tick rather than a burst of the missed ones.
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -659,13 +660,14 @@ async fn send(w: &mut WriterState, msg: Message) -> bool {
 
 /// Sends the current selection if it differs from the last one sent;
 /// `false` if the connection is gone.
-async fn send_selection(w: &mut WriterState, last: &mut Option<Value>) -> bool {
+async fn send_selection(w: &mut WriterState, last: &mut Option<SelectionChanged>) -> bool {
     let current = w.selection.borrow_and_update().clone();
     let Some(params) = current.filter(|c| Some(c) != last.as_ref()) else {
         return true;
     };
-    let body = String::from_utf8(message::notification("selection_changed", params.clone()))
-        .expect("JSON is UTF-8");
+    let json = serde_json::to_value(&params).expect("selection_changed serializes");
+    let body =
+        String::from_utf8(message::notification("selection_changed", json)).expect("JSON is UTF-8");
     if !send(w, Message::text(body)).await {
         return false;
     }

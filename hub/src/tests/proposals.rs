@@ -1,0 +1,310 @@
+//! Edits Claude Code proposes (`openDiff`): shown in every editor, decided
+//! with buttons, commands or code actions (a hunk reverted in the proposal
+//! document first, if the user likes), answered on the `openDiff` reply,
+//! and withdrawn when the CLI goes.
+
+use expect_test::expect;
+use serde_json::{Value, json};
+
+use super::harness::{Caps, World};
+
+const TARGET: &str = "file:///w/src/lib.rs";
+const PROPOSAL: &str = "file:///w/.moonkale/proposals/1/lib.rs";
+const OLD: &str = "one\ntwo\nthree\nfour\n";
+const NEW: &str = "one\n2\nthree\nfour\nfive\n";
+
+fn open_diff(tab: &str) -> Value {
+    json!({
+        "old_file_path": "/w/src/lib.rs",
+        "new_file_path": "/w/src/lib.rs",
+        "proposalPath": "/w/.moonkale/proposals/1/lib.rs",
+        "tab_name": tab,
+        "new_file_contents": NEW,
+        "oldText": OLD,
+    })
+}
+
+/// A CLI, an editor with buttons holding the target unmodified, and one
+/// without buttons holding it modified.
+fn world() -> World {
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.attach(1, Caps::BUTTONS);
+    w.attach(2, Caps::PLAIN);
+    w.did_open(1, TARGET, 1, OLD);
+    w.did_open(2, TARGET, 1, OLD);
+    w.did_change(2, TARGET, 2, "one\ntwo\nthree\nfour (mine)\n");
+    w
+}
+
+#[test]
+fn reviewed_hunk_by_hunk_then_accepted_with_a_code_action() {
+    let mut w = world();
+    w.ide_tool(9, "openDiff", open_diff("✻ [Claude Code] lib.rs"));
+    w.status();
+    w.did_open(2, PROPOSAL, 1, NEW);
+    w.code_actions(2, PROPOSAL, (1, 0), (1, 0));
+    w.code_actions(2, TARGET, (0, 0), (0, 0));
+    w.execute(2, "moonkale.revertHunk", json!([PROPOSAL, 0]));
+    w.did_change(2, PROPOSAL, 2, "one\ntwo\nthree\nfour\nfive\n");
+    w.code_actions(2, PROPOSAL, (0, 0), (9, 0));
+    w.execute(2, "moonkale.revertHunk", json!([PROPOSAL, 5]));
+    w.execute(2, "moonkale.revertHunk", json!([PROPOSAL]));
+    w.execute(1, "moonkale.revertHunk", json!([PROPOSAL, 0]));
+    w.execute(2, "moonkale.acceptProposal", json!([PROPOSAL]));
+    w.execute(2, "moonkale.acceptProposal", json!([]));
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ed1 attaches (Editor, buttons, progress, utf-16)
+        > ed2 attaches (Editor, utf-32)
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed2 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour (mine)\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
+          selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":4},"isEmpty":true,"start":{"character":0,"line":4}},"text":""}
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+          ed1 <- request "moonkale-10" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-11" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed2 <- request "moonkale-12" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to accept or reject.","type":3}
+          #1 waits
+        > status
+          workspace /w (pid 0)
+          2 editor(s) attached
+            #1 ed1 via unix, utf-16
+              v1     file:///w/src/lib.rs
+            #2 ed2 via unix, utf-32  [active]
+              selection file:///w/src/lib.rs 4:0 -> 4:0 (from edit)
+              v2     file:///w/src/lib.rs modified
+          diagnostics for 0 (document, source) pair(s)
+          93 bytes held
+          claude client 9 pid None
+          proposal "✻ [Claude Code] lib.rs": file:///w/src/lib.rs in file:///w/.moonkale/proposals/1/lib.rs
+        > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\n2\nthree\nfour\nfive\n","uri":"file:///w/.moonkale/proposals/1/lib.rs","version":1}}
+        > #2 ed2 textDocument/codeAction {"context":{"diagnostics":[]},"range":{"end":{"character":0,"line":1},"start":{"character":0,"line":1}},"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs"}}
+          #2 <- Ok
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.acceptProposal","title":"Accept Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Accept Claude Code's edit to lib.rs"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.rejectProposal","title":"Reject Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Reject Claude Code's edit to lib.rs"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.revertHunk","title":"Revert this change (lines 2-2 of the proposal)"},"kind":"quickfix","title":"Revert this change (lines 2-2 of the proposal)"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",{"end":{"character":0,"line":1},"start":{"character":0,"line":1}}],"command":"moonkale.sendToClaude","title":"Send selection to Claude Code"},"kind":"source","title":"Send selection to Claude Code"}
+              {"command":{"arguments":[],"command":"moonkale.startClaude","title":"Start Claude Code here"},"kind":"source","title":"Start Claude Code here"}
+          selection = {"filePath":"/w/.moonkale/proposals/1/lib.rs","fileUrl":"file:///w/.moonkale/proposals/1/lib.rs","selection":{"end":{"character":0,"line":1},"isEmpty":true,"start":{"character":0,"line":1}},"text":""}
+        > #3 ed2 textDocument/codeAction {"context":{"diagnostics":[]},"range":{"end":{"character":0,"line":0},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/src/lib.rs"}}
+          #3 <- Ok
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.acceptProposal","title":"Accept Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Accept Claude Code's edit to lib.rs"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.rejectProposal","title":"Reject Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Reject Claude Code's edit to lib.rs"}
+              {"command":{"arguments":["file:///w/src/lib.rs",{"end":{"character":0,"line":0},"start":{"character":0,"line":0}}],"command":"moonkale.sendToClaude","title":"Send selection to Claude Code"},"kind":"source","title":"Send selection to Claude Code"}
+              {"command":{"arguments":[],"command":"moonkale.startClaude","title":"Start Claude Code here"},"kind":"source","title":"Start Claude Code here"}
+          selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":0},"isEmpty":true,"start":{"character":0,"line":0}},"text":""}
+        > #4 ed2 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.revertHunk"}
+          ed2 <- request "moonkale-19" workspace/applyEdit {"edit":{"changes":{"file:///w/.moonkale/proposals/1/lib.rs":[{"newText":"two\n","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}}}]}},"label":"Revert Claude Code's change"}
+          #4 <- Ok {"reverted":0}
+        > ed2 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour\nfive\n"}],"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs","version":2}}
+          selection = {"filePath":"/w/.moonkale/proposals/1/lib.rs","fileUrl":"file:///w/.moonkale/proposals/1/lib.rs","selection":{"end":{"character":0,"line":5},"isEmpty":true,"start":{"character":0,"line":5}},"text":""}
+        > #5 ed2 textDocument/codeAction {"context":{"diagnostics":[]},"range":{"end":{"character":0,"line":9},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs"}}
+          #5 <- Ok
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.acceptProposal","title":"Accept Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Accept Claude Code's edit to lib.rs"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.rejectProposal","title":"Reject Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Reject Claude Code's edit to lib.rs"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.revertHunk","title":"Revert this change (lines 5-5 of the proposal)"},"kind":"quickfix","title":"Revert this change (lines 5-5 of the proposal)"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",{"end":{"character":0,"line":9},"start":{"character":0,"line":0}}],"command":"moonkale.sendToClaude","title":"Send selection to Claude Code"},"kind":"source","title":"Send selection to Claude Code"}
+              {"command":{"arguments":[],"command":"moonkale.startClaude","title":"Start Claude Code here"},"kind":"source","title":"Start Claude Code here"}
+          selection = {"filePath":"/w/.moonkale/proposals/1/lib.rs","fileUrl":"file:///w/.moonkale/proposals/1/lib.rs","selection":{"end":{"character":0,"line":5},"isEmpty":false,"start":{"character":0,"line":0}},"text":"one\ntwo\nthree\nfour\nfive\n"}
+        > #6 ed2 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs",5],"command":"moonkale.revertHunk"}
+          #6 <- Err -32602 no such hunk
+        > #7 ed2 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.revertHunk"}
+          #7 <- Err -32602 revertHunk wants [proposal, hunk index]
+        > #8 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.revertHunk"}
+          #8 <- Err -32803 open the proposal document first
+        > #9 ed2 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.acceptProposal"}
+          ed1 <- $/cancelRequest {"id":"moonkale-11"}
+          ed1 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-24" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"one\ntwo\nthree\nfour\nfive\n","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Claude Code edit"}
+          ed2 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code changed /w/src/lib.rs on disk, but your buffer has unsaved changes.","type":2}
+          #1 <- Ok tool result
+              text:
+                FILE_SAVED
+              text:
+                one
+                two
+                three
+                four
+                five
+          #9 <- Ok {"accepted":true}
+        > #10 ed2 workspace/executeCommand {"arguments":[],"command":"moonkale.acceptProposal"}
+          #10 <- Err -32803 no proposal from Claude Code is waiting
+    "#]]);
+}
+
+#[test]
+fn accepted_and_rejected_with_buttons() {
+    let mut w = world();
+    w.ide_tool(9, "openDiff", open_diff("first"));
+    w.press(1, "Accept");
+    w.ide_tool(9, "openDiff", open_diff("second"));
+    w.press(1, "Reject");
+    // Dismissed: the buttons are gone, the code actions and commands stay.
+    w.ide_tool(9, "openDiff", open_diff("third"));
+    w.dismiss(1);
+    w.execute(2, "moonkale.rejectProposal", json!(["third"]));
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ed1 attaches (Editor, buttons, progress, utf-16)
+        > ed2 attaches (Editor, utf-32)
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed2 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour (mine)\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
+          selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":4},"isEmpty":true,"start":{"character":0,"line":4}},"text":""}
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"first"}
+          ed1 <- request "moonkale-10" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-11" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed2 <- request "moonkale-12" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to accept or reject.","type":3}
+          #1 waits
+        > ed1 answers "moonkale-11" with Accept
+          ed1 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-13" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"one\n2\nthree\nfour\nfive\n","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Claude Code edit"}
+          ed2 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code changed /w/src/lib.rs on disk, but your buffer has unsaved changes.","type":2}
+          #1 <- Ok tool result
+              text:
+                FILE_SAVED
+              text:
+                one
+                2
+                three
+                four
+                five
+        > #2 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"second"}
+          ed1 <- request "moonkale-15" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-16" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed2 <- request "moonkale-17" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to accept or reject.","type":3}
+          #2 waits
+        > ed1 answers "moonkale-16" with Reject
+          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #2 <- Ok tool result
+              text:
+                DIFF_REJECTED
+              text:
+                second
+        > #3 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"third"}
+          ed1 <- request "moonkale-19" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-20" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed2 <- request "moonkale-21" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to accept or reject.","type":3}
+          #3 waits
+        > ed1 answers "moonkale-20" with nothing
+        > #4 ed2 workspace/executeCommand {"arguments":["third"],"command":"moonkale.rejectProposal"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #3 <- Ok tool result
+              text:
+                DIFF_REJECTED
+              text:
+                third
+          #4 <- Ok {"rejected":true}
+    "#]]);
+}
+
+#[test]
+fn closed_by_the_cli_or_withdrawn_when_it_goes() {
+    let mut w = world();
+    w.ide_attach(8);
+    w.ide_tool(9, "openDiff", open_diff("a"));
+    w.ide_tool(9, "openDiff", open_diff("b"));
+    w.ide_tool(8, "openDiff", open_diff("c"));
+    w.ide_tool(8, "close_tab", json!({"tab_name": "a"}));
+    w.ide_tool(9, "close_tab", json!({"tab_name": "a"}));
+    w.ide_tool(9, "openDiff", open_diff("d"));
+    w.ide_tool(9, "closeAllDiffTabs", json!({}));
+    w.ide_detach(8);
+    w.ide_tool(9, "openDiff", json!({"tab_name": "incomplete"}));
+    w.ide_tool(9, "openDiff", json!({"new_file_path": "relative.rs", "proposalPath": "p", "tab_name": "t", "new_file_contents": "", "oldText": ""}));
+    w.execute(1, "moonkale.rejectProposal", json!([]));
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ed1 attaches (Editor, buttons, progress, utf-16)
+        > ed2 attaches (Editor, utf-32)
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed2 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour (mine)\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
+          selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":4},"isEmpty":true,"start":{"character":0,"line":4}},"text":""}
+        > ide8 attaches
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"a"}
+          ed1 <- request "moonkale-10" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-11" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed2 <- request "moonkale-12" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to accept or reject.","type":3}
+          #1 waits
+        > #2 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"b"}
+          ed1 <- request "moonkale-14" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-15" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed2 <- request "moonkale-16" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to accept or reject.","type":3}
+          #2 waits
+        > #3 ide8 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"c"}
+          ed1 <- request "moonkale-18" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-19" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed2 <- request "moonkale-20" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to accept or reject.","type":3}
+          #3 waits
+        > #4 ide8 close_tab {"tab_name":"a"}
+          #4 <- Ok tool result
+              text:
+                TAB_CLOSED
+        > #5 ide9 close_tab {"tab_name":"a"}
+          ed1 <- $/cancelRequest {"id":"moonkale-11"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #1 <- Ok tool result
+              text:
+                DIFF_REJECTED
+              text:
+                a
+          #5 <- Ok tool result
+              text:
+                TAB_CLOSED
+        > #6 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"d"}
+          ed1 <- request "moonkale-22" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-23" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed2 <- request "moonkale-24" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to accept or reject.","type":3}
+          #6 waits
+        > #7 ide9 closeAllDiffTabs {}
+          ed1 <- $/cancelRequest {"id":"moonkale-15"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- $/cancelRequest {"id":"moonkale-23"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #2 <- Ok tool result
+              text:
+                DIFF_REJECTED
+              text:
+                b
+          #6 <- Ok tool result
+              text:
+                DIFF_REJECTED
+              text:
+                d
+          #7 <- Ok tool result
+              text:
+                CLOSED_2_DIFF_TABS
+        > ide8 detaches
+          ed1 <- $/cancelRequest {"id":"moonkale-19"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #3 <- Ok tool result
+              text:
+                DIFF_REJECTED
+              text:
+                c
+        > #8 ide9 openDiff {"tab_name":"incomplete"}
+          #8 <- Err -32602 openDiff arguments are incomplete
+        > #9 ide9 openDiff {"new_file_contents":"","new_file_path":"relative.rs","oldText":"","proposalPath":"p","tab_name":"t"}
+          #9 <- Err -32602 openDiff paths must be absolute
+        > #10 ed1 workspace/executeCommand {"arguments":[],"command":"moonkale.rejectProposal"}
+          #10 <- Err -32803 no proposal from Claude Code is waiting
+    "#]]);
+}

@@ -12,18 +12,19 @@
 //! events the service pushes to its subscribers, and failures show the
 //! session's stored events, the service's log and the fake's requests.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::agent::{
-    AgentWorld, Client, Options, STEP, assistant_text, buttons_caps, describe_events, is_cli,
-    plain_caps, processes_in, short, stand_in, stand_in_runs, two_writes_script,
+use moonkale_tests::agent::{
+    assistant_text, describe_events, is_cli, processes_in, stand_in, stand_in_runs,
+    two_writes_script,
 };
-use support::fakeapi::{Gate, Reply, Script};
+use moonkale_tests::fakeapi::{Gate, Reply, Script};
+use moonkale_tests::lsp::{buttons_caps, plain_caps};
+use moonkale_tests::world::World;
+use moonkale_tests::{Client, STEP, short};
+use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
 // ---------------------------------------------------------------------------
@@ -116,10 +117,9 @@ fn read(path: &Path) -> Option<String> {
 async fn partial_text_streams_to_the_subscriber_before_the_turn_ends() {
     let gate = Gate::new();
     let text = "STREAM_ALPHA streamed STREAM_BETA in pieces STREAM_GAMMA";
-    let mut w = AgentWorld::start(
-        Script::new().on_prompt("stream please", Reply::text(text).gated(&gate, 1)),
-    )
-    .await;
+    let mut w =
+        World::agent(Script::new().on_prompt("stream please", Reply::text(text).gated(&gate, 1)))
+            .await;
     let session = w.ed.start_session(json!({"prompt": "stream please"})).await;
     let req = w.fake.wait_prompt("stream please", STEP).await;
 
@@ -182,7 +182,7 @@ async fn partial_text_streams_to_the_subscriber_before_the_turn_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_allowed_from_the_editors_question_lands_on_disk() {
     let content = "WRITTEN AFTER ALLOW\nline two\n";
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let path = w.path("allowed.txt");
     w.fake
         .set_script(write_script("write the file", &path, content, "WRITE_DONE"));
@@ -253,7 +253,7 @@ async fn write_allowed_from_the_editors_question_lands_on_disk() {
 /// is withdrawn (`$/cancelRequest`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_denied_through_the_api_is_not_written_and_errors_for_the_model() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let path = w.path("denied.txt");
     w.fake.set_script(write_script(
         "write the file",
@@ -309,7 +309,7 @@ async fn write_denied_through_the_api_is_not_written_and_errors_for_the_model() 
 /// approval gets -32602.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_of_two_editors_to_answer_wins_and_a_second_answer_is_refused() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let path = w.path("race.txt");
     let content = "FIRST ANSWER WINS\n";
     w.fake
@@ -353,7 +353,7 @@ async fn first_of_two_editors_to_answer_wins_and_a_second_answer_is_refused() {
 /// of the same session without a question.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_allow_skips_the_question_for_the_next_write() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let (one, two) = (w.path("one.txt"), w.path("two.txt"));
     w.fake.set_script(two_writes_script(&one, &two));
     let session =
@@ -406,14 +406,11 @@ async fn always_allow_skips_the_question_for_the_next_write() {
 /// turn ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unanswered_approval_times_out_as_a_deny() {
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            approval_timeout_ms: Some(1500),
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .approval_timeout_ms(1500)
+        .start()
+        .await;
     let path = w.path("timeout.txt");
     w.fake.set_script(write_script(
         "write the file",
@@ -451,14 +448,11 @@ async fn unanswered_approval_times_out_as_a_deny() {
 /// destructive), and a deny keeps the file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destructive_shell_command_asks_even_after_always_allow() {
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            files: vec![("victim.txt".into(), "PRECIOUS\n".into())],
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .files(vec![("victim.txt".into(), "PRECIOUS\n".into())])
+        .start()
+        .await;
     let victim = w.path("victim.txt");
     w.fake.set_script(
         Script::new()
@@ -538,7 +532,7 @@ async fn destructive_shell_command_asks_even_after_always_allow() {
 /// nothing is written and the session is idle again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_while_asking_withdraws_the_question() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let path = w.path("withdrawn.txt");
     w.fake.set_script(write_script(
         "write the file",
@@ -585,7 +579,7 @@ async fn interrupt_while_asking_withdraws_the_question() {
 /// `plan`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_is_the_default_mode_and_writes_nothing() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let path = w.path("plan.txt");
     w.fake.set_script(write_script(
         "write the file",
@@ -645,7 +639,7 @@ async fn plan_is_the_default_mode_and_writes_nothing() {
 /// in the same CLI process (the session waits for the answer all along).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_answered_after_twelve_seconds_still_writes() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let path = w.path("slow-human.txt");
     w.fake.set_script(write_script(
         "write the file",
@@ -697,15 +691,12 @@ async fn approval_answered_after_twelve_seconds_still_writes() {
 /// answers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_answered_with_a_code_action_in_an_editor_without_buttons() {
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            no_buttons: true,
-            files: vec![("open.txt".into(), "an open document\n".into())],
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .without_buttons()
+        .files(vec![("open.txt".into(), "an open document\n".into())])
+        .start()
+        .await;
     let path = w.path("by-code-action.txt");
     w.fake.set_script(write_script(
         "write the file",
@@ -784,7 +775,7 @@ async fn approval_answered_with_a_code_action_in_an_editor_without_buttons() {
 /// switched to `acceptEdits` writes without asking.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_permission_mode_accept_edits_writes_without_asking() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let path = w.path("accepted.txt");
     w.fake.set_script(write_script(
         "write the file",
@@ -828,7 +819,7 @@ async fn set_permission_mode_accept_edits_writes_without_asking() {
 /// unknown permission mode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_agent_requests_are_refused() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let unknown = "00000000-0000-4000-8000-000000000000";
     let big = "x".repeat(4 * 1024 * 1024 + 1);
     for (method, params) in [
@@ -875,14 +866,11 @@ async fn bad_agent_requests_are_refused() {
 /// Editors that do not advertise it get none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_shows_in_editors_that_take_it() {
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            files: vec![("read-me.txt".into(), "READ_ME_CONTENT\n".into())],
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .files(vec![("read-me.txt".into(), "READ_ME_CONTENT\n".into())])
+        .start()
+        .await;
     let file = w.path("read-me.txt").display().to_string();
     w.fake.set_script(
         Script::new()
@@ -952,7 +940,7 @@ async fn progress_shows_in_editors_that_take_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turn_finishes_after_the_editor_disconnects_and_a_new_client_reads_it() {
     let prompt = "slow turn, take your time";
-    let mut w = AgentWorld::start(Script::new().on_prompt(
+    let mut w = World::agent(Script::new().on_prompt(
         "slow turn",
         Reply::text("SLOW_REPLY_FINISHED_UNWATCHED").with_delay(Duration::from_secs(3)),
     ))
@@ -1011,12 +999,12 @@ async fn turn_finishes_after_the_editor_disconnects_and_a_new_client_reads_it() 
 /// and takes the next prompt, which succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_ends_a_hanging_turn_and_the_session_goes_on() {
-    let mut w = AgentWorld::start(
+    let mut w = World::agent(
         Script::new()
             .rule(
-                support::fakeapi::Rule::new(
+                moonkale_tests::fakeapi::Rule::new(
                     "hang",
-                    support::fakeapi::When::Prompt("hang please".into()),
+                    moonkale_tests::fakeapi::When::Prompt("hang please".into()),
                     Reply::text("NEVER_SEEN").hanging(Duration::from_secs(60)),
                 )
                 .once(),
@@ -1068,7 +1056,7 @@ async fn interrupt_ends_a_hanging_turn_and_the_session_goes_on() {
 /// the model gets turn 1 in its history; the events hold both turns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_resumes_after_a_service_restart() {
-    let mut w = AgentWorld::start(
+    let mut w = World::agent(
         Script::new()
             .on_prompt("remember 42", Reply::text("REMEMBERED_FORTY_TWO"))
             .on_prompt("which number", Reply::text("IT_WAS_42")),
@@ -1167,10 +1155,9 @@ async fn prompt_reaches_the_model_byte_exact() {
         prompt += unit;
     }
     prompt += "BYTE_EXACT_END";
-    let mut w = AgentWorld::start(
-        Script::new().on_prompt("BYTE_EXACT_START", Reply::text("GOT_IT_EXACTLY")),
-    )
-    .await;
+    let mut w =
+        World::agent(Script::new().on_prompt("BYTE_EXACT_START", Reply::text("GOT_IT_EXACTLY")))
+            .await;
     let (session, seq) = w.ed.run_first_turn(&prompt, json!({})).await;
 
     let page = w.ed.events_page(&session, seq, 1).await;
@@ -1224,8 +1211,8 @@ async fn prompt_reaches_the_model_byte_exact() {
 /// Every main request gets `reply`; the turn must end `failed` within
 /// 20 s with an `error` naming one of `expect`. Returns the world and the
 /// session.
-async fn api_failure(reply: Reply, expect: &[&str]) -> (AgentWorld, String) {
-    let mut w = AgentWorld::start(Script::new().default_reply(reply)).await;
+async fn api_failure(reply: Reply, expect: &[&str]) -> (World, String) {
+    let mut w = World::agent(Script::new().default_reply(reply)).await;
     let started = Instant::now();
     let session =
         w.ed.start_session(json!({"prompt": "this will fail"}))
@@ -1309,14 +1296,11 @@ async fn broken_stream_fails_the_turn_with_a_clear_error() {
 /// published, `getCurrentSelection` its selection. Nothing is asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_reads_an_unsaved_buffer_through_the_editor_tools() {
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            files: vec![("notes.txt".into(), "SAVED_ON_DISK\n".into())],
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .files(vec![("notes.txt".into(), "SAVED_ON_DISK\n".into())])
+        .start()
+        .await;
     let path = w.path("notes.txt");
     let uri = w.sb.uri("notes.txt");
     w.fake.set_script(
@@ -1432,7 +1416,7 @@ async fn read_until(
 async fn command_line_sends_lists_and_shows() {
     let gate = Gate::new();
     let text = "CLI_STREAM_ONE then CLI_STREAM_TWO and CLI_STREAM_THREE";
-    let mut w = AgentWorld::start(
+    let mut w = World::agent(
         Script::new()
             .on_prompt(
                 "hello from the command line",
@@ -1559,20 +1543,13 @@ async fn command_line_sends_lists_and_shows() {
 // ---------------------------------------------------------------------------
 // 10. A broken CLI (a scripted stand-in)
 
-async fn stand_in_world(mode: &str) -> (AgentWorld, tempfile::TempDir) {
+async fn stand_in_world(mode: &str) -> (World, tempfile::TempDir) {
     let dir = tempfile::Builder::new()
         .prefix("mk-standin")
         .tempdir_in("/tmp")
         .unwrap();
     let bin = stand_in(dir.path(), mode);
-    let w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            claude: Some(bin),
-            ..Options::default()
-        },
-    )
-    .await;
+    let w = World::builder().agent().claude(bin).start().await;
     (w, dir)
 }
 
@@ -1664,7 +1641,7 @@ async fn a_flood_on_the_clis_stderr_does_not_hang_the_turn() {
 /// `message_stop`, and its non-streaming fallback gets the 500.
 #[tokio::test]
 async fn fake_api_gates_and_breaks_streams() {
-    use support::fakeapi::FakeApi;
+    use moonkale_tests::fakeapi::FakeApi;
     use tokio::io::AsyncWriteExt;
     let gate = Gate::new();
     let fake = FakeApi::start(
@@ -1775,7 +1752,7 @@ async fn fake_api_gates_and_breaks_streams() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_sent_during_a_turn_is_queued_and_runs_next() {
     let gate = Gate::new();
-    let mut w = AgentWorld::start(
+    let mut w = World::agent(
         Script::new()
             .on_prompt(
                 "first of two",
@@ -1824,7 +1801,7 @@ async fn prompt_sent_during_a_turn_is_queued_and_runs_next() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_line_send_to_a_busy_session_waits_for_its_own_turn() {
     let gate = Gate::new();
-    let mut w = AgentWorld::start(
+    let mut w = World::agent(
         Script::new()
             .on_prompt(
                 "busy first",
@@ -1873,7 +1850,7 @@ async fn command_line_send_to_a_busy_session_waits_for_its_own_turn() {
 /// command that answers it; `agent answer ID allow` allows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_line_answers_an_approval() {
-    let w = AgentWorld::start(Script::new()).await;
+    let w = World::agent(Script::new()).await;
     let path = w.path("from-the-terminal.txt");
     w.fake.set_script(write_script(
         "write the file",
@@ -1948,7 +1925,7 @@ async fn command_line_answers_an_approval() {
 /// in its place, a `notice` says so, and the turn works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_without_the_clis_conversation_starts_fresh_with_a_notice() {
-    let mut w = AgentWorld::start(
+    let mut w = World::agent(
         Script::new()
             .on_prompt("remember 7", Reply::text("REMEMBERED_SEVEN"))
             .on_prompt("after the loss", Reply::text("FRESH_START_OK")),
@@ -2015,7 +1992,7 @@ async fn resume_without_the_clis_conversation_starts_fresh_with_a_notice() {
 /// name them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_model_and_set_model_reach_the_api() {
-    let mut w = AgentWorld::start(
+    let mut w = World::agent(
         Script::new()
             .on_prompt("first model", Reply::text("FIRST_MODEL_OK"))
             .on_prompt("second model", Reply::text("SECOND_MODEL_OK")),
@@ -2053,14 +2030,11 @@ async fn start_model_and_set_model_reach_the_api() {
 /// why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_fails_with_32803_when_the_cli_cannot_be_started() {
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            claude: Some(PathBuf::from("/nonexistent/moonkale-test/claude")),
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .claude(PathBuf::from("/nonexistent/moonkale-test/claude"))
+        .start()
+        .await;
     let r =
         w.ed.request("moonkale/agent/start", json!({"prompt": "hello"}))
             .await;
@@ -2079,21 +2053,14 @@ async fn start_fails_with_32803_when_the_cli_cannot_be_started() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_runs_with_a_scrubbed_environment() {
     let gate = Gate::new();
-    let mut w = AgentWorld::start_with(
-        Script::new().on_prompt("check env", Reply::text("ENV_OK").gated(&gate, 1)),
-        Options {
-            env: vec![
-                (
-                    "ANTHROPIC_API_KEY".into(),
-                    "sk-service-key-must-not-leak".into(),
-                ),
-                ("CLAUDECODE".into(), "1".into()),
-                ("MOONKALE_TEST_SECRET".into(), "must-not-leak".into()),
-            ],
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .script(Script::new().on_prompt("check env", Reply::text("ENV_OK").gated(&gate, 1)))
+        .env("ANTHROPIC_API_KEY", "sk-service-key-must-not-leak")
+        .env("CLAUDECODE", "1")
+        .env("MOONKALE_TEST_SECRET", "must-not-leak")
+        .start()
+        .await;
     let session = w.ed.start_session(json!({"prompt": "check env"})).await;
     w.ed.take("the first text", STEP, |m| is_text_of(m, &session))
         .await;
@@ -2126,7 +2093,7 @@ async fn the_cli_runs_with_a_scrubbed_environment() {
 /// `unsubscribe` stops it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_to_every_session_and_unsubscribe() {
-    let mut w = AgentWorld::start(
+    let mut w = World::agent(
         Script::new()
             .on_prompt("watched turn", Reply::text("WATCHED_REPLY"))
             .on_prompt("unwatched turn", Reply::text("UNWATCHED_REPLY")),

@@ -10,16 +10,15 @@
 //! Needs the workspace's binaries (`cargo build --workspace`) and, for the
 //! two CLI tests, `scripts/install-test-peers.sh` (or `MOONKALE_CLAUDE`).
 
-mod support;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use moonkale_tests::claude_cli::{Claude, claude_bin, claude_env};
+use moonkale_tests::fakeapi::{FakeApi, Reply, Script};
+use moonkale_tests::lsp::{Client, Diag, plain_caps};
+use moonkale_tests::short;
 use moonkale_tests::{Sandbox, Service, bin, rss_kib};
 use serde_json::{Value, json};
-use support::agent::{Client, Diag, plain_caps, short};
-use support::claude_cli::{Claude, claude_bin, claude_env};
-use support::fakeapi::{FakeApi, Reply, Script};
 
 /// The longest one step may take.
 const STEP: Duration = Duration::from_secs(10);

@@ -30,8 +30,6 @@
 //! with, whether the reply went out whole) is recorded; tests read the log
 //! or wait on it with a deadline.
 
-#![allow(dead_code)] // each test file uses a different part of the support code
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

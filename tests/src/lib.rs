@@ -265,23 +265,30 @@ impl Drop for Service {
     }
 }
 
-/// Polls `probe` until it yields a value, failing the test after [`TIMEOUT`].
-/// Only for state held by another process that has no push channel to us.
-pub async fn wait_until<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
+/// Polls `probe` every 25 ms until it yields a value; `None` once `timeout`
+/// has passed. Only for state held by another process that has no push
+/// channel to us (its files, its `/proc` entries, its status).
+pub async fn poll_until<T>(
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(v) = probe().await {
-            return v;
+            return Some(v);
         }
         if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// [`poll_until`] with [`TIMEOUT`], failing the test after that.
+pub async fn wait_until<T>(what: &str, probe: impl AsyncFnMut() -> Option<T>) -> T {
+    poll_until(TIMEOUT, probe)
+        .await
+        .unwrap_or_else(|| panic!("timed out waiting for {what}"))
 }
 
 /// A `status --json` editor entry by client name.

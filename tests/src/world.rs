@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::agent::{processes_in, write_claude_settings};
-use crate::claude_cli::claude_bin;
+use crate::claude_cli::{claude_bin, claude_env};
 use crate::fakeapi::{FakeApi, Script};
 use crate::lsp::{Client, Diag, buttons_caps, plain_caps};
 use crate::{STEP, Sandbox, Service};
@@ -28,6 +28,7 @@ pub struct WorldBuilder {
     script: Script,
     agent: bool,
     claude: Option<PathBuf>,
+    claude_in_terminals: bool,
     env: Vec<(String, String)>,
     args: Vec<String>,
     editor: String,
@@ -47,6 +48,14 @@ impl WorldBuilder {
     pub fn claude(mut self, bin: impl Into<Option<PathBuf>>) -> WorldBuilder {
         self.claude = bin.into();
         self.agent()
+    }
+
+    /// The service's terminals can run the real CLI against the fake: its
+    /// HOME is seeded and the service gets the CLI's environment
+    /// ([`claude_env`]).
+    pub fn claude_in_terminals(mut self) -> WorldBuilder {
+        self.claude_in_terminals = true;
+        self
     }
 
     /// What the fake API answers (default: an empty [`Script`]).
@@ -124,6 +133,9 @@ impl WorldBuilder {
                 "MOONKALE_CLAUDE_BIN".to_owned(),
                 claude.display().to_string(),
             ));
+        }
+        if self.claude_in_terminals {
+            env.extend(claude_env(&sb, &fake).1);
         }
         env.extend(self.env);
         let svc = start_service(&sb, &self.args, &env).await;
@@ -221,6 +233,7 @@ impl World {
             script: Script::new(),
             agent: false,
             claude: None,
+            claude_in_terminals: false,
             env: Vec::new(),
             args: Vec::new(),
             editor: "editor-a".to_owned(),

@@ -334,7 +334,7 @@ pub fn processes_in(dir: &Path) -> Vec<i32> {
 /// The stand-in for `claude`: speaks just enough stream-json (control
 /// requests answered with success, a reply per user line) and misbehaves
 /// as `MODE` says. Every start is logged to `runs` next to it.
-pub const STAND_IN: &str = r#"
+const STAND_IN: &str = r#"
 import json, os, sys, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -28,7 +28,7 @@ use crate::world::World;
 
 /// The API key the CLI sends; the fake accepts anything. Short keys are
 /// approved whole in `customApiKeyResponses` (it keeps the last 20 chars).
-pub const API_KEY: &str = "sk-test-dummy";
+const API_KEY: &str = "sk-test-dummy";
 
 const ROWS: u16 = 50;
 const COLS: u16 = 140;
@@ -69,7 +69,7 @@ pub fn claude_bin() -> PathBuf {
 /// IDE's `openDiff`). A project entry also carries `allowedTools: []` (its
 /// default in every generation): 1.0.x iterates it at startup and dies with
 /// "B.allowedTools is not iterable" when the entry lacks it.
-pub fn seed_home(home: &Path, trusted: &[&Path]) {
+fn seed_home(home: &Path, trusted: &[&Path]) {
     std::fs::create_dir_all(home).expect("create the CLI's HOME");
     let projects: serde_json::Map<String, Value> = trusted
         .iter()
@@ -389,7 +389,7 @@ impl Claude {
     }
 
     /// Waits until the prompt input is ready for typing.
-    pub async fn wait_ready(&mut self, timeout: Duration) -> String {
+    async fn wait_ready(&mut self, timeout: Duration) -> String {
         self.wait_screen("the prompt", timeout, |s| {
             s.contains("? for shortcuts") && s.contains('❯')
         })
@@ -406,7 +406,7 @@ impl Claude {
         self.send_keys(text.as_bytes());
     }
 
-    pub fn press_enter(&mut self) {
+    fn press_enter(&mut self) {
         self.send_keys(b"\r");
     }
 
@@ -423,38 +423,6 @@ impl Claude {
         self.press_enter();
     }
 
-    /// Answers the terminal dialog that asks `question` with its selected
-    /// option (Enter; "1. Yes" is selected first). A dialog ignores keys
-    /// for a moment after it first shows, so Enter is repeated until the
-    /// question is gone (a stray Enter on the empty prompt does nothing).
-    pub async fn confirm_dialog(&mut self, question: &str, timeout: Duration) {
-        self.wait_for_text(question, timeout).await;
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            self.press_enter();
-            let retry = tokio::time::Instant::now() + Duration::from_millis(500);
-            loop {
-                self.changed.borrow_and_update();
-                if !self.screen().contains(question) {
-                    return;
-                }
-                let until = retry.min(deadline);
-                if tokio::time::timeout_at(until, self.changed.changed())
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
-            if tokio::time::Instant::now() >= deadline {
-                panic!(
-                    "claude: the dialog {question:?} did not go away.\n--- screen ---\n{}",
-                    self.screen()
-                );
-            }
-        }
-    }
-
     /// The CLI process's environment, from /proc.
     pub fn process_env(&self) -> Vec<(String, String)> {
         let raw = std::fs::read(format!("/proc/{}/environ", self.pid)).unwrap_or_default();
@@ -468,11 +436,6 @@ impl Claude {
                 }
             })
             .collect()
-    }
-
-    /// True while the CLI process has not exited.
-    pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Kills the CLI's whole process group (it is a session leader), reaps
@@ -635,7 +598,7 @@ impl World {
 
     /// The CLI got only what [`ClaudeConfig::environment`] built: no lock
     /// token, no service token, no `MOONKALE_*`, nothing of ours.
-    pub fn assert_env_clean(&self, cli: &Claude) {
+    fn assert_env_clean(&self, cli: &Claude) {
         let env = cli.process_env();
         let ide_token = self.ide_token();
         assert!(!env.is_empty(), "cannot read the CLI's environment");

@@ -140,7 +140,7 @@ impl Reply {
         }
     }
 
-    pub fn and_text(mut self, text: impl Into<String>) -> Reply {
+    fn and_text(mut self, text: impl Into<String>) -> Reply {
         self.blocks.push(Block::Text(text.into()));
         self
     }
@@ -189,7 +189,7 @@ impl Reply {
 
     /// Makes the stream break mid-message and the non-streaming fallback
     /// answer (status, error type, message).
-    pub fn and_broken_fallback(mut self, status: u16, kind: &str, message: &str) -> Reply {
+    fn and_broken_fallback(mut self, status: u16, kind: &str, message: &str) -> Reply {
         self.broken = Some((status, kind.into(), message.into()));
         self
     }
@@ -391,18 +391,6 @@ impl Recorded {
         self.body.to_string()
     }
 
-    /// Names of the tools offered to the model.
-    pub fn tool_names(&self) -> Vec<String> {
-        self.body["tools"]
-            .as_array()
-            .map(|ts| {
-                ts.iter()
-                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// The text of the latest user turn: the prompt (or tool results) and
     /// what the CLI attached to it (reminders, the IDE selection, ...), which
     /// 2.1.332 sends as a `system` message after the user message.
@@ -495,7 +483,7 @@ fn latest_user_turn(body: &Value) -> Vec<&Value> {
 
 /// Text of a message content: a string, or text blocks and tool results'
 /// texts joined by newlines.
-pub fn content_text(content: &Value) -> String {
+fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks
@@ -722,7 +710,7 @@ impl FakeApi {
 
     /// The first main request (from the start of the log) that satisfies
     /// `pred`.
-    pub async fn wait_main(
+    async fn wait_main(
         &self,
         what: &str,
         timeout: Duration,

@@ -149,7 +149,7 @@ impl Sandbox {
 
     /// Where the service keeps `workspace`'s session transcripts: the
     /// user's state directory in the sandbox's home, never the workspace.
-    pub fn chats_dir_for(&self, workspace: &Path) -> PathBuf {
+    fn chats_dir_for(&self, workspace: &Path) -> PathBuf {
         let root = std::fs::canonicalize(workspace).expect("canonical workspace");
         let name = root.file_name().unwrap().to_string_lossy().into_owned();
         self.home
@@ -166,7 +166,7 @@ impl Sandbox {
     }
 
     /// The user's trust store in the sandbox's home.
-    pub fn trust_store(&self) -> moonkale_service::user_state::TrustStore {
+    fn trust_store(&self) -> moonkale_service::user_state::TrustStore {
         moonkale_service::user_state::TrustStore::at(
             self.home.join(".config/moonkale/trusted-workspaces.json"),
         )

@@ -565,7 +565,7 @@ impl Client {
     }
 
     /// The code actions offered at the start of `uri`.
-    pub async fn code_actions(&mut self, uri: &str) -> Vec<Value> {
+    async fn code_actions(&mut self, uri: &str) -> Vec<Value> {
         let actions = self
             .call(
                 "textDocument/codeAction",

@@ -1,6 +1,6 @@
 //! End to end with the real `claude` CLI (2.1.332, interactive, under a
 //! pty), offline: the real service, a scripted LSP editor on its socket, and
-//! the fake Anthropic API (tests/tests/support). Each test shows one thing
+//! the fake Anthropic API (`moonkale_tests::fakeapi`). Each test shows one thing
 //! reaching the model or the IDE through the whole chain.
 //!
 //! Needs `scripts/install-test-peers.sh` (or `MOONKALE_CLAUDE`) and the

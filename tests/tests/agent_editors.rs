@@ -68,7 +68,7 @@ async fn nvim(w: &World, file: &str) -> Headless {
 async fn neovim_approves_a_plan_then_the_edit_and_the_file_is_written() {
     let mut w = World::builder()
         .agent()
-        .files(vec![("notes.txt".into(), "notes\n".into())])
+        .file("notes.txt", "notes\n")
         .start()
         .await;
     let path = w.path("plan.txt");
@@ -150,7 +150,7 @@ async fn neovim_answers_claudes_question_with_one_of_its_options() {
                 )
                 .after_tool("AskUserQuestion", Reply::text("NOTED")),
         )
-        .files(vec![("notes.txt".into(), "notes\n".into())])
+        .file("notes.txt", "notes\n")
         .start()
         .await;
     let nv = nvim(&w, "notes.txt").await;

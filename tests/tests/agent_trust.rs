@@ -171,10 +171,10 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 async fn planted_transcript_is_not_the_users_session() {
     let mut w = World::builder()
         .agent()
-        .files(vec![(
+        .file(
             format!(".moonkale/chats/{PLANTED}.jsonl"),
             planted_transcript(0),
-        )])
+        )
         .start()
         .await;
     let sessions = listed(&mut w.ed).await;
@@ -419,7 +419,7 @@ async fn plan_approved_with_a_code_action_and_accepted_edits_writes_without_aski
     let mut w = World::builder()
         .agent()
         .without_buttons()
-        .files(vec![("a.rs".into(), "fn main() {}\n".into())])
+        .file("a.rs", "fn main() {}\n")
         .start()
         .await;
     let path = w.path("plan.txt");
@@ -516,7 +516,7 @@ async fn ask_user_question_is_answered_with_code_actions_one_question_at_a_time(
         .agent()
         .script(question_script(questions))
         .without_buttons()
-        .files(vec![("a.rs".into(), "fn main() {}\n".into())])
+        .file("a.rs", "fn main() {}\n")
         .start()
         .await;
     let uri = w.sb.uri("a.rs");
@@ -547,7 +547,7 @@ async fn a_symlinked_moonkale_folder_receives_nothing() {
     let mut w = World::builder()
         .agent()
         .script(Script::new().default_reply(Reply::text("FINE")))
-        .files(vec![("a.txt".into(), "old\n".into())])
+        .file("a.txt", "old\n")
         .start()
         .await;
     std::os::unix::fs::symlink(outside.path(), w.path(".moonkale")).unwrap();
@@ -707,12 +707,10 @@ async fn reading_one_event_of_a_huge_transcript_costs_little_memory() {
 async fn proposals_never_show_in_git_status() {
     let w = World::builder()
         .agent()
-        .files(vec![
-            (".moonkale/.gitignore".into(), "!*\n!*/\n".into()),
-            (".moonkale/proposals/.gitignore".into(), "!*\n".into()),
-            (".gitignore".into(), "!.moonkale/\n".into()),
-            ("a.txt".into(), "old\n".into()),
-        ])
+        .file(".moonkale/.gitignore", "!*\n!*/\n")
+        .file(".moonkale/proposals/.gitignore", "!*\n")
+        .file(".gitignore", "!.moonkale/\n")
+        .file("a.txt", "old\n")
         .start()
         .await;
     commit_all(&w.sb.workspace);

@@ -293,7 +293,7 @@ async fn vscode_approves_a_plan_then_the_edit_and_the_file_is_written() {
     let _turn = take_turn().await;
     let mut w = World::builder()
         .agent()
-        .files(vec![("main.txt".into(), "main\n".into())])
+        .file("main.txt", "main\n")
         .start()
         .await;
     let path = w.path("plan.txt");

@@ -11,7 +11,8 @@ use moonkale_tests::{STEP, short};
 use serde_json::{Value, json};
 
 use crate::{
-    action_titles, approval_id, decisions, is_event_of, pending_approval, read, write_script,
+    action_titles, approval_id, decisions, is_event_of, pending_approval, read, start_asking_write,
+    write_script,
 };
 
 /// A Write in `default` mode asks: the editor that shows buttons gets a
@@ -23,12 +24,7 @@ use crate::{
 async fn write_allowed_from_the_editors_question_lands_on_disk() {
     let content = "WRITTEN AFTER ALLOW\nline two\n";
     let mut w = World::agent(Script::new()).await;
-    let path = w.path("allowed.txt");
-    w.fake
-        .set_script(write_script("write the file", &path, content, "WRITE_DONE"));
-    let session =
-        w.ed.start_session(json!({"prompt": "write the file", "permissionMode": "default"}))
-            .await;
+    let (path, session) = start_asking_write(&mut w, "allowed.txt", content).await;
 
     let ask = w.ed.server_request("window/showMessageRequest", STEP).await;
     let titles = action_titles(&ask);
@@ -94,16 +90,7 @@ async fn write_allowed_from_the_editors_question_lands_on_disk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_denied_through_the_api_is_not_written_and_errors_for_the_model() {
     let mut w = World::agent(Script::new()).await;
-    let path = w.path("denied.txt");
-    w.fake.set_script(write_script(
-        "write the file",
-        &path,
-        "MUST NOT BE WRITTEN\n",
-        "WRITE_DONE",
-    ));
-    let session =
-        w.ed.start_session(json!({"prompt": "write the file", "permissionMode": "default"}))
-            .await;
+    let (path, session) = start_asking_write(&mut w, "denied.txt", "MUST NOT BE WRITTEN\n").await;
     let ask = w.ed.server_request("window/showMessageRequest", STEP).await;
     let approval = approval_id(&pending_approval(&mut w.ed, &session).await);
 
@@ -150,15 +137,10 @@ async fn write_denied_through_the_api_is_not_written_and_errors_for_the_model() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_of_two_editors_to_answer_wins_and_a_second_answer_is_refused() {
     let mut w = World::agent(Script::new()).await;
-    let path = w.path("race.txt");
     let content = "FIRST ANSWER WINS\n";
-    w.fake
-        .set_script(write_script("write the file", &path, content, "WRITE_DONE"));
     let mut b = w.client("editor-b", buttons_caps()).await;
     b.barrier().await;
-    let session =
-        w.ed.start_session(json!({"prompt": "write the file", "permissionMode": "default"}))
-            .await;
+    let (path, session) = start_asking_write(&mut w, "race.txt", content).await;
     let ask_a = w.ed.server_request("window/showMessageRequest", STEP).await;
     let ask_b = b.server_request("window/showMessageRequest", STEP).await;
     let approval = approval_id(&pending_approval(&mut w.ed, &session).await);
@@ -251,16 +233,7 @@ async fn unanswered_approval_times_out_as_a_deny() {
         .approval_timeout_ms(1500)
         .start()
         .await;
-    let path = w.path("timeout.txt");
-    w.fake.set_script(write_script(
-        "write the file",
-        &path,
-        "MUST NOT BE WRITTEN\n",
-        "WRITE_DONE",
-    ));
-    let session =
-        w.ed.start_session(json!({"prompt": "write the file", "permissionMode": "default"}))
-            .await;
+    let (path, session) = start_asking_write(&mut w, "timeout.txt", "MUST NOT BE WRITTEN\n").await;
     let pending = pending_approval(&mut w.ed, &session).await;
     let asked = Instant::now();
     let approval = approval_id(&pending);
@@ -290,7 +263,7 @@ async fn unanswered_approval_times_out_as_a_deny() {
 async fn destructive_shell_command_asks_even_after_always_allow() {
     let mut w = World::builder()
         .agent()
-        .files(vec![("victim.txt".into(), "PRECIOUS\n".into())])
+        .file("victim.txt", "PRECIOUS\n")
         .start()
         .await;
     let victim = w.path("victim.txt");
@@ -373,16 +346,8 @@ async fn destructive_shell_command_asks_even_after_always_allow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_while_asking_withdraws_the_question() {
     let mut w = World::agent(Script::new()).await;
-    let path = w.path("withdrawn.txt");
-    w.fake.set_script(write_script(
-        "write the file",
-        &path,
-        "MUST NOT BE WRITTEN\n",
-        "WRITE_DONE",
-    ));
-    let session =
-        w.ed.start_session(json!({"prompt": "write the file", "permissionMode": "default"}))
-            .await;
+    let (path, session) =
+        start_asking_write(&mut w, "withdrawn.txt", "MUST NOT BE WRITTEN\n").await;
     let ask = w.ed.server_request("window/showMessageRequest", STEP).await;
     let approval = approval_id(&pending_approval(&mut w.ed, &session).await);
     let seq = w.ed.last_prompt_seq(&session).await;
@@ -480,16 +445,7 @@ async fn plan_is_the_default_mode_and_writes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_answered_after_twelve_seconds_still_writes() {
     let mut w = World::agent(Script::new()).await;
-    let path = w.path("slow-human.txt");
-    w.fake.set_script(write_script(
-        "write the file",
-        &path,
-        "APPROVED LATE\n",
-        "WRITE_DONE",
-    ));
-    let session =
-        w.ed.start_session(json!({"prompt": "write the file", "permissionMode": "default"}))
-            .await;
+    let (path, session) = start_asking_write(&mut w, "slow-human.txt", "APPROVED LATE\n").await;
     let ask = w.ed.server_request("window/showMessageRequest", STEP).await;
     let seq = w.ed.last_prompt_seq(&session).await;
     let waiting =
@@ -534,25 +490,17 @@ async fn approval_answered_with_a_code_action_in_an_editor_without_buttons() {
     let mut w = World::builder()
         .agent()
         .without_buttons()
-        .files(vec![("open.txt".into(), "an open document\n".into())])
+        .file("open.txt", "an open document\n")
         .start()
         .await;
-    let path = w.path("by-code-action.txt");
-    w.fake.set_script(write_script(
-        "write the file",
-        &path,
-        "ALLOWED BY A CODE ACTION\n",
-        "WRITE_DONE",
-    ));
     let uri = w.sb.uri("open.txt");
     w.ed.notify(
         "textDocument/didOpen",
         json!({"textDocument": {"uri": uri, "languageId": "text", "version": 1, "text": "an open document\n"}}),
     )
     .await;
-    let session =
-        w.ed.start_session(json!({"prompt": "write the file", "permissionMode": "default"}))
-            .await;
+    let (path, session) =
+        start_asking_write(&mut w, "by-code-action.txt", "ALLOWED BY A CODE ACTION\n").await;
     let approval = approval_id(&pending_approval(&mut w.ed, &session).await);
     w.ed.take("a window/showMessage", STEP, |m| {
         m["method"] == "window/showMessage" && m.get("id").is_none()

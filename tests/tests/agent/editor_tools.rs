@@ -13,7 +13,7 @@ use serde_json::json;
 async fn model_reads_an_unsaved_buffer_through_the_editor_tools() {
     let mut w = World::builder()
         .agent()
-        .files(vec![("notes.txt".into(), "SAVED_ON_DISK\n".into())])
+        .file("notes.txt", "SAVED_ON_DISK\n")
         .start()
         .await;
     let path = w.path("notes.txt");

@@ -24,9 +24,10 @@ mod fake_api;
 mod sessions;
 mod streaming;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::world::World;
 use moonkale_tests::{Client, STEP};
 use serde_json::{Value, json};
 
@@ -58,6 +59,20 @@ fn write_script(prompt: &str, path: &Path, content: &str, done: &str) -> Script 
             ),
         )
         .after_tool("Write", Reply::text(done))
+}
+
+/// The model, asked "write the file", writes `content` to the workspace's
+/// `name` with the CLI's Write tool (then says `WRITE_DONE`), and a session
+/// starts with that prompt in `default` mode, so the Write asks first.
+/// Returns the file's path and the session.
+async fn start_asking_write(w: &mut World, name: &str, content: &str) -> (PathBuf, String) {
+    let path = w.path(name);
+    w.fake
+        .set_script(write_script("write the file", &path, content, "WRITE_DONE"));
+    let session =
+        w.ed.start_session(json!({"prompt": "write the file", "permissionMode": "default"}))
+            .await;
+    (path, session)
 }
 
 /// The approval id of a `moonkale/agent/approval` notification (its

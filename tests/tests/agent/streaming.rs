@@ -81,7 +81,7 @@ async fn partial_text_streams_to_the_subscriber_before_the_turn_ends() {
 async fn progress_shows_in_editors_that_take_it() {
     let mut w = World::builder()
         .agent()
-        .files(vec![("read-me.txt".into(), "READ_ME_CONTENT\n".into())])
+        .file("read-me.txt", "READ_ME_CONTENT\n")
         .start()
         .await;
     let file = w.path("read-me.txt").display().to_string();

@@ -153,16 +153,19 @@ impl ClaudeConfig {
         }
     }
 
+    /// Sets `CLAUDE_CODE_SSE_PORT` (as the editor's terminal would).
     pub fn sse_port(mut self, port: u16) -> ClaudeConfig {
         self.sse_port = Some(port);
         self
     }
 
+    /// One more argument for the CLI.
     pub fn arg(mut self, arg: impl Into<String>) -> ClaudeConfig {
         self.args.push(arg.into());
         self
     }
 
+    /// One more environment variable for the CLI.
     pub fn env(mut self, key: &str, value: &str) -> ClaudeConfig {
         self.env.push((key.into(), value.into()));
         self
@@ -293,6 +296,7 @@ impl Claude {
         }
     }
 
+    /// The CLI's process id.
     pub fn pid(&self) -> u32 {
         self.pid
     }
@@ -402,6 +406,7 @@ impl Claude {
         self.writer.flush().expect("flush the pty");
     }
 
+    /// Types `text` (its bytes, as they are).
     pub fn type_text(&mut self, text: &str) {
         self.send_keys(text.as_bytes());
     }

@@ -103,14 +103,17 @@ impl Default for Gate {
 }
 
 impl Gate {
+    /// A closed gate.
     pub fn new() -> Gate {
         Gate(Arc::new(watch::channel(false).0))
     }
 
+    /// Opens the gate: every reply held by it goes on.
     pub fn open(&self) {
         self.0.send_replace(true);
     }
 
+    /// Whether the gate was opened.
     pub fn is_open(&self) -> bool {
         *self.0.borrow()
     }
@@ -123,6 +126,7 @@ impl Gate {
 }
 
 impl Reply {
+    /// A reply with one text block.
     pub fn text(text: impl Into<String>) -> Reply {
         Reply::default().and_text(text)
     }
@@ -145,6 +149,7 @@ impl Reply {
         self
     }
 
+    /// This reply with one more `tool_use` block.
     pub fn and_tool_use(mut self, name: impl Into<String>, input: Value) -> Reply {
         self.blocks.push(Block::ToolUse {
             id: None,
@@ -154,11 +159,13 @@ impl Reply {
         self
     }
 
+    /// This reply, sent after `delay`.
     pub fn with_delay(mut self, delay: Duration) -> Reply {
         self.delay = delay.min(MAX_DELAY);
         self
     }
 
+    /// This reply, which hangs `how_long` after `message_start`.
     pub fn hanging(mut self, how_long: Duration) -> Reply {
         self.hang = Some(how_long.min(MAX_DELAY));
         self
@@ -260,6 +267,7 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// A rule named `name`: `reply` when `when` holds.
     pub fn new(name: impl Into<String>, when: When, reply: Reply) -> Rule {
         Rule {
             name: name.into(),
@@ -270,6 +278,7 @@ impl Rule {
         }
     }
 
+    /// The rule applies to one request only.
     pub fn once(mut self) -> Rule {
         self.once = true;
         self
@@ -294,10 +303,12 @@ impl Default for Script {
 }
 
 impl Script {
+    /// A script with no rules and the default reply.
     pub fn new() -> Script {
         Script::default()
     }
 
+    /// Adds `rule` (rules are tried in order).
     pub fn rule(mut self, rule: Rule) -> Script {
         self.rules.push(rule);
         self
@@ -321,6 +332,7 @@ impl Script {
         ))
     }
 
+    /// What a main request no rule matches gets.
     pub fn default_reply(mut self, reply: Reply) -> Script {
         self.default = reply;
         self
@@ -378,6 +390,7 @@ pub struct ToolResult {
 }
 
 impl Recorded {
+    /// The request's header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
@@ -648,6 +661,7 @@ impl FakeApi {
             .clone()
     }
 
+    /// The recorded main requests (the agent loop's), in order.
     pub fn main_requests(&self) -> Vec<Recorded> {
         self.requests()
             .into_iter()

@@ -45,8 +45,8 @@ pub fn short(s: &str, n: usize) -> String {
 }
 
 /// Path of a binary built from this workspace: next to the running
-/// executable (a bench binary in target/<profile>/) or one level up (a test
-/// in target/<profile>/deps/).
+/// executable (a bench binary in `target/<profile>/`) or one level up (a test
+/// in `target/<profile>/deps/`).
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("executable path");
     let dir = exe.parent().expect("executable directory");
@@ -107,6 +107,7 @@ impl Default for Sandbox {
 }
 
 impl Sandbox {
+    /// A fresh sandbox under /tmp (kept with `MOONKALE_KEEP_SANDBOX`).
     pub fn new() -> Sandbox {
         let mut dir = tempfile::Builder::new()
             .prefix("mk")
@@ -161,6 +162,7 @@ impl Sandbox {
             .join("chats")
     }
 
+    /// Where the service keeps the sandbox's workspace's session transcripts.
     pub fn chats_dir(&self) -> PathBuf {
         self.chats_dir_for(&self.workspace)
     }
@@ -179,16 +181,19 @@ impl Sandbox {
         self.trust_store().set(&root, true).expect("trust");
     }
 
+    /// The service's runtime files for the sandbox's workspace.
     pub fn files(&self) -> WorkspaceFiles {
         self.files_for(&self.workspace)
     }
 
+    /// The service's runtime files for `workspace`.
     pub fn files_for(&self, workspace: &Path) -> WorkspaceFiles {
         RuntimeDir::at(self.runtime.join("moonkale"))
             .expect("runtime dir")
             .workspace(workspace)
     }
 
+    /// The `file://` URI of `relative` in the workspace.
     pub fn uri(&self, relative: &str) -> String {
         format!("file://{}/{relative}", self.workspace.display())
     }
@@ -249,10 +254,12 @@ pub struct Service {
 }
 
 impl Service {
+    /// The service's process id.
     pub fn pid(&self) -> i32 {
         self.info.pid as i32
     }
 
+    /// A raw LSP connection to the service's socket.
     pub async fn connect(&self) -> RawLsp {
         RawLsp::connect_unix(&self.info.socket).await
     }

@@ -78,6 +78,8 @@ pub struct RawLsp {
 }
 
 impl RawLsp {
+    /// A peer on an already connected `read`/`write` pair (a socket's
+    /// halves, a shim's stdout and stdin).
     pub fn new(
         read: impl AsyncRead + Send + 'static,
         write: impl AsyncWrite + Send + 'static,
@@ -99,6 +101,7 @@ impl RawLsp {
         }
     }
 
+    /// Connects to a unix socket (the service's).
     pub async fn connect_unix(path: &Path) -> RawLsp {
         let s = tokio::net::UnixStream::connect(path)
             .await
@@ -107,6 +110,7 @@ impl RawLsp {
         RawLsp::new(r, w)
     }
 
+    /// Connects to a TCP address (`host:port`).
     pub async fn connect_tcp(addr: &str) -> RawLsp {
         let s = tokio::net::TcpStream::connect(addr)
             .await
@@ -121,10 +125,12 @@ impl RawLsp {
         self.writer.send_bytes(bytes).await;
     }
 
+    /// Sends one JSON-RPC message, framed.
     pub async fn send(&mut self, msg: Value) {
         self.writer.send(&msg).await;
     }
 
+    /// Sends a notification.
     pub async fn notify(&mut self, method: &str, params: Value) {
         self.send(notification_message(method, params)).await;
     }
@@ -212,6 +218,7 @@ impl RawLsp {
         result
     }
 
+    /// Opens `uri` (plain text) at `version` with `text`.
     pub async fn did_open(&mut self, uri: &str, version: i32, text: &str) {
         self.notify("textDocument/didOpen", did_open_params(uri, version, text))
             .await;
@@ -387,10 +394,12 @@ impl Client {
         c
     }
 
+    /// Sends one JSON-RPC message, framed.
     pub async fn send(&mut self, msg: Value) {
         self.writer.lock().await.send(&msg).await;
     }
 
+    /// Sends a notification.
     pub async fn notify(&mut self, method: &str, params: Value) {
         self.send(notification_message(method, params)).await;
     }
@@ -484,6 +493,7 @@ impl Client {
         self.call("moonkale/status", Value::Null).await;
     }
 
+    /// Opens `uri` (plain text) at `version` with `text`.
     pub async fn did_open(&mut self, uri: &str, version: i32, text: &str) {
         self.notify("textDocument/didOpen", did_open_params(uri, version, text))
             .await;

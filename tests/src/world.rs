@@ -259,10 +259,12 @@ impl World {
             .await
     }
 
+    /// The running service.
     pub fn svc(&self) -> &Service {
         self.svc.as_ref().expect("the service is running")
     }
 
+    /// The running service, to wait for it or signal it.
     pub fn svc_mut(&mut self) -> &mut Service {
         self.svc.as_mut().expect("the service is running")
     }
@@ -278,6 +280,7 @@ impl World {
         Client::connect(self.svc(), name, caps, self.diag()).await
     }
 
+    /// The path of `rel` in the workspace.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.sb.workspace.join(rel)
     }
@@ -296,6 +299,7 @@ impl World {
         lock["authToken"].as_str().expect("token").to_owned()
     }
 
+    /// The service's whole log so far.
     pub fn service_log(&self) -> String {
         std::fs::read_to_string(self.sb.root.join("service.log")).unwrap_or_default()
     }

@@ -11,8 +11,8 @@ use moonkale_tests::{STEP, short};
 use serde_json::{Value, json};
 
 use crate::{
-    action_titles, approval_id, decisions, is_event_of, pending_approval, read, start_asking_write,
-    write_script,
+    action_titles, approval_id, is_event_of, pending_approval, read, start_asking_write,
+    the_decision, write_script,
 };
 
 /// A Write in `default` mode asks: the editor that shows buttons gets a
@@ -71,10 +71,9 @@ async fn write_allowed_from_the_editors_question_lands_on_disk() {
     let (_, result) = w.fake.wait_tool_result("Write", STEP).await;
     assert!(!result.is_error, "the Write failed: {}", result.text);
 
-    let ds = decisions(&mut w.ed, &session, &approval).await;
-    assert_eq!(ds.len(), 1, "{ds:?}");
-    assert_eq!(ds[0]["data"]["allow"], true, "{}", ds[0]);
-    assert_eq!(ds[0]["data"]["by"], "editor", "{}", ds[0]);
+    let d = the_decision(&mut w.ed, &session, &approval).await;
+    assert_eq!(d["data"]["allow"], true, "{}", d);
+    assert_eq!(d["data"]["by"], "editor", "{}", d);
     w.ed.take("the approval closed", STEP, |m| {
         m["method"] == "moonkale/agent/approval"
             && m["params"]["status"] == "closed"
@@ -115,13 +114,12 @@ async fn write_denied_through_the_api_is_not_written_and_errors_for_the_model() 
         "the deny message did not reach the model: {}",
         result.text
     );
-    let ds = decisions(&mut w.ed, &session, &approval).await;
-    assert_eq!(ds.len(), 1, "{ds:?}");
-    assert_eq!(ds[0]["data"]["allow"], false, "{}", ds[0]);
+    let d = the_decision(&mut w.ed, &session, &approval).await;
+    assert_eq!(d["data"]["allow"], false, "{}", d);
     assert!(
-        matches!(ds[0]["data"]["by"].as_str(), Some("api" | "editor")),
+        matches!(d["data"]["by"].as_str(), Some("api" | "editor")),
         "{}",
-        ds[0]
+        d
     );
     // The button question nobody clicked is withdrawn.
     w.ed.take("$/cancelRequest for the question", STEP, |m| {
@@ -166,9 +164,8 @@ async fn first_of_two_editors_to_answer_wins_and_a_second_answer_is_refused() {
     let prompt_seq = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, prompt_seq).await;
     assert_eq!(read(&path).as_deref(), Some(content));
-    let ds = decisions(&mut w.ed, &session, &approval).await;
-    assert_eq!(ds.len(), 1, "one decision per approval: {ds:?}");
-    assert_eq!(ds[0]["data"]["allow"], true);
+    let d = the_decision(&mut w.ed, &session, &approval).await;
+    assert_eq!(d["data"]["allow"], true);
 }
 
 /// "Always allow Write in this session" allows this Write and the next one
@@ -191,13 +188,12 @@ async fn always_allow_skips_the_question_for_the_next_write() {
     let seq1 = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, seq1).await;
     assert_eq!(read(&one).as_deref(), Some("ONE\n"));
-    let ds = decisions(&mut w.ed, &session, &approval).await;
-    assert_eq!(ds.len(), 1, "{ds:?}");
+    let d = the_decision(&mut w.ed, &session, &approval).await;
     assert_eq!(
-        (&ds[0]["data"]["allow"], &ds[0]["data"]["always"]),
+        (&d["data"]["allow"], &d["data"]["always"]),
         (&json!(true), &json!(true)),
         "{}",
-        ds[0]
+        d
     );
 
     let questions_before =
@@ -493,12 +489,7 @@ async fn approval_answered_with_a_code_action_in_an_editor_without_buttons() {
         .file("open.txt", "an open document\n")
         .start()
         .await;
-    let uri = w.sb.uri("open.txt");
-    w.ed.notify(
-        "textDocument/didOpen",
-        json!({"textDocument": {"uri": uri, "languageId": "text", "version": 1, "text": "an open document\n"}}),
-    )
-    .await;
+    let uri = w.open("open.txt").await;
     let (path, session) =
         start_asking_write(&mut w, "by-code-action.txt", "ALLOWED BY A CODE ACTION\n").await;
     let approval = approval_id(&pending_approval(&mut w.ed, &session).await);
@@ -554,9 +545,8 @@ async fn approval_answered_with_a_code_action_in_an_editor_without_buttons() {
     let seq = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, seq).await;
     assert_eq!(read(&path).as_deref(), Some("ALLOWED BY A CODE ACTION\n"));
-    let ds = decisions(&mut w.ed, &session, &approval).await;
-    assert_eq!(ds.len(), 1, "{ds:?}");
-    assert_eq!(ds[0]["data"]["allow"], true);
+    let d = the_decision(&mut w.ed, &session, &approval).await;
+    assert_eq!(d["data"]["allow"], true);
 }
 
 /// `setPermissionMode` reaches the CLI: a session started in `plan` and

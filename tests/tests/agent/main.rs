@@ -106,13 +106,16 @@ fn action_titles(ask: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The stored `decision` events of `session` for `approval`.
-async fn decisions(ed: &mut Client, session: &str, approval: &str) -> Vec<Value> {
+/// The one stored `decision` event of `session` for `approval` (failing
+/// unless there is exactly one).
+async fn the_decision(ed: &mut Client, session: &str, approval: &str) -> Value {
     let (events, _) = ed.all_events(session, 1000).await;
-    events
+    let mut ds: Vec<Value> = events
         .into_iter()
         .filter(|e| e["kind"] == "decision" && e["data"]["approval"] == approval)
-        .collect()
+        .collect();
+    assert_eq!(ds.len(), 1, "one decision per approval: {ds:?}");
+    ds.remove(0)
 }
 
 /// Reads `file` if it exists.

@@ -30,6 +30,17 @@ async fn read_until(
     true
 }
 
+/// `moonkale-service agent <args[0]> --workspace <the workspace>
+/// <args[1..]>`, with its output piped.
+fn agent_command(w: &World, args: &[&str]) -> tokio::process::Command {
+    let ws = w.sb.workspace.display().to_string();
+    let mut all = vec!["agent", args[0], "--workspace", &ws];
+    all.extend(&args[1..]);
+    let mut cmd = w.command(&all);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
 /// `moonkale-service agent send --workspace DIR "prompt"` prints the reply
 /// as it streams and exits 0; `agent list` lists the session; `agent show
 /// ID` prints the prompt and the reply; a failing turn exits 1.
@@ -49,18 +60,8 @@ async fn command_line_sends_lists_and_shows() {
             ),
     )
     .await;
-    let ws = w.sb.workspace.display().to_string();
-    let mut child = w
-        .command(&[
-            "agent",
-            "send",
-            "--workspace",
-            &ws,
-            "hello from the command line",
-        ])
+    let mut child = agent_command(&w, &["send", "hello from the command line"])
         .current_dir(&w.sb.workspace)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("run agent send");
     let mut stdout = child.stdout.take().unwrap();
@@ -104,8 +105,7 @@ async fn command_line_sends_lists_and_shows() {
         .as_str()
         .unwrap_or_else(|| panic!("no session listed: {list}"))
         .to_owned();
-    let out = w
-        .command(&["agent", "list", "--workspace", &ws])
+    let out = agent_command(&w, &["list"])
         .current_dir(&w.sb.workspace)
         .output()
         .await
@@ -117,8 +117,7 @@ async fn command_line_sends_lists_and_shows() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = w
-        .command(&["agent", "show", "--workspace", &ws, &session])
+    let out = agent_command(&w, &["show", &session])
         .current_dir(&w.sb.workspace)
         .output()
         .await
@@ -135,15 +134,10 @@ async fn command_line_sends_lists_and_shows() {
 
     let out = tokio::time::timeout(
         Duration::from_secs(25),
-        w.command(&[
-            "agent",
-            "send",
-            "--workspace",
-            &ws,
-            "--session",
-            &session,
-            "fail from the command line",
-        ])
+        agent_command(
+            &w,
+            &["send", "--session", &session, "fail from the command line"],
+        )
         .current_dir(&w.sb.workspace)
         .output(),
     )
@@ -178,19 +172,7 @@ async fn command_line_send_to_a_busy_session_waits_for_its_own_turn() {
     let session = w.ed.start_session(json!({"prompt": "busy first"})).await;
     w.ed.take("the first turn's text", STEP, |m| is_text_of(m, &session))
         .await;
-    let ws = w.sb.workspace.display().to_string();
-    let child = w
-        .command(&[
-            "agent",
-            "send",
-            "--workspace",
-            &ws,
-            "--session",
-            &session,
-            "queued second",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let child = agent_command(&w, &["send", "--session", &session, "queued second"])
         .spawn()
         .expect("run agent send");
     w.ed.agent_event(&session, "the queued prompt stored", STEP, |e| {
@@ -223,21 +205,12 @@ async fn command_line_answers_an_approval() {
         "ALLOWED IN THE TERMINAL\n",
         "WRITE_DONE",
     ));
-    let ws = w.sb.workspace.display().to_string();
-    let mut child = w
-        .command(&[
-            "agent",
-            "send",
-            "--workspace",
-            &ws,
-            "--permission-mode",
-            "default",
-            "write the file",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run agent send");
+    let mut child = agent_command(
+        &w,
+        &["send", "--permission-mode", "default", "write the file"],
+    )
+    .spawn()
+    .expect("run agent send");
     let mut stderr = child.stderr.take().unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
@@ -261,8 +234,7 @@ async fn command_line_answers_an_approval() {
     };
     assert!(approval.contains('/'), "{approval}");
     assert!(!path.exists());
-    let out = w
-        .command(&["agent", "answer", "--workspace", &ws, &approval, "allow"])
+    let out = agent_command(&w, &["answer", &approval, "allow"])
         .output()
         .await
         .unwrap();

@@ -1,30 +1,52 @@
-//! Test harness for the end-to-end tests: a private sandbox (runtime
-//! directory, home, workspace) per test, the real binaries, and a raw LSP
-//! client that sends exact bytes and reads whole replies.
+//! Test harness for the end-to-end tests, compiled once for every test
+//! binary: a private sandbox (runtime directory, home, workspace) per test,
+//! the real binaries, the LSP test client ([`lsp`]), the world of a test
+//! ([`world`]: the service, its first editor and the fake Anthropic API
+//! ([`fakeapi`])), the real `claude` CLI under a pty ([`claude_cli`]), and
+//! the agent's helpers ([`agent`]).
 //!
 //! Every wait has a deadline; nothing sleeps and hopes.
 
+pub mod agent;
+pub mod claude_cli;
+pub mod fakeapi;
 pub mod load;
+pub mod lsp;
 pub mod nvim;
 pub mod remote;
 pub mod vscode;
+pub mod world;
 pub mod ws_rpc;
 
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::Stdio;
 use std::time::Duration;
 
-use moonkale_service::lsp::framing::{FrameReader, encode_frame};
 use moonkale_service::runtime::{RuntimeDir, ServiceInfo, WorkspaceFiles};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+pub use lsp::{Client, Diag, RawLsp};
+
+/// The longest a single read of a reply may take.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The longest one step of a test with the real CLI may take: a CLI start
+/// plus a turn is normally a second or two (each test stays well under
+/// 30 s).
+pub const STEP: Duration = Duration::from_secs(15);
+
+/// The first `n` chars of `s`, for failure messages.
+pub fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
 /// Path of a binary built from this workspace: next to the running
-/// executable (a bench binary in target/<profile>/) or one level up (a test
-/// in target/<profile>/deps/).
+/// executable (a bench binary in `target/<profile>/`) or one level up (a test
+/// in `target/<profile>/deps/`).
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("executable path");
     let dir = exe.parent().expect("executable directory");
@@ -85,6 +107,7 @@ impl Default for Sandbox {
 }
 
 impl Sandbox {
+    /// A fresh sandbox under /tmp (kept with `MOONKALE_KEEP_SANDBOX`).
     pub fn new() -> Sandbox {
         let mut dir = tempfile::Builder::new()
             .prefix("mk")
@@ -127,7 +150,7 @@ impl Sandbox {
 
     /// Where the service keeps `workspace`'s session transcripts: the
     /// user's state directory in the sandbox's home, never the workspace.
-    pub fn chats_dir_for(&self, workspace: &Path) -> PathBuf {
+    fn chats_dir_for(&self, workspace: &Path) -> PathBuf {
         let root = std::fs::canonicalize(workspace).expect("canonical workspace");
         let name = root.file_name().unwrap().to_string_lossy().into_owned();
         self.home
@@ -139,12 +162,13 @@ impl Sandbox {
             .join("chats")
     }
 
+    /// Where the service keeps the sandbox's workspace's session transcripts.
     pub fn chats_dir(&self) -> PathBuf {
         self.chats_dir_for(&self.workspace)
     }
 
     /// The user's trust store in the sandbox's home.
-    pub fn trust_store(&self) -> moonkale_service::user_state::TrustStore {
+    fn trust_store(&self) -> moonkale_service::user_state::TrustStore {
         moonkale_service::user_state::TrustStore::at(
             self.home.join(".config/moonkale/trusted-workspaces.json"),
         )
@@ -157,16 +181,19 @@ impl Sandbox {
         self.trust_store().set(&root, true).expect("trust");
     }
 
+    /// The service's runtime files for the sandbox's workspace.
     pub fn files(&self) -> WorkspaceFiles {
         self.files_for(&self.workspace)
     }
 
+    /// The service's runtime files for `workspace`.
     pub fn files_for(&self, workspace: &Path) -> WorkspaceFiles {
         RuntimeDir::at(self.runtime.join("moonkale"))
             .expect("runtime dir")
             .workspace(workspace)
     }
 
+    /// The `file://` URI of `relative` in the workspace.
     pub fn uri(&self, relative: &str) -> String {
         format!("file://{}/{relative}", self.workspace.display())
     }
@@ -227,10 +254,12 @@ pub struct Service {
 }
 
 impl Service {
+    /// The service's process id.
     pub fn pid(&self) -> i32 {
         self.info.pid as i32
     }
 
+    /// A raw LSP connection to the service's socket.
     pub async fn connect(&self) -> RawLsp {
         RawLsp::connect_unix(&self.info.socket).await
     }
@@ -243,220 +272,30 @@ impl Drop for Service {
     }
 }
 
-/// Polls `probe` until it yields a value, failing the test after [`TIMEOUT`].
-/// Only for state held by another process that has no push channel to us.
-pub async fn wait_until<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
+/// Polls `probe` every 25 ms until it yields a value; `None` once `timeout`
+/// has passed. Only for state held by another process that has no push
+/// channel to us (its files, its `/proc` entries, its status).
+pub async fn poll_until<T>(
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(v) = probe().await {
-            return v;
+            return Some(v);
         }
         if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 
-type BoxRead = Pin<Box<dyn AsyncRead + Send>>;
-type BoxWrite = Pin<Box<dyn AsyncWrite + Send>>;
-
-/// An LSP peer that sends exact bytes and reads whole JSON replies.
-pub struct RawLsp {
-    reader: FrameReader<BoxRead>,
-    writer: BoxWrite,
-    next_id: i64,
-    /// Messages that arrived while waiting for a particular response.
-    pub notifications: Vec<Value>,
-}
-
-impl RawLsp {
-    pub fn new(
-        read: impl AsyncRead + Send + 'static,
-        write: impl AsyncWrite + Send + 'static,
-    ) -> RawLsp {
-        RawLsp {
-            reader: FrameReader::new(Box::pin(read)),
-            writer: Box::pin(write),
-            next_id: 1000,
-            notifications: Vec::new(),
-        }
-    }
-
-    pub async fn connect_unix(path: &Path) -> RawLsp {
-        let s = tokio::net::UnixStream::connect(path)
-            .await
-            .expect("connect unix socket");
-        let (r, w) = s.into_split();
-        RawLsp::new(r, w)
-    }
-
-    pub async fn connect_tcp(addr: &str) -> RawLsp {
-        let s = tokio::net::TcpStream::connect(addr)
-            .await
-            .expect("connect tcp");
-        let (r, w) = s.into_split();
-        RawLsp::new(r, w)
-    }
-
-    /// Writes raw bytes (possibly not LSP at all). Errors are ignored: a
-    /// hostile test may write to a connection the service already closed.
-    pub async fn send_bytes(&mut self, bytes: &[u8]) {
-        let _ = self.writer.write_all(bytes).await;
-        let _ = self.writer.flush().await;
-    }
-
-    pub async fn send(&mut self, msg: Value) {
-        let body = serde_json::to_vec(&msg).expect("json");
-        self.send_bytes(&encode_frame(&body)).await;
-    }
-
-    pub async fn notify(&mut self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
-            .await;
-    }
-
-    /// The next message, as JSON; panics on timeout or end of stream.
-    pub async fn recv(&mut self) -> Value {
-        match self.try_recv().await {
-            Some(v) => v,
-            None => panic!("connection closed while a message was expected"),
-        }
-    }
-
-    /// The next message, or `None` if the peer closed the connection.
-    pub async fn try_recv(&mut self) -> Option<Value> {
-        let frame = tokio::time::timeout(TIMEOUT, self.reader.read_frame())
-            .await
-            .expect("timed out waiting for a message");
-        match frame {
-            Ok(Some(body)) => Some(serde_json::from_slice(&body).expect("service sent JSON")),
-            Ok(None) | Err(_) => None,
-        }
-    }
-
-    /// Waits for the response with `id`, keeping other messages aside.
-    pub async fn response(&mut self, id: &Value) -> Value {
-        loop {
-            let msg = self.recv().await;
-            if msg.get("id") == Some(id) && msg.get("method").is_none() {
-                return msg;
-            }
-            self.notifications.push(msg);
-        }
-    }
-
-    /// The next message the service sends with `method` (already set aside,
-    /// or the next to come), keeping the others aside.
-    pub async fn server_request(&mut self, method: &str) -> Value {
-        if let Some(i) = self
-            .notifications
-            .iter()
-            .position(|m| m["method"] == method)
-        {
-            return self.notifications.remove(i);
-        }
-        loop {
-            let msg = self.recv().await;
-            if msg["method"] == method {
-                return msg;
-            }
-            self.notifications.push(msg);
-        }
-    }
-
-    /// Sends a request and returns the whole response message.
-    pub async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = json!(self.next_id);
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        self.response(&id).await
-    }
-
-    /// Sends a request and returns its `result`, failing on an error reply.
-    pub async fn call(&mut self, method: &str, params: Value) -> Value {
-        let resp = self.request(method, params).await;
-        assert!(resp.get("error").is_none(), "{method} failed: {resp}");
-        resp["result"].clone()
-    }
-
-    /// `initialize` + `initialized` with the given client name and offered
-    /// position encodings; returns the initialize result.
-    pub async fn initialize(&mut self, name: &str, encodings: &[&str], options: Value) -> Value {
-        let result = self
-            .call(
-                "initialize",
-                json!({
-                    "processId": null,
-                    "clientInfo": {"name": name, "version": "test"},
-                    "rootUri": null,
-                    "capabilities": {"general": {"positionEncodings": encodings}},
-                    "initializationOptions": options,
-                }),
-            )
-            .await;
-        self.notify("initialized", json!({})).await;
-        result
-    }
-
-    pub async fn did_open(&mut self, uri: &str, version: i32, text: &str) {
-        self.notify(
-            "textDocument/didOpen",
-            json!({"textDocument": {"uri": uri, "languageId": "text", "version": version, "text": text}}),
-        )
-        .await;
-    }
-
-    /// An incremental change replacing `[(l0,c0),(l1,c1))` with `text`.
-    pub async fn did_change(&mut self, uri: &str, version: i32, range: [u32; 4], text: &str) {
-        self.notify(
-            "textDocument/didChange",
-            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{
-                "range": {"start": {"line": range[0], "character": range[1]}, "end": {"line": range[2], "character": range[3]}},
-                "text": text}]}),
-        )
-        .await;
-    }
-
-    /// Returns once the service has handled everything this connection sent
-    /// before (messages of one connection are handled in order).
-    pub async fn barrier(&mut self) {
-        self.call("moonkale/status", Value::Null).await;
-    }
-
-    /// The service's view of `uri` (from the editor that touched it last).
-    pub async fn document(&mut self, uri: &str) -> Value {
-        self.call("moonkale/document", json!({"uri": uri})).await
-    }
-
-    /// Waits until the service holds `uri` at `version` or newer.
-    pub async fn wait_for_version(&mut self, uri: &str, version: i32) {
-        self.call(
-            "moonkale/waitForVersion",
-            json!({"uri": uri, "version": version}),
-        )
-        .await;
-    }
-
-    /// True once the peer has closed the connection (it may first send a few
-    /// messages, e.g. an error reply, which are skipped).
-    pub async fn is_closed(&mut self) -> bool {
-        for _ in 0..16 {
-            match tokio::time::timeout(TIMEOUT, self.reader.read_frame()).await {
-                Err(_) => return false,
-                Ok(Ok(Some(body))) => self
-                    .notifications
-                    .push(serde_json::from_slice(&body).unwrap_or(Value::Null)),
-                Ok(Ok(None)) | Ok(Err(_)) => return true,
-            }
-        }
-        false
-    }
+/// [`poll_until`] with [`TIMEOUT`], failing the test after that.
+pub async fn wait_until<T>(what: &str, probe: impl AsyncFnMut() -> Option<T>) -> T {
+    poll_until(TIMEOUT, probe)
+        .await
+        .unwrap_or_else(|| panic!("timed out waiting for {what}"))
 }
 
 /// A `status --json` editor entry by client name.

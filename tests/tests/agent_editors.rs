@@ -3,15 +3,15 @@
 //! the fake API. The user starts a turn from the command line, as they
 //! would from a terminal beside the editor, and answers in Neovim.
 
-mod support;
-
 use std::process::Stdio;
 
+use moonkale_tests::STEP;
+use moonkale_tests::agent::plan_then_write_script;
+use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::nvim::{Attach, Headless, start_headless};
 use moonkale_tests::wait_until;
+use moonkale_tests::world::World;
 use serde_json::{Value, json};
-use support::agent::{AgentWorld, STEP, plan_then_write_script};
-use support::fakeapi::{Reply, Script};
 
 /// The plugin, and a `vim.ui.select` that answers LSP questions as the user
 /// would: the first choice whose title is next in `PluginTest.answers`.
@@ -34,7 +34,7 @@ end
 require('moonkale').setup({ socket = vim.env.MOONKALE_TEST_SOCKET, debounce_ms = 10 })
 "#;
 
-async fn nvim(w: &AgentWorld, file: &str) -> Headless {
+async fn nvim(w: &World, file: &str) -> Headless {
     let init = w.sb.root.join("agent-init.lua");
     std::fs::write(&init, INIT).expect("write init.lua");
     let extra = vec![(
@@ -66,14 +66,11 @@ async fn nvim(w: &AgentWorld, file: &str) -> Headless {
 /// ends with the model's last words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neovim_approves_a_plan_then_the_edit_and_the_file_is_written() {
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        support::agent::Options {
-            files: vec![("notes.txt".into(), "notes\n".into())],
-            ..Default::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .file("notes.txt", "notes\n")
+        .start()
+        .await;
     let path = w.path("plan.txt");
     w.fake
         .set_script(plan_then_write_script("make a plan", &path));
@@ -143,19 +140,19 @@ async fn neovim_answers_claudes_question_with_one_of_its_options() {
         "options": [{"label": "SQLite", "description": "in memory"}, {"label": "Postgres", "description": "a server"}],
         "multiSelect": false,
     }]);
-    let mut w = AgentWorld::start_with(
-        Script::new()
-            .on_prompt(
-                "ask me",
-                Reply::tool_use("AskUserQuestion", json!({"questions": questions})),
-            )
-            .after_tool("AskUserQuestion", Reply::text("NOTED")),
-        support::agent::Options {
-            files: vec![("notes.txt".into(), "notes\n".into())],
-            ..Default::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .script(
+            Script::new()
+                .on_prompt(
+                    "ask me",
+                    Reply::tool_use("AskUserQuestion", json!({"questions": questions})),
+                )
+                .after_tool("AskUserQuestion", Reply::text("NOTED")),
+        )
+        .file("notes.txt", "notes\n")
+        .start()
+        .await;
     let nv = nvim(&w, "notes.txt").await;
     nv.remote
         .eval(r#"luaeval('(function() PluginTest.answers = {"Postgres"} return 1 end)()')"#)

@@ -5,16 +5,14 @@
 //! in bounded memory, proposals kept out of git, and a repository that
 //! ships every trap at once.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use moonkale_tests::agent::{describe_events, plan_then_write_script, two_writes_script};
+use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::world::World;
+use moonkale_tests::{Client, STEP};
 use serde_json::{Value, json};
-use support::agent::{
-    AgentWorld, Client, Options, STEP, describe_events, plan_then_write_script, two_writes_script,
-};
-use support::fakeapi::{Reply, Script};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -171,14 +169,14 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 /// user's session, cannot be continued, and no CLI is started for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn planted_transcript_is_not_the_users_session() {
-    let opts = Options {
-        files: vec![(
+    let mut w = World::builder()
+        .agent()
+        .file(
             format!(".moonkale/chats/{PLANTED}.jsonl"),
             planted_transcript(0),
-        )],
-        ..Options::default()
-    };
-    let mut w = AgentWorld::start_with(Script::new(), opts).await;
+        )
+        .start()
+        .await;
     let sessions = listed(&mut w.ed).await;
     assert!(
         sessions.iter().all(|s| s["session"] != PLANTED),
@@ -207,13 +205,13 @@ async fn planted_transcript_is_not_the_users_session() {
 /// editor is told what trust enables.
 async fn repository_settings_wait_for_trust(claude: Option<PathBuf>) {
     let outside = tempfile::tempdir().unwrap();
-    let opts = Options {
-        files: hostile_claude_settings(outside.path()),
-        claude,
-        ..Options::default()
-    };
-    let mut w =
-        AgentWorld::start_with(Script::new().default_reply(Reply::text("TURN_DONE")), opts).await;
+    let mut w = World::builder()
+        .agent()
+        .script(Script::new().default_reply(Reply::text("TURN_DONE")))
+        .files(hostile_claude_settings(outside.path()))
+        .claude(claude)
+        .start()
+        .await;
     let session = turn(
         &mut w.ed,
         None,
@@ -293,13 +291,13 @@ fn generation(version: &str) -> PathBuf {
 /// above could fail).
 async fn old_cli_refuses_an_untrusted_workspace(version: &str) {
     let outside = tempfile::tempdir().unwrap();
-    let opts = Options {
-        files: hostile_claude_settings(outside.path()),
-        claude: Some(generation(version)),
-        ..Options::default()
-    };
-    let mut w =
-        AgentWorld::start_with(Script::new().default_reply(Reply::text("OLD_OK")), opts).await;
+    let mut w = World::builder()
+        .agent()
+        .script(Script::new().default_reply(Reply::text("OLD_OK")))
+        .files(hostile_claude_settings(outside.path()))
+        .claude(generation(version))
+        .start()
+        .await;
     let r =
         w.ed.request(
             "moonkale/agent/start",
@@ -357,7 +355,7 @@ fn plan_then_write(path: &Path) -> Script {
 /// written; the session (and the CLI) are in `default` mode afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approving_a_plan_leaves_plan_mode_and_the_edit_is_asked_then_written() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let path = w.path("plan.txt");
     w.fake.set_script(plan_then_write(&path));
     let session = w.ed.start_session(json!({"prompt": "make a plan"})).await;
@@ -418,12 +416,12 @@ async fn approving_a_plan_leaves_plan_mode_and_the_edit_is_asked_then_written() 
 /// action choosing "accept edits": the Write then runs without a question.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_approved_with_a_code_action_and_accepted_edits_writes_without_asking() {
-    let opts = Options {
-        no_buttons: true,
-        files: vec![("a.rs".into(), "fn main() {}\n".into())],
-        ..Options::default()
-    };
-    let mut w = AgentWorld::start_with(Script::new(), opts).await;
+    let mut w = World::builder()
+        .agent()
+        .without_buttons()
+        .file("a.rs", "fn main() {}\n")
+        .start()
+        .await;
     let path = w.path("plan.txt");
     w.fake.set_script(plan_then_write(&path));
     let uri = w.sb.uri("a.rs");
@@ -483,7 +481,7 @@ async fn ask_user_question_shows_its_options_and_the_choice_reaches_the_model() 
         ],
         "multiSelect": false,
     }]);
-    let mut w = AgentWorld::start(question_script(questions)).await;
+    let mut w = World::agent(question_script(questions)).await;
     let session = w.ed.start_session(json!({"prompt": "ask me"})).await;
     let ask = w.ed.server_request("window/showMessageRequest", STEP).await;
     assert!(
@@ -514,12 +512,13 @@ async fn ask_user_question_is_answered_with_code_actions_one_question_at_a_time(
         {"question": "Which license?", "header": "License", "multiSelect": false,
          "options": [{"label": "MIT", "description": ""}, {"label": "GPL", "description": ""}]},
     ]);
-    let opts = Options {
-        no_buttons: true,
-        files: vec![("a.rs".into(), "fn main() {}\n".into())],
-        ..Options::default()
-    };
-    let mut w = AgentWorld::start_with(question_script(questions), opts).await;
+    let mut w = World::builder()
+        .agent()
+        .script(question_script(questions))
+        .without_buttons()
+        .file("a.rs", "fn main() {}\n")
+        .start()
+        .await;
     let uri = w.sb.uri("a.rs");
     w.ed.notify(
         "textDocument/didOpen",
@@ -545,14 +544,12 @@ async fn ask_user_question_is_answered_with_code_actions_one_question_at_a_time(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_symlinked_moonkale_folder_receives_nothing() {
     let outside = tempfile::tempdir().unwrap();
-    let mut w = AgentWorld::start_with(
-        Script::new().default_reply(Reply::text("FINE")),
-        Options {
-            files: vec![("a.txt".into(), "old\n".into())],
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .script(Script::new().default_reply(Reply::text("FINE")))
+        .file("a.txt", "old\n")
+        .start()
+        .await;
     std::os::unix::fs::symlink(outside.path(), w.path(".moonkale")).unwrap();
     let session = turn(&mut w.ed, None, "hello", json!({})).await;
     assert!(w.sb.chats_dir().join(format!("{session}.jsonl")).is_file());
@@ -588,7 +585,7 @@ async fn ask_user_question_takes_several_labels_and_free_text_from_the_command_l
         {"question": "Anything else?", "header": "Other", "multiSelect": false,
          "options": [{"label": "No", "description": ""}, {"label": "Yes", "description": ""}]},
     ]);
-    let mut w = AgentWorld::start(question_script(questions)).await;
+    let mut w = World::agent(question_script(questions)).await;
     let session = w.ed.start_session(json!({"prompt": "ask me"})).await;
     let approval = pending_approval(&mut w.ed, &session).await;
     assert_eq!(approval["kind"], "question", "{approval}");
@@ -629,7 +626,7 @@ async fn ask_user_question_takes_several_labels_and_free_text_from_the_command_l
 /// service, the next Write of that session is not asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_allow_survives_a_service_restart() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let (one, two) = (w.path("one.txt"), w.path("two.txt"));
     w.fake.set_script(two_writes_script(&one, &two));
     let session =
@@ -663,7 +660,7 @@ async fn always_allow_survives_a_service_restart() {
 /// session is listed, with the service's memory far below the file's size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_one_event_of_a_huge_transcript_costs_little_memory() {
-    let mut w = AgentWorld::start(Script::new()).await;
+    let mut w = World::agent(Script::new()).await;
     let session = w.ed.start_session(json!({})).await;
     w.stop_service().await;
     let path = w.sb.chats_dir().join(format!("{session}.jsonl"));
@@ -708,19 +705,14 @@ async fn reading_one_event_of_a_huge_transcript_costs_little_memory() {
 /// a proposal the service writes still never shows in `git status`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proposals_never_show_in_git_status() {
-    let w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            files: vec![
-                (".moonkale/.gitignore".into(), "!*\n!*/\n".into()),
-                (".moonkale/proposals/.gitignore".into(), "!*\n".into()),
-                (".gitignore".into(), "!.moonkale/\n".into()),
-                ("a.txt".into(), "old\n".into()),
-            ],
-            ..Options::default()
-        },
-    )
-    .await;
+    let w = World::builder()
+        .agent()
+        .file(".moonkale/.gitignore", "!*\n!*/\n")
+        .file(".moonkale/proposals/.gitignore", "!*\n")
+        .file(".gitignore", "!.moonkale/\n")
+        .file("a.txt", "old\n")
+        .start()
+        .await;
     commit_all(&w.sb.workspace);
     let mut w = w;
     let (port, lock) = moonkale_tests::ide_lock(&w.sb, w.svc());
@@ -780,11 +772,12 @@ async fn hostile_repository_is_opened_and_a_turn_runs_without_harm() {
             ),
         )
         .after_tool("Write", Reply::text("TIDIED"));
-    let opts = Options {
-        files,
-        ..Options::default()
-    };
-    let mut w = AgentWorld::start_with(script, opts).await;
+    let mut w = World::builder()
+        .agent()
+        .script(script)
+        .files(files)
+        .start()
+        .await;
     std::os::unix::fs::symlink(&out, w.path(".moonkale/proposals")).unwrap();
     commit_all(&w.sb.workspace);
 
@@ -848,7 +841,7 @@ async fn hostile_repository_is_opened_and_a_turn_runs_without_harm() {
 /// started in a folder that is gone).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renamed_workspace_is_not_recreated_by_the_agent() {
-    let mut w = AgentWorld::start(Script::new().default_reply(Reply::text("FIRST"))).await;
+    let mut w = World::agent(Script::new().default_reply(Reply::text("FIRST"))).await;
     let session = turn(&mut w.ed, None, "hello", json!({})).await;
     w.stop_service().await;
     w.restart_service().await;

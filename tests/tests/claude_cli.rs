@@ -1,6 +1,6 @@
 //! End to end with the real `claude` CLI (2.1.332, interactive, under a
 //! pty), offline: the real service, a scripted LSP editor on its socket, and
-//! the fake Anthropic API (tests/tests/support). Each test shows one thing
+//! the fake Anthropic API (`moonkale_tests::fakeapi`). Each test shows one thing
 //! reaching the model or the IDE through the whole chain.
 //!
 //! Needs `scripts/install-test-peers.sh` (or `MOONKALE_CLAUDE`) and the
@@ -34,7 +34,7 @@
 //! let mut cli = w.claude(&w.sb.workspace, |c| c).await;
 //! w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hello.txt").await;
 //! cli.submit("edit hello", STEP).await;
-//! editor_request(&mut w.ed, "window/showDocument").await;
+//! w.ed.server_request("window/showDocument", TIMEOUT).await;
 //! w.ed.call("workspace/executeCommand",
 //!     json!({"command": "moonkale.acceptProposal", "arguments": []})).await;
 //! assert!(edit_result(&w.fake).await.text.contains("has been updated successfully"));
@@ -42,14 +42,13 @@
 //! assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello EDITED\nsecond line\n");
 //! ```
 
-mod support;
-
 use std::path::PathBuf;
 
+use moonkale_tests::claude_cli::{Claude, REJECTED_TEXT, edit_script};
+use moonkale_tests::fakeapi::{FakeApi, Recorded, Reply, Script};
+use moonkale_tests::world::World;
+use moonkale_tests::{STEP, TIMEOUT};
 use serde_json::{Value, json};
-use support::claude_cli::Claude;
-use support::fakeapi::{FakeApi, Recorded, Reply, Script};
-use support::world::{REJECTED_TEXT, STEP, World, edit_script, editor_request};
 
 /// The end of a long text, for failure messages.
 fn tail(text: &str) -> String {
@@ -252,7 +251,7 @@ async fn edit_turn_until_the_proposal_shows(w: &mut World) -> (Claude, PathBuf, 
     w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hello.txt")
         .await;
     cli.submit("edit hello", STEP).await;
-    let show = editor_request(&mut w.ed, "window/showDocument").await;
+    let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
     (cli, path, show)
 }
 

@@ -33,16 +33,15 @@
 //! sends `openDiff`, the editor gets the proposal, tweaks it and accepts it,
 //! and the CLI writes the tweaked text to disk.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use moonkale_tests::claude_cli::{Claude, ClaudeConfig, DebugLog, EDIT_QUESTION, edit_script};
+use moonkale_tests::fakeapi::Script;
+use moonkale_tests::world::World;
+use moonkale_tests::{STEP, TIMEOUT};
 use serde_json::Value;
-use support::claude_cli::{Claude, ClaudeConfig, DebugLog};
-use support::fakeapi::Script;
-use support::world::{EDIT_QUESTION, STEP, World, edit_script, editor_request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -225,7 +224,7 @@ async fn guard_connection(
 /// the IDE's port and auto-connect on, the guard as its proxy.
 fn config(w: &World, guard: &EgressGuard, generation: &Generation) -> ClaudeConfig {
     let mut c = ClaudeConfig::new(&w.sb.home, &w.sb.workspace, w.fake.port)
-        .sse_port(w.ide_port)
+        .sse_port(w.ide_port())
         .env("CLAUDE_CODE_AUTO_CONNECT_IDE", "true")
         .env("HTTPS_PROXY", &guard.url())
         .env("HTTP_PROXY", &guard.url());
@@ -303,7 +302,7 @@ async fn edit_accepted_in_the_editor_with_a_tweak(generation: &Generation) {
 
     // openDiff: the proposal opens in the editor, and the CLI shows its own
     // question in parallel (same wording as 2.1.332).
-    let show = editor_request(&mut w.ed, "window/showDocument").await;
+    let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
     cli.wait_for_text(EDIT_QUESTION, STEP).await;
     cli.wait_for_text(OPENED_IN_IDE, STEP).await;
     w.tweak_and_accept(&show).await;

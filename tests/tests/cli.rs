@@ -3,8 +3,6 @@
 //! name themselves are named after their process; `doctor` says what a
 //! first run needs.
 
-mod support;
-
 use std::process::{Output, Stdio};
 
 use moonkale_tests::remote::{TOKEN, make_certificate, upgrade_status};
@@ -384,7 +382,7 @@ async fn doctor_says_what_a_first_run_needs() {
     );
 
     // The pinned CLI, the shim and the service on PATH, and a login.
-    let claude = support::claude_cli::claude_bin();
+    let claude = moonkale_tests::claude_cli::claude_bin();
     let bin_dir = sb.root.join("bin");
     std::fs::create_dir_all(&bin_dir).unwrap();
     std::os::unix::fs::symlink(&claude, bin_dir.join("claude")).unwrap();

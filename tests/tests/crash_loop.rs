@@ -9,16 +9,15 @@
 //! `MOONKALE_CRASH_ITERATIONS` sets the count (default 20 in the suite; the
 //! figure in BENCHMARKS.md is from 1 000), `MOONKALE_CRASH_SEED` the seed.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use moonkale_service::agent::transcript::{Transcript, path_for};
+use moonkale_tests::agent::{processes_in, stand_in};
+use moonkale_tests::lsp::{Client, Diag, buttons_caps};
 use moonkale_tests::{IdeClient, Rng, Sandbox, ide_lock};
 use serde_json::{Value, json};
-use support::agent::{Client, Diag, buttons_caps, processes_in, stand_in};
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -4,15 +4,14 @@
 //! never initialize. Each test drives the real binaries and ends by showing
 //! that the service still serves.
 
-mod support;
-
 use std::path::Path;
 use std::time::Duration;
 
-use moonkale_tests::{IdeClient, RawLsp, Sandbox, TIMEOUT, ide_lock};
+use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::lsp::plain_caps;
+use moonkale_tests::world::World;
+use moonkale_tests::{IdeClient, RawLsp, STEP, Sandbox, TIMEOUT, ide_lock};
 use serde_json::{Value, json};
-use support::fakeapi::{FakeApi, Reply, Script};
-use support::world::{STEP, World};
 
 /// A well-behaved editor can attach to `socket` and is answered.
 async fn assert_editor_attaches(socket: &Path) {
@@ -408,28 +407,20 @@ async fn an_inner_workspace_served_first_yields_claude_to_the_outer_one() {
     let _inner = inner.spawn().expect("spawn the inner service");
     only_lock_for(&sb, &sub).await;
 
-    let svc = sb.start_service(&[]).await;
-    let outer_lock = only_lock_for(&sb, &sb.workspace).await;
-    let mut ed = svc.connect().await;
-    ed.initialize("scripted-editor", &["utf-16"], Value::Null)
+    let mut w = World::builder()
+        .in_sandbox(sb)
+        .script(Script::new().on_prompt("which function", Reply::text("FOUND_IT")))
+        .editor("scripted-editor", plain_caps())
+        .start()
         .await;
-    let fake =
-        FakeApi::start(Script::new().on_prompt("which function", Reply::text("FOUND_IT"))).await;
-    let mut w = World {
-        ed,
-        ide_port: svc.info.ide_port.expect("an IDE port"),
-        svc,
-        fake,
-        ide_token: outer_lock["authToken"].as_str().unwrap().to_owned(),
-        sb,
-    };
+    only_lock_for(&w.sb, &w.sb.workspace).await;
     claude_in_sub_connects(&mut w).await;
 
     // Stopped (SIGTERM), the outer service removes its lock; the inner
     // one's comes back.
     // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(w.svc.pid(), libc::SIGTERM) };
-    tokio::time::timeout(TIMEOUT, w.svc.child.wait())
+    unsafe { libc::kill(w.svc().pid(), libc::SIGTERM) };
+    tokio::time::timeout(TIMEOUT, w.svc_mut().child.wait())
         .await
         .expect("the outer service stops")
         .unwrap();
@@ -446,7 +437,7 @@ async fn claude_ide_finds_the_service_after_its_lock_file_was_deleted() {
         Script::new().on_prompt("which function", Reply::text("FOUND_IT")),
     )
     .await;
-    let (_, before) = ide_lock(&w.sb, &w.svc);
+    let (_, before) = ide_lock(&w.sb, w.svc());
     std::fs::remove_dir_all(w.sb.home.join(".claude/ide")).unwrap();
     assert_eq!(only_lock_for(&w.sb, &w.sb.workspace).await, before);
     claude_in_sub_connects(&mut w).await;

@@ -6,16 +6,14 @@
 //! it missed from its last sequence number. And `connect … follow` through
 //! a tunnel that drops mid-turn resumes after the last event it printed.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moonkale_tests::bin;
+use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::remote::{RemoteClient, TOKEN};
+use moonkale_tests::world::World;
 use serde_json::{Value, json};
-use support::agent::{AgentWorld, Options};
-use support::fakeapi::{Reply, Script};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -66,20 +64,16 @@ async fn follower(addr: &str, name: &str, root: &std::path::Path) -> RemoteClien
 
 /// An agent world whose service also listens for remote clients (its
 /// address is in the info file).
-async fn remote_world() -> AgentWorld {
-    AgentWorld::start_with(
-        Script::new(),
-        Options {
-            args: vec!["--listen".into(), "127.0.0.1:0".into()],
-            // The sandbox lives under /tmp.
-            env: vec![
-                ("MOONKALE_ROOT".into(), "/tmp".into()),
-                ("MOONKALE_TOKEN".into(), TOKEN.into()),
-            ],
-            ..Options::default()
-        },
-    )
-    .await
+async fn remote_world() -> World {
+    World::builder()
+        .agent()
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        // The sandbox lives under /tmp.
+        .env("MOONKALE_ROOT", "/tmp")
+        .env("MOONKALE_TOKEN", TOKEN)
+        .start()
+        .await
 }
 
 async fn connect_command(addr: &str, args: &[&str]) -> std::process::Output {

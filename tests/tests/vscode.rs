@@ -7,15 +7,13 @@
 //! Peers: `scripts/install-test-peers.sh` (which runs
 //! `vscode-test-harness/install.sh`).
 
-mod support;
-
+use moonkale_tests::claude_cli::claude_env;
+use moonkale_tests::fakeapi::{FakeApi, Reply, Script};
 use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
 use moonkale_tests::{
     IdeClient, Sandbox, selection_with_text, service_and_claude, tool_json, wait_until,
 };
 use serde_json::{Value, json};
-use support::claude_cli::claude_env;
-use support::fakeapi::{FakeApi, Reply, Script};
 
 /// The extension's Accept button in the title of a proposal's editor.
 const ACCEPT_TITLE_BUTTON: &str = ".editor-actions a[aria-label^=\"Accept Claude Code\"]";
@@ -291,19 +289,19 @@ async fn vscode_opens_claude_code_in_a_terminal() {
 /// lets it run, and the file is written (the real CLI against the fake).
 #[tokio::test]
 async fn vscode_approves_a_plan_then_the_edit_and_the_file_is_written() {
-    use support::agent::{AgentWorld, Options};
+    use moonkale_tests::world::World;
     let _turn = take_turn().await;
-    let mut w = AgentWorld::start_with(
-        Script::new(),
-        Options {
-            files: vec![("main.txt".into(), "main\n".into())],
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut w = World::builder()
+        .agent()
+        .file("main.txt", "main\n")
+        .start()
+        .await;
     let path = w.path("plan.txt");
     w.fake
-        .set_script(support::agent::plan_then_write_script("make a plan", &path));
+        .set_script(moonkale_tests::agent::plan_then_write_script(
+            "make a plan",
+            &path,
+        ));
     let (_server, mut browser) = vscode(&w.sb, &[]).await;
     let session = w.ed.start_session(json!({"prompt": "make a plan"})).await;
     browser.click("button", "Approve; ask before edits").await;

@@ -25,12 +25,8 @@ use std::time::{Duration, Instant};
 
 use moonkale_service::core::{Document, PositionEncoding, TextChange, WirePosition};
 use moonkale_service::lsp::framing::encode_frame;
-use moonkale_tests::{RawLsp, Sandbox};
+use moonkale_tests::{RawLsp, Sandbox, fakeapi};
 use serde_json::{Value, json};
-
-// The fake Anthropic API of the CLI tests, shared as is.
-#[path = "../../tests/support/fakeapi.rs"]
-mod fakeapi;
 
 const LINES: usize = 100_000;
 const EDITS: usize = 200_000;

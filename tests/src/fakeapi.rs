@@ -30,8 +30,6 @@
 //! with, whether the reply went out whole) is recorded; tests read the log
 //! or wait on it with a deadline.
 
-#![allow(dead_code)] // each test file uses a different part of the support code
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,14 +103,17 @@ impl Default for Gate {
 }
 
 impl Gate {
+    /// A closed gate.
     pub fn new() -> Gate {
         Gate(Arc::new(watch::channel(false).0))
     }
 
+    /// Opens the gate: every reply held by it goes on.
     pub fn open(&self) {
         self.0.send_replace(true);
     }
 
+    /// Whether the gate was opened.
     pub fn is_open(&self) -> bool {
         *self.0.borrow()
     }
@@ -125,6 +126,7 @@ impl Gate {
 }
 
 impl Reply {
+    /// A reply with one text block.
     pub fn text(text: impl Into<String>) -> Reply {
         Reply::default().and_text(text)
     }
@@ -142,11 +144,12 @@ impl Reply {
         }
     }
 
-    pub fn and_text(mut self, text: impl Into<String>) -> Reply {
+    fn and_text(mut self, text: impl Into<String>) -> Reply {
         self.blocks.push(Block::Text(text.into()));
         self
     }
 
+    /// This reply with one more `tool_use` block.
     pub fn and_tool_use(mut self, name: impl Into<String>, input: Value) -> Reply {
         self.blocks.push(Block::ToolUse {
             id: None,
@@ -156,11 +159,13 @@ impl Reply {
         self
     }
 
+    /// This reply, sent after `delay`.
     pub fn with_delay(mut self, delay: Duration) -> Reply {
         self.delay = delay.min(MAX_DELAY);
         self
     }
 
+    /// This reply, which hangs `how_long` after `message_start`.
     pub fn hanging(mut self, how_long: Duration) -> Reply {
         self.hang = Some(how_long.min(MAX_DELAY));
         self
@@ -191,7 +196,7 @@ impl Reply {
 
     /// Makes the stream break mid-message and the non-streaming fallback
     /// answer (status, error type, message).
-    pub fn and_broken_fallback(mut self, status: u16, kind: &str, message: &str) -> Reply {
+    fn and_broken_fallback(mut self, status: u16, kind: &str, message: &str) -> Reply {
         self.broken = Some((status, kind.into(), message.into()));
         self
     }
@@ -262,6 +267,7 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// A rule named `name`: `reply` when `when` holds.
     pub fn new(name: impl Into<String>, when: When, reply: Reply) -> Rule {
         Rule {
             name: name.into(),
@@ -272,6 +278,7 @@ impl Rule {
         }
     }
 
+    /// The rule applies to one request only.
     pub fn once(mut self) -> Rule {
         self.once = true;
         self
@@ -296,10 +303,12 @@ impl Default for Script {
 }
 
 impl Script {
+    /// A script with no rules and the default reply.
     pub fn new() -> Script {
         Script::default()
     }
 
+    /// Adds `rule` (rules are tried in order).
     pub fn rule(mut self, rule: Rule) -> Script {
         self.rules.push(rule);
         self
@@ -323,6 +332,7 @@ impl Script {
         ))
     }
 
+    /// What a main request no rule matches gets.
     pub fn default_reply(mut self, reply: Reply) -> Script {
         self.default = reply;
         self
@@ -380,6 +390,7 @@ pub struct ToolResult {
 }
 
 impl Recorded {
+    /// The request's header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
@@ -391,18 +402,6 @@ impl Recorded {
     /// The whole body as JSON text (for substring assertions).
     pub fn body_text(&self) -> String {
         self.body.to_string()
-    }
-
-    /// Names of the tools offered to the model.
-    pub fn tool_names(&self) -> Vec<String> {
-        self.body["tools"]
-            .as_array()
-            .map(|ts| {
-                ts.iter()
-                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     /// The text of the latest user turn: the prompt (or tool results) and
@@ -497,7 +496,7 @@ fn latest_user_turn(body: &Value) -> Vec<&Value> {
 
 /// Text of a message content: a string, or text blocks and tool results'
 /// texts joined by newlines.
-pub fn content_text(content: &Value) -> String {
+fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks
@@ -662,6 +661,7 @@ impl FakeApi {
             .clone()
     }
 
+    /// The recorded main requests (the agent loop's), in order.
     pub fn main_requests(&self) -> Vec<Recorded> {
         self.requests()
             .into_iter()
@@ -724,7 +724,7 @@ impl FakeApi {
 
     /// The first main request (from the start of the log) that satisfies
     /// `pred`.
-    pub async fn wait_main(
+    async fn wait_main(
         &self,
         what: &str,
         timeout: Duration,

@@ -1,5 +1,5 @@
 //! The real `claude` CLI in interactive (TTY) mode, under a pseudo-terminal,
-//! offline: pointed at the fake API ([`super::fakeapi`]), in a throwaway
+//! offline: pointed at the fake API ([`crate::fakeapi`]), in a throwaway
 //! HOME with the pre-seeded `~/.claude.json` of shared/docs/real-cli.md §2,
 //! with an environment built from nothing (so nothing of the test process,
 //! the service or the developer's own Claude setup leaks in).
@@ -12,8 +12,6 @@
 //! Only the interactive mode connects to an IDE from a lock file or
 //! `CLAUDE_CODE_SSE_PORT`; `-p` never does (real-cli.md §5).
 
-#![allow(dead_code)] // each test file uses a different part of the support code
-
 use std::io::{Read, Write};
 use std::num::NonZeroU16;
 use std::path::{Path, PathBuf};
@@ -24,9 +22,13 @@ use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::STEP;
+use crate::fakeapi::{FakeApi, Reply, Script, ToolResult};
+use crate::world::World;
+
 /// The API key the CLI sends; the fake accepts anything. Short keys are
 /// approved whole in `customApiKeyResponses` (it keeps the last 20 chars).
-pub const API_KEY: &str = "sk-test-dummy";
+const API_KEY: &str = "sk-test-dummy";
 
 const ROWS: u16 = 50;
 const COLS: u16 = 140;
@@ -67,7 +69,7 @@ pub fn claude_bin() -> PathBuf {
 /// IDE's `openDiff`). A project entry also carries `allowedTools: []` (its
 /// default in every generation): 1.0.x iterates it at startup and dies with
 /// "B.allowedTools is not iterable" when the entry lacks it.
-pub fn seed_home(home: &Path, trusted: &[&Path]) {
+fn seed_home(home: &Path, trusted: &[&Path]) {
     std::fs::create_dir_all(home).expect("create the CLI's HOME");
     let projects: serde_json::Map<String, Value> = trusted
         .iter()
@@ -151,16 +153,19 @@ impl ClaudeConfig {
         }
     }
 
+    /// Sets `CLAUDE_CODE_SSE_PORT` (as the editor's terminal would).
     pub fn sse_port(mut self, port: u16) -> ClaudeConfig {
         self.sse_port = Some(port);
         self
     }
 
+    /// One more argument for the CLI.
     pub fn arg(mut self, arg: impl Into<String>) -> ClaudeConfig {
         self.args.push(arg.into());
         self
     }
 
+    /// One more environment variable for the CLI.
     pub fn env(mut self, key: &str, value: &str) -> ClaudeConfig {
         self.env.push((key.into(), value.into()));
         self
@@ -291,6 +296,7 @@ impl Claude {
         }
     }
 
+    /// The CLI's process id.
     pub fn pid(&self) -> u32 {
         self.pid
     }
@@ -387,7 +393,7 @@ impl Claude {
     }
 
     /// Waits until the prompt input is ready for typing.
-    pub async fn wait_ready(&mut self, timeout: Duration) -> String {
+    async fn wait_ready(&mut self, timeout: Duration) -> String {
         self.wait_screen("the prompt", timeout, |s| {
             s.contains("? for shortcuts") && s.contains('❯')
         })
@@ -400,11 +406,12 @@ impl Claude {
         self.writer.flush().expect("flush the pty");
     }
 
+    /// Types `text` (its bytes, as they are).
     pub fn type_text(&mut self, text: &str) {
         self.send_keys(text.as_bytes());
     }
 
-    pub fn press_enter(&mut self) {
+    fn press_enter(&mut self) {
         self.send_keys(b"\r");
     }
 
@@ -421,38 +428,6 @@ impl Claude {
         self.press_enter();
     }
 
-    /// Answers the terminal dialog that asks `question` with its selected
-    /// option (Enter; "1. Yes" is selected first). A dialog ignores keys
-    /// for a moment after it first shows, so Enter is repeated until the
-    /// question is gone (a stray Enter on the empty prompt does nothing).
-    pub async fn confirm_dialog(&mut self, question: &str, timeout: Duration) {
-        self.wait_for_text(question, timeout).await;
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            self.press_enter();
-            let retry = tokio::time::Instant::now() + Duration::from_millis(500);
-            loop {
-                self.changed.borrow_and_update();
-                if !self.screen().contains(question) {
-                    return;
-                }
-                let until = retry.min(deadline);
-                if tokio::time::timeout_at(until, self.changed.changed())
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
-            if tokio::time::Instant::now() >= deadline {
-                panic!(
-                    "claude: the dialog {question:?} did not go away.\n--- screen ---\n{}",
-                    self.screen()
-                );
-            }
-        }
-    }
-
     /// The CLI process's environment, from /proc.
     pub fn process_env(&self) -> Vec<(String, String)> {
         let raw = std::fs::read(format!("/proc/{}/environ", self.pid)).unwrap_or_default();
@@ -466,11 +441,6 @@ impl Claude {
                 }
             })
             .collect()
-    }
-
-    /// True while the CLI process has not exited.
-    pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Kills the CLI's whole process group (it is a session leader), reaps
@@ -535,10 +505,7 @@ fn read_pty(mut reader: Box<dyn Read + Send>, term: Arc<Mutex<Term>>, tx: watch:
 /// The service's environment for a CLI that must reach the fake API:
 /// [`ClaudeConfig::environment`] (minus TERM, which the service sets) plus
 /// `MOONKALE_CLAUDE_BIN`.
-pub fn claude_env(
-    sb: &moonkale_tests::Sandbox,
-    fake: &super::fakeapi::FakeApi,
-) -> (ClaudeConfig, Vec<(String, String)>) {
+pub fn claude_env(sb: &crate::Sandbox, fake: &FakeApi) -> (ClaudeConfig, Vec<(String, String)>) {
     let config = ClaudeConfig::new(&sb.home, &sb.workspace, fake.port);
     seed_home(&sb.home, &[&sb.workspace]);
     std::fs::create_dir_all(&config.tmp).unwrap();
@@ -552,4 +519,174 @@ pub fn claude_env(
         claude_bin().display().to_string(),
     ));
     (config, env)
+}
+
+// ---------------------------------------------------------------------------
+// The CLI in the world of a test
+
+/// The CLI's own permission question for an edit (shown while `openDiff`
+/// waits).
+pub const EDIT_QUESTION: &str = "Do you want to make this edit to";
+/// What the CLI shows after the IDE answered `DIFF_REJECTED`.
+pub const REJECTED_TEXT: &str = "Rejected update to";
+
+/// The world's side of a test with the real CLI in a pty: the editor's
+/// selection shown in the CLI, the CLI started with the world's settings,
+/// and the user's side of a proposed edit.
+impl World {
+    /// Selects `[start, end)` in `uri` (start = end: the cursor) and makes
+    /// sure the CLI got it: waits until its prompt box shows `shown`
+    /// (`⧉ N lines selected`, `⧉ In <file>`), which also proves that the CLI
+    /// is connected and will use the IDE in the next turn.
+    ///
+    /// The service pushes the selection 100 ms after the CLI's
+    /// `initialized`, again 500 ms after its `tools/list` (CLI 2.1.332 only
+    /// listens once its UI has taken in the connection, which under load
+    /// can miss the first push), and on every change. Should the CLI still
+    /// not show it, the cursor goes elsewhere and back (two real changes,
+    /// each pushed), up to [`STEP`].
+    pub async fn show_in_cli(
+        &mut self,
+        cli: &mut Claude,
+        uri: &str,
+        start: (u32, u32),
+        end: (u32, u32),
+        shown: &str,
+    ) {
+        let deadline = tokio::time::Instant::now() + STEP;
+        let elsewhere = if start == (0, 0) && end == (0, 0) {
+            (1, 0)
+        } else {
+            (0, 0)
+        };
+        let retry = Duration::from_millis(1000);
+        loop {
+            self.select(uri, start, end).await;
+            if cli.shows(shown, retry).await {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the CLI never showed {shown:?}:\n{}",
+                cli.screen()
+            );
+            eprintln!(
+                "the CLI does not show {shown:?} yet: moving the cursor to push the selection again"
+            );
+            self.cursor(uri, elsewhere).await;
+            cli.shows("⧉ In ", retry).await;
+        }
+    }
+
+    /// The default CLI setup for this world: HOME is the sandbox's home (where
+    /// the service put its lock file), the fake API, `--permission-mode
+    /// default`, and `CLAUDE_CODE_SSE_PORT` (as the editor's terminal would
+    /// set it) unless `configure` removes it.
+    pub fn config(&self, cwd: &Path) -> ClaudeConfig {
+        ClaudeConfig::new(&self.sb.home, cwd, self.fake.port).sse_port(self.ide_port())
+    }
+
+    /// Starts the CLI in `cwd`, waits for its prompt, and checks that its
+    /// environment carries none of the service's secrets.
+    pub async fn claude(
+        &self,
+        cwd: &Path,
+        configure: impl FnOnce(ClaudeConfig) -> ClaudeConfig,
+    ) -> Claude {
+        let mut cli = Claude::spawn(configure(self.config(cwd)));
+        // After the prompt shows, the process has surely exec'd (before that
+        // /proc may still show the forked copy of our own environment).
+        cli.wait_ready(STEP).await;
+        self.assert_env_clean(&cli);
+        cli
+    }
+
+    /// The CLI got only what [`ClaudeConfig::environment`] built: no lock
+    /// token, no service token, no `MOONKALE_*`, nothing of ours.
+    fn assert_env_clean(&self, cli: &Claude) {
+        let env = cli.process_env();
+        let ide_token = self.ide_token();
+        assert!(!env.is_empty(), "cannot read the CLI's environment");
+        let service_token = std::fs::read_to_string(&self.svc().info.token_file).unwrap();
+        let service_token = service_token.trim();
+        for (k, v) in &env {
+            assert!(
+                !k.starts_with("MOONKALE") && k != "XDG_RUNTIME_DIR",
+                "the CLI inherited {k}"
+            );
+            assert!(
+                !v.contains(&ide_token) && (service_token.is_empty() || !v.contains(service_token)),
+                "a service token leaked into the CLI's {k}"
+            );
+        }
+    }
+
+    /// The user's side of an accepted edit: opens the proposal the editor
+    /// was shown (`show`, a `window/showDocument` request), checks it holds
+    /// the model's `hello EDITED` edit, tweaks "EDITED" into "TWEAKED" and
+    /// accepts it with `moonkale.acceptProposal`.
+    pub async fn tweak_and_accept(&mut self, show: &Value) {
+        let proposal = show["params"]["uri"].as_str().unwrap().to_owned();
+        assert!(proposal.contains("/.moonkale/proposals/"), "{proposal}");
+        let proposed = std::fs::read_to_string(proposal.strip_prefix("file://").unwrap()).unwrap();
+        assert_eq!(proposed, "hello EDITED\nsecond line\n");
+        self.ed.did_open(&proposal, 1, &proposed).await;
+        self.ed
+            .notify(
+                "textDocument/didChange",
+                json!({"textDocument": {"uri": proposal, "version": 2}, "contentChanges": [{
+                    "range": {"start": {"line": 0, "character": 6}, "end": {"line": 0, "character": 12}},
+                    "text": "TWEAKED"}]}),
+            )
+            .await;
+        self.ed
+            .call(
+                "workspace/executeCommand",
+                json!({"command": "moonkale.acceptProposal", "arguments": [proposal]}),
+            )
+            .await;
+    }
+
+    /// The tweaked edit landed: the Edit's result says `updated` and that
+    /// the user modified the change, the model finished, and `path` holds
+    /// the tweaked text.
+    pub async fn assert_tweak_landed(&self, cli: &mut Claude, path: &Path, updated: &str) {
+        let result = edit_result(&self.fake).await;
+        assert!(!result.is_error, "{}", result.text);
+        assert!(result.text.contains(updated), "{}", result.text);
+        assert!(
+            result
+                .text
+                .contains("The user modified your proposed changes"),
+            "{}",
+            result.text
+        );
+        cli.wait_for_text("EDIT_DONE", STEP).await;
+        assert_eq!(
+            std::fs::read_to_string(path).unwrap(),
+            "hello TWEAKED\nsecond line\n"
+        );
+    }
+}
+
+/// A script in which the model answers `prompt` by reading `path` (the CLI
+/// refuses an Edit of a file not read in the session), then proposes
+/// replacing `old` with `new` there, then says `done`.
+pub fn edit_script(prompt: &str, path: &Path, old: &str, new: &str, done: &str) -> Script {
+    let file = path.display().to_string();
+    Script::new()
+        .on_prompt(prompt, Reply::tool_use("Read", json!({"file_path": file})))
+        .after_tool(
+            "Read",
+            Reply::tool_use(
+                "Edit",
+                json!({"file_path": file, "old_string": old, "new_string": new, "replace_all": false}),
+            ),
+        )
+        .after_tool("Edit", Reply::text(done))
+}
+
+/// The result of the model's Edit, as the CLI sent it back to the model.
+pub async fn edit_result(fake: &FakeApi) -> ToolResult {
+    fake.wait_tool_result("Edit", STEP).await.1
 }

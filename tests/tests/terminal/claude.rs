@@ -1,0 +1,266 @@
+//! "Start Claude Code here" and `moonkale-service claude` with the real CLI
+//! generations: the CLI in a terminal connects to the service.
+
+use std::path::Path;
+use std::time::Duration;
+
+use moonkale_tests::claude_cli::{Claude, ClaudeConfig, claude_bin, claude_env};
+use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::lsp::Client;
+use moonkale_tests::{bin, poll_until, short};
+use serde_json::{Value, json};
+
+use crate::{
+    STEP, input_text, keys, live_in_session, pid_of, screen, text, wait_screen, wait_screen_for,
+    world,
+};
+
+/// The Claude Code clients in `moonkale/status`.
+async fn claude_clients(c: &mut Client) -> Vec<Value> {
+    let st = c.call("moonkale/status", Value::Null).await;
+    st["claudeClients"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits up to `timeout` until `moonkale/status` shows a Claude Code client
+/// with `pid`; the clients it shows last if none has it by then.
+async fn claude_client_connects(
+    c: &mut Client,
+    pid: i32,
+    timeout: Duration,
+) -> Result<(), Vec<Value>> {
+    let connected = poll_until(timeout, async || {
+        let clients = claude_clients(c).await;
+        clients.iter().any(|cl| cl["pid"] == pid).then_some(())
+    })
+    .await;
+    match connected {
+        Some(()) => Ok(()),
+        None => Err(claude_clients(c).await),
+    }
+}
+
+fn debug_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(40)..].join("\n")
+}
+
+/// (13) "Start Claude Code here" with the real CLI: the editor runs
+/// `moonkale.startClaude`; the CLI in the service's terminal connects to the
+/// service (status shows it with its pid), shows its prompt, and a prompt
+/// typed into the terminal gets the fake model's reply on its screen; the
+/// editor was told about the permission mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_claude_here_with_the_real_cli() {
+    let mut w = world()
+        .claude_in_terminals()
+        .script(Script::new().on_prompt("say the word", Reply::text("TERMINAL_REPLY_OK")))
+        .start()
+        .await;
+    let config = ClaudeConfig::new(&w.sb.home, &w.sb.workspace, w.fake.port);
+    let port = w.svc().info.ide_port.unwrap();
+    let (fake, c) = (&w.fake, &mut w.ed);
+    let debug = config.debug_file.clone().unwrap();
+    let info = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude",
+                   "arguments": [["--debug-file", debug.display().to_string()]]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("startClaude answered {info}"));
+    let pid = pid_of(&info);
+    let argv: Vec<&str> = info["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        argv.windows(2)
+            .any(|w| w == ["--permission-mode", "default"]),
+        "{info}"
+    );
+    let msg = c
+        .take("window/showMessage about the permission mode", STEP, |m| {
+            m["method"] == "window/showMessage"
+                && m["params"]["message"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("permission mode"))
+        })
+        .await;
+    eprintln!("showMessage: {}", msg["params"]["message"]);
+
+    let ready = |s: &Value| {
+        let t = text(s);
+        t.contains("? for shortcuts") && t.contains('❯')
+    };
+    let s = wait_screen_for(c, id, "the CLI's prompt", Duration::from_secs(20), ready).await;
+    let _ = s;
+    // Connected to the service, with its own pid.
+    if let Err(clients) = claude_client_connects(c, pid, STEP).await {
+        let s = screen(c, id).await;
+        panic!(
+            "no Claude Code client with pid {pid} in status: {clients:?}\n--- screen ---\n{}\n\
+             --- CLI debug log ---\n{}\n{}",
+            text(&s),
+            debug_tail(&debug),
+            c.diag.context()
+        );
+    }
+    // The environment it got: the port, the switches, none of ours.
+    let environ = String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/environ")).unwrap())
+        .into_owned();
+    for want in [
+        format!("CLAUDE_CODE_SSE_PORT={port}"),
+        "ENABLE_IDE_INTEGRATION=true".into(),
+        "TERM=xterm-256color".into(),
+    ] {
+        assert!(environ.split('\0').any(|kv| kv == want), "no {want}");
+    }
+    assert!(!environ.split('\0').any(|kv| kv.starts_with("MOONKALE")));
+
+    input_text(c, id, "say the word").await;
+    wait_screen(c, id, "the typed prompt", |s| {
+        text(s).contains("say the word")
+    })
+    .await;
+    keys(c, id, &["Enter"]).await;
+    let s = wait_screen_for(c, id, "the model's reply", Duration::from_secs(15), |s| {
+        text(s).contains("TERMINAL_REPLY_OK")
+    })
+    .await;
+    eprintln!("--- the service terminal ---\n{}", text(&s).trim_end());
+    assert!(
+        fake.outside_attempts().is_empty(),
+        "the CLI tried to leave: {:?}",
+        fake.outside_attempts()
+    );
+    c.call("moonkale/terminal/close", json!({"terminal": id}))
+        .await;
+    assert!(
+        poll_until(Duration::from_secs(5), async || (live_in_session(pid)
+            .is_empty())
+        .then_some(()))
+        .await
+        .is_some(),
+        "the CLI survived close"
+    );
+}
+
+/// (14) `moonkale-service claude` in the user's own terminal, in the
+/// workspace: it becomes the CLI, connects to the running service, and a
+/// prompt gets the fake's reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moonkale_service_claude_in_a_pty() {
+    let mut w = world()
+        .script(Script::new().on_prompt("say the word", Reply::text("OWN_TERMINAL_REPLY_OK")))
+        .start()
+        .await;
+    let (mut config, _) = claude_env(&w.sb, &w.fake);
+    let debug = config.debug_file.take().unwrap();
+    config.bin = Some(bin("moonkale-service"));
+    config.args = vec![
+        "claude".into(),
+        "--".into(),
+        "--debug-file".into(),
+        debug.display().to_string(),
+    ];
+    config.env = vec![
+        ("XDG_RUNTIME_DIR".into(), w.sb.runtime.display().to_string()),
+        (
+            "MOONKALE_SERVICE_BIN".into(),
+            bin("moonkale-service").display().to_string(),
+        ),
+        (
+            "MOONKALE_CLAUDE_BIN".into(),
+            claude_bin().display().to_string(),
+        ),
+    ];
+    let mut cli = Claude::spawn(config);
+    let pid = cli.pid();
+    let ready = cli
+        .try_wait_screen(Duration::from_secs(20), |s| {
+            s.contains("? for shortcuts") && s.contains('❯')
+        })
+        .await;
+    assert!(
+        ready.is_some(),
+        "no prompt:\n{}\n--- raw ---\n{}\n--- debug ---\n{}\n{}",
+        cli.screen(),
+        short(&cli.raw_output(), 2000),
+        debug_tail(&debug),
+        w.service_log_tail(40)
+    );
+    if let Err(clients) = claude_client_connects(&mut w.ed, pid as i32, STEP).await {
+        panic!(
+            "no Claude Code client with pid {pid} in status: {clients:?}\n--- screen ---\n{}\n\
+             --- debug ---\n{}\n{}",
+            cli.screen(),
+            debug_tail(&debug),
+            w.service_log_tail(40)
+        );
+    }
+    let env = cli.process_env();
+    let port = w.svc().info.ide_port.unwrap().to_string();
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "CLAUDE_CODE_SSE_PORT" && *v == port),
+        "{env:?}"
+    );
+    assert!(
+        cli.raw_output().contains("permission mode"),
+        "the launcher did not say which permission mode"
+    );
+    cli.submit("say the word", STEP).await;
+    let screen = cli
+        .wait_for_text("OWN_TERMINAL_REPLY_OK", Duration::from_secs(15))
+        .await;
+    eprintln!("--- the user's terminal ---\n{screen}");
+    drop(cli);
+}
+
+/// The older CLI generations (2.0.50 and 1.0.60, installed by
+/// `scripts/install-test-peers.sh`) started by "Start Claude Code here" also
+/// connect at once: they need `CLAUDE_CODE_AUTO_CONNECT_IDE` beside the
+/// port (cli-matrix.md), which the launcher sets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_claude_here_connects_older_generations() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    for version in ["2.0.50", "1.0.60"] {
+        let bin = repo.join(format!(".peers/claude-{version}/node_modules/.bin/claude"));
+        assert!(
+            bin.is_file(),
+            "claude {version} is not installed at {}; run scripts/install-test-peers.sh",
+            bin.display()
+        );
+        let mut w = world()
+            .claude_in_terminals()
+            .env("MOONKALE_CLAUDE_BIN", bin.display().to_string())
+            .start()
+            .await;
+        let c = &mut w.ed;
+        let info = c
+            .call(
+                "workspace/executeCommand",
+                json!({"command": "moonkale.startClaude", "arguments": []}),
+            )
+            .await;
+        let id = info["terminal"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("startClaude answered {info}"));
+        let pid = pid_of(&info);
+        if let Err(clients) = claude_client_connects(c, pid, Duration::from_secs(25)).await {
+            let s = screen(c, id).await;
+            panic!(
+                "claude {version} (pid {pid}) did not connect: {clients:?}\n--- screen ---\n{}\n{}",
+                text(&s),
+                c.diag.context()
+            );
+        }
+        c.call("moonkale/terminal/close", json!({"terminal": id}))
+            .await;
+    }
+}

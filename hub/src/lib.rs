@@ -165,7 +165,7 @@ pub enum Event {
     /// From the agent: a permission question for every editor. `approval`
     /// is the approval object of docs/protocol.md.
     AgentApproval {
-        approval: Value,
+        approval: moonkale_protocol::agent::Approval,
     },
     /// From the agent: the question was decided or withdrawn.
     AgentApprovalClosed {
@@ -224,7 +224,7 @@ impl std::fmt::Debug for Event {
             Event::Subscribe { editor, topic } => write!(f, "Subscribe({}, {topic:?})", editor.0),
             Event::TopicEnded { topic } => write!(f, "TopicEnded({topic:?})"),
             Event::AgentApproval { approval } => {
-                write!(f, "AgentApproval({})", approval["approval"])
+                write!(f, "AgentApproval({})", approval.approval)
             }
             Event::AgentApprovalClosed { approval, .. } => {
                 write!(f, "AgentApprovalClosed({approval})")

@@ -90,6 +90,13 @@ pub fn parse_params<T: DeserializeOwned>(params: &Params) -> Result<T, ResponseE
         .map_err(|e| ResponseError::invalid_params(format!("invalid params: {e}")))
 }
 
+/// The one wording of an answer to an approval that is no longer waiting.
+pub fn not_waiting(approval: &str) -> ResponseError {
+    ResponseError::invalid_params(format!(
+        "approval {approval} is not waiting (answered already?)"
+    ))
+}
+
 /// What the hub hands the agent host.
 #[derive(Debug)]
 pub enum AgentCommand {
@@ -97,8 +104,12 @@ pub enum AgentCommand {
     /// which the hub keeps).
     Request(Request),
     /// The user decided an approval in an editor (a button, a command or a
-    /// code action).
-    Answer { approval: String, answer: Answer },
+    /// code action); `reply`, a command's, gets the session's verdict.
+    Answer {
+        approval: String,
+        answer: Answer,
+        reply: Option<Responder>,
+    },
     /// The service is stopping: close every session.
     Shutdown,
 }

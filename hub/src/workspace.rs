@@ -183,9 +183,7 @@ impl Workspace {
             }
             Event::TopicEnded { topic } => self.subscriptions.end(&topic),
             Event::AgentApproval { approval } => self.agent_approval(approval),
-            Event::AgentApprovalClosed { session, approval } => {
-                self.agent_approval_closed(&session, &approval)
-            }
+            Event::AgentApprovalClosed { approval, .. } => self.agent_approval_closed(&approval),
             Event::AgentProgress { session, progress } => self.agent_progress(&session, progress),
             Event::WorkspaceTrust { trusted, message } => self.workspace_trust(trusted, message),
             Event::AgentToolCall {
@@ -348,6 +346,14 @@ impl Workspace {
             "workspace/executeCommand" if command_name(&params) == Some(TRUST_COMMAND) => {
                 return self.trust_command(editor, &params, reply);
             }
+            "workspace/executeCommand"
+                if command_name(&params) == Some(ANSWER_APPROVAL_COMMAND) =>
+            {
+                let args = parse_params::<lsp_types::ExecuteCommandParams>(&params)
+                    .map(|p| p.arguments)
+                    .unwrap_or_default();
+                return self.answer_approval_command(&args, reply);
+            }
             "workspace/executeCommand" => self.execute_command(editor, params),
             "moonkale/status" => {
                 Ok(serde_json::to_value(self.status()).expect("status serializes"))
@@ -415,9 +421,6 @@ impl Workspace {
         params: Params,
     ) -> Result<Value, ResponseError> {
         let p: lsp_types::ExecuteCommandParams = parse_params(&params)?;
-        if p.command == ANSWER_APPROVAL_COMMAND {
-            return self.answer_approval_command(&p.arguments);
-        }
         if p.command == SEND_TO_CLAUDE_COMMAND {
             return self.send_to_claude(editor, &p.arguments);
         }

@@ -64,7 +64,7 @@ fn a_tool_approval_pressed_in_one_editor() {
         > agent asks {"approval":"s1/1","input":{},"session":"s1","title":"Write a.txt","tool":"Write"}
           ed1 <- request "moonkale-6" window/showMessageRequest {"actions":[{"title":"Allow"},{"title":"Always allow Write in this session"},{"title":"Deny"}],"message":"Claude wants to run Write a.txt","type":3}
           ed2 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Allow"},{"title":"Always allow Write in this session"},{"title":"Deny"}],"message":"Claude wants to run Write a.txt","type":3}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/1","input":{},"session":"s1","title":"Write a.txt","tool":"Write"},"session":"s1","status":"pending"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/1","destructive":false,"input":{},"kind":"tool","session":"s1","title":"Write a.txt","tool":"Write"},"session":"s1","status":"pending"}
           ed3 <- window/showMessage {"message":"Claude wants to run Write a.txt: use the code actions (Claude: allow / deny) to answer.","type":3}
         > #2 ed3 textDocument/codeAction {"context":{"diagnostics":[]},"range":{"end":{"character":0,"line":0},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/a.rs"}}
           #2 <- Ok
@@ -77,9 +77,10 @@ fn a_tool_approval_pressed_in_one_editor() {
           agent <- Answer s1/1 Answer { allow: true, always: true, message: None, by: "editor", mode: None, answers: None }
         > agent closes s1/1
           ed2 <- $/cancelRequest {"id":"moonkale-7"}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/1","input":{},"session":"s1","title":"Write a.txt","tool":"Write"},"session":"s1","status":"closed"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/1","destructive":false,"input":{},"kind":"tool","session":"s1","title":"Write a.txt","tool":"Write"},"session":"s1","status":"closed"}
         > #3 ed3 workspace/executeCommand {"arguments":[{"allow":true,"approval":"s1/1"}],"command":"moonkale.answerApproval"}
-          #3 <- Err -32602 approval s1/1 is not waiting (answered already?)
+          agent <- Answer s1/1 Answer { allow: true, always: false, message: None, by: "editor", mode: None, answers: None }
+          #3 <- Ok {}
         > #4 ed3 textDocument/codeAction {"context":{"diagnostics":[]},"range":{"end":{"character":0,"line":0},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/a.rs"}}
           #4 <- Ok
               {"command":{"arguments":["file:///w/a.rs",{"end":{"character":0,"line":0},"start":{"character":0,"line":0}}],"command":"moonkale.sendToClaude","title":"Send selection to Claude Code"},"kind":"source","title":"Send selection to Claude Code"}
@@ -119,20 +120,20 @@ fn a_tool_approval_answered_by_command_and_dismissed_buttons() {
         > agent asks {"approval":"s1/1","destructive":true,"input":{},"session":"s1","title":"Bash rm -rf build","tool":"Write"}
           ed1 <- request "moonkale-6" window/showMessageRequest {"actions":[{"title":"Allow"},{"title":"Deny"}],"message":"Claude wants to run Bash rm -rf build","type":2}
           ed2 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Allow"},{"title":"Deny"}],"message":"Claude wants to run Bash rm -rf build","type":2}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/1","destructive":true,"input":{},"session":"s1","title":"Bash rm -rf build","tool":"Write"},"session":"s1","status":"pending"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/1","destructive":true,"input":{},"kind":"tool","session":"s1","title":"Bash rm -rf build","tool":"Write"},"session":"s1","status":"pending"}
           ed3 <- window/showMessage {"message":"Claude wants to run Bash rm -rf build: use the code actions (Claude: allow / deny) to answer.","type":3}
         > ed1 answers "moonkale-6" with nothing
         > ed2 answers "moonkale-7" with Deny
           agent <- Answer s1/1 Answer { allow: false, always: false, message: None, by: "editor", mode: None, answers: None }
         > #2 ed3 workspace/executeCommand {"arguments":[{"allow":true,"always":true,"approval":"s1/1","message":"ok"}],"command":"moonkale.answerApproval"}
           agent <- Answer s1/1 Answer { allow: true, always: true, message: Some("ok"), by: "editor", mode: None, answers: None }
-          #2 <- Ok null
+          #2 <- Ok {}
         > #3 ed3 workspace/executeCommand {"arguments":[{"approval":"s1/1","mode":"sideways"}],"command":"moonkale.answerApproval"}
           #3 <- Err -32602 "sideways" is not a permission mode
         > #4 ed3 workspace/executeCommand {"arguments":["nonsense"],"command":"moonkale.answerApproval"}
           #4 <- Err -32602 moonkale.answerApproval wants [{"approval", "allow", "always"?, "mode"?, "question"?, "choice"?, "answers"?}]
         > agent closes s1/1
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/1","destructive":true,"input":{},"session":"s1","title":"Bash rm -rf build","tool":"Write"},"session":"s1","status":"closed"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/1","destructive":true,"input":{},"kind":"tool","session":"s1","title":"Bash rm -rf build","tool":"Write"},"session":"s1","status":"closed"}
         > agent closes s1/1
     "#]]);
 }
@@ -160,7 +161,7 @@ fn a_plan() {
         > agent asks {"approval":"s1/2","kind":"plan","plan":"1. Read\n2. Write","session":"s1","title":"Plan","tool":"ExitPlanMode"}
           ed1 <- request "moonkale-6" window/showMessageRequest {"actions":[{"title":"Approve; ask before edits"},{"title":"Approve; accept edits"},{"title":"Keep planning"}],"message":"Claude's plan is ready:\n\n1. Read\n2. Write","type":3}
           ed2 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Approve; ask before edits"},{"title":"Approve; accept edits"},{"title":"Keep planning"}],"message":"Claude's plan is ready:\n\n1. Read\n2. Write","type":3}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/2","kind":"plan","plan":"1. Read\n2. Write","session":"s1","title":"Plan","tool":"ExitPlanMode"},"session":"s1","status":"pending"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/2","choices":[],"destructive":false,"input":{},"kind":"plan","plan":"1. Read\n2. Write","session":"s1","title":"Plan","tool":"ExitPlanMode"},"session":"s1","status":"pending"}
           ed3 <- window/showMessage {"message":"Claude's plan is ready:\n\n1. Read\n2. Write\n\nUse the code actions (Claude: approve the plan …) to answer.","type":3}
         > #2 ed3 textDocument/codeAction {"context":{"diagnostics":[]},"range":{"end":{"character":0,"line":0},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/a.rs"}}
           #2 <- Ok
@@ -175,9 +176,9 @@ fn a_plan() {
           agent <- Answer s1/2 Answer { allow: false, always: false, message: Some("The user wants to keep planning."), by: "editor", mode: None, answers: None }
         > #3 ed3 workspace/executeCommand {"arguments":[{"allow":true,"approval":"s1/2","mode":"default"}],"command":"moonkale.answerApproval"}
           agent <- Answer s1/2 Answer { allow: true, always: false, message: None, by: "editor", mode: Some(Default), answers: None }
-          #3 <- Ok null
+          #3 <- Ok {}
         > agent closes s1/2
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/2","kind":"plan","plan":"1. Read\n2. Write","session":"s1","title":"Plan","tool":"ExitPlanMode"},"session":"s1","status":"closed"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/2","choices":[],"destructive":false,"input":{},"kind":"plan","plan":"1. Read\n2. Write","session":"s1","title":"Plan","tool":"ExitPlanMode"},"session":"s1","status":"closed"}
     "#]]);
 }
 
@@ -213,7 +214,7 @@ fn questions_answered_one_at_a_time() {
           ed1 <- request "moonkale-8" window/showMessageRequest {"actions":[{"title":"S"},{"title":"M"},{"title":"Decline to answer"}],"message":"Claude asks: Which sizes? (one choice here; several with `moonkale-service agent answer`)","type":3}
           ed2 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Red"},{"title":"Blue"},{"title":"Decline to answer"}],"message":"Claude asks: Which colour?","type":3}
           ed2 <- request "moonkale-9" window/showMessageRequest {"actions":[{"title":"S"},{"title":"M"},{"title":"Decline to answer"}],"message":"Claude asks: Which sizes? (one choice here; several with `moonkale-service agent answer`)","type":3}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/3","kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"pending"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/3","destructive":false,"input":{},"kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"pending"}
           ed3 <- window/showMessage {"message":"Claude asks: Which colour? Use the code actions (Claude asks …) to answer.","type":3}
           ed3 <- window/showMessage {"message":"Claude asks: Which sizes? Use the code actions (Claude asks …) to answer.","type":3}
         > ed1 answers "moonkale-6" with Blue
@@ -231,9 +232,9 @@ fn questions_answered_one_at_a_time() {
           ed1 <- $/cancelRequest {"id":"moonkale-8"}
           ed2 <- $/cancelRequest {"id":"moonkale-9"}
           agent <- Answer s1/3 Answer { allow: true, always: false, message: None, by: "editor", mode: None, answers: Some({"Which colour?": String("Blue"), "Which sizes?": String("M")}) }
-          #4 <- Ok null
+          #4 <- Ok {}
         > agent closes s1/3
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/3","kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"closed"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/3","destructive":false,"input":{},"kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"closed"}
     "#]]);
 }
 
@@ -260,7 +261,7 @@ fn questions_declined_or_answered_at_once() {
           ed1 <- request "moonkale-8" window/showMessageRequest {"actions":[{"title":"S"},{"title":"M"},{"title":"Decline to answer"}],"message":"Claude asks: Which sizes? (one choice here; several with `moonkale-service agent answer`)","type":3}
           ed2 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Red"},{"title":"Blue"},{"title":"Decline to answer"}],"message":"Claude asks: Which colour?","type":3}
           ed2 <- request "moonkale-9" window/showMessageRequest {"actions":[{"title":"S"},{"title":"M"},{"title":"Decline to answer"}],"message":"Claude asks: Which sizes? (one choice here; several with `moonkale-service agent answer`)","type":3}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/3","kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"pending"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/3","destructive":false,"input":{},"kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"pending"}
           ed3 <- window/showMessage {"message":"Claude asks: Which colour? Use the code actions (Claude asks …) to answer.","type":3}
           ed3 <- window/showMessage {"message":"Claude asks: Which sizes? Use the code actions (Claude asks …) to answer.","type":3}
         > ed2 answers "moonkale-9" with Decline to answer
@@ -269,24 +270,24 @@ fn questions_declined_or_answered_at_once() {
           ed1 <- $/cancelRequest {"id":"moonkale-6"}
           ed1 <- $/cancelRequest {"id":"moonkale-8"}
           ed2 <- $/cancelRequest {"id":"moonkale-7"}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/3","kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"closed"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/3","destructive":false,"input":{},"kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"closed"}
         > agent asks {"approval":"s1/4","kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","too…
           ed1 <- request "moonkale-10" window/showMessageRequest {"actions":[{"title":"Red"},{"title":"Blue"},{"title":"Decline to answer"}],"message":"Claude asks: Which colour?","type":3}
           ed1 <- request "moonkale-12" window/showMessageRequest {"actions":[{"title":"S"},{"title":"M"},{"title":"Decline to answer"}],"message":"Claude asks: Which sizes? (one choice here; several with `moonkale-service agent answer`)","type":3}
           ed2 <- request "moonkale-11" window/showMessageRequest {"actions":[{"title":"Red"},{"title":"Blue"},{"title":"Decline to answer"}],"message":"Claude asks: Which colour?","type":3}
           ed2 <- request "moonkale-13" window/showMessageRequest {"actions":[{"title":"S"},{"title":"M"},{"title":"Decline to answer"}],"message":"Claude asks: Which sizes? (one choice here; several with `moonkale-service agent answer`)","type":3}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/4","kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"pending"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/4","destructive":false,"input":{},"kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"pending"}
           ed3 <- window/showMessage {"message":"Claude asks: Which colour? Use the code actions (Claude asks …) to answer.","type":3}
           ed3 <- window/showMessage {"message":"Claude asks: Which sizes? Use the code actions (Claude asks …) to answer.","type":3}
         > #2 ed3 workspace/executeCommand {"arguments":[{"allow":true,"answers":{"Which colour?":"Red","Which sizes?":["S","M"]},"approval":"s1/4"}],"command":"moonkale.answerApproval"}
           agent <- Answer s1/4 Answer { allow: true, always: false, message: None, by: "editor", mode: None, answers: Some({"Which colour?": String("Red"), "Which sizes?": Array [String("S"), String("M")]}) }
-          #2 <- Ok null
+          #2 <- Ok {}
         > agent closes s1/4
           ed1 <- $/cancelRequest {"id":"moonkale-10"}
           ed1 <- $/cancelRequest {"id":"moonkale-12"}
           ed2 <- $/cancelRequest {"id":"moonkale-11"}
           ed2 <- $/cancelRequest {"id":"moonkale-13"}
-          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/4","kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"closed"}
+          ed2 <- moonkale/agent/approval {"approval":{"approval":"s1/4","destructive":false,"input":{},"kind":"question","questions":[{"header":"Colour","multiSelect":false,"options":[{"label":"Red"},{"label":"Blue"}],"question":"Which colour?"},{"multiSelect":true,"options":[{"label":"S"},{"label":"M"}],"question":"Which sizes?"}],"session":"s1","title":"Questions","tool":"AskUserQuestion"},"session":"s1","status":"closed"}
     "#]]);
 }
 

@@ -364,9 +364,29 @@ impl World {
         n
     }
 
-    pub fn approval(&mut self, approval: Value) {
+    /// The agent asks; fields `object` leaves out take neutral values.
+    pub fn approval(&mut self, object: Value) {
+        let mut full = serde_json::json!({
+            "session": "s1", "kind": "tool", "tool": "", "input": {}, "title": "",
+            "destructive": false,
+        });
+        match object["kind"].as_str() {
+            Some("plan") => full.as_object_mut().unwrap().extend([
+                ("plan".to_owned(), serde_json::json!("")),
+                ("choices".to_owned(), serde_json::json!([])),
+            ]),
+            Some("question") => full
+                .as_object_mut()
+                .unwrap()
+                .extend([("questions".to_owned(), serde_json::json!([]))]),
+            _ => {}
+        }
+        full.as_object_mut()
+            .unwrap()
+            .extend(object.as_object().expect("an object").clone());
+        let approval = serde_json::from_value(full).expect("an approval object");
         self.step(
-            format!("agent asks {}", compact(&approval)),
+            format!("agent asks {}", compact(&object)),
             Event::AgentApproval { approval },
         );
     }
@@ -457,9 +477,17 @@ impl World {
                         .push_str(&format!("  agent <- {}\n", request_line(&r)));
                     self.at_hosts.push(r);
                 }
-                AgentCommand::Answer { approval, answer } => {
+                AgentCommand::Answer {
+                    approval,
+                    answer,
+                    reply,
+                } => {
                     self.log
                         .push_str(&format!("  agent <- Answer {approval} {answer:?}\n"));
+                    // The session takes it (its judgement is its own spec).
+                    if let Some(reply) = reply {
+                        reply.send(Ok(serde_json::json!({})));
+                    }
                 }
                 AgentCommand::Shutdown => self.log.push_str("  agent <- Shutdown\n"),
             }

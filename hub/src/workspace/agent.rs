@@ -22,6 +22,9 @@ use super::{Awaited, Workspace, command_action, parse_params, tool_result};
 use crate::ports::{AgentCommand, AgentPort, Answer, Request, forward};
 use crate::{AgentProgress, EditorId, IdeClientId, Responder, Role, Topic};
 use moonkale_protocol::PermissionMode;
+use moonkale_protocol::agent::{
+    Approval, ApprovalKind, ApprovalParams, ApprovalStatus, Question as AskedQuestion,
+};
 use moonkale_protocol::ide::{Buffer, CallToolResult};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
@@ -33,8 +36,10 @@ pub const TRUST_COMMAND: &str = "moonkale.trustWorkspace";
 #[derive(Default)]
 pub(crate) struct AgentLink {
     sender: Option<AgentPort>,
-    /// Approval objects waiting for the user, oldest first.
-    approvals: Vec<Value>,
+    /// The approvals waiting for the user, oldest first: a read-only view
+    /// of the sessions' (which own them and judge every answer), kept to
+    /// show them.
+    approvals: Vec<Approval>,
     /// Answers given so far to the questions of `AskUserQuestion`
     /// approvals asked one question at a time (buttons, code actions):
     /// approval → question index → the answer.
@@ -45,27 +50,30 @@ pub(crate) struct AgentLink {
     trusted: Option<bool>,
 }
 
-fn approval_id(approval: &Value) -> &str {
-    approval["approval"].as_str().unwrap_or_default()
-}
-
-fn approval_kind(approval: &Value) -> &str {
-    approval["kind"].as_str().unwrap_or("tool")
+fn approval_id(approval: &Approval) -> &str {
+    &approval.approval
 }
 
 /// The questions of an `AskUserQuestion` approval.
-fn questions(approval: &Value) -> &[Value] {
-    approval["questions"].as_array().map_or(&[], Vec::as_slice)
+fn questions(approval: &Approval) -> &[AskedQuestion] {
+    match &approval.kind {
+        ApprovalKind::Question { questions } => questions,
+        _ => &[],
+    }
 }
 
 /// The option labels of one question.
-fn option_labels(question: &Value) -> Vec<&str> {
-    question["options"]
-        .as_array()
-        .into_iter()
+fn option_labels(question: &AskedQuestion) -> Vec<&str> {
+    question
+        .options
+        .iter()
         .flatten()
-        .filter_map(|o| o["label"].as_str())
+        .map(|o| o.label.as_str())
         .collect()
+}
+
+fn is_plan(approval: &Approval) -> bool {
+    matches!(approval.kind, ApprovalKind::Plan { .. })
 }
 
 /// Cuts a text shown in a message box to `max` characters.
@@ -179,19 +187,26 @@ impl Workspace {
     /// A permission question: buttons where the editor has them, a message
     /// otherwise (the code actions and the command work everywhere), and
     /// the front door's notification.
-    pub(super) fn agent_approval(&mut self, approval: Value) {
-        match approval_kind(&approval) {
-            "plan" => self.ask_plan(&approval),
-            "question" => self.ask_questions(&approval),
-            _ => self.ask_tool(&approval),
+    pub(super) fn agent_approval(&mut self, approval: Approval) {
+        match &approval.kind {
+            ApprovalKind::Plan { plan, .. } => self.ask_plan(&approval.approval, plan),
+            ApprovalKind::Question { .. } => self.ask_questions(&approval),
+            ApprovalKind::Tool => self.ask_tool(&approval),
         }
-        let session = approval["session"].as_str().unwrap_or_default().to_owned();
-        self.agent_notify(
-            &session,
-            "moonkale/agent/approval",
-            json!({"session": session, "approval": approval, "status": "pending"}),
-        );
+        self.approval_notify(approval.clone(), ApprovalStatus::Pending);
         self.agent.approvals.push(approval);
+    }
+
+    /// `moonkale/agent/approval` to the session's subscribers.
+    fn approval_notify(&self, approval: Approval, status: ApprovalStatus) {
+        let session = approval.session.clone();
+        let params = ApprovalParams {
+            session: session.clone(),
+            approval,
+            status,
+        };
+        let params = serde_json::to_value(params).expect("approvals serialize");
+        self.agent_notify(&session, "moonkale/agent/approval", params);
     }
 
     /// Shows a message with buttons in every editor that has them, else a
@@ -212,9 +227,9 @@ impl Workspace {
     }
 
     /// The plan, and a choice of how to go on.
-    fn ask_plan(&mut self, approval: &Value) {
-        let id = approval_id(approval).to_owned();
-        let plan = clip(approval["plan"].as_str().unwrap_or_default(), 1500);
+    fn ask_plan(&mut self, id: &str, plan: &str) {
+        let id = id.to_owned();
+        let plan = clip(plan, 1500);
         let ask = Question {
             typ: MessageType::INFO,
             message: format!("Claude's plan is ready:\n\n{plan}"),
@@ -227,16 +242,16 @@ impl Workspace {
     }
 
     /// Each question of an `AskUserQuestion`, with its options as buttons.
-    fn ask_questions(&mut self, approval: &Value) {
+    fn ask_questions(&mut self, approval: &Approval) {
         let id = approval_id(approval).to_owned();
         for (index, question) in questions(approval).iter().enumerate() {
-            let text = clip(question["question"].as_str().unwrap_or_default(), 500);
+            let text = clip(&question.question, 500);
             let mut buttons: Vec<String> = option_labels(question)
                 .into_iter()
                 .map(str::to_owned)
                 .collect();
             buttons.push(DECLINE.into());
-            let many = if question["multiSelect"] == true {
+            let many = if question.multi_select == Some(true) {
                 " (one choice here; several with `moonkale-service agent answer`)"
             } else {
                 ""
@@ -252,11 +267,10 @@ impl Workspace {
         }
     }
 
-    fn ask_tool(&mut self, approval: &Value) {
+    fn ask_tool(&mut self, approval: &Approval) {
         let id = approval_id(approval).to_owned();
-        let title = approval["title"].as_str().unwrap_or_default();
-        let tool = approval["tool"].as_str().unwrap_or_default();
-        let destructive = approval["destructive"] == true;
+        let (title, tool) = (&approval.title, &approval.tool);
+        let destructive = approval.destructive;
         // "Always" does not apply to a destructive command: not offered.
         let mut buttons = vec!["Allow".to_owned()];
         if !destructive {
@@ -280,7 +294,7 @@ impl Workspace {
 
     /// The question was decided (by anyone) or withdrawn: the buttons still
     /// open in other editors are cancelled.
-    pub(super) fn agent_approval_closed(&mut self, session: &str, approval: &str) {
+    pub(super) fn agent_approval_closed(&mut self, approval: &str) {
         let Some(index) = self
             .agent
             .approvals
@@ -295,11 +309,7 @@ impl Workspace {
             self.cancel_questions(&Awaited::Question(approval.to_owned(), index));
         }
         self.agent.partial_answers.remove(approval);
-        self.agent_notify(
-            session,
-            "moonkale/agent/approval",
-            json!({"session": session, "approval": closed, "status": "closed"}),
-        );
+        self.approval_notify(closed, ApprovalStatus::Closed);
     }
 
     /// An editor pressed one of our approval buttons.
@@ -311,7 +321,7 @@ impl Workspace {
             .agent
             .approvals
             .iter()
-            .any(|a| approval_id(a) == approval && approval_kind(a) == "plan");
+            .any(|a| approval_id(a) == approval && is_plan(a));
         let answer = if is_plan {
             match PLAN_BUTTONS.iter().find(|(t, _)| *t == title) {
                 Some((_, mode)) => Answer {
@@ -339,7 +349,7 @@ impl Workspace {
                 _ => return,
             }
         };
-        self.forward_answer(approval, answer);
+        self.forward_answer(approval, answer, None);
     }
 
     /// An editor chose an option of one question (or declined).
@@ -352,40 +362,50 @@ impl Workspace {
                     message: Some("The user declined to answer.".into()),
                     ..Answer::default()
                 },
+                None,
             );
             return;
         }
         // The first answer to this question wins: the others are withdrawn.
         self.cancel_questions(&Awaited::Question(approval.clone(), index));
-        let _ = self.answer_one_question(&approval, index, json!(title));
+        self.answer_one_question(&approval, index, json!(title), None);
     }
 
     /// Keeps the answer to question `index` and forwards them all once
-    /// every question has one.
+    /// every question has one; `reply` (a command's) gets an error, a
+    /// `null` while questions are still open, or the session's verdict.
     fn answer_one_question(
         &mut self,
         approval: &str,
         index: usize,
         answer: Value,
-    ) -> Result<(), ResponseError> {
+        reply: Option<Responder>,
+    ) {
+        let refuse = |reply: Option<Responder>, why: String| {
+            if let Some(reply) = reply {
+                reply.send(Err(ResponseError::invalid_params(why)));
+            }
+        };
         let Some(asked) = self
             .agent
             .approvals
             .iter()
             .find(|a| approval_id(a) == approval)
         else {
-            return Err(ResponseError::invalid_params(format!(
-                "approval {approval} is not waiting (answered already?)"
-            )));
+            if let Some(reply) = reply {
+                reply.send(Err(crate::ports::not_waiting(approval)));
+            }
+            return;
         };
         let texts: Vec<String> = questions(asked)
             .iter()
-            .map(|q| q["question"].as_str().unwrap_or_default().to_owned())
+            .map(|q| q.question.clone())
             .collect();
         if index >= texts.len() {
-            return Err(ResponseError::invalid_params(format!(
-                "approval {approval} has no question {index}"
-            )));
+            return refuse(
+                reply,
+                format!("approval {approval} has no question {index}"),
+            );
         }
         let partial = self
             .agent
@@ -394,7 +414,10 @@ impl Workspace {
             .or_default();
         partial.insert(index, answer);
         if partial.len() < texts.len() {
-            return Ok(());
+            if let Some(reply) = reply {
+                reply.send(Ok(Value::Null)); // kept; the others are still open
+            }
+            return;
         }
         let partial = self
             .agent
@@ -412,56 +435,64 @@ impl Workspace {
                 answers: Some(answers),
                 ..Answer::default()
             },
+            reply,
         );
-        Ok(())
     }
 
-    fn forward_answer(&mut self, approval: String, mut answer: Answer) {
+    /// Hands the user's answer to its session, which judges it; `reply`
+    /// (an editor's command) gets the session's verdict.
+    fn forward_answer(&mut self, approval: String, mut answer: Answer, reply: Option<Responder>) {
         answer.by = "editor";
-        if let Some(sender) = &self.agent.sender
-            && sender
-                .try_send(AgentCommand::Answer { approval, answer })
-                .is_err()
-        {
+        let command = AgentCommand::Answer {
+            approval,
+            answer,
+            reply,
+        };
+        let refused = match &self.agent.sender {
+            Some(sender) => sender.try_send(command).err().map(|e| e.into_inner()),
+            None => Some(command),
+        };
+        if let Some(AgentCommand::Answer { reply, .. }) = refused {
             tracing::warn!("the agent did not take an answer (busy or stopping)");
+            if let Some(reply) = reply {
+                reply.send(Err(ResponseError::new(
+                    code::INTERNAL_ERROR,
+                    "the agent is busy or stopping; try again",
+                )));
+            }
         }
     }
 
     /// `moonkale.answerApproval [{"approval", "allow", "always"?, "message"?}]`.
-    pub(super) fn answer_approval_command(
-        &mut self,
-        args: &[Value],
-    ) -> Result<Value, ResponseError> {
-        let a: AnswerArguments = args
+    /// The session answers `reply` once it has judged the answer; the hub
+    /// only collects one question at a time.
+    pub(super) fn answer_approval_command(&mut self, args: &[Value], reply: Responder) {
+        let a: AnswerArguments = match args
             .first()
             .cloned()
             .and_then(|v| serde_json::from_value(v).ok())
-            .ok_or_else(|| {
-                ResponseError::invalid_params(format!(
-                    "{ANSWER_APPROVAL_COMMAND} wants [{{\"approval\", \"allow\", \"always\"?, \"mode\"?, \"question\"?, \"choice\"?, \"answers\"?}}]"
-                ))
-            })?;
-        if !self
-            .agent
-            .approvals
-            .iter()
-            .any(|p| approval_id(p) == a.approval)
         {
-            return Err(ResponseError::invalid_params(format!(
-                "approval {} is not waiting (answered already?)",
-                a.approval
-            )));
-        }
+            Some(a) => a,
+            None => {
+                return reply.send(Err(ResponseError::invalid_params(format!(
+                    "{ANSWER_APPROVAL_COMMAND} wants [{{\"approval\", \"allow\", \"always\"?, \"mode\"?, \"question\"?, \"choice\"?, \"answers\"?}}]"
+                ))));
+            }
+        };
         if let (Some(index), Some(choice)) = (a.question, a.choice) {
             self.cancel_questions(&Awaited::Question(a.approval.clone(), index));
-            self.answer_one_question(&a.approval, index, json!(choice))?;
-            return Ok(Value::Null);
+            return self.answer_one_question(&a.approval, index, json!(choice), Some(reply));
         }
         let mode = match a.mode.as_deref() {
             None => None,
-            Some(m) => Some(PermissionMode::parse(m).ok_or_else(|| {
-                ResponseError::invalid_params(format!("{m:?} is not a permission mode"))
-            })?),
+            Some(m) => match PermissionMode::parse(m) {
+                Some(mode) => Some(mode),
+                None => {
+                    return reply.send(Err(ResponseError::invalid_params(format!(
+                        "{m:?} is not a permission mode"
+                    ))));
+                }
+            },
         };
         self.forward_answer(
             a.approval,
@@ -473,8 +504,8 @@ impl Workspace {
                 answers: a.answers,
                 ..Answer::default()
             },
+            Some(reply),
         );
-        Ok(Value::Null)
     }
 
     /// Code actions answering every waiting approval, offered on any file
@@ -492,8 +523,8 @@ impl Workspace {
         };
         for a in &self.agent.approvals {
             let answer = AnswerArguments::to(approval_id(a));
-            match approval_kind(a) {
-                "plan" => {
+            match &a.kind {
+                ApprovalKind::Plan { .. } => {
                     for (label, mode) in PLAN_BUTTONS {
                         let label = format!("Claude: {} (the plan)", label.to_lowercase());
                         let arguments = match mode {
@@ -512,17 +543,13 @@ impl Workspace {
                     }
                     continue;
                 }
-                "question" => {
+                ApprovalKind::Question { .. } => {
                     let answered = self.agent.partial_answers.get(&answer.approval);
                     for (index, q) in questions(a).iter().enumerate() {
                         if answered.is_some_and(|p| p.contains_key(&index)) {
                             continue;
                         }
-                        let header = q["header"]
-                            .as_str()
-                            .or(q["question"].as_str())
-                            .map(|h| clip(h, 60))
-                            .unwrap_or_default();
+                        let header = clip(q.header.as_deref().unwrap_or(&q.question), 60);
                         for label in option_labels(q) {
                             let arguments = AnswerArguments {
                                 question: Some(index),
@@ -540,13 +567,12 @@ impl Workspace {
                     action("Claude asks: decline to answer".into(), decline);
                     continue;
                 }
-                _ => {}
+                ApprovalKind::Tool => {}
             }
-            let title = a["title"].as_str().unwrap_or_default();
-            let tool = a["tool"].as_str().unwrap_or_default();
+            let (title, tool) = (&a.title, &a.tool);
             // "Always" does not apply to a destructive command: not offered.
             let mut choices = vec![(format!("Claude: allow {title}"), true, false)];
-            if a["destructive"] != true {
+            if !a.destructive {
                 choices.push((
                     format!("Claude: always allow {tool} in this session"),
                     true,

@@ -241,9 +241,11 @@ impl Host {
                     params,
                     reply,
                 }) => self.request(editor, &method, &params, reply),
-                AgentCommand::Answer { approval, answer } => {
-                    self.answer(approval, answer, None);
-                }
+                AgentCommand::Answer {
+                    approval,
+                    answer,
+                    reply,
+                } => self.answer(approval, answer, reply),
                 AgentCommand::Shutdown => break,
             }
         }

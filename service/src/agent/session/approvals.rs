@@ -227,9 +227,7 @@ impl Approvals {
     /// the answer fits it.
     pub fn answer(&mut self, approval: &str, answer: Answer) -> Result<Ended, ResponseError> {
         let Some(p) = self.pending.get(approval) else {
-            return Err(invalid(format!(
-                "approval {approval} is not waiting (answered already?)"
-            )));
+            return Err(crate::hub::ports::not_waiting(approval));
         };
         let kind = Kind::of(&p.tool);
         if answer.allow && kind == Kind::Question {

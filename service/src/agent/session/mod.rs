@@ -842,12 +842,8 @@ impl Session {
                 let approval = self
                     .approvals
                     .ask(request_id, tool, input, destructive, deadline);
-                let object = to_json(&approval);
-                self.record("approval", object.clone());
-                let _ = self
-                    .hub
-                    .send(Event::AgentApproval { approval: object })
-                    .await;
+                self.record("approval", to_json(&approval));
+                let _ = self.hub.send(Event::AgentApproval { approval }).await;
                 self.set_state(State::WaitingForApproval);
             }
         }

@@ -246,12 +246,15 @@ fn render_hub_event(event: &Event) -> String {
             )
         }
         Event::Publish { method, params, .. } => format!("{method} {params}"),
-        Event::AgentApproval { approval } => format!(
-            "editors asked {} {} {:?}",
-            approval["approval"].as_str().unwrap_or_default(),
-            approval["kind"].as_str().unwrap_or_default(),
-            approval["title"].as_str().unwrap_or_default()
-        ),
+        Event::AgentApproval { approval } => {
+            let object = serde_json::to_value(approval).unwrap();
+            format!(
+                "editors asked {} {} {:?}",
+                approval.approval,
+                object["kind"].as_str().unwrap_or_default(),
+                approval.title
+            )
+        }
         Event::AgentApprovalClosed { approval, .. } => {
             format!("editors' question closed {approval}")
         }

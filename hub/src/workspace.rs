@@ -17,7 +17,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 
 use lsp_types::{CodeAction, CodeActionKind, CodeActionOrCommand, Command, Url};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -44,6 +43,8 @@ use selections::Selection;
 use super::diagnostics::DiagnosticsStore;
 use super::subscriptions::Subscriptions;
 use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role};
+use moonkale_protocol::dispatch::Dispatch;
+use moonkale_protocol::document::VersionParams;
 use moonkale_protocol::ide::{CallToolResult, SelectionChanged};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
@@ -315,7 +316,8 @@ impl Workspace {
     // ----- requests ------------------------------------------------------
 
     /// Answers a request now, or parks `reply` (or hands it to a host) to
-    /// be answered later.
+    /// be answered later. Params are parsed once, here, into the method's
+    /// own type; the handlers take typed values.
     fn request(&mut self, editor: EditorId, method: &str, params: Params, reply: Responder) {
         if !self.editors.contains_key(&editor) {
             return reply.send(Err(ResponseError::new(
@@ -323,61 +325,70 @@ impl Workspace {
                 "not initialized",
             )));
         }
-        let answer = match method {
-            "textDocument/codeAction" => self.code_action(editor, params),
-            "textDocument/hover" => self.position_request(editor, &params, "hover"),
-            "textDocument/completion" => self.position_request(editor, &params, "completion"),
-            "textDocument/signatureHelp" => self.position_request(editor, &params, "signatureHelp"),
-            "textDocument/references" => self.position_request(editor, &params, "references"),
-            "textDocument/documentHighlight" => {
-                self.position_request(editor, &params, "documentHighlight")
-            }
-            "textDocument/definition"
-            | "textDocument/declaration"
-            | "textDocument/typeDefinition"
-            | "textDocument/implementation" => self.position_request(editor, &params, "definition"),
-            "textDocument/diagnostic" => self.pull_diagnostics(editor, params),
-            "workspace/executeCommand" if command_name(&params) == Some(START_CLAUDE_COMMAND) => {
-                let args = parse_params::<lsp_types::ExecuteCommandParams>(&params)
-                    .map(|p| p.arguments)
-                    .unwrap_or_default();
-                return self.start_claude_command(editor, &args, reply);
-            }
-            "workspace/executeCommand" if command_name(&params) == Some(TRUST_COMMAND) => {
-                return self.trust_command(editor, &params, reply);
-            }
-            "workspace/executeCommand"
-                if command_name(&params) == Some(ANSWER_APPROVAL_COMMAND) =>
-            {
-                let args = parse_params::<lsp_types::ExecuteCommandParams>(&params)
-                    .map(|p| p.arguments)
-                    .unwrap_or_default();
-                return self.answer_approval_command(&args, reply);
-            }
-            "workspace/executeCommand" => self.execute_command(editor, params),
-            "moonkale/status" => {
-                Ok(serde_json::to_value(self.status()).expect("status serializes"))
-            }
-            "moonkale/document" => self.document(params),
-            "moonkale/waitForVersion" => return self.wait_for_version(params, reply),
-            m if m.starts_with("moonkale/agent/") => {
-                return self.agent_request(editor, method, params, reply);
-            }
-            m if m.starts_with("moonkale/terminal/") => {
-                return self.terminal_request(editor, method, params, reply);
-            }
-            #[cfg(test)]
-            "moonkale/test/panic" => panic!("injected by a test"),
-            _ => Err(ResponseError::new(
-                code::METHOD_NOT_FOUND,
-                format!("unknown method {method}"),
-            )),
-        };
-        reply.send(answer);
+        // The hosts' namespaces go to them whole; they dispatch typed.
+        if method.starts_with("moonkale/agent/") {
+            return self.agent_request(editor, method, params, reply);
+        }
+        if method.starts_with("moonkale/terminal/") {
+            return self.terminal_request(editor, method, params, reply);
+        }
+        #[cfg(test)]
+        if method == "moonkale/test/panic" {
+            panic!("injected by a test");
+        }
+        use lsp_types::request as lsp;
+        use moonkale_protocol::{document, status};
+        let now = |answer: Result<Value, ResponseError>| answer.map(Routed::Now);
+        let routed = Dispatch::new(method, &params)
+            .on::<lsp::CodeActionRequest>(|p| now(self.code_action(editor, p)))
+            .on::<CursorOf<lsp::HoverRequest>>(|p| now(self.position_request(editor, p, "hover")))
+            .on::<CursorOf<lsp::Completion>>(|p| {
+                now(self.position_request(editor, p, "completion"))
+            })
+            .on::<CursorOf<lsp::SignatureHelpRequest>>(|p| {
+                now(self.position_request(editor, p, "signatureHelp"))
+            })
+            .on::<CursorOf<lsp::References>>(|p| {
+                now(self.position_request(editor, p, "references"))
+            })
+            .on::<CursorOf<lsp::DocumentHighlightRequest>>(|p| {
+                now(self.position_request(editor, p, "documentHighlight"))
+            })
+            .on::<CursorOf<lsp::GotoDefinition>>(|p| {
+                now(self.position_request(editor, p, "definition"))
+            })
+            .on::<CursorOf<lsp::GotoDeclaration>>(|p| {
+                now(self.position_request(editor, p, "definition"))
+            })
+            .on::<CursorOf<lsp::GotoTypeDefinition>>(|p| {
+                now(self.position_request(editor, p, "definition"))
+            })
+            .on::<CursorOf<lsp::GotoImplementation>>(|p| {
+                now(self.position_request(editor, p, "definition"))
+            })
+            .on::<lsp::DocumentDiagnosticRequest>(|p| now(self.pull_diagnostics(editor, p)))
+            .on::<lsp::ExecuteCommand>(|p| Ok(Routed::Command(p)))
+            .on::<status::StatusRequest>(|_| {
+                now(Ok(
+                    serde_json::to_value(self.status()).expect("status serializes")
+                ))
+            })
+            .on::<document::DocumentText>(|p| now(self.document(p)))
+            .on::<document::WaitForVersion>(|p| Ok(Routed::WaitForVersion(p)))
+            .finish();
+        match routed {
+            Ok(Routed::Now(value)) => reply.send(Ok(value)),
+            Ok(Routed::Command(p)) => self.execute_command(editor, p, reply),
+            Ok(Routed::WaitForVersion(p)) => self.wait_for_version(p, reply),
+            Err(e) => reply.send(Err(e)),
+        }
     }
 
-    fn code_action(&mut self, editor: EditorId, params: Params) -> Result<Value, ResponseError> {
-        let p: lsp_types::CodeActionParams = parse_params(&params)?;
+    fn code_action(
+        &mut self,
+        editor: EditorId,
+        p: lsp_types::CodeActionParams,
+    ) -> Result<Value, ResponseError> {
         check_range(&p.range)?;
         let uri = p.text_document.uri;
         self.set_selection(
@@ -415,25 +426,29 @@ impl Workspace {
         Ok(serde_json::to_value(actions).expect("code actions serialize"))
     }
 
+    /// `workspace/executeCommand`, by command: some answer now, the others
+    /// (the agent's and the terminals') are answered by their host.
     fn execute_command(
         &mut self,
         editor: EditorId,
-        params: Params,
-    ) -> Result<Value, ResponseError> {
-        let p: lsp_types::ExecuteCommandParams = parse_params(&params)?;
-        if p.command == SEND_TO_CLAUDE_COMMAND {
-            return self.send_to_claude(editor, &p.arguments);
-        }
-        if [ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND].contains(&p.command.as_str()) {
-            return self.proposal_command(editor, &p.command, &p.arguments);
-        }
-        if p.command == SELECTION_COMMAND {
-            return self.selection_command(editor, &p.arguments);
-        }
-        Err(ResponseError::invalid_params(format!(
-            "unknown command {}",
-            p.command
-        )))
+        p: lsp_types::ExecuteCommandParams,
+        reply: Responder,
+    ) {
+        let args = &p.arguments;
+        let answer = match p.command.as_str() {
+            START_CLAUDE_COMMAND => return self.start_claude_command(editor, args, reply),
+            TRUST_COMMAND => return self.trust_command(editor, args, reply),
+            ANSWER_APPROVAL_COMMAND => return self.answer_approval_command(args, reply),
+            SEND_TO_CLAUDE_COMMAND => self.send_to_claude(editor, args),
+            ACCEPT_COMMAND | REJECT_COMMAND | REVERT_HUNK_COMMAND => {
+                self.proposal_command(editor, &p.command, args)
+            }
+            SELECTION_COMMAND => self.selection_command(editor, args),
+            other => Err(ResponseError::invalid_params(format!(
+                "unknown command {other}"
+            ))),
+        };
+        reply.send(answer);
     }
 
     fn parse<T: serde::de::DeserializeOwned>(
@@ -473,18 +488,6 @@ fn tool_result(result: CallToolResult) -> Value {
     serde_json::to_value(result).expect("a tool result serializes")
 }
 
-/// The `command` of `workspace/executeCommand` params, if they have one.
-fn command_name(params: &RawValue) -> Option<&str> {
-    #[derive(Deserialize)]
-    struct P<'a> {
-        #[serde(borrow)]
-        command: &'a str,
-    }
-    serde_json::from_str::<P>(params.get())
-        .ok()
-        .map(|p| p.command)
-}
-
 /// The `Url` of an absolute path in the canonical form (`core::uri`) that
 /// the connections put every URI they receive into, so a document the service
 /// names and the same document an editor names are one key.
@@ -513,4 +516,21 @@ fn check_range(r: &lsp_types::Range) -> Result<(), ResponseError> {
         ));
     }
     Ok(())
+}
+
+/// A request, parsed, before it meets its reply.
+enum Routed {
+    Now(Value),
+    Command(lsp_types::ExecuteCommandParams),
+    WaitForVersion(VersionParams),
+}
+
+/// Request `R` read only for where the cursor is: the hub answers nothing
+/// of its own to these, and takes them whatever else they carry.
+struct CursorOf<R>(std::marker::PhantomData<R>);
+
+impl<R: lsp_types::request::Request> lsp_types::request::Request for CursorOf<R> {
+    type Params = lsp_types::TextDocumentPositionParams;
+    type Result = Value;
+    const METHOD: &'static str = R::METHOD;
 }

@@ -152,10 +152,7 @@ impl Workspace {
 
     /// `moonkale.trustWorkspace`: the agent host keeps the decision (it
     /// does the file IO) and answers.
-    pub(super) fn trust_command(&mut self, editor: EditorId, params: &Params, reply: Responder) {
-        let args = parse_params::<lsp_types::ExecuteCommandParams>(params)
-            .map(|p| p.arguments)
-            .unwrap_or_default();
+    pub(super) fn trust_command(&mut self, editor: EditorId, args: &[Value], reply: Responder) {
         let trusted = args
             .first()
             .and_then(|a| a.get("trusted"))

@@ -9,7 +9,7 @@ use lsp_types::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Workspace, parse_params};
+use super::Workspace;
 use crate::EditorId;
 use crate::core::PositionEncoding;
 use crate::core::position::{to_char_idx, to_wire};
@@ -39,9 +39,8 @@ impl Workspace {
     pub(super) fn pull_diagnostics(
         &mut self,
         editor: EditorId,
-        params: Params,
+        p: lsp_types::DocumentDiagnosticParams,
     ) -> Result<Value, ResponseError> {
-        let p: lsp_types::DocumentDiagnosticParams = parse_params(&params)?;
         let uri = p.text_document.uri;
         let to = self.editors[&editor].info.encoding;
         // What this editor forwarded itself it already shows; echoing it back

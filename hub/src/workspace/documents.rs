@@ -12,12 +12,12 @@
 //! caller stops waiting.
 
 use lsp_types::Url;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Selection, Workspace, parse_params};
+use super::{Selection, Workspace};
 use crate::core::{Document, SyncState, TextChange};
 use crate::{EditorId, Responder};
+use moonkale_protocol::document::{DocumentState, UriParams, VersionParams};
 use moonkale_protocol::jsonrpc::{Params, ResponseError, code};
 
 pub(super) struct OpenDocument {
@@ -187,38 +187,25 @@ impl Workspace {
         }
     }
 
-    pub(super) fn document(&self, params: Params) -> Result<Value, ResponseError> {
-        #[derive(Deserialize)]
-        struct Params {
-            uri: Url,
-        }
-        let p: Params = parse_params(&params)?;
+    pub(super) fn document(&self, p: UriParams) -> Result<Value, ResponseError> {
         let Some((editor, open)) = self.latest(&p.uri) else {
             return Err(ResponseError::new(
                 code::REQUEST_FAILED,
                 format!("{} is not open in any editor", p.uri),
             ));
         };
-        Ok(json!({
-            "uri": p.uri,
-            "editor": editor.0,
-            "version": open.doc.version(),
-            "dirty": open.doc.is_dirty(),
-            "inSync": *open.doc.sync() == SyncState::InSync,
-            "text": open.doc.text().to_string(),
-        }))
+        let state = DocumentState {
+            uri: p.uri,
+            editor: editor.0,
+            version: open.doc.version(),
+            dirty: open.doc.is_dirty(),
+            in_sync: *open.doc.sync() == SyncState::InSync,
+            text: open.doc.text().to_string(),
+        };
+        Ok(serde_json::to_value(state).expect("serializes"))
     }
 
-    pub(super) fn wait_for_version(&mut self, params: Params, reply: Responder) {
-        #[derive(Deserialize)]
-        struct Params {
-            uri: Url,
-            version: i32,
-        }
-        let p: Params = match parse_params(&params) {
-            Ok(p) => p,
-            Err(e) => return reply.send(Err(e)),
-        };
+    pub(super) fn wait_for_version(&mut self, p: VersionParams, reply: Responder) {
         if let Some((_, open)) = self
             .latest(&p.uri)
             .filter(|(_, o)| o.doc.version() >= p.version)

@@ -13,9 +13,8 @@ use std::path::PathBuf;
 use lsp_types::Url;
 use serde::Deserialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
-use super::{Editor, Workspace, file_uri, parse_params};
+use super::{Editor, Workspace, file_uri};
 use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{LineCol, PositionEncoding, WirePosition};
 use crate::{EditorId, Role};
@@ -77,10 +76,9 @@ impl Workspace {
     pub(super) fn position_request(
         &mut self,
         editor: EditorId,
-        params: &RawValue,
+        p: lsp_types::TextDocumentPositionParams,
         source: &'static str,
     ) -> Result<Value, ResponseError> {
-        let p: lsp_types::TextDocumentPositionParams = parse_params(params)?;
         let pos = p.position.into();
         self.set_selection(editor, p.text_document.uri, pos, pos, source);
         Ok(Value::Null)

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 mod approvals;
-mod cli;
+pub(in crate::agent) mod cli;
 #[cfg(test)]
 mod tests;
 

@@ -41,8 +41,18 @@ pub fn spawn(
     commands: tokio::sync::mpsc::Receiver<AgentCommand>,
     config: AgentConfig,
 ) -> tokio::task::JoinHandle<()> {
+    let chats = crate::user_state::chats_dir(hub.root()).map_err(|e| e.to_string());
+    spawn_in(hub, commands, config, chats)
+}
+
+/// [`spawn`], keeping transcripts in `chats` (a test's own folder).
+fn spawn_in(
+    hub: HubHandle,
+    commands: tokio::sync::mpsc::Receiver<AgentCommand>,
+    config: AgentConfig,
+    chats: Result<PathBuf, String>,
+) -> tokio::task::JoinHandle<()> {
     let root = hub.root().to_path_buf();
-    let chats = crate::user_state::chats_dir(&root).map_err(|e| e.to_string());
     let host = Host {
         root,
         chats,
@@ -595,3 +605,6 @@ fn summary_from_disk(path: &Path, id: &str) -> Option<SessionSummary> {
     }
     Some(summary)
 }
+
+#[cfg(test)]
+mod tests;

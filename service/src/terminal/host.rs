@@ -534,4 +534,65 @@ mod tests {
         assert!(check_size(1, 1).is_ok());
         assert!(check_size(MAX_ROWS, MAX_COLS).is_ok());
     }
+
+    use crate::hub::ports::terminal_channel;
+
+    async fn ask(tx: &mpsc::Sender<TerminalHostCommand>, method: &str, params: Value) -> String {
+        let (reply, answered) = Responder::new();
+        let params = crate::lsp::message::params(&params);
+        let request = Request::new(EditorId(1), method, params, reply);
+        tx.send(TerminalHostCommand::Request(request))
+            .await
+            .unwrap();
+        match answered.await.expect("a responder always answers") {
+            Ok(v) => format!("Ok {v}"),
+            Err(e) => format!("Err {} {}", e.code, e.message),
+        }
+    }
+
+    #[tokio::test]
+    async fn refusals_name_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let (hub, _events) = HubHandle::detached(dir.path().to_path_buf());
+        let (tx, rx) = terminal_channel();
+        let config = TerminalConfig {
+            env: Vec::new(),
+            grace: Duration::from_millis(100),
+            claude_bin: None,
+            ide_port: None,
+        };
+        let host = spawn(hub, rx, config);
+        let answers = [
+            ask(&tx, "moonkale/terminal/list", json!({})).await,
+            ask(&tx, "moonkale/terminal/close", json!({"terminal": 7})).await,
+            ask(
+                &tx,
+                "moonkale/terminal/input",
+                json!({"terminal": 7, "text": "ls\n"}),
+            )
+            .await,
+            ask(
+                &tx,
+                "moonkale/terminal/open",
+                json!({"rows": 0, "cols": 80}),
+            )
+            .await,
+            ask(&tx, "moonkale/terminal/open", json!({"cwd": "/etc"})).await,
+            ask(&tx, "moonkale/terminal/open", json!({"argv": []})).await,
+            ask(&tx, "moonkale/terminal/reopen", json!({})).await,
+        ];
+        let text = answers
+            .join("\n")
+            .replace(&dir.path().display().to_string(), "W");
+        expect_test::expect![[r#"
+            Ok {"terminals":[]}
+            Err -32602 no terminal 7
+            Err -32602 no terminal 7
+            Err -32602 size 0x80 refused: 1..=1000 rows and 1..=4000 columns
+            Err -32602 /etc is not a folder inside the workspace
+            Err -32602 argv must name a program (and contain no NUL)
+            Err -32601 unknown method moonkale/terminal/reopen"#]].assert_eq(&text);
+        tx.send(TerminalHostCommand::Shutdown).await.unwrap();
+        host.await.unwrap();
+    }
 }

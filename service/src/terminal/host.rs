@@ -496,6 +496,7 @@ fn user_default_mode(env: &[(OsString, OsString)]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hub::ports::terminal_channel;
 
     #[test]
     fn claude_is_wired_to_the_ide_and_reviews_edits() {
@@ -535,7 +536,6 @@ mod tests {
         assert!(check_size(MAX_ROWS, MAX_COLS).is_ok());
     }
 
-    use crate::hub::ports::terminal_channel;
 
     async fn ask(tx: &mpsc::Sender<TerminalHostCommand>, method: &str, params: Value) -> String {
         let (reply, answered) = Responder::new();

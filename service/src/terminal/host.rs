@@ -75,13 +75,9 @@ struct Live {
     owner: Option<EditorId>,
 }
 
-fn invalid(message: impl Into<String>) -> ResponseError {
-    ResponseError::invalid_params(message)
-}
-
 fn check_size(rows: u16, cols: u16) -> Result<(), ResponseError> {
     if rows == 0 || cols == 0 || rows > MAX_ROWS || cols > MAX_COLS {
-        return Err(invalid(format!(
+        return Err(ResponseError::invalid_params(format!(
             "size {rows}x{cols} refused: 1..={MAX_ROWS} rows and 1..={MAX_COLS} columns"
         )));
     }
@@ -167,8 +163,9 @@ impl Host {
                 Ok(Routed::Now(to_json(&wire::ListResult { terminals })))
             })
             .on::<wire::Close>(|p| {
-                self.close(p.terminal)
-                    .ok_or_else(|| invalid(format!("no terminal {}", p.terminal)))?;
+                self.close(p.terminal).ok_or_else(|| {
+                    ResponseError::invalid_params(format!("no terminal {}", p.terminal))
+                })?;
                 Ok(Routed::Now(to_json(&Empty {})))
             })
             .on::<wire::Input>(|p| {
@@ -178,7 +175,9 @@ impl Host {
                         .as_ref()
                         .map_or(0, |k| k.iter().map(String::len).sum());
                 if size > MAX_INPUT {
-                    return Err(invalid(format!("input over {MAX_INPUT} bytes")));
+                    return Err(ResponseError::invalid_params(format!(
+                        "input over {MAX_INPUT} bytes"
+                    )));
                 }
                 match (p.text, p.keys, p.paste) {
                     (Some(text), None, None) => to(
@@ -193,7 +192,9 @@ impl Host {
                         p.terminal,
                         Box::new(|reply| TerminalCommand::Paste { text, reply }),
                     ),
-                    _ => Err(invalid("give exactly one of text, keys or paste")),
+                    _ => Err(ResponseError::invalid_params(
+                        "give exactly one of text, keys or paste",
+                    )),
                 }
             })
             .on::<wire::Resize>(|p| {
@@ -233,7 +234,10 @@ impl Host {
     /// Hands `command` to its terminal; errors go to the command's reply.
     fn forward(&mut self, id: u64, command: TerminalCommand) {
         let (command, error) = match self.terminals.get(&id) {
-            None => (command, invalid(format!("no terminal {id}"))),
+            None => (
+                command,
+                ResponseError::invalid_params(format!("no terminal {id}")),
+            ),
             Some(live) => match live.handle.tx.try_send(command) {
                 Ok(()) => return,
                 Err(mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c)) => (
@@ -267,7 +271,9 @@ impl Host {
             ));
         }
         if argv.is_empty() || argv.iter().any(|a| a.contains('\0')) {
-            return Err(invalid("argv must name a program (and contain no NUL)"));
+            return Err(ResponseError::invalid_params(
+                "argv must name a program (and contain no NUL)",
+            ));
         }
         let cwd = self.confined_cwd(cwd)?;
         let mut env = scrubbed_env(self.config.env.iter().cloned());
@@ -328,9 +334,9 @@ impl Host {
         let joined = self.workspace.join(cwd);
         let real = joined
             .canonicalize()
-            .map_err(|e| invalid(format!("{}: {e}", joined.display())))?;
+            .map_err(|e| ResponseError::invalid_params(format!("{}: {e}", joined.display())))?;
         if !real.starts_with(&*self.workspace) || !real.is_dir() {
-            return Err(invalid(format!(
+            return Err(ResponseError::invalid_params(format!(
                 "{} is not a folder inside the workspace",
                 joined.display()
             )));
@@ -536,7 +542,6 @@ mod tests {
         assert!(check_size(MAX_ROWS, MAX_COLS).is_ok());
     }
 
-
     async fn ask(tx: &mpsc::Sender<TerminalHostCommand>, method: &str, params: Value) -> String {
         let (reply, answered) = Responder::new();
         let params = crate::lsp::message::params(&params);
@@ -591,7 +596,8 @@ mod tests {
             Err -32602 size 0x80 refused: 1..=1000 rows and 1..=4000 columns
             Err -32602 /etc is not a folder inside the workspace
             Err -32602 argv must name a program (and contain no NUL)
-            Err -32601 unknown method moonkale/terminal/reopen"#]].assert_eq(&text);
+            Err -32601 unknown method moonkale/terminal/reopen"#]]
+        .assert_eq(&text);
         tx.send(TerminalHostCommand::Shutdown).await.unwrap();
         host.await.unwrap();
     }

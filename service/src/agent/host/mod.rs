@@ -81,12 +81,9 @@ struct Live {
     last_used: u64,
 }
 
-fn invalid(message: impl Into<String>) -> ResponseError {
-    ResponseError::invalid_params(message)
-}
-
 fn session_id(raw: &str) -> Result<Uuid, ResponseError> {
-    Uuid::parse_str(raw).map_err(|_| invalid(format!("{raw:?} is not a session id")))
+    Uuid::parse_str(raw)
+        .map_err(|_| ResponseError::invalid_params(format!("{raw:?} is not a session id")))
 }
 
 /// A request, parsed, before it meets its reply.
@@ -200,7 +197,7 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
 
 fn check_prompt(prompt: &str) -> Result<(), ResponseError> {
     if prompt.len() > MAX_PROMPT_BYTES {
-        return Err(invalid(format!(
+        return Err(ResponseError::invalid_params(format!(
             "the prompt has {} bytes; at most {MAX_PROMPT_BYTES} are accepted",
             prompt.len()
         )));
@@ -217,7 +214,9 @@ fn check_model(model: Option<&str>) -> Result<(), ResponseError> {
                 || m.starts_with('-')
                 || m.chars().any(|c| c.is_control() || c.is_whitespace()) =>
         {
-            Err(invalid(format!("{m:?} is not a model name")))
+            Err(ResponseError::invalid_params(format!(
+                "{m:?} is not a model name"
+            )))
         }
         _ => Ok(()),
     }
@@ -363,7 +362,7 @@ impl Host {
     fn answer(&mut self, approval: String, answer: Answer, reply: Option<Responder>) {
         let Some(id) = ApprovalId::parse(&approval) else {
             if let Some(reply) = reply {
-                reply.send(Err(invalid(format!(
+                reply.send(Err(ResponseError::invalid_params(format!(
                     "{approval:?} is not an approval id (session/number)"
                 ))));
             }
@@ -408,7 +407,7 @@ impl Host {
                 format!("sessions cannot be kept: {why}"),
             )
         })?;
-        transcript::path_for(chats, id).map_err(|e| invalid(e.to_string()))
+        transcript::path_for(chats, id).map_err(|e| ResponseError::invalid_params(e.to_string()))
     }
 
     /// The live session `raw`, loaded from its transcript if it has no task.
@@ -419,7 +418,9 @@ impl Host {
         if !self.sessions.contains_key(&id) {
             let path = self.transcript_path(raw)?;
             if std::fs::symlink_metadata(&path).is_err() {
-                return Err(invalid(format!("no session {raw} in this workspace")));
+                return Err(ResponseError::invalid_params(format!(
+                    "no session {raw} in this workspace"
+                )));
             }
             self.make_room()?;
             let failed = |e: transcript::TranscriptError| {

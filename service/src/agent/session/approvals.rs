@@ -232,7 +232,7 @@ impl Approvals {
         let kind = Kind::of(&p.tool);
         if answer.allow && kind == Kind::Question {
             let Some(answers) = &answer.answers else {
-                return Err(invalid(
+                return Err(ResponseError::invalid_params(
                     "this is a question: answer it with answers {question: label(s) or your text}",
                 ));
             };
@@ -241,7 +241,7 @@ impl Approvals {
         if let Some(mode) = answer.mode
             && (kind != Kind::Plan || !PLAN_CHOICES.iter().any(|(m, _)| *m == mode))
         {
-            return Err(invalid(format!(
+            return Err(ResponseError::invalid_params(format!(
                 "{} is not a way to go on from this approval",
                 mode.as_str()
             )));
@@ -350,10 +350,6 @@ impl Approvals {
     }
 }
 
-fn invalid(message: impl Into<String>) -> ResponseError {
-    ResponseError::invalid_params(message)
-}
-
 /// Checks the user's answers against the questions asked: every question
 /// answered with a string, or (multi-select) a list of strings.
 fn check_answers(
@@ -367,12 +363,14 @@ fn check_answers(
         .filter_map(|q| q["question"].as_str())
         .collect();
     if let Some(extra) = answers.keys().find(|k| !questions.contains(&k.as_str())) {
-        return Err(invalid(format!(
+        return Err(ResponseError::invalid_params(format!(
             "{extra:?} is not one of the questions asked"
         )));
     }
     if let Some(missing) = questions.iter().find(|q| !answers.contains_key(**q)) {
-        return Err(invalid(format!("the question {missing:?} has no answer")));
+        return Err(ResponseError::invalid_params(format!(
+            "the question {missing:?} has no answer"
+        )));
     }
     for (question, answer) in answers {
         let ok = match answer {
@@ -386,13 +384,13 @@ fn check_answers(
             _ => false,
         };
         if !ok {
-            return Err(invalid(format!(
+            return Err(ResponseError::invalid_params(format!(
                 "the answer to {question:?} must be a label, a list of labels or your own text"
             )));
         }
     }
     if serde_json::to_vec(answers).map_or(0, |b| b.len()) > MAX_ANSWER_BYTES {
-        return Err(invalid(format!(
+        return Err(ResponseError::invalid_params(format!(
             "answers are limited to {MAX_ANSWER_BYTES} bytes"
         )));
     }

@@ -304,3 +304,49 @@ mod tests {
         assert!(serde_json::from_str::<Empty>("{\"extra\": 1}").is_ok());
     }
 }
+
+#[cfg(test)]
+mod crate_graph {
+    /// The `[dependencies]` of a workspace crate, by its folder.
+    fn dependencies(folder: &str) -> Vec<String> {
+        let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(folder)
+            .join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).expect("a manifest");
+        let section = text
+            .split("\n[dependencies]\n")
+            .nth(1)
+            .expect("a [dependencies] section");
+        section
+            .lines()
+            .take_while(|l| !l.starts_with('['))
+            .filter_map(|l| l.split(['.', ' ', '=']).next())
+            .filter(|name| !name.is_empty() && !name.starts_with('#'))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The hub depends on no adapter; the protocol and the front-door
+    /// client on nothing of the server (no PTYs, no TLS, no WebSocket).
+    #[test]
+    fn the_hub_and_the_front_ends_do_not_depend_on_the_server() {
+        let server = [
+            "moonkale-service",
+            "moonkale-claude",
+            "portable-pty",
+            "vt100",
+            "rustls",
+            "tokio-rustls",
+            "tokio-tungstenite",
+        ];
+        for folder in ["protocol", "hub", "client"] {
+            let deps = dependencies(folder);
+            assert!(!deps.is_empty(), "{folder}: no dependencies read");
+            for dep in &deps {
+                assert!(!server.contains(&dep.as_str()), "{folder} depends on {dep}");
+            }
+        }
+        assert!(dependencies("hub").contains(&"moonkale-protocol".to_owned()));
+    }
+}

@@ -240,7 +240,7 @@ pub fn mcp_calls(data: &[u8]) {
     let params: serde_json::Value = serde_json::from_str(params.get()).unwrap_or_default();
     match method.as_str() {
         "initialize" => {
-            let _ = mcp::initialize_result(&params);
+            let _ = mcp::SERVER.initialize_result(&params);
         }
         "tools/call" => {
             let root = moonkale_service::ide::paths::Root::open(root).expect("the fuzz root");

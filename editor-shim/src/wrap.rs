@@ -38,6 +38,8 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use moonkale_protocol::Notification;
+use moonkale_protocol::document::PublishDiagnostics;
 use moonkale_service::lsp::framing::{FrameReader, write_frame};
 use moonkale_service::lsp::message::{self, Message, RequestId, ResponseError, code};
 use moonkale_service::lsp::stdio;
@@ -406,7 +408,8 @@ impl Router {
                 if let (Some(uri), Some(diagnostics)) = (p.get("uri"), p.get("diagnostics")) {
                     let copy =
                         json!({"uri": uri, "source": self.source, "diagnostics": diagnostics});
-                    self.to_service(message::notification("moonkale/publishDiagnostics", copy));
+                    let method = <PublishDiagnostics as Notification>::METHOD;
+                    self.to_service(message::notification(method, copy));
                 }
                 self.send_editor(body).await;
             }

@@ -6,7 +6,6 @@
 //! of theirs; the hub only `try_send`s on a port, so a busy host is an
 //! error now, never a stall of the workspace.
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -76,18 +75,6 @@ impl Request {
             reply,
         }
     }
-
-    /// The params as `T`; an invalid-params error says what is wrong.
-    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ResponseError> {
-        parse_params(&self.params)
-    }
-}
-
-/// Parses raw params as `T`, the one place an invalid-params error is
-/// worded.
-pub fn parse_params<T: DeserializeOwned>(params: &Params) -> Result<T, ResponseError> {
-    serde_json::from_str(params.get())
-        .map_err(|e| ResponseError::invalid_params(format!("invalid params: {e}")))
 }
 
 /// The one wording of an answer to an approval that is no longer waiting.

@@ -43,7 +43,7 @@ use selections::Selection;
 use super::diagnostics::DiagnosticsStore;
 use super::subscriptions::Subscriptions;
 use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role};
-use moonkale_protocol::dispatch::Dispatch;
+use moonkale_protocol::dispatch::{Dispatch, parse as parse_params};
 use moonkale_protocol::document::VersionParams;
 use moonkale_protocol::ide::{CallToolResult, SelectionChanged};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
@@ -502,11 +502,6 @@ pub(super) fn file_name(uri: &Url) -> String {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default()
-}
-
-fn parse_params<T: serde::de::DeserializeOwned>(params: &RawValue) -> Result<T, ResponseError> {
-    serde_json::from_str(params.get())
-        .map_err(|e| ResponseError::invalid_params(format!("invalid params: {e}")))
 }
 
 fn check_range(r: &lsp_types::Range) -> Result<(), ResponseError> {

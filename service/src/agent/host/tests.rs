@@ -6,12 +6,11 @@
 use std::time::Duration;
 
 use expect_test::expect;
-use moonkale_claude::stream::Decoder;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::spawn_in;
-use crate::agent::session::cli::script::{Launched, Output};
+use crate::agent::session::cli::script::Launched;
 use crate::agent::{AgentCommand, AgentConfig, Launcher};
 use crate::hub::ports::{Request, agent_channel};
 use crate::hub::{EditorId, Event, HubHandle, Responder};
@@ -143,15 +142,6 @@ fn regex_free_uuid(text: &str) -> Option<String> {
     })
 }
 
-fn say(cli: &Launched, line: Value) {
-    let mut decoder = Decoder::new();
-    let message = decoder
-        .push(format!("{line}\n").as_bytes())
-        .remove(0)
-        .unwrap();
-    let _ = cli.output.send(Output::Message(message));
-}
-
 #[tokio::test]
 async fn sessions_start_run_list_and_come_back_after_a_restart() {
     let mut w = World::new();
@@ -165,14 +155,8 @@ async fn sessions_start_run_list_and_come_back_after_a_restart() {
     let subscribed = w.hub_sees("Subscribe").await;
     expect!["Subscribe(1, Session(\"S\"))"].assert_eq(&subscribed);
     let cli = w.cli().await;
-    say(
-        &cli,
-        json!({"type": "system", "subtype": "init", "session_id": "x"}),
-    );
-    say(
-        &cli,
-        json!({"type": "result", "subtype": "success", "is_error": false, "result": "hi"}),
-    );
+    cli.say(json!({"type": "system", "subtype": "init", "session_id": "x"}));
+    cli.say(json!({"type": "result", "subtype": "success", "is_error": false, "result": "hi"}));
     w.hub_sees(r#""state":"idle""#).await;
 
     let listed = w.ask("moonkale/agent/list", json!({})).await;

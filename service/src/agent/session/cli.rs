@@ -227,6 +227,18 @@ pub(crate) mod script {
         Exit { stderr: String },
     }
 
+    impl Launched {
+        /// The CLI writes `line`, one stream-json message.
+        pub fn say(&self, line: serde_json::Value) {
+            let mut decoder = moonkale_claude::stream::Decoder::new();
+            let message = decoder
+                .push(format!("{line}\n").as_bytes())
+                .remove(0)
+                .expect("a valid CLI message");
+            let _ = self.output.send(Output::Message(message));
+        }
+    }
+
     pub struct Script {
         lines: mpsc::UnboundedSender<serde_json::Value>,
         output: mpsc::UnboundedReceiver<Output>,

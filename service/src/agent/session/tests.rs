@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use expect_test::{Expect, expect};
 use moonkale_claude::launch::PermissionMode;
-use moonkale_claude::stream::{CliMessage, Decoder};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -181,15 +180,7 @@ impl World {
 
     /// The CLI says `line` (one stream-json message).
     fn cli_says(&self, line: Value) {
-        let mut decoder = Decoder::new();
-        let mut messages = decoder.push(format!("{line}\n").as_bytes());
-        let message: CliMessage = messages.remove(0).expect("a valid CLI message");
-        let _ = self
-            .cli
-            .as_ref()
-            .expect("a CLI runs")
-            .output
-            .send(Output::Message(message));
+        self.cli.as_ref().expect("a CLI runs").say(line);
     }
 
     fn cli_exits(&mut self, stderr: &str) {

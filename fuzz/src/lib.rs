@@ -269,7 +269,7 @@ pub fn lsp_session(data: &[u8]) {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let hub = moonkale_service::hub::spawn(root().clone(), None, None);
+        let hub = moonkale_service::hub::spawn(root().clone(), Default::default());
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (their_read, their_write) = tokio::io::split(theirs);
         let cfg = ConnectionConfig {

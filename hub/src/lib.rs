@@ -39,7 +39,8 @@ use moonkale_protocol::ide::SelectionChanged;
 use moonkale_protocol::jsonrpc::{Params, RequestId, ResponseError};
 
 pub use ports::{
-    AgentCommand, AgentPort, Answer, Responder, TerminalHostCommand, TerminalPort, Topic,
+    AgentCommand, AgentPort, Answer, ChangeRecord, ChangesCommand, ChangesPort, OpenBuffer,
+    Responder, TerminalHostCommand, TerminalPort, Topic,
 };
 
 pub use status::{
@@ -189,6 +190,29 @@ pub enum Event {
         arguments: Value,
         reply: Responder,
     },
+    /// From the change-set host: the sets changed. `pending` holds every
+    /// pending hunk by file (for diagnostics and code actions); `announce`
+    /// names a set whose turn just ended.
+    ChangesUpdated {
+        sets: Vec<moonkale_protocol::changes::ChangeSetSummary>,
+        pending: Vec<PendingFile>,
+        announce: Option<u64>,
+    },
+    /// From the change-set host: an undo wrote `uri` (`None`: removed it);
+    /// editors holding it unmodified get the new text.
+    FileRewritten {
+        uri: lsp_types::Url,
+        text: Option<String>,
+    },
+}
+
+/// A file of a pending change set with its pending hunks.
+#[derive(Clone, Debug)]
+pub struct PendingFile {
+    pub set: u64,
+    pub uri: lsp_types::Url,
+    pub source: moonkale_protocol::changes::ChangeSource,
+    pub hunks: Vec<moonkale_protocol::changes::ChangeHunk>,
 }
 
 /// A turn's progress, shown in editors as `$/progress`.
@@ -234,6 +258,10 @@ impl std::fmt::Debug for Event {
                 write!(f, "AgentProgress({session}, {progress:?})")
             }
             Event::AgentToolCall { tool, .. } => write!(f, "AgentToolCall({tool})"),
+            Event::ChangesUpdated { sets, announce, .. } => {
+                write!(f, "ChangesUpdated({} sets, {announce:?})", sets.len())
+            }
+            Event::FileRewritten { uri, .. } => write!(f, "FileRewritten({uri})"),
         }
     }
 }
@@ -292,15 +320,20 @@ impl HubHandle {
     }
 }
 
+/// The hosts beside the hub, by their ports: `agent` receives the
+/// `moonkale/agent/*` requests, `terminals` the `moonkale/terminal/*` ones
+/// and `changes` the `moonkale/changes/*` ones; without a host its
+/// requests are refused.
+#[derive(Default)]
+pub struct Hosts {
+    pub agent: Option<AgentPort>,
+    pub terminals: Option<TerminalPort>,
+    pub changes: Option<ChangesPort>,
+}
+
 /// Starts the hub task for the workspace at `root` (an absolute, canonical
 /// path) and returns the handle adapters use to reach it.
-/// `agent` receives the `moonkale/agent/*` requests and `terminals` the
-/// `moonkale/terminal/*` ones; without them those are refused.
-pub fn spawn(
-    root: PathBuf,
-    agent: Option<AgentPort>,
-    terminals: Option<TerminalPort>,
-) -> HubHandle {
+pub fn spawn(root: PathBuf, hosts: Hosts) -> HubHandle {
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
     let (selection_tx, selection) = watch::channel(None);
     let handle = HubHandle {
@@ -310,8 +343,9 @@ pub fn spawn(
     };
     tokio::spawn(async move {
         let mut ws = workspace::Workspace::new(root, workspace::Limits::default(), selection_tx);
-        ws.set_agent(agent);
-        ws.set_terminals(terminals);
+        ws.set_agent(hosts.agent);
+        ws.set_terminals(hosts.terminals);
+        ws.set_changes(hosts.changes);
         while let Some(event) = rx.recv().await {
             ws.handle(event);
         }

@@ -6,6 +6,8 @@
 //! of theirs; the hub only `try_send`s on a port, so a busy host is an
 //! error now, never a stall of the workspace.
 
+use std::path::PathBuf;
+
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -97,6 +99,9 @@ pub enum AgentCommand {
         answer: Answer,
         reply: Option<Responder>,
     },
+    /// The user undid or rejected one of the session's changes and said
+    /// why: the session tells Claude with its next prompt.
+    TellClaude { session: String, text: String },
     /// The service is stopping: close every session.
     Shutdown,
 }
@@ -113,6 +118,58 @@ pub enum TerminalHostCommand {
     Shutdown,
 }
 
+/// What the change-set host takes: edits Claude made (from the sources:
+/// hosted sessions, transcripts, the watcher) and the front door's
+/// `moonkale/changes/*` requests (from the hub).
+#[derive(Debug)]
+pub enum ChangesCommand {
+    /// `moonkale/changes/list`, `show` and `keep`.
+    Request(Request),
+    /// `moonkale/changes/undo` (the request or the `moonkale.undoChange`
+    /// command). `buffers` are the editors' buffers of the files the set
+    /// names, so that unsaved work is never overwritten.
+    Undo {
+        params: moonkale_protocol::changes::UndoParams,
+        buffers: Vec<OpenBuffer>,
+        reply: Responder,
+    },
+    /// Claude changed a file.
+    Record(ChangeRecord),
+    /// A turn ended: its set takes no more edits and is announced.
+    TurnEnded { source: ChangeSource, turn: String },
+    /// The service is stopping.
+    Shutdown,
+}
+
+pub use moonkale_protocol::changes::ChangeSource;
+
+/// One editor's buffer of a file, as the hub holds it.
+#[derive(Clone, Debug)]
+pub struct OpenBuffer {
+    pub uri: lsp_types::Url,
+    pub text: String,
+    /// Changed since it was opened or saved.
+    pub dirty: bool,
+}
+
+/// One edit Claude made to one file, as a source saw it.
+#[derive(Clone, Debug)]
+pub struct ChangeRecord {
+    pub source: ChangeSource,
+    /// Edits of one source with the same turn key form one set.
+    pub turn: String,
+    /// The turn's prompt, if the source knows it.
+    pub title: Option<String>,
+    /// Absolute; the host confines it to the workspace (else drops it).
+    pub path: PathBuf,
+    /// The file before the edit (`None`: it did not exist).
+    pub before: Option<String>,
+    /// The file after the edit (`None`: it was deleted).
+    pub after: Option<String>,
+    /// Milliseconds since the epoch.
+    pub at: u64,
+}
+
 /// A host's command type, so the hub has one forwarding path for both.
 pub trait HostCommand: Send + 'static {
     fn request(request: Request) -> Self;
@@ -127,6 +184,18 @@ impl HostCommand for AgentCommand {
     fn into_request(self) -> Option<Request> {
         match self {
             AgentCommand::Request(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+impl HostCommand for ChangesCommand {
+    fn request(request: Request) -> Self {
+        ChangesCommand::Request(request)
+    }
+    fn into_request(self) -> Option<Request> {
+        match self {
+            ChangesCommand::Request(r) => Some(r),
             _ => None,
         }
     }
@@ -170,6 +239,11 @@ pub(crate) fn forward<C: HostCommand>(
 
 pub type AgentPort = mpsc::Sender<AgentCommand>;
 pub type TerminalPort = mpsc::Sender<TerminalHostCommand>;
+pub type ChangesPort = mpsc::Sender<ChangesCommand>;
+
+pub fn changes_channel() -> (ChangesPort, mpsc::Receiver<ChangesCommand>) {
+    mpsc::channel(COMMAND_QUEUE)
+}
 
 pub fn agent_channel() -> (AgentPort, mpsc::Receiver<AgentCommand>) {
     mpsc::channel(COMMAND_QUEUE)

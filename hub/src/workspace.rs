@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 mod agent;
+mod changes;
 mod diagnostics;
 mod documents;
 mod ide;
@@ -96,6 +97,8 @@ pub(super) struct Workspace {
     agent: agent::AgentLink,
     /// Service terminals' subscribers.
     terminals: terminal::TerminalLink,
+    /// The change-set host and its pending sets.
+    changes: changes::ChangesLink,
     /// Who hears which session and terminal.
     subscriptions: Subscriptions,
     /// The active editor's selection as `selection_changed` params.
@@ -138,6 +141,7 @@ impl Workspace {
             awaited_answers: HashMap::new(),
             agent: agent::AgentLink::default(),
             terminals: terminal::TerminalLink::default(),
+            changes: changes::ChangesLink::default(),
             subscriptions: Subscriptions::default(),
             selection_tx,
         }
@@ -202,6 +206,12 @@ impl Workspace {
                     });
                 reply.send(answer);
             }
+            Event::ChangesUpdated {
+                sets,
+                pending,
+                announce,
+            } => self.changes_updated(sets, pending, announce),
+            Event::FileRewritten { uri, text } => self.file_rewritten(uri, text),
             Event::IdeConnected { client, pid } => {
                 if let Some(c) = self.ide_clients.get_mut(&client) {
                     c.cli_pid = pid;
@@ -331,6 +341,9 @@ impl Workspace {
         }
         if method.starts_with("moonkale/terminal/") {
             return self.terminal_request(editor, method, params, reply);
+        }
+        if method.starts_with("moonkale/changes/") {
+            return self.changes_request(editor, method, params, reply);
         }
         #[cfg(test)]
         if method == "moonkale/test/panic" {

@@ -2,7 +2,7 @@
 //! service, the editor shim, the front-door client and the tests.
 //!
 //! - [`jsonrpc`]: JSON-RPC 2.0 messages as LSP uses them, parsed defensively.
-//! - [`document`], [`agent`], [`terminal`], [`proposal`]: every `moonkale/*`
+//! - [`document`], [`agent`], [`terminal`], [`proposal`], [`changes`]: every `moonkale/*`
 //!   request and notification as a type, in the manner of rust-analyzer's
 //!   `lsp/ext.rs`: one uninhabited type per method implementing
 //!   [`lsp_types::request::Request`] or
@@ -24,6 +24,7 @@
 
 pub mod agent;
 mod approval_id;
+pub mod changes;
 pub mod dispatch;
 pub mod document;
 pub mod ide;
@@ -82,6 +83,13 @@ pub const ALL_METHODS: &[&str] = &[
     <status::StatusRequest as Request>::METHOD,
     // proposals
     <proposal::ProposalClosed as Notification>::METHOD,
+    <proposal::List as Request>::METHOD,
+    // change sets
+    <changes::List as Request>::METHOD,
+    <changes::Show as Request>::METHOD,
+    <changes::Undo as Request>::METHOD,
+    <changes::Keep as Request>::METHOD,
+    <changes::Changed as Notification>::METHOD,
     // the agent
     <agent::Start as Request>::METHOD,
     <agent::Send as Request>::METHOD,

@@ -4,7 +4,8 @@
 use lsp_types::Url;
 use serde::{Deserialize, Serialize};
 
-use crate::notification;
+use crate::changes::LineRange;
+use crate::{NoParams, notification, request};
 
 /// `workspace/executeCommand` that accepts a proposal: `[proposal]` (its
 /// document, its target or its tab name) or none (the newest).
@@ -25,4 +26,54 @@ pub struct ProposalClosedParams {
     /// The proposal document.
     pub uri: Url,
     pub accepted: bool,
+}
+
+/// `workspace/executeCommand`: keeps one hunk of a proposal (its diagnostic
+/// goes; once every hunk is kept the proposal is accepted). Arguments
+/// `[proposal document, hunk index]`.
+pub const KEEP_HUNK_COMMAND: &str = "moonkale.keepHunk";
+/// Puts one hunk's original lines back into the proposal. Arguments
+/// `[proposal document, hunk index]`.
+pub const REVERT_HUNK_COMMAND: &str = "moonkale.revertHunk";
+
+request!(
+    /// The pending proposals with their hunks, for plugins that show their
+    /// own diff view.
+    List,
+    "moonkale/proposals",
+    NoParams => ListResult
+);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListResult {
+    pub proposals: Vec<ProposalInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalInfo {
+    pub tab_name: String,
+    /// The file Claude Code wants to change.
+    pub target: Url,
+    /// The document holding the proposal (editable; the answer is its text).
+    pub document: Url,
+    /// The target's text before the change, for the left side of a diff.
+    pub original: String,
+    /// Between `original` and the proposal document as it is now.
+    pub hunks: Vec<ProposalHunk>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposalHunk {
+    pub index: usize,
+    /// Lines of `original`.
+    pub original: LineRange,
+    /// Lines of the proposal document.
+    pub proposed: LineRange,
+    /// The original lines it replaces.
+    pub removed: String,
+    pub added: String,
+    /// The user kept it already.
+    pub kept: bool,
 }

@@ -57,13 +57,26 @@ impl Workspace {
         let (terminal_tx, terminal_rx) = ports::terminal_channel();
         let Some(config) = agent else {
             return Workspace {
-                hub: hub::spawn(root, None, Some(terminal_tx.clone())),
+                hub: hub::spawn(
+                    root,
+                    hub::Hosts {
+                        terminals: Some(terminal_tx.clone()),
+                        ..Default::default()
+                    },
+                ),
                 agent: None,
                 terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
             };
         };
         let (tx, rx) = ports::agent_channel();
-        let hub = hub::spawn(root, Some(tx.clone()), Some(terminal_tx.clone()));
+        let hub = hub::spawn(
+            root,
+            hub::Hosts {
+                agent: Some(tx.clone()),
+                terminals: Some(terminal_tx.clone()),
+                changes: None,
+            },
+        );
         let task = crate::agent::spawn(hub.clone(), rx, config.clone());
         Workspace {
             hub,

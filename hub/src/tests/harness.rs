@@ -489,6 +489,9 @@ impl World {
                         reply.send(Ok(serde_json::json!({})));
                     }
                 }
+                AgentCommand::TellClaude { session, text } => self
+                    .log
+                    .push_str(&format!("  agent <- TellClaude {session} {text:?}\n")),
                 AgentCommand::Shutdown => self.log.push_str("  agent <- Shutdown\n"),
             }
         }

@@ -778,7 +778,7 @@ mod tests {
         fn start(transport: Transport) -> Peer {
             let (ours, theirs) = tokio::io::duplex(1 << 16);
             let (their_read, their_write) = tokio::io::split(theirs);
-            let hub = crate::hub::spawn(std::env::temp_dir(), None, None);
+            let hub = crate::hub::spawn(std::env::temp_dir(), Default::default());
             let cfg = ConnectionConfig {
                 transport,
                 token: None,

@@ -255,6 +255,11 @@ impl Host {
                     answer,
                     reply,
                 } => self.answer(approval, answer, reply),
+                // Filled in by the change-set work: the session prepends it
+                // to its next prompt.
+                AgentCommand::TellClaude { session, text } => {
+                    tracing::debug!(%session, bytes = text.len(), "a note for Claude");
+                }
                 AgentCommand::Shutdown => break,
             }
         }

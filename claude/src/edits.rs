@@ -179,23 +179,33 @@ pub enum TranscriptEntry {
     Edit { session: String, edit: FileEdit },
     /// An edit record that did not add up (the reason).
     BadEdit { session: String, why: String },
+    /// Claude's answer ended its turn (`stop_reason: end_turn`).
+    TurnEnded { session: String },
     /// Anything else.
     Other,
 }
 
 /// Reads one transcript line. Prompts are `user` messages whose content is
 /// a string (tool results are lists), outside side chains and not the
-/// CLI's own meta messages; edits are `user` lines with `toolUseResult`.
+/// CLI's own meta messages; edits are `user` lines with `toolUseResult`;
+/// a main-chain `assistant` message that stopped with `end_turn` ends the
+/// turn.
 pub fn parse_transcript_line(line: &str) -> TranscriptEntry {
     let Ok(v) = serde_json::from_str::<Value>(line) else {
         return TranscriptEntry::Other;
     };
-    if v["type"] != "user" {
-        return TranscriptEntry::Other;
-    }
     let Some(session) = v["sessionId"].as_str().map(str::to_owned) else {
         return TranscriptEntry::Other;
     };
+    if v["type"] == "assistant"
+        && v["isSidechain"] != true
+        && v["message"]["stop_reason"] == "end_turn"
+    {
+        return TranscriptEntry::TurnEnded { session };
+    }
+    if v["type"] != "user" {
+        return TranscriptEntry::Other;
+    }
     if let Some(result) = v.get("toolUseResult") {
         return match edit_from_tool_result(result) {
             Some(Ok(edit)) => TranscriptEntry::Edit { session, edit },
@@ -409,6 +419,8 @@ mod tests {
             r#"{"type":"user","message":{"role":"user","content":[]},"sessionId":"s","toolUseResult":{"filePath":"/w/a","originalFile":"a\n","structuredPatch":[{"oldStart":1,"oldLines":1,"newStart":1,"newLines":1,"lines":["-b","+c"]}]}}"#,
             r#"{"type":"user","message":{"role":"user","content":[]},"sessionId":"s","toolUseResult":"Error: denied"}"#,
             r#"{"type":"assistant","message":{"content":"x"},"sessionId":"s"}"#,
+            r#"{"type":"assistant","message":{"content":[],"stop_reason":"end_turn"},"sessionId":"s"}"#,
+            r#"{"type":"assistant","isSidechain":true,"message":{"stop_reason":"end_turn"},"sessionId":"s"}"#,
             r#"not json"#,
         ];
         let got: Vec<String> = lines
@@ -423,6 +435,8 @@ mod tests {
             Edit { session: "s", edit: FileEdit { path: "/w/n", before: None, after: "n\n" } }
             BadEdit { session: "s", why: "Claude's edit record does not add up: hunk 0: line 1 of the original does not match" }
             Other
+            Other
+            TurnEnded { session: "s" }
             Other
             Other"#]]
         .assert_eq(&got.join("\n"));

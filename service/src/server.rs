@@ -17,6 +17,7 @@ use crate::agent::AgentConfig;
 use crate::error::{Error, IoContext, Result};
 use crate::hub::ports::{self, AgentCommand, AgentPort, TerminalHostCommand, TerminalPort};
 use crate::hub::{self, HubHandle, Transport};
+use crate::ide::transcripts::{ChangeSources, KnownSessions};
 use crate::ide::{IdeConfig, IdeServer};
 use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
 use crate::lsp::stdio;
@@ -43,6 +44,9 @@ pub struct Workspace {
     pub hub: HubHandle,
     agent: Option<(AgentPort, tokio::task::JoinHandle<()>)>,
     terminals: (TerminalPort, Terminals),
+    /// Where the sources of Claude's edits send them (the change-set host,
+    /// when there is one) and the CLI sessions the terminals started.
+    pub sources: ChangeSources,
 }
 
 enum Terminals {
@@ -55,6 +59,7 @@ enum Terminals {
 impl Workspace {
     pub fn start(root: PathBuf, agent: Option<&AgentConfig>) -> Workspace {
         let (terminal_tx, terminal_rx) = ports::terminal_channel();
+        let sources = ChangeSources::default();
         let Some(config) = agent else {
             return Workspace {
                 hub: hub::spawn(
@@ -66,6 +71,7 @@ impl Workspace {
                 ),
                 agent: None,
                 terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
+                sources,
             };
         };
         let (tx, rx) = ports::agent_channel();
@@ -77,11 +83,16 @@ impl Workspace {
                 changes: None,
             },
         );
-        let task = crate::agent::spawn(hub.clone(), rx, config.clone());
+        let config = AgentConfig {
+            changes: sources.changes.clone(),
+            ..config.clone()
+        };
+        let task = crate::agent::spawn(hub.clone(), rx, config);
         Workspace {
             hub,
             agent: Some((tx, task)),
             terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
+            sources,
         }
     }
 
@@ -125,8 +136,13 @@ impl Workspace {
 pub const TERMINAL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How a workspace's terminals start programs.
-fn terminal_config(agent: Option<&AgentConfig>, ide_port: Option<u16>) -> TerminalConfig {
+fn terminal_config(
+    agent: Option<&AgentConfig>,
+    ide_port: Option<u16>,
+    sessions: KnownSessions,
+) -> TerminalConfig {
     TerminalConfig {
+        sessions,
         env: std::env::vars_os().collect(),
         grace: TERMINAL_GRACE,
         claude_bin: agent.and_then(|a| a.claude_bin.clone()),
@@ -389,10 +405,14 @@ pub async fn start_workspace(
     let mut workspace = Workspace::start(root.to_path_buf(), agent);
     let hub = workspace.hub.clone();
     let ide = match ide {
-        Some(cfg) => Some(crate::ide::start(hub.clone(), cfg).await?),
+        Some(cfg) => Some(crate::ide::start(hub.clone(), cfg, workspace.sources.clone()).await?),
         None => None,
     };
-    workspace.start_terminals(terminal_config(agent, ide.as_ref().map(|i| i.port)));
+    workspace.start_terminals(terminal_config(
+        agent,
+        ide.as_ref().map(|i| i.port),
+        workspace.sources.terminals.clone(),
+    ));
     let info = ServiceInfo {
         pid: std::process::id(),
         workspace: root.to_path_buf(),
@@ -564,7 +584,8 @@ pub async fn run_stdio(
         Some(s) => (s.workspace.hub.clone(), None),
         None => {
             let mut w = Workspace::start(root, agent.as_ref());
-            w.start_terminals(terminal_config(agent.as_ref(), None));
+            let sessions = w.sources.terminals.clone();
+            w.start_terminals(terminal_config(agent.as_ref(), None, sessions));
             (w.hub.clone(), Some(w))
         }
     };

@@ -10,9 +10,11 @@
 
 use expect_test::expect;
 use moonkale_tests::fakeapi::Script;
+use moonkale_tests::lsp::{Client, plain_caps};
 use moonkale_tests::review;
 use moonkale_tests::world::World;
-use moonkale_tests::{STEP, wait_until};
+use moonkale_tests::{STEP, poll_until, wait_until};
+use serde_json::{Value, json};
 
 /// (1) The user starts plain `claude --ide` in a terminal of their own in
 /// the workspace: its edits are read from its transcript.
@@ -47,4 +49,114 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
         edit review.txt Some("ONE\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n") -> "ONE\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nTEN\n"
         edit added.txt None -> "written by Claude\n"
         turn ended"#]].assert_eq(&transcript);
+}
+
+/// A terminal's screen as text.
+async fn screen_text(c: &mut Client, id: u64) -> String {
+    let s = c
+        .call("moonkale/terminal/screen", json!({"terminal": id}))
+        .await;
+    let rows = s["lines"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .map(|r| {
+            let spans = r["spans"].as_array().cloned().unwrap_or_default();
+            spans
+                .iter()
+                .map(|s| s["text"].as_str().unwrap_or("").to_owned())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until terminal `id` shows what `pred` wants (the terminal is the
+/// service's; its screen is asked for), up to [`STEP`].
+async fn wait_terminal(c: &mut Client, id: u64, what: &str, pred: impl Fn(&str) -> bool) {
+    let shown = poll_until(STEP, async || {
+        let text = screen_text(c, id).await;
+        pred(&text).then_some(())
+    })
+    .await;
+    if shown.is_none() {
+        panic!("terminal {id}: no {what}:\n{}", screen_text(c, id).await);
+    }
+}
+
+/// (2) "Start Claude Code here" (`moonkale.startClaude`), the user choosing
+/// the CLI's own auto mode: the CLI gets a session id of the service's, so
+/// its transcript is known exactly, and its edits are the terminal's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
+    let mut w = World::builder()
+        .claude_in_terminals()
+        .file(review::FILE, review::BEFORE)
+        .editor("plain-editor", plain_caps())
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    w.fake.set_script(review::script(&root));
+    let c = &mut w.ed;
+    let info = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": [["--permission-mode", "auto"]]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("startClaude answered {info}"));
+    let argv: Vec<String> = serde_json::from_value(info["argv"].clone()).unwrap();
+    let session = argv
+        .windows(2)
+        .find(|w| w[0] == "--session-id")
+        .map(|w| w[1].clone())
+        .unwrap_or_else(|| panic!("no --session-id in {argv:?}"));
+    wait_terminal(c, id, "the CLI's prompt in auto mode", |s| {
+        s.contains("auto mode on") && s.contains('❯')
+    })
+    .await;
+    // Connected to the service before the prompt, as the user sees it.
+    wait_until("the CLI connected over the IDE link", async || {
+        let st = c.call("moonkale/status", Value::Null).await;
+        (st["claudeClients"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()))
+        .then_some(())
+    })
+    .await;
+    c.call(
+        "moonkale/terminal/input",
+        json!({"terminal": id, "text": review::PROMPT}),
+    )
+    .await;
+    wait_terminal(c, id, "the typed prompt", |s| s.contains(review::PROMPT)).await;
+    c.call(
+        "moonkale/terminal/input",
+        json!({"terminal": id, "keys": ["Enter"]}),
+    )
+    .await;
+    wait_terminal(c, id, "the model's last word", |s| s.contains(review::DONE)).await;
+    review::assert_applied(&root);
+    let transcript =
+        w.sb.home
+            .join(".claude/projects")
+            .join(moonkale_claude::sessions::project_slug(&root))
+            .join(format!("{session}.jsonl"));
+    assert!(transcript.is_file(), "no {}", transcript.display());
+}
+
+/// (3) The hosted agent in `acceptEdits`: the edits come from the CLI's
+/// own tool results on its stdout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
+    let mut w = World::builder()
+        .agent()
+        .file(review::FILE, review::BEFORE)
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    w.fake.set_script(review::script(&root));
+    w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
+        .await;
+    review::assert_applied(&root);
 }

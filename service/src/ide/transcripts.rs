@@ -161,7 +161,7 @@ impl Tailer {
             }
         }
         if found.len() > MAX_FILES {
-            found.sort_by(|a, b| b.2.cmp(&a.2));
+            found.sort_by_key(|f| std::cmp::Reverse(f.2));
             found.truncate(MAX_FILES);
         }
         found.sort_by(|a, b| a.0.cmp(&b.0));

@@ -446,20 +446,21 @@ impl ChangeBook {
             .ok_or_else(|| invalid(format!("there is no change set {id}")))
     }
 
+    /// The open set an edit of `source` in `turn` would go into.
+    pub fn open_set_for(&self, source: &ChangeSource, turn: &str) -> Option<&ChangeSet> {
+        let burst = !shows_turns(source, turn);
+        self.sets
+            .iter()
+            .find(|s| s.open && s.source == *source && (burst || s.turn == turn))
+    }
+
     /// Takes one of Claude's edits: into the open set of its source and
     /// turn, else into a new set (closing that source's other open sets).
     pub fn record(&mut self, edit: FileEdit) -> Recorded {
-        let burst = !shows_turns(&edit.source, &edit.turn);
+        let found = self.open_set_for(&edit.source, &edit.turn).map(|s| s.id);
         let mut closed = Vec::new();
-        let mut found = None;
-        for set in self
-            .sets
-            .iter_mut()
-            .filter(|s| s.open && s.source == edit.source)
-        {
-            if burst || set.turn == edit.turn {
-                found = Some(set.id);
-            } else {
+        for set in self.sets.iter_mut() {
+            if set.open && set.source == edit.source && Some(set.id) != found {
                 set.open = false;
                 closed.push(set.id);
             }

@@ -24,6 +24,7 @@
 pub mod agent;
 pub mod agent_client;
 pub mod changes;
+pub mod changes_client;
 pub mod client;
 pub mod doctor;
 pub mod error;

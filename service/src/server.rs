@@ -15,7 +15,9 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::agent::AgentConfig;
 use crate::error::{Error, IoContext, Result};
-use crate::hub::ports::{self, AgentCommand, AgentPort, TerminalHostCommand, TerminalPort};
+use crate::hub::ports::{
+    self, AgentCommand, AgentPort, ChangesCommand, ChangesPort, TerminalHostCommand, TerminalPort,
+};
 use crate::hub::{self, HubHandle, Transport};
 use crate::ide::transcripts::{ChangeSources, KnownSessions};
 use crate::ide::{IdeConfig, IdeServer};
@@ -44,9 +46,11 @@ pub struct Workspace {
     pub hub: HubHandle,
     agent: Option<(AgentPort, tokio::task::JoinHandle<()>)>,
     terminals: (TerminalPort, Terminals),
-    /// Where the sources of Claude's edits send them (the change-set host,
-    /// when there is one) and the CLI sessions the terminals started.
+    /// Where the sources of Claude's edits send them (the change-set host)
+    /// and the CLI sessions the terminals started.
     pub sources: ChangeSources,
+    /// The change-set host (always running) and its task until stopped.
+    changes: (ChangesPort, Option<tokio::task::JoinHandle<()>>),
 }
 
 enum Terminals {
@@ -59,40 +63,39 @@ enum Terminals {
 impl Workspace {
     pub fn start(root: PathBuf, agent: Option<&AgentConfig>) -> Workspace {
         let (terminal_tx, terminal_rx) = ports::terminal_channel();
-        let sources = ChangeSources::default();
-        let Some(config) = agent else {
-            return Workspace {
-                hub: hub::spawn(
-                    root,
-                    hub::Hosts {
-                        terminals: Some(terminal_tx.clone()),
-                        ..Default::default()
-                    },
-                ),
-                agent: None,
-                terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
-                sources,
-            };
-        };
-        let (tx, rx) = ports::agent_channel();
+        let (changes_tx, changes_rx) = ports::changes_channel();
+        let agent_port = agent.map(|_| ports::agent_channel());
         let hub = hub::spawn(
             root,
             hub::Hosts {
-                agent: Some(tx.clone()),
+                agent: agent_port.as_ref().map(|(tx, _)| tx.clone()),
                 terminals: Some(terminal_tx.clone()),
-                changes: None,
+                changes: Some(changes_tx.clone()),
             },
         );
-        let config = AgentConfig {
-            changes: sources.changes.clone(),
-            ..config.clone()
+        let sources = ChangeSources {
+            changes: Some(changes_tx.clone()),
+            terminals: KnownSessions::default(),
         };
-        let task = crate::agent::spawn(hub.clone(), rx, config);
+        let changes_task = crate::changes::spawn(
+            hub.clone(),
+            changes_rx,
+            agent_port.as_ref().map(|(tx, _)| tx.clone()),
+        );
+        let agent = agent.zip(agent_port).map(|(config, (tx, rx))| {
+            let config = AgentConfig {
+                changes: sources.changes.clone(),
+                ..config.clone()
+            };
+            let task = crate::agent::spawn(hub.clone(), rx, config);
+            (tx, task)
+        });
         Workspace {
             hub,
-            agent: Some((tx, task)),
+            agent,
             terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
             sources,
+            changes: (changes_tx, Some(changes_task)),
         }
     }
 
@@ -109,8 +112,9 @@ impl Workspace {
     }
 
     /// Ends the agent's sessions (each closes its process's stdin, waits,
-    /// then ends its process group) and the terminals (SIGHUP, then
-    /// SIGKILL). Bounded by twice the grace period each.
+    /// then ends its process group), the terminals (SIGHUP, then
+    /// SIGKILL) and the change-set host. Bounded by twice the grace period
+    /// each.
     pub async fn stop(&mut self, grace: std::time::Duration) {
         if let Some((tx, task)) = self.agent.take() {
             let _ = tx.send(AgentCommand::Shutdown).await;
@@ -127,6 +131,13 @@ impl Workspace {
                 .is_err()
             {
                 tracing::warn!("terminals did not stop in time");
+            }
+        }
+        // Last: an undo under way finishes its write before the service goes.
+        if let Some(task) = self.changes.1.take() {
+            let _ = self.changes.0.send(ChangesCommand::Shutdown).await;
+            if tokio::time::timeout(grace * 2, task).await.is_err() {
+                tracing::warn!("the change-set host did not stop in time");
             }
         }
     }

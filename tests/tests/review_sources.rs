@@ -49,6 +49,16 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
         edit review.txt Some("ONE\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n") -> "ONE\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nTEN\n"
         edit added.txt None -> "written by Claude\n"
         turn ended"#]].assert_eq(&transcript);
+    // The change set a plain LSP client is told of and shown.
+    let set = review::finished_set(&mut w.ed, &root).await;
+    expect![[r#"
+        ide "tidy the review file" pending
+        review.txt modified
+          0..1 -> 0..1: "one\n" -> "ONE\n"
+          9..10 -> 9..10: "ten\n" -> "TEN\n"
+        added.txt created
+          0..0 -> 0..1: "" -> "written by Claude\n""#]]
+    .assert_eq(&set);
 }
 
 /// A terminal's screen as text.
@@ -143,6 +153,15 @@ async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
             .join(moonkale_claude::sessions::project_slug(&root))
             .join(format!("{session}.jsonl"));
     assert!(transcript.is_file(), "no {}", transcript.display());
+    let set = review::finished_set(&mut w.ed, &root).await;
+    expect![[r#"
+        terminal "tidy the review file" pending
+        review.txt modified
+          0..1 -> 0..1: "one\n" -> "ONE\n"
+          9..10 -> 9..10: "ten\n" -> "TEN\n"
+        added.txt created
+          0..0 -> 0..1: "" -> "written by Claude\n""#]]
+    .assert_eq(&set);
 }
 
 /// (3) The hosted agent in `acceptEdits`: the edits come from the CLI's
@@ -159,4 +178,13 @@ async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
     w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
         .await;
     review::assert_applied(&root);
+    let set = review::finished_set(&mut w.ed, &root).await;
+    expect![[r#"
+        agent "tidy the review file" pending
+        review.txt modified
+          0..1 -> 0..1: "one\n" -> "ONE\n"
+          9..10 -> 9..10: "ten\n" -> "TEN\n"
+        added.txt created
+          0..0 -> 0..1: "" -> "written by Claude\n""#]]
+    .assert_eq(&set);
 }

@@ -50,7 +50,7 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
         edit added.txt None -> "written by Claude\n"
         turn ended"#]].assert_eq(&transcript);
     // The change set a plain LSP client is told of and shown.
-    let set = review::finished_set(&mut w.ed, &root).await;
+    let (_, set) = review::finished_set(&mut w.ed, &root).await;
     expect![[r#"
         ide "tidy the review file" pending
         review.txt modified
@@ -153,7 +153,7 @@ async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
             .join(moonkale_claude::sessions::project_slug(&root))
             .join(format!("{session}.jsonl"));
     assert!(transcript.is_file(), "no {}", transcript.display());
-    let set = review::finished_set(&mut w.ed, &root).await;
+    let (_, set) = review::finished_set(&mut w.ed, &root).await;
     expect![[r#"
         terminal "tidy the review file" pending
         review.txt modified
@@ -175,10 +175,11 @@ async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
         .await;
     let root = w.sb.workspace.clone();
     w.fake.set_script(review::script(&root));
-    w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
-        .await;
+    let (session, _) =
+        w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
+            .await;
     review::assert_applied(&root);
-    let set = review::finished_set(&mut w.ed, &root).await;
+    let (id, set) = review::finished_set(&mut w.ed, &root).await;
     expect![[r#"
         agent "tidy the review file" pending
         review.txt modified
@@ -187,4 +188,27 @@ async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
         added.txt created
           0..0 -> 0..1: "" -> "written by Claude\n""#]]
     .assert_eq(&set);
+    // The user undoes the second hunk and says why: Claude hears it with
+    // the next prompt.
+    let undone =
+        w.ed.call(
+            "moonkale/changes/undo",
+            json!({"set": id, "uri": w.sb.uri(review::FILE), "hunk": 1,
+                   "reason": "keep ten in lower case"}),
+        )
+        .await;
+    assert_eq!(undone["undone"], 1, "{undone}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(review::FILE)).unwrap(),
+        review::AFTER.replace("TEN", "ten")
+    );
+    w.ed.send_prompt(&session, "carry on").await;
+    let asked = w.fake.wait_prompt("carry on", STEP).await;
+    let told = asked.latest_user_text();
+    assert!(
+        told.contains("Note from the user's editor")
+            && told.contains("review.txt")
+            && told.contains("keep ten in lower case"),
+        "the model was not told why: {told}"
+    );
 }

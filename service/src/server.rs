@@ -75,7 +75,7 @@ impl Workspace {
         );
         let sources = ChangeSources {
             changes: Some(changes_tx.clone()),
-            terminals: KnownSessions::default(),
+            sessions: KnownSessions::default(),
         };
         let changes_task = crate::changes::spawn(
             hub.clone(),
@@ -84,7 +84,7 @@ impl Workspace {
         );
         let agent = agent.zip(agent_port).map(|(config, (tx, rx))| {
             let config = AgentConfig {
-                changes: sources.changes.clone(),
+                sources: sources.clone(),
                 ..config.clone()
             };
             let task = crate::agent::spawn(hub.clone(), rx, config);
@@ -422,7 +422,7 @@ pub async fn start_workspace(
     workspace.start_terminals(terminal_config(
         agent,
         ide.as_ref().map(|i| i.port),
-        workspace.sources.terminals.clone(),
+        workspace.sources.sessions.clone(),
     ));
     let info = ServiceInfo {
         pid: std::process::id(),
@@ -595,7 +595,7 @@ pub async fn run_stdio(
         Some(s) => (s.workspace.hub.clone(), None),
         None => {
             let mut w = Workspace::start(root, agent.as_ref());
-            let sessions = w.sources.terminals.clone();
+            let sessions = w.sources.sessions.clone();
             w.start_terminals(terminal_config(agent.as_ref(), None, sessions));
             (w.hub.clone(), Some(w))
         }

@@ -17,6 +17,7 @@
 //! name are confined by the change-set host, not here.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -35,25 +36,47 @@ const MAX_READ_PER_POLL: u64 = 64 << 20;
 /// Most transcript files followed at once (the newest are kept).
 const MAX_FILES: usize = 512;
 
-/// The CLI sessions the service started itself, by session id: their
-/// records are the terminal's, not an anonymous IDE client's.
+/// The CLI sessions the service started itself, by session id: a
+/// terminal's records are that terminal's, not an anonymous IDE client's;
+/// a hosted session's are reported by the session itself (from the CLI's
+/// stdout), so its transcript is not read.
 #[derive(Clone, Debug, Default)]
-pub struct KnownSessions(Arc<Mutex<HashMap<String, u64>>>);
+pub struct KnownSessions(Arc<Mutex<HashMap<String, Owner>>>);
+
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    Terminal(u64),
+    Hosted,
+}
 
 impl KnownSessions {
     /// `session` runs in terminal `terminal`.
-    pub fn insert(&self, session: String, terminal: u64) {
+    pub fn insert_terminal(&self, session: String, terminal: u64) {
+        self.insert(session, Owner::Terminal(terminal));
+    }
+
+    /// `session` is a hosted agent session.
+    pub fn insert_hosted(&self, session: String) {
+        self.insert(session, Owner::Hosted);
+    }
+
+    fn insert(&self, session: String, owner: Owner) {
         self.0
             .lock()
             .expect("known sessions lock")
-            .insert(session, terminal);
+            .insert(session, owner);
     }
 
-    fn source(&self, session: &str) -> ChangeSource {
+    /// Whose records `session`'s are; `None`: not the transcript's to say.
+    fn source(&self, session: &str) -> Option<ChangeSource> {
         let session = session.to_owned();
         match self.0.lock().expect("known sessions lock").get(&session) {
-            Some(&terminal) => ChangeSource::Terminal { terminal, session },
-            None => ChangeSource::Ide { session },
+            Some(Owner::Terminal(terminal)) => Some(ChangeSource::Terminal {
+                terminal: *terminal,
+                session,
+            }),
+            Some(Owner::Hosted) => None,
+            None => Some(ChangeSource::Ide { session }),
         }
     }
 }
@@ -63,7 +86,7 @@ impl KnownSessions {
 pub struct ChangeSources {
     /// `None`: no change sets, nothing is read.
     pub changes: Option<ChangesPort>,
-    pub terminals: KnownSessions,
+    pub sessions: KnownSessions,
 }
 
 /// The CLI's projects folder for the service's own environment:
@@ -83,7 +106,7 @@ pub struct Tailer {
     files: HashMap<PathBuf, Tail>,
     /// The open turn of each session.
     turns: HashMap<String, Turn>,
-    terminals: KnownSessions,
+    sessions: KnownSessions,
     /// Numbers turns whose prompt came before we started reading.
     unnamed: u64,
 }
@@ -104,13 +127,13 @@ struct Turn {
 
 impl Tailer {
     /// Starts at the current end of every transcript of `root`'s projects.
-    pub fn new(projects: PathBuf, root: &Path, terminals: KnownSessions) -> Tailer {
+    pub fn new(projects: PathBuf, root: &Path, sessions: KnownSessions) -> Tailer {
         let mut tailer = Tailer {
             projects,
             slug: project_slug(root),
             files: HashMap::new(),
             turns: HashMap::new(),
-            terminals,
+            sessions,
             unnamed: 0,
         };
         for (path, len) in tailer.transcripts() {
@@ -213,22 +236,31 @@ impl Tailer {
                 text,
             } => {
                 self.end_turn(&session, out);
+                let Some(source) = self.sessions.source(&session) else {
+                    return;
+                };
                 let turn = Turn {
-                    source: self.terminals.source(&session),
+                    source,
                     key: format!("{session}:{turn}"),
                     title: Some(crate::agent::title_of(&text)),
                 };
                 self.turns.insert(session, turn);
             }
             TranscriptEntry::Edit { session, edit } => {
-                let turn = self.turns.entry(session.clone()).or_insert_with(|| {
-                    self.unnamed += 1;
-                    Turn {
-                        source: self.terminals.source(&session),
-                        key: format!("{session}:seen-{}", self.unnamed),
-                        title: None,
+                let turn = match self.turns.entry(session.clone()) {
+                    Entry::Occupied(turn) => turn.into_mut(),
+                    Entry::Vacant(vacant) => {
+                        let Some(source) = self.sessions.source(&session) else {
+                            return;
+                        };
+                        self.unnamed += 1;
+                        vacant.insert(Turn {
+                            source,
+                            key: format!("{session}:seen-{}", self.unnamed),
+                            title: None,
+                        })
                     }
-                });
+                };
                 out.push(ChangesCommand::Record(ChangeRecord {
                     source: turn.source.clone(),
                     turn: turn.key.clone(),
@@ -337,7 +369,7 @@ pub async fn run(
         if connected.wait_for(|n| *n > 0).await.is_err() {
             return;
         }
-        let (p, r, t) = (projects.clone(), root.clone(), sources.terminals.clone());
+        let (p, r, t) = (projects.clone(), root.clone(), sources.sessions.clone());
         let Ok(mut tailer) = tokio::task::spawn_blocking(move || Tailer::new(p, &r, t)).await
         else {
             return;
@@ -490,9 +522,10 @@ mod tests {
     #[test]
     fn new_files_subfolders_terminals_and_what_is_skipped() {
         let s = setup();
-        let terminals = KnownSessions::default();
-        terminals.insert(S.into(), 7);
-        let mut tailer = Tailer::new(s.projects.clone(), &s.root, terminals);
+        let sessions = KnownSessions::default();
+        sessions.insert_terminal(S.into(), 7);
+        sessions.insert_hosted("hosted-session".into());
+        let mut tailer = Tailer::new(s.projects.clone(), &s.root, sessions);
         // A session started after we looked, in a subfolder of the workspace.
         let sub = s.projects.join(project_slug(&s.root.join("sub")));
         std::fs::create_dir_all(&sub).unwrap();
@@ -500,7 +533,15 @@ mod tests {
             &sub.join(format!("{S}.jsonl")),
             &[prompt("p", "go"), write("/ws/sub/n", "n")],
         );
-        // Not ours: another project, a symlink, a long line, a non-jsonl file.
+        // Not ours: a hosted session's (it reports its own edits), another
+        // project, a symlink, a long line, a non-jsonl file.
+        append(
+            &s.own.join("hosted-session.jsonl"),
+            &[
+                prompt("h", "hosted").replace(S, "hosted-session"),
+                write("/ws/h", "h").replace(S, "hosted-session"),
+            ],
+        );
         let other = s.projects.join("-elsewhere");
         std::fs::create_dir_all(&other).unwrap();
         append(&other.join("x.jsonl"), &[write("/elsewhere/x", "x")]);
@@ -523,7 +564,7 @@ mod tests {
         let (connected, rx) = watch::channel(0usize);
         let sources = ChangeSources {
             changes: Some(port),
-            terminals: KnownSessions::default(),
+            sessions: KnownSessions::default(),
         };
         let task = tokio::spawn(run(
             s.root.clone(),

@@ -75,7 +75,10 @@ impl World {
             shutdown_grace: Duration::from_millis(100),
             trust: Some(trust),
             launcher: Launcher::Script(scripts),
-            changes: Some(changes_tx),
+            sources: crate::ide::transcripts::ChangeSources {
+                changes: Some(changes_tx),
+                sessions: Default::default(),
+            },
         };
         let id = Uuid::from_u128(0x5e55);
         let transcript = Transcript::open(dir.path().join("chat.jsonl")).unwrap();

@@ -16,6 +16,19 @@ use moonkale_tests::world::World;
 use moonkale_tests::{STEP, poll_until, wait_until};
 use serde_json::{Value, json};
 
+/// The set [`review::script`] leaves, made by a source of `kind`.
+fn check_set(set: &str, kind: &str) {
+    let (head, files) = set.split_once('\n').unwrap_or((set, ""));
+    assert_eq!(head, format!("{kind} {:?} pending", review::PROMPT));
+    expect![[r#"
+        review.txt modified
+          0..1 -> 0..1: "one\n" -> "ONE\n"
+          9..10 -> 9..10: "ten\n" -> "TEN\n"
+        added.txt created
+          0..0 -> 0..1: "" -> "written by Claude\n""#]]
+    .assert_eq(files);
+}
+
 /// (1) The user starts plain `claude --ide` in a terminal of their own in
 /// the workspace: its edits are read from its transcript.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,14 +64,7 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
         turn ended"#]].assert_eq(&transcript);
     // The change set a plain LSP client is told of and shown.
     let (_, set) = review::finished_set(&mut w.ed, &root).await;
-    expect![[r#"
-        ide "tidy the review file" pending
-        review.txt modified
-          0..1 -> 0..1: "one\n" -> "ONE\n"
-          9..10 -> 9..10: "ten\n" -> "TEN\n"
-        added.txt created
-          0..0 -> 0..1: "" -> "written by Claude\n""#]]
-    .assert_eq(&set);
+    check_set(&set, "ide");
 }
 
 /// A terminal's screen as text.
@@ -154,14 +160,7 @@ async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
             .join(format!("{session}.jsonl"));
     assert!(transcript.is_file(), "no {}", transcript.display());
     let (_, set) = review::finished_set(&mut w.ed, &root).await;
-    expect![[r#"
-        terminal "tidy the review file" pending
-        review.txt modified
-          0..1 -> 0..1: "one\n" -> "ONE\n"
-          9..10 -> 9..10: "ten\n" -> "TEN\n"
-        added.txt created
-          0..0 -> 0..1: "" -> "written by Claude\n""#]]
-    .assert_eq(&set);
+    check_set(&set, "terminal");
 }
 
 /// (3) The hosted agent in `acceptEdits`: the edits come from the CLI's
@@ -180,14 +179,7 @@ async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
             .await;
     review::assert_applied(&root);
     let (id, set) = review::finished_set(&mut w.ed, &root).await;
-    expect![[r#"
-        agent "tidy the review file" pending
-        review.txt modified
-          0..1 -> 0..1: "one\n" -> "ONE\n"
-          9..10 -> 9..10: "ten\n" -> "TEN\n"
-        added.txt created
-          0..0 -> 0..1: "" -> "written by Claude\n""#]]
-    .assert_eq(&set);
+    check_set(&set, "agent");
     // The user undoes the second hunk and says why: Claude hears it with
     // the next prompt.
     let undone =

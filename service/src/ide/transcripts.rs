@@ -407,6 +407,24 @@ pub async fn run(
     }
 }
 
+/// A source's command to the change-set host on one line, for tests.
+#[cfg(test)]
+pub(crate) fn describe_change(command: &ChangesCommand) -> String {
+    match command {
+        ChangesCommand::Record(r) => format!(
+            "record {:?} {} {:?} {} {:?} -> {:?}",
+            r.source,
+            r.turn,
+            r.title,
+            r.path.display(),
+            r.before,
+            r.after
+        ),
+        ChangesCommand::TurnEnded { source, turn } => format!("ended {source:?} {turn}"),
+        _ => "other".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,23 +450,8 @@ mod tests {
     }
 
     fn describe(commands: &[ChangesCommand]) -> String {
-        commands
-            .iter()
-            .map(|c| match c {
-                ChangesCommand::Record(r) => format!(
-                    "record {:?} {} {:?} {} {:?} -> {:?}",
-                    r.source,
-                    r.turn,
-                    r.title,
-                    r.path.display(),
-                    r.before,
-                    r.after
-                ),
-                ChangesCommand::TurnEnded { source, turn } => format!("ended {source:?} {turn}"),
-                _ => "other".into(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        let lines: Vec<String> = commands.iter().map(describe_change).collect();
+        lines.join("\n")
     }
 
     fn append(path: &Path, lines: &[String]) {

@@ -107,7 +107,9 @@ pub struct Tailer {
     /// The open turn of each session.
     turns: HashMap<String, Turn>,
     sessions: KnownSessions,
-    /// Numbers turns whose prompt came before we started reading.
+    /// Names turns whose prompt came before we started reading: when we
+    /// started (so a later start names other turns) and a count.
+    started: u64,
     unnamed: u64,
 }
 
@@ -134,6 +136,7 @@ impl Tailer {
             files: HashMap::new(),
             turns: HashMap::new(),
             sessions,
+            started: now_ms(),
             unnamed: 0,
         };
         for (path, len) in tailer.transcripts() {
@@ -256,7 +259,7 @@ impl Tailer {
                         self.unnamed += 1;
                         vacant.insert(Turn {
                             source,
-                            key: format!("{session}:seen-{}", self.unnamed),
+                            key: format!("{session}:seen-{}-{}", self.started, self.unnamed),
                             title: None,
                         })
                     }
@@ -496,6 +499,7 @@ mod tests {
             &[prompt("old", "before we looked"), write("/ws/old", "x")],
         );
         let mut tailer = Tailer::new(s.projects.clone(), &s.root, KnownSessions::default());
+        tailer.started = 0; // as if started at the epoch, for the turn names
         assert!(tailer.poll().is_empty());
         append(&file, &[write("/ws/a", "a")]);
         // A line written in two pieces is read once it ends.
@@ -513,12 +517,12 @@ mod tests {
         all.extend(tailer.poll());
         all.extend(tailer.finish());
         expect![[r#"
-            record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-1 None /ws/a None -> Some("a")
-            ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-1
+            record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-1 None /ws/a None -> Some("a")
+            ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-1
             record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:p2 Some("second prompt") /ws/b None -> Some("b")
             ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:p2
-            record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-2 None /ws/c None -> Some("c")
-            ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-2"#]]
+            record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-2 None /ws/c None -> Some("c")
+            ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-2"#]]
         .assert_eq(&describe(&all));
     }
 
@@ -529,6 +533,7 @@ mod tests {
         sessions.insert_terminal(S.into(), 7);
         sessions.insert_hosted("hosted-session".into());
         let mut tailer = Tailer::new(s.projects.clone(), &s.root, sessions);
+        tailer.started = 0;
         // A session started after we looked, in a subfolder of the workspace.
         let sub = s.projects.join(project_slug(&s.root.join("sub")));
         std::fs::create_dir_all(&sub).unwrap();
@@ -554,7 +559,7 @@ mod tests {
         let other_session = write("/ws/after-long", "y").replace(S, "another-session");
         append(&long, &["x".repeat(MAX_LINE + 1), other_session]);
         expect![[r#"
-            record Ide { session: "another-session" } another-session:seen-1 None /ws/after-long None -> Some("y")
+            record Ide { session: "another-session" } another-session:seen-0-1 None /ws/after-long None -> Some("y")
             record Terminal { terminal: 7, session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:p Some("go") /ws/sub/n None -> Some("n")"#]]
         .assert_eq(&describe(&tailer.poll()));
     }

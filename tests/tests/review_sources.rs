@@ -63,8 +63,36 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
         edit added.txt None -> "written by Claude\n"
         turn ended"#]].assert_eq(&transcript);
     // The change set a plain LSP client is told of and shown.
-    let (_, set) = review::finished_set(&mut w.ed, &root).await;
+    let (id, set) = review::finished_set(&mut w.ed, &root).await;
     check_set(&set, "ide");
+    // Undoing the new file removes it.
+    let undone =
+        w.ed.call(
+            "moonkale/changes/undo",
+            json!({"set": id, "uri": w.sb.uri(review::NEW_FILE)}),
+        )
+        .await;
+    assert_eq!(undone["undone"], 1, "{undone}");
+    assert!(!root.join(review::NEW_FILE).exists());
+    // The user changed Claude's first line since: its undo is refused,
+    // naming the conflict, and the user's text stays.
+    let mine = review::AFTER.replace("ONE", "ONE, said I");
+    std::fs::write(root.join(review::FILE), &mine).unwrap();
+    let refused =
+        w.ed.request(
+            "moonkale/changes/undo",
+            json!({"set": id, "uri": w.sb.uri(review::FILE), "hunk": 0}),
+        )
+        .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("review.txt") && message.contains("changed after Claude"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(review::FILE)).unwrap(),
+        mine
+    );
 }
 
 /// A terminal's screen as text.

@@ -19,6 +19,7 @@ use crate::hub::ports::{
     self, AgentCommand, AgentPort, ChangesCommand, ChangesPort, TerminalHostCommand, TerminalPort,
 };
 use crate::hub::{self, HubHandle, Transport};
+use crate::ide::transcripts::{ChangeSources, KnownSessions};
 use crate::ide::{IdeConfig, IdeServer};
 use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
 use crate::lsp::stdio;
@@ -47,6 +48,9 @@ pub struct Workspace {
     terminals: (TerminalPort, Terminals),
     /// The change-set host (always running) and its task until stopped.
     changes: (ChangesPort, Option<tokio::task::JoinHandle<()>>),
+    /// Where the sources of Claude's edits send them (the change-set host)
+    /// and the CLI sessions the terminals started.
+    pub sources: ChangeSources,
 }
 
 enum Terminals {
@@ -61,6 +65,10 @@ impl Workspace {
         let (terminal_tx, terminal_rx) = ports::terminal_channel();
         let (changes_tx, changes_rx) = ports::changes_channel();
         let agent_port = agent.map(|_| ports::agent_channel());
+        let sources = ChangeSources {
+            changes: Some(changes_tx.clone()),
+            ..ChangeSources::default()
+        };
         let hub = hub::spawn(
             root,
             hub::Hosts {
@@ -75,7 +83,11 @@ impl Workspace {
             agent_port.as_ref().map(|(tx, _)| tx.clone()),
         );
         let agent = agent.zip(agent_port).map(|(config, (tx, rx))| {
-            let task = crate::agent::spawn(hub.clone(), rx, config.clone());
+            let config = AgentConfig {
+                changes: sources.changes.clone(),
+                ..config.clone()
+            };
+            let task = crate::agent::spawn(hub.clone(), rx, config);
             (tx, task)
         });
         Workspace {
@@ -83,13 +95,8 @@ impl Workspace {
             agent,
             terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
             changes: (changes_tx, Some(changes_task)),
+            sources,
         }
-    }
-
-    /// Where the sources of Claude's edits record them: the change-set
-    /// host.
-    pub fn changes(&self) -> ChangesPort {
-        self.changes.0.clone()
     }
 
     /// Starts the terminal host, once this workspace's IDE port is known
@@ -140,8 +147,13 @@ impl Workspace {
 pub const TERMINAL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How a workspace's terminals start programs.
-fn terminal_config(agent: Option<&AgentConfig>, ide_port: Option<u16>) -> TerminalConfig {
+fn terminal_config(
+    agent: Option<&AgentConfig>,
+    ide_port: Option<u16>,
+    sessions: KnownSessions,
+) -> TerminalConfig {
     TerminalConfig {
+        sessions,
         env: std::env::vars_os().collect(),
         grace: TERMINAL_GRACE,
         claude_bin: agent.and_then(|a| a.claude_bin.clone()),
@@ -404,10 +416,14 @@ pub async fn start_workspace(
     let mut workspace = Workspace::start(root.to_path_buf(), agent);
     let hub = workspace.hub.clone();
     let ide = match ide {
-        Some(cfg) => Some(crate::ide::start(hub.clone(), cfg).await?),
+        Some(cfg) => Some(crate::ide::start(hub.clone(), cfg, workspace.sources.clone()).await?),
         None => None,
     };
-    workspace.start_terminals(terminal_config(agent, ide.as_ref().map(|i| i.port)));
+    workspace.start_terminals(terminal_config(
+        agent,
+        ide.as_ref().map(|i| i.port),
+        workspace.sources.terminals.clone(),
+    ));
     let info = ServiceInfo {
         pid: std::process::id(),
         workspace: root.to_path_buf(),
@@ -579,7 +595,8 @@ pub async fn run_stdio(
         Some(s) => (s.workspace.hub.clone(), None),
         None => {
             let mut w = Workspace::start(root, agent.as_ref());
-            w.start_terminals(terminal_config(agent.as_ref(), None));
+            let sessions = w.sources.terminals.clone();
+            w.start_terminals(terminal_config(agent.as_ref(), None, sessions));
             (w.hub.clone(), Some(w))
         }
     };

@@ -9,7 +9,7 @@ use std::path::Path;
 use lsp_types::Url;
 use moonkale_client::Client;
 use moonkale_protocol::changes::{
-    ChangeSetSummary, FileChangeKind, KeepParams, ReviewState, ShowResult, UndoParams,
+    ChangeSetSummary, FileChangeKind, KeepParams, LineRange, ReviewState, ShowResult, UndoParams,
 };
 
 use crate::error::{Error, Result};
@@ -95,6 +95,15 @@ pub async fn list(socket: &Path, root: &Path, all: bool, as_json: bool) -> Resul
     Ok(out)
 }
 
+/// A hunk's lines as a person counts them.
+fn lines(r: LineRange) -> String {
+    match r.end.saturating_sub(r.start) {
+        0 => format!("no lines, at line {}", r.start + 1),
+        1 => format!("line {}", r.start + 1),
+        _ => format!("lines {}–{}", r.start + 1, r.end),
+    }
+}
+
 /// `changes show`: the set and each hunk as removed and added lines.
 pub async fn show(socket: &Path, root: &Path, set: u64, as_json: bool) -> Result<String> {
     let shown_set: ShowResult = connect(socket).await?.change_set(set).await?;
@@ -108,13 +117,11 @@ pub async fn show(socket: &Path, root: &Path, set: u64, as_json: bool) -> Result
         for h in &file.hunks {
             let _ = writeln!(
                 out,
-                "  hunk {} [{}] lines {}..{} were {}..{}",
+                "  hunk {} [{}] {} (before: {})",
                 h.index,
                 state(h.state),
-                h.after.start + 1,
-                h.after.end,
-                h.before.start + 1,
-                h.before.end
+                lines(h.after),
+                lines(h.before)
             );
             for (mark, text) in [("-", &h.removed), ("+", &h.added)] {
                 for line in text.lines() {

@@ -8,12 +8,14 @@
 //!
 //! Needs `scripts/install-test-peers.sh` and `cargo build --workspace --bins`.
 
+use std::path::Path;
+
 use expect_test::expect;
 use moonkale_tests::fakeapi::Script;
 use moonkale_tests::lsp::{Client, plain_caps};
 use moonkale_tests::review;
 use moonkale_tests::world::World;
-use moonkale_tests::{STEP, poll_until, wait_until};
+use moonkale_tests::{IdeClient, STEP, poll_until, wait_until};
 use serde_json::{Value, json};
 
 /// The set [`review::script`] leaves, made by a source of `kind`.
@@ -231,4 +233,75 @@ async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
             && told.contains("keep ten in lower case"),
         "the model was not told why: {told}"
     );
+}
+
+/// Appends a turn of a `claude` the user runs (session `session`) to its
+/// transcript: a prompt, a Write of `file` with `text`, the final answer.
+fn user_claude_turn(home: &Path, root: &Path, session: &str, prompt: &str, file: &str, text: &str) {
+    use std::io::Write;
+    let dir = home
+        .join(".claude/projects")
+        .join(moonkale_claude::sessions::project_slug(root));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = root.join(file).display().to_string();
+    let lines = [
+        json!({"type": "user", "sessionId": session, "promptId": prompt, "uuid": prompt,
+               "message": {"role": "user", "content": prompt}}),
+        json!({"type": "user", "sessionId": session, "message": {"role": "user", "content": []},
+               "toolUseResult": {"type": "create", "filePath": path, "content": text,
+                                 "structuredPatch": [], "originalFile": null}}),
+        json!({"type": "assistant", "sessionId": session,
+               "message": {"role": "assistant", "stop_reason": "end_turn", "content": []}}),
+    ];
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{session}.jsonl")))
+        .unwrap();
+    for line in lines {
+        writeln!(f, "{line}").unwrap();
+    }
+}
+
+/// The hosted CLI writes a transcript too, in the same projects folder the
+/// service reads while a Claude Code client is connected: its edits are
+/// the session's (from its stdout) and are not read again from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_turn_is_one_set_while_an_ide_client_is_connected() {
+    let mut w = World::builder()
+        .agent()
+        .file(review::FILE, review::BEFORE)
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    let home = w.sb.home.clone();
+    w.fake.set_script(review::script(&root));
+    let mut ide = IdeClient::connect(w.ide_port(), &w.ide_token()).await;
+    ide.initialize("2025-11-25").await;
+    // A turn of the user's own claude: the transcripts are being read.
+    let user = "22222222-3333-4444-8555-666666666666";
+    user_claude_turn(&home, &root, user, "before", "before.txt", "b\n");
+    let (_, before) = review::finished_set(&mut w.ed, &root).await;
+    assert!(before.starts_with("ide \"before\""), "{before}");
+    w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
+        .await;
+    let (_, hosted) = review::finished_set(&mut w.ed, &root).await;
+    check_set(&hosted, "agent");
+    // The hosted CLI's transcript was complete before its turn ended: once
+    // a later transcript turn is announced, everything it holds was read.
+    user_claude_turn(&home, &root, user, "after", "after.txt", "a\n");
+    let (_, after) = review::finished_set(&mut w.ed, &root).await;
+    assert!(after.starts_with("ide \"after\""), "{after}");
+    let listed = w.ed.call("moonkale/changes/list", json!({})).await;
+    let titles: Vec<String> = listed["sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} {}", s["source"]["kind"], s["title"]))
+        .collect();
+    expect![[r#"
+        "ide" "before"
+        "agent" "tidy the review file"
+        "ide" "after""#]]
+    .assert_eq(&titles.join("\n"));
 }

@@ -146,3 +146,115 @@ pub fn render_set(shown: &Value, root: &Path) -> String {
     }
     out.join("\n")
 }
+
+/// The code action of `ed` on line `line` of `uri` whose title starts with
+/// `title`.
+async fn code_action(ed: &mut Client, uri: &str, line: u32, title: &str) -> Value {
+    let at = json!({"line": line, "character": 0});
+    let actions = ed
+        .call(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "context": {"diagnostics": []},
+                   "range": {"start": at, "end": at}}),
+        )
+        .await;
+    actions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["title"].as_str().is_some_and(|t| t.starts_with(title)))
+        .cloned()
+        .unwrap_or_else(|| panic!("no code action {title:?} on line {line} of {uri}: {actions}"))
+}
+
+/// Runs a code action's command, as an editor does when it is picked; the
+/// whole response (an error is the user's message).
+async fn run(ed: &mut Client, action: &Value) -> Value {
+    ed.request(
+        "workspace/executeCommand",
+        json!({"command": action["command"]["command"], "arguments": action["command"]["arguments"]}),
+    )
+    .await
+}
+
+/// The review as a user of an editor with no plugin (Helix) does it, with
+/// the diagnostics and code actions alone, after [`script`]'s turn:
+/// [`FILE`] shows one hint per change, naming what was there; the user
+/// changes Claude's last line and saves; "Undo Claude's change" on the
+/// first line restores exactly it (the other change and the user's text
+/// stay, the editor gets the new text); on the last line it is refused
+/// naming the conflict, and the user's text survives; "Undo all of
+/// Claude's changes" to [`NEW_FILE`] removes it.
+pub async fn walk_in_a_plain_editor(ed: &mut Client, root: &Path) {
+    let uri = format!("file://{}/{FILE}", root.display());
+    let new_uri = format!("file://{}/{NEW_FILE}", root.display());
+    let path = root.join(FILE);
+    ed.did_open(&uri, 1, AFTER).await;
+    let hints = ed
+        .take("the change hints on the file", crate::STEP, |m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == uri.as_str()
+                && m["params"]["diagnostics"]
+                    .as_array()
+                    .is_some_and(|d| d.len() == 2)
+        })
+        .await;
+    let hints = &hints["params"]["diagnostics"];
+    assert_eq!(hints[0]["source"], "claude", "{hints}");
+    assert_eq!(hints[0]["range"]["start"]["line"], 0, "{hints}");
+    assert!(
+        hints[0]["message"].as_str().unwrap().contains("- one"),
+        "{hints}"
+    );
+    assert_eq!(hints[1]["range"]["start"]["line"], 9, "{hints}");
+    assert!(
+        hints[1]["message"].as_str().unwrap().contains("- ten"),
+        "{hints}"
+    );
+
+    // The user changes Claude's last line and saves.
+    let mine = AFTER.replace("TEN", "TEN, said I");
+    ed.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": mine}]}),
+    )
+    .await;
+    std::fs::write(&path, &mine).unwrap();
+    ed.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": uri}, "text": mine}),
+    )
+    .await;
+
+    let undo = code_action(ed, &uri, 0, "Undo Claude's change").await;
+    let done = run(ed, &undo).await;
+    assert!(done.get("error").is_none(), "{done}");
+    let restored = mine.replace("ONE", "one");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), restored);
+    // The editor's buffer (unmodified since the save) gets the same text.
+    let edit = ed
+        .take("the undo's edit of the buffer", crate::STEP, |m| {
+            m["method"] == "workspace/applyEdit"
+                && m["params"]["edit"]["changes"][uri.as_str()].is_array()
+        })
+        .await;
+    assert_eq!(
+        edit["params"]["edit"]["changes"][uri.as_str()][0]["newText"],
+        restored.as_str()
+    );
+
+    let undo = code_action(ed, &uri, 9, "Undo Claude's change").await;
+    let refused = run(ed, &undo).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(FILE) && message.contains("changed after Claude"),
+        "{refused}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), restored);
+
+    ed.did_open(&new_uri, 1, NEW_TEXT).await;
+    let undo = code_action(ed, &new_uri, 0, "Undo all of Claude's changes").await;
+    let done = run(ed, &undo).await;
+    assert!(done.get("error").is_none(), "{done}");
+    assert!(!root.join(NEW_FILE).exists(), "{NEW_FILE} is still there");
+}

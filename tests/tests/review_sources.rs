@@ -4,7 +4,8 @@
 //! the workspace, "Start Claude Code here", and the hosted agent in
 //! `acceptEdits`. The model edits two places of one file and writes a new
 //! one ([`moonkale_tests::review`]); a plain LSP client then reads the
-//! change set.
+//! change set and reviews it as a Helix user would, with diagnostics and
+//! code actions alone ([`review::walk_in_a_plain_editor`]).
 //!
 //! Needs `scripts/install-test-peers.sh` and `cargo build --workspace --bins`.
 
@@ -67,34 +68,7 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
     // The change set a plain LSP client is told of and shown.
     let (id, set) = review::finished_set(&mut w.ed, &root).await;
     check_set(&set, "ide");
-    // Undoing the new file removes it.
-    let undone =
-        w.ed.call(
-            "moonkale/changes/undo",
-            json!({"set": id, "uri": w.sb.uri(review::NEW_FILE)}),
-        )
-        .await;
-    assert_eq!(undone["undone"], 1, "{undone}");
-    assert!(!root.join(review::NEW_FILE).exists());
-    // The user changed Claude's first line since: its undo is refused,
-    // naming the conflict, and the user's text stays.
-    let mine = review::AFTER.replace("ONE", "ONE, said I");
-    std::fs::write(root.join(review::FILE), &mine).unwrap();
-    let refused =
-        w.ed.request(
-            "moonkale/changes/undo",
-            json!({"set": id, "uri": w.sb.uri(review::FILE), "hunk": 0}),
-        )
-        .await;
-    let message = refused["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("review.txt") && message.contains("changed after Claude"),
-        "{refused}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join(review::FILE)).unwrap(),
-        mine
-    );
+    review::walk_in_a_plain_editor(&mut w.ed, &root).await;
 }
 
 /// A terminal's screen as text.
@@ -191,6 +165,7 @@ async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
     assert!(transcript.is_file(), "no {}", transcript.display());
     let (_, set) = review::finished_set(&mut w.ed, &root).await;
     check_set(&set, "terminal");
+    review::walk_in_a_plain_editor(&mut w.ed, &root).await;
 }
 
 /// (3) The hosted agent in `acceptEdits`: the edits come from the CLI's
@@ -233,6 +208,26 @@ async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
             && told.contains("keep ten in lower case"),
         "the model was not told why: {told}"
     );
+}
+
+/// (3, reviewed) The hosted agent's set, reviewed in an editor with no
+/// plugin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosted_agents_set_is_reviewed_in_a_plain_editor() {
+    let mut w = World::builder()
+        .agent()
+        .file(review::FILE, review::BEFORE)
+        .editor("plain-editor", plain_caps())
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    w.fake.set_script(review::script(&root));
+    w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
+        .await;
+    review::assert_applied(&root);
+    let (_, set) = review::finished_set(&mut w.ed, &root).await;
+    check_set(&set, "agent");
+    review::walk_in_a_plain_editor(&mut w.ed, &root).await;
 }
 
 /// Appends a turn of a `claude` the user runs (session `session`) to its

@@ -426,6 +426,22 @@ impl Rng {
     }
 }
 
+/// A SIGKILL loop's rounds (`MOONKALE_CRASH_ROUNDS`, else `default`) and
+/// its kill points' generator (`MOONKALE_CRASH_SEED`, else the clock; the
+/// seed is printed so a failure can be replayed).
+pub fn crash_rounds(default: usize) -> (usize, Rng) {
+    let rounds = std::env::var("MOONKALE_CRASH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(default);
+    let seed = std::env::var("MOONKALE_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(Rng::seed_from_clock);
+    eprintln!("seed {seed} (set MOONKALE_CRASH_SEED to replay the kill points)");
+    (rounds, Rng(seed | 1))
+}
+
 /// Resident memory of a process, in KiB.
 pub fn rss_kib(pid: i32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");

@@ -15,10 +15,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use moonkale_tests::{Rng, TIMEOUT};
+use moonkale_tests::TIMEOUT;
 use serde_json::Value;
 
-const ROUNDS: u64 = 30;
+const ROUNDS: usize = 30;
 const FILE: &str = "big.txt";
 
 /// A text of `lines` numbered lines; every 7th differs in `after`.
@@ -104,16 +104,7 @@ fn check(ws: &Path, state: &Path) -> (bool, Value) {
 
 #[test]
 fn a_kill_during_an_undo_leaves_the_old_or_the_new_file_and_a_set_that_agrees() {
-    let rounds = std::env::var("MOONKALE_CRASH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(ROUNDS);
-    let seed = std::env::var("MOONKALE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(Rng::seed_from_clock);
-    eprintln!("seed {seed} (set MOONKALE_CRASH_SEED to replay the kill points)");
-    let mut rng = Rng(seed | 1);
+    let (rounds, mut rng) = moonkale_tests::crash_rounds(ROUNDS);
     let started = Instant::now();
     // ~1 MiB: the undo's window is long enough to be hit often, and a
     // debug build still diffs it quickly.
@@ -123,7 +114,7 @@ fn a_kill_during_an_undo_leaves_the_old_or_the_new_file_and_a_set_that_agrees() 
     let before_file = base.join("before.txt");
     std::fs::write(&before_file, &before).unwrap();
 
-    let fresh = |round: u64| {
+    let fresh = |round: usize| {
         let ws = base.join(format!("ws{round}"));
         let state = base.join(format!("state{round}"));
         std::fs::create_dir_all(&ws).unwrap();

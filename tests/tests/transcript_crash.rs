@@ -27,7 +27,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use moonkale_service::agent::transcript::{Recovery, Transcript};
-use moonkale_tests::{Rng, TIMEOUT};
+use moonkale_tests::TIMEOUT;
 use serde_json::{Value, json};
 
 /// Rounds per run: 100 per PR (security case 53); `MOONKALE_CRASH_ROUNDS`
@@ -41,16 +41,7 @@ const MAX_ACKS: u64 = 12;
 
 #[test]
 fn hostile_53_sigkill_loop_loses_no_acknowledged_record() {
-    let rounds = std::env::var("MOONKALE_CRASH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(ROUNDS);
-    let seed = std::env::var("MOONKALE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(Rng::seed_from_clock);
-    eprintln!("seed {seed} (set MOONKALE_CRASH_SEED to replay the kill points)");
-    let mut rng = Rng(seed | 1);
+    let (rounds, mut rng) = moonkale_tests::crash_rounds(ROUNDS);
     let dir = tempfile::tempdir_in("/tmp").expect("tempdir");
     let writer = moonkale_tests::bin("transcript-writer");
     let started = Instant::now();

@@ -78,12 +78,16 @@ impl WorkspaceFiles {
     }
 
     /// The file's bytes, for settling an undo after a crash (`None`: it
-    /// does not exist or cannot be read).
-    pub fn read_bytes(&self, path: &Path, cap: usize) -> Option<Vec<u8>> {
-        let file = self.root().ok()?.open_beneath(path, Open::Read).ok()?;
+    /// does not exist; more than `cap` bytes are not read).
+    pub fn read_bytes(&self, path: &Path, cap: usize) -> std::io::Result<Option<Vec<u8>>> {
+        let file = match self.root()?.open_beneath(path, Open::Read) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let mut bytes = Vec::new();
-        file.take(cap as u64 + 1).read_to_end(&mut bytes).ok()?;
-        Some(bytes)
+        file.take(cap as u64 + 1).read_to_end(&mut bytes)?;
+        Ok(Some(bytes))
     }
 
     /// Replaces the file's text atomically: a temporary file beside it,

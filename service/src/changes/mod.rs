@@ -215,8 +215,15 @@ impl Host {
                 let path = path.and_then(|p| self.files.confine(&p).ok());
                 let now = path
                     .as_ref()
-                    .and_then(|p| self.files.read_bytes(p, MAX_FILE_BYTES));
-                let done = self.book.resolve_intent(id, now.as_deref());
+                    .map(|p| self.files.read_bytes(p, MAX_FILE_BYTES));
+                // A file that cannot be read is not taken for the new text.
+                let done = match now {
+                    Some(Ok(now)) => self.book.resolve_intent(id, now.as_deref()),
+                    _ => {
+                        self.book.abandon_undo(id);
+                        false
+                    }
+                };
                 if let Some(path) = &path {
                     self.files.remove_leftover(path);
                 }
@@ -407,7 +414,6 @@ impl Host {
             }
         }
         if result.undone > 0 {
-            self.persist(params.set);
             self.tell_claude(params.set, &undone_files, params.reason.as_deref());
             self.updated(None).await;
         }

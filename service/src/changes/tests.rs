@@ -427,3 +427,29 @@ async fn an_undo_a_crash_interrupted_is_settled_by_the_file_at_start() {
         assert_eq!(w.read("a.txt").is_none(), written);
     }
 }
+
+/// A folder swapped for a symlink after Claude's edit: the undo refuses
+/// the file and writes nothing outside the workspace.
+#[tokio::test]
+async fn an_undo_never_writes_through_a_symlink() {
+    let mut w = World::new().await;
+    std::fs::create_dir(w.path("sub")).unwrap();
+    std::fs::write(w.path("sub/a.txt"), "old\n").unwrap();
+    w.claude_writes("t1", "sub/a.txt", Some("new\n")).await;
+    w.changes_event().await;
+    let outside = w.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("a.txt"), "new\n").unwrap();
+    std::fs::rename(w.path("sub"), w.dir.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, w.path("sub")).unwrap();
+    let answer = w.undo(json!({"set": 1}), vec![], false).await;
+    assert!(
+        answer.contains(r#""undone":0"#) && answer.contains("symlink"),
+        "{answer}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("a.txt")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+}

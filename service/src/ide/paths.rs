@@ -103,15 +103,7 @@ impl Root {
         self.check_still_here()?;
         walk_beneath(self.dir.try_clone()?, &self.path, path, how)
     }
-}
 
-/// Opens `path`, which must lie under `root`, walking from `root` one
-/// component at a time without following any symlink.
-pub fn open_beneath(root: &Path, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
-    Root::open(root)?.open_beneath(path, how)
-}
-
-impl Root {
     /// The folder holding `path` (which must lie under the workspace),
     /// opened by the same walk as [`Root::open_beneath`] (creating missing
     /// folders when `create`), and the file's name in it: for writing and
@@ -125,6 +117,12 @@ impl Root {
         let (dir, last) = walk_dirs(self.dir.try_clone()?, &self.path, path, create)?;
         Ok((dir, cstr(last)?))
     }
+}
+
+/// Opens `path`, which must lie under `root`, walking from `root` one
+/// component at a time without following any symlink.
+pub fn open_beneath(root: &Path, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
+    Root::open(root)?.open_beneath(path, how)
 }
 
 fn cstr(p: &OsStr) -> std::io::Result<std::ffi::CString> {

@@ -48,9 +48,10 @@ pub use status::{
     render as render_status,
 };
 pub use workspace::{
-    ACCEPT_COMMAND, ANSWER_APPROVAL_COMMAND, MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES,
-    REJECT_COMMAND, REVERT_HUNK_COMMAND, SELECTION_COMMAND, SEND_TO_CLAUDE_COMMAND,
-    START_CLAUDE_COMMAND, TRUST_COMMAND, error_result, lenient_file_url, text_result,
+    ACCEPT_COMMAND, ANSWER_APPROVAL_COMMAND, KEEP_HUNK_COMMAND, MAX_DOCUMENTS_PER_EDITOR,
+    MAX_TOTAL_BYTES, REJECT_COMMAND, REVERT_HUNK_COMMAND, SELECTION_COMMAND,
+    SEND_TO_CLAUDE_COMMAND, START_CLAUDE_COMMAND, TRUST_COMMAND, error_result, lenient_file_url,
+    text_result,
 };
 
 /// How many events may wait for the hub before senders are slowed down.
@@ -89,6 +90,10 @@ pub struct EditorInfo {
     /// The editor advertised `window.workDoneProgress`: it takes
     /// `$/progress` for tokens we create.
     pub shows_progress: bool,
+    /// The editor advertised `window.showDocument.support`.
+    pub shows_documents: bool,
+    /// The editor registers `textDocument/inlayHint` dynamically.
+    pub registers_inlay_hints: bool,
 }
 
 /// Serialized JSON-RPC bodies on their way to one editor. Bounded: the hub

@@ -131,6 +131,9 @@ pub enum ChangesCommand {
     Undo {
         params: moonkale_protocol::changes::UndoParams,
         buffers: Vec<OpenBuffer>,
+        /// Any refusal is an error (a command from a code action, whose
+        /// editor shows errors but not results), not only a hunk's.
+        strict: bool,
         reply: Responder,
     },
     /// Claude changed a file.

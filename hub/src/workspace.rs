@@ -27,13 +27,14 @@ mod documents;
 mod ide;
 mod outbox;
 mod proposals;
+mod review;
 mod selections;
 mod status;
 mod terminal;
 
 pub use agent::{ANSWER_APPROVAL_COMMAND, TRUST_COMMAND};
 pub use ide::{SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result};
-pub use proposals::{ACCEPT_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND};
+pub use proposals::{ACCEPT_COMMAND, KEEP_HUNK_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND};
 pub use selections::SELECTION_COMMAND;
 pub use terminal::START_CLAUDE_COMMAND;
 
@@ -44,6 +45,7 @@ use selections::Selection;
 use super::diagnostics::DiagnosticsStore;
 use super::subscriptions::Subscriptions;
 use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role};
+use moonkale_protocol::changes::{KEEP_COMMAND, OPEN_COMMAND, UNDO_COMMAND};
 use moonkale_protocol::dispatch::{Dispatch, parse as parse_params};
 use moonkale_protocol::document::VersionParams;
 use moonkale_protocol::ide::{CallToolResult, SelectionChanged};
@@ -99,6 +101,8 @@ pub(super) struct Workspace {
     terminals: terminal::TerminalLink,
     /// The change-set host and its pending sets.
     changes: changes::ChangesLink,
+    /// The review diagnostics each editor was last sent.
+    review_published: review::Published,
     /// Who hears which session and terminal.
     subscriptions: Subscriptions,
     /// The active editor's selection as `selection_changed` params.
@@ -119,6 +123,11 @@ struct Editor {
     /// Clock value of this editor's latest sign of use; the highest is the
     /// workspace's active editor.
     last_active: u64,
+    /// It can show documents we name (`window/showDocument`): it said so at
+    /// `initialize` and has not refused one of our proposals since.
+    shows_documents: bool,
+    /// Inlay hints on proposal documents were registered with it.
+    hints_registered: bool,
 }
 
 impl Workspace {
@@ -142,6 +151,7 @@ impl Workspace {
             agent: agent::AgentLink::default(),
             terminals: terminal::TerminalLink::default(),
             changes: changes::ChangesLink::default(),
+            review_published: review::Published::default(),
             subscriptions: Subscriptions::default(),
             selection_tx,
         }
@@ -247,9 +257,12 @@ impl Workspace {
                 } else {
                     0
                 };
+                let shows_documents = info.shows_documents;
                 self.editors.insert(
                     editor,
                     Editor {
+                        shows_documents,
+                        hints_registered: false,
                         info,
                         outbox,
                         docs: HashMap::new(),
@@ -308,10 +321,22 @@ impl Workspace {
             return;
         }
         match method {
-            "textDocument/didOpen" => self.did_open(editor, params),
-            "textDocument/didChange" => self.did_change(editor, params),
+            "textDocument/didOpen" => {
+                self.did_open(editor, params);
+                self.proposals_after_sync();
+                // A newly opened document may have review diagnostics an
+                // editor attached since never got.
+                self.refresh_review_diagnostics();
+            }
+            "textDocument/didChange" => {
+                self.did_change(editor, params);
+                self.proposals_after_sync();
+            }
             "textDocument/didSave" => self.did_save(editor, params),
-            "textDocument/didClose" => self.did_close(editor, params),
+            "textDocument/didClose" => {
+                self.did_close(editor, params);
+                self.proposals_after_sync();
+            }
             "moonkale/selectionChanged" => self.selection_changed(editor, params),
             "moonkale/publishDiagnostics" => self.publish_diagnostics(editor, params),
             "textDocument/willSave"
@@ -350,7 +375,7 @@ impl Workspace {
             panic!("injected by a test");
         }
         use lsp_types::request as lsp;
-        use moonkale_protocol::{document, status};
+        use moonkale_protocol::{document, proposal, status, to_json};
         let now = |answer: Result<Value, ResponseError>| answer.map(Routed::Now);
         let routed = Dispatch::new(method, &params)
             .on::<lsp::CodeActionRequest>(|p| now(self.code_action(editor, p)))
@@ -387,6 +412,11 @@ impl Workspace {
                 ))
             })
             .on::<document::DocumentText>(|p| now(self.document(p)))
+            .on::<lsp::InlayHintRequest>(|p| now(self.inlay_hints(editor, p)))
+            .on::<proposal::List>(|_| {
+                let proposals = self.proposal_list();
+                now(Ok(to_json(&proposal::ListResult { proposals })))
+            })
             .on::<document::WaitForVersion>(|p| Ok(Routed::WaitForVersion(p)))
             .finish();
         match routed {
@@ -414,6 +444,7 @@ impl Workspace {
         let mut actions = Vec::new();
         if uri.scheme() == "file" {
             actions = self.proposal_actions(&uri, &p.range);
+            actions.extend(self.change_actions(&uri, &p.range));
             actions.extend(self.approval_actions());
             let title = "Send selection to Claude Code";
             let arguments = vec![json!(uri), json!(p.range)];
@@ -452,8 +483,11 @@ impl Workspace {
             START_CLAUDE_COMMAND => return self.start_claude_command(editor, args, reply),
             TRUST_COMMAND => return self.trust_command(editor, args, reply),
             ANSWER_APPROVAL_COMMAND => return self.answer_approval_command(args, reply),
+            UNDO_COMMAND | KEEP_COMMAND | OPEN_COMMAND => {
+                return self.changes_command(editor, &p.command, args, reply);
+            }
             SEND_TO_CLAUDE_COMMAND => self.send_to_claude(editor, args),
-            ACCEPT_COMMAND | REJECT_COMMAND | REVERT_HUNK_COMMAND => {
+            ACCEPT_COMMAND | REJECT_COMMAND | REVERT_HUNK_COMMAND | KEEP_HUNK_COMMAND => {
                 self.proposal_command(editor, &p.command, args)
             }
             SELECTION_COMMAND => self.selection_command(editor, args),

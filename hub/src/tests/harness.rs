@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use crate::core::PositionEncoding;
-use crate::ports::{self, AgentCommand, Answered, Request, TerminalHostCommand};
+use crate::ports::{self, AgentCommand, Answered, ChangesCommand, Request, TerminalHostCommand};
 use crate::workspace::{Limits, Workspace};
 use crate::{
     AgentProgress, EditorId, EditorInfo, Event, IdeClientId, Responder, Role, Topic, Transport,
@@ -36,6 +36,10 @@ const MAX_LABEL: usize = 300;
 pub struct Caps {
     pub buttons: bool,
     pub progress: bool,
+    /// `window.showDocument.support`.
+    pub documents: bool,
+    /// Registers `textDocument/inlayHint` dynamically.
+    pub hints: bool,
     pub encoding: PositionEncoding,
     pub role: Role,
 }
@@ -45,6 +49,8 @@ impl Caps {
     pub const BUTTONS: Caps = Caps {
         buttons: true,
         progress: true,
+        documents: true,
+        hints: true,
         encoding: PositionEncoding::Utf16,
         role: Role::Editor,
     };
@@ -52,6 +58,8 @@ impl Caps {
     pub const PLAIN: Caps = Caps {
         buttons: false,
         progress: false,
+        documents: true,
+        hints: false,
         encoding: PositionEncoding::Utf32,
         role: Role::Editor,
     };
@@ -59,6 +67,8 @@ impl Caps {
     pub const OBSERVER: Caps = Caps {
         buttons: false,
         progress: false,
+        documents: false,
+        hints: false,
         encoding: PositionEncoding::Utf16,
         role: Role::Observer,
     };
@@ -93,6 +103,10 @@ pub struct World {
     at_hosts: Vec<Request>,
     /// `window/showMessageRequest`s sent to each editor, oldest first.
     asked: BTreeMap<u64, Vec<(RequestId, Value)>>,
+    /// Every request sent to each editor, by method, oldest first.
+    sent: BTreeMap<u64, Vec<(RequestId, String)>>,
+    /// The change-set host's port.
+    changes: Option<mpsc::Receiver<ChangesCommand>>,
     log: String,
 }
 
@@ -106,14 +120,17 @@ impl World {
         let (selection_tx, selection) = watch::channel(None);
         let mut ws = Workspace::new(ROOT.into(), limits, selection_tx);
         let (mut agent, mut terminals, mut stalled_hosts) = (None, None, None);
+        let mut changes = None;
         match ports {
             Ports::None => {}
             Ports::Roomy => {
                 let (atx, arx) = ports::agent_channel();
                 let (ttx, trx) = ports::terminal_channel();
+                let (ctx, crx) = ports::changes_channel();
                 ws.set_agent(Some(atx));
                 ws.set_terminals(Some(ttx));
-                (agent, terminals) = (Some(arx), Some(trx));
+                ws.set_changes(Some(ctx));
+                (agent, terminals, changes) = (Some(arx), Some(trx), Some(crx));
             }
             Ports::Full => {
                 // One slot each, taken by a command nobody reads: the
@@ -140,6 +157,8 @@ impl World {
             requests: 0,
             at_hosts: Vec::new(),
             asked: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            changes,
             log: String::new(),
         }
     }
@@ -175,6 +194,8 @@ impl World {
             role: caps.role,
             shows_message_buttons: caps.buttons,
             shows_progress: caps.progress,
+            shows_documents: caps.documents,
+            registers_inlay_hints: caps.hints,
         };
         let what = format!(
             "ed{id} attaches ({:?}{}{}, {})",
@@ -279,6 +300,26 @@ impl World {
             .next()
             .unwrap_or_else(|| panic!("ed{id} was offered no button {title:?}"));
         self.respond(id, &request, Ok(json!({"title": title})), title);
+    }
+
+    /// Editor `id` answers its newest request of `method` with `result`.
+    pub fn answer(&mut self, id: u64, method: &str, result: Value) {
+        let request = self
+            .sent
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .rev()
+            .find(|(_, m)| m == method)
+            .map(|(r, _)| r.clone())
+            .unwrap_or_else(|| panic!("ed{id} was sent no {method}"));
+        let shown = compact(&result);
+        self.respond(id, &request, Ok(result), &shown);
+    }
+
+    /// The change-set host tells the hub what it holds now.
+    pub fn changes_updated(&mut self, update: Event) {
+        self.step("the change-set host updates", update);
     }
 
     /// Editor `id` closes its newest message box without pressing anything.
@@ -451,8 +492,12 @@ impl World {
                             self.asked
                                 .entry(*id)
                                 .or_default()
-                                .push((rid, v["params"].clone()));
+                                .push((rid.clone(), v["params"].clone()));
                         }
+                        self.sent
+                            .entry(*id)
+                            .or_default()
+                            .push((rid, method.to_owned()));
                     }
                     None => self
                         .log
@@ -507,6 +552,40 @@ impl World {
                         .push_str(&format!("  terminals <- Detach ed{}\n", editor.0));
                 }
                 TerminalHostCommand::Shutdown => self.log.push_str("  terminals <- Shutdown\n"),
+            }
+        }
+        while let Some(command) = self.changes.as_mut().and_then(|rx| rx.try_recv().ok()) {
+            match command {
+                ChangesCommand::Request(r) => {
+                    self.log
+                        .push_str(&format!("  changes <- {}\n", request_line(&r)));
+                    self.at_hosts.push(r);
+                }
+                ChangesCommand::Undo {
+                    params,
+                    buffers,
+                    strict,
+                    reply,
+                } => {
+                    let buffers: Vec<String> = buffers
+                        .iter()
+                        .map(|b| {
+                            format!(
+                                "{} {:?}{}",
+                                b.uri,
+                                b.text,
+                                if b.dirty { " dirty" } else { "" }
+                            )
+                        })
+                        .collect();
+                    self.log.push_str(&format!(
+                        "  changes <- Undo{} {} buffers {buffers:?}\n",
+                        if strict { " (strict)" } else { "" },
+                        compact(&serde_json::to_value(&params).expect("serializes"))
+                    ));
+                    reply.send(Ok(json!({"undone": 1, "refused": []})));
+                }
+                other => self.log.push_str(&format!("  changes <- {other:?}\n")),
             }
         }
         let mut answered = Vec::new();

@@ -12,5 +12,6 @@ mod approvals;
 mod documents;
 mod ide_tools;
 mod proposals;
+mod review;
 mod selections;
 mod topics;

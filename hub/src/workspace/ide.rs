@@ -463,6 +463,28 @@ impl Workspace {
         Ok(json!({"sent": self.ide_clients.len()}))
     }
 
+    /// An `at_mentioned` of lines `start..=end` (0-based) of `path` to one
+    /// Claude Code connection.
+    pub(super) fn mention_to(
+        &self,
+        client: IdeClientId,
+        path: std::path::PathBuf,
+        start: u32,
+        end: u32,
+    ) {
+        let params = AtMentioned {
+            file_path: path,
+            line_start: Some(start),
+            line_end: Some(end),
+        };
+        let params = serde_json::to_value(params).expect("at_mentioned serializes");
+        let body = String::from_utf8(message::notification("at_mentioned", params))
+            .expect("JSON is UTF-8");
+        if let Some(c) = self.ide_clients.get(&client) {
+            let _ = c.outbox.try_send(body);
+        }
+    }
+
     pub(crate) fn ide_attach(
         &mut self,
         client: IdeClientId,

@@ -26,6 +26,9 @@ use moonkale_protocol::jsonrpc::{self as message, RequestId, ResponseError};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Awaited {
     Proposal(u64),
+    /// The `window/showDocument` of a proposal: a refusal means the
+    /// editor sees its hunks on the target file instead.
+    ShowProposal(u64),
     Approval(String),
     /// One question (by index) of an `AskUserQuestion` approval.
     Question(String, usize),
@@ -43,6 +46,12 @@ impl Workspace {
         let Some(awaited) = self.awaited_answers.remove(&(editor, id)) else {
             return; // an answer nothing waits for (progress creation, …)
         };
+        if let Awaited::ShowProposal(_) = awaited {
+            let shown = result
+                .as_ref()
+                .is_ok_and(|v| v.get("success").and_then(Value::as_bool) != Some(false));
+            return self.proposal_shown(editor, shown);
+        }
         // The pressed button's title; none if the user dismissed the box.
         let title = result
             .ok()
@@ -50,6 +59,7 @@ impl Workspace {
         let title = title.as_deref();
         match awaited {
             Awaited::Proposal(proposal) => self.proposal_button(proposal, title),
+            Awaited::ShowProposal(_) => {}
             Awaited::Approval(approval) => self.approval_button(approval, title),
             Awaited::Question(approval, index) => self.question_button(approval, index, title),
         }
@@ -181,14 +191,14 @@ impl Workspace {
         uri: Url,
         take_focus: bool,
         selection: Option<Range>,
-    ) {
+    ) -> RequestId {
         let params = ShowDocumentParams {
             uri,
             external: None,
             take_focus: Some(take_focus),
             selection,
         };
-        self.send_request::<ShowDocument>(editor, params);
+        self.send_request::<ShowDocument>(editor, params)
     }
 
     /// `window/showMessage`: tells the user something.

@@ -11,12 +11,17 @@
 //! does not want is reverted in the proposal document itself (a code action
 //! on that hunk, computed with `similar`), so whatever the document holds
 //! when they accept is the answer: `FILE_SAVED` and that text.
-
-use std::path::Path;
+//!
+//! The diff is shown by every editor: the hunks (kept up to date as the
+//! user edits the proposal) become diagnostics (`review.rs`), are listed to
+//! plugins (`moonkale/proposals`) for their own diff views, and each can be
+//! kept or reverted. Once every hunk is kept the proposal is accepted; once
+//! every hunk is reverted it is rejected, as `git add -p` ends when nothing
+//! is left to decide.
 
 use std::collections::HashMap;
+use std::path::Path;
 
-use lsp_types::notification::Notification;
 use lsp_types::request::{ApplyWorkspaceEdit, Request};
 use lsp_types::{
     ApplyWorkspaceEditParams, CodeAction, CodeActionKind, MessageType, Position, Range, TextEdit,
@@ -26,14 +31,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Workspace, command_action, tool_result};
-use crate::core::diff::hunks;
+use crate::core::diff::{Hunk, hunks};
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::{EditorId, IdeClientId, Responder};
+use moonkale_protocol::changes::LineRange;
 use moonkale_protocol::ide::CallToolResult;
 use moonkale_protocol::jsonrpc::{ResponseError, code};
+use moonkale_protocol::proposal::{
+    ProposalClosed, ProposalClosedParams, ProposalHunk, ProposalInfo,
+};
 
-pub use moonkale_protocol::proposal::{ACCEPT_COMMAND, REJECT_COMMAND};
-pub const REVERT_HUNK_COMMAND: &str = "moonkale.revertHunk";
+pub use moonkale_protocol::proposal::{
+    ACCEPT_COMMAND, KEEP_HUNK_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND,
+};
 /// Proposals that may wait for the user at once; more are refused at once
 /// (each holds two copies of a file and a pending reply).
 pub const MAX_PENDING_PROPOSALS: usize = 32;
@@ -47,9 +57,58 @@ pub(super) struct Proposal {
     /// The document holding the proposed (and user-edited) contents.
     pub document: Url,
     pub old_text: String,
+    /// What Claude Code proposed, then what a revert made of it while no
+    /// editor held the document.
     pub proposed_text: String,
     /// The pending `openDiff` reply.
     pub reply: Responder,
+    /// The hunks between `old_text` and the document as it is now, and
+    /// which buffer state they were computed from.
+    pub hunks: Vec<Hunk>,
+    hunks_of: Option<(EditorId, u64)>,
+    /// Hunks the user kept, by their removed and added lines (so a keep
+    /// survives edits elsewhere in the document).
+    kept: Vec<(String, String)>,
+    /// A revert was sent to an editor: when its edit arrives, a proposal
+    /// with nothing left undecided is answered.
+    revert_sent: bool,
+}
+
+impl Proposal {
+    fn lines(text: &str, range: std::ops::Range<usize>) -> String {
+        text.split_inclusive('\n')
+            .skip(range.start)
+            .take(range.len())
+            .collect()
+    }
+
+    fn hunk_texts(&self, h: &Hunk, current: &str) -> (String, String) {
+        (
+            Self::lines(&self.old_text, h.old.clone()),
+            Self::lines(current, h.new.clone()),
+        )
+    }
+}
+
+/// A proposal's hunk the user has not kept yet.
+pub(super) struct UndecidedHunk {
+    pub document: Url,
+    pub target: Url,
+    /// Its index among the proposal's `total` hunks.
+    pub index: usize,
+    pub total: usize,
+    pub hunk: Hunk,
+    /// The original lines it replaces, and the lines it proposes.
+    pub removed: String,
+    pub added: String,
+}
+
+/// A hunk's lines as the wire shows them.
+pub(super) fn line_range(r: &std::ops::Range<usize>) -> LineRange {
+    LineRange {
+        start: r.start as u32,
+        end: r.end as u32,
+    }
 }
 
 impl Workspace {
@@ -83,9 +142,15 @@ impl Workspace {
         self.clock += 1;
         let id = self.clock;
         let name = super::file_name(&target);
-        let count = hunks(&old_text, &proposed_text).len();
+        let found = hunks(&old_text, &proposed_text);
+        let count = found.len();
         for (editor, buttons) in self.editors_with_buttons() {
-            self.show_document(editor, document.clone(), true, None);
+            // Sent to editors that did not advertise `showDocument` too:
+            // many handle it anyway. They also get the hunks on the target.
+            let asked = self.show_document(editor, document.clone(), true, None);
+            self.awaited_answers
+                .insert((editor, asked), super::Awaited::ShowProposal(id));
+            self.register_review_hints(editor);
             if buttons {
                 let message = format!(
                     "Claude Code proposes {count} change(s) to {name}. Edit the proposal if you like, then:"
@@ -95,7 +160,7 @@ impl Workspace {
                 self.ask(editor, awaited, MessageType::INFO, message, buttons);
             } else {
                 let tell = format!(
-                    "Claude Code proposes {count} change(s) to {name}: use the code actions to accept or reject."
+                    "Claude Code proposes {count} change(s) to {name}: use the code actions to keep, revert, accept or reject them."
                 );
                 self.show_message(editor, MessageType::INFO, tell);
             }
@@ -110,7 +175,12 @@ impl Workspace {
             old_text,
             proposed_text,
             reply,
+            hunks: found,
+            hunks_of: None,
+            kept: Vec::new(),
+            revert_sent: false,
         });
+        self.refresh_review_diagnostics();
     }
 
     /// The text the proposal document holds now: the latest editor buffer,
@@ -120,6 +190,113 @@ impl Workspace {
             Some((_, open)) => open.doc.text().to_string(),
             None => p.proposed_text.clone(),
         }
+    }
+
+    /// After text sync: recomputes the hunks of proposals whose document
+    /// changed, answers one with nothing left to decide after a revert, and
+    /// refreshes what editors show.
+    pub(super) fn proposals_after_sync(&mut self) {
+        let mut changed = false;
+        let mut finished = Vec::new();
+        for i in 0..self.proposals.len() {
+            let p = &self.proposals[i];
+            let state = self.latest(&p.document).map(|(e, d)| (e, d.touched));
+            if state == p.hunks_of {
+                continue;
+            }
+            let current = self.proposal_text(p);
+            let found = hunks(&p.old_text, &current);
+            let p = &mut self.proposals[i];
+            p.hunks = found;
+            p.hunks_of = state;
+            changed = true;
+            if std::mem::take(&mut p.revert_sent) {
+                finished.push(p.id);
+            }
+        }
+        for id in finished {
+            self.finish_if_decided(id);
+        }
+        if changed {
+            self.refresh_review_diagnostics();
+        }
+    }
+
+    /// Whether hunk `h` of `p` was kept.
+    fn is_kept(&self, p: &Proposal, h: &Hunk, current: &str) -> bool {
+        p.kept.contains(&p.hunk_texts(h, current))
+    }
+
+    /// Answers proposal `id` if nothing is left to decide: accepted when
+    /// every remaining hunk was kept, rejected when none remains.
+    fn finish_if_decided(&mut self, id: u64) {
+        let Some(p) = self.proposals.iter().find(|p| p.id == id) else {
+            return;
+        };
+        let current = self.proposal_text(p);
+        if p.hunks.is_empty() {
+            self.decide(id, false);
+        } else if p.hunks.iter().all(|h| self.is_kept(p, h, &current)) {
+            self.decide(id, true);
+        }
+    }
+
+    /// `moonkale/proposals`.
+    pub(super) fn proposal_list(&self) -> Vec<ProposalInfo> {
+        self.proposals
+            .iter()
+            .map(|p| {
+                let current = self.proposal_text(p);
+                let hunks = p
+                    .hunks
+                    .iter()
+                    .enumerate()
+                    .map(|(index, h)| {
+                        let (removed, added) = p.hunk_texts(h, &current);
+                        let kept = p.kept.contains(&(removed.clone(), added.clone()));
+                        ProposalHunk {
+                            index,
+                            original: line_range(&h.old),
+                            proposed: line_range(&h.new),
+                            removed,
+                            added,
+                            kept,
+                        }
+                    })
+                    .collect();
+                ProposalInfo {
+                    tab_name: p.tab_name.clone(),
+                    target: p.target.clone(),
+                    document: p.document.clone(),
+                    original: p.old_text.clone(),
+                    hunks,
+                }
+            })
+            .collect()
+    }
+
+    /// The hunks still to decide of every proposal, for the diagnostics
+    /// and inlay hints.
+    pub(super) fn undecided_proposal_hunks(&self) -> Vec<UndecidedHunk> {
+        let mut out = Vec::new();
+        for p in &self.proposals {
+            let current = self.proposal_text(p);
+            for (index, h) in p.hunks.iter().enumerate() {
+                let (removed, added) = p.hunk_texts(h, &current);
+                if !p.kept.contains(&(removed.clone(), added.clone())) {
+                    out.push(UndecidedHunk {
+                        document: p.document.clone(),
+                        target: p.target.clone(),
+                        index,
+                        total: p.hunks.len(),
+                        hunk: h.clone(),
+                        removed,
+                        added,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Accepts (`FILE_SAVED` + final text) or rejects (`DIFF_REJECTED` +
@@ -141,20 +318,27 @@ impl Workspace {
         }
         let answer = if accept {
             let final_text = self.proposal_text(&p);
-            self.sync_target_buffers(&p.target, &final_text);
+            self.sync_buffers(
+                &p.target,
+                &final_text,
+                "Claude Code edit",
+                "Claude Code changed",
+            );
             CallToolResult::texts(["FILE_SAVED".to_owned(), final_text])
         } else {
             CallToolResult::texts(["DIFF_REJECTED".to_owned(), p.tab_name])
         };
         tracing::info!(proposal = id, accept, "proposal decided");
         p.reply.send(Ok(tool_result(answer)));
+        self.refresh_review_diagnostics();
         true
     }
 
-    /// After an accept Claude Code writes the file; editors holding it
-    /// unmodified get the same text now, so buffer and disk agree. A buffer
-    /// with unsaved changes of the user's is left alone, with a warning.
-    fn sync_target_buffers(&mut self, target: &Url, final_text: &str) {
+    /// Editors that hold `target` unmodified get `text` (Claude Code wrote
+    /// it, or an undo did) in an edit called `label`, so buffer and disk
+    /// agree. A buffer with unsaved changes of the user's is left alone,
+    /// with a warning that starts with `who`.
+    pub(super) fn sync_buffers(&mut self, target: &Url, text: &str, label: &str, who: &str) {
         let holders: Vec<(EditorId, bool, Position)> = self
             .editors
             .iter()
@@ -166,6 +350,10 @@ impl Workspace {
                     clamp_char_idx(rope, rope.len_chars()),
                     ed.info.encoding,
                 );
+                // Equal text needs no edit (and an edit would mark it modified).
+                if rope == text {
+                    return None;
+                }
                 Some((*id, open.doc.is_dirty(), end.into()))
             })
             .collect();
@@ -173,7 +361,7 @@ impl Workspace {
             if dirty {
                 let path = target.to_file_path().unwrap_or_default();
                 let warn = format!(
-                    "Claude Code changed {} on disk, but your buffer has unsaved changes.",
+                    "{who} {} on disk, but your buffer has unsaved changes.",
                     path.display()
                 );
                 self.show_message(editor, MessageType::WARNING, warn);
@@ -181,10 +369,10 @@ impl Workspace {
             }
             let edit = NamedTextEdit {
                 uri: target.clone(),
-                edit: TextEdit::new(Range::new(Position::new(0, 0), end), final_text.into()),
+                edit: TextEdit::new(Range::new(Position::new(0, 0), end), text.into()),
             };
             let params = ApplyNamedEditsParams {
-                label: "Claude Code edit".into(),
+                label: label.into(),
                 edit: NamedEdits {
                     changes: HashMap::from([(target.clone(), vec![edit])]),
                 },
@@ -244,6 +432,15 @@ impl Workspace {
         }
     }
 
+    /// An editor answered the `window/showDocument` of a proposal: one that
+    /// could not show it sees the hunks on the target file from now on.
+    pub(super) fn proposal_shown(&mut self, editor: EditorId, shown: bool) {
+        if !shown && let Some(ed) = self.editors.get_mut(&editor) {
+            ed.shows_documents = false;
+            self.refresh_review_diagnostics();
+        }
+    }
+
     /// The proposal a command or code action names: by proposal document or
     /// target URI, or by tab name; with no argument, the newest.
     fn find_proposal(&self, arg: Option<&Value>) -> Option<u64> {
@@ -257,8 +454,8 @@ impl Workspace {
             .map(|p| p.id)
     }
 
-    /// `moonkale.acceptProposal` / `moonkale.rejectProposal` /
-    /// `moonkale.revertHunk`.
+    /// `moonkale.acceptProposal` / `rejectProposal` / `keepHunk` /
+    /// `revertHunk`.
     pub(super) fn proposal_command(
         &mut self,
         editor: EditorId,
@@ -277,51 +474,116 @@ impl Workspace {
                 Ok(json!({"accepted": true}))
             }
             REJECT_COMMAND => {
+                let reason = args.get(1).and_then(Value::as_str).map(str::to_owned);
+                if let Some(reason) = reason {
+                    self.mention_rejected(id, &reason);
+                }
                 self.decide(id, false);
                 Ok(json!({"rejected": true}))
             }
             _ => {
                 let index = args.get(1).and_then(Value::as_u64).ok_or_else(|| {
-                    ResponseError::invalid_params("revertHunk wants [proposal, hunk index]")
+                    ResponseError::invalid_params(format!("{command} wants [proposal, hunk index]"))
                 })?;
-                self.revert_hunk(editor, id, index as usize)
+                if command == KEEP_HUNK_COMMAND {
+                    self.keep_hunk(id, index as usize)
+                } else {
+                    self.revert_hunk(editor, id, index as usize)
+                }
             }
         }
     }
 
-    /// Puts the original lines of one hunk back into the proposal document
-    /// in `editor` (a `workspace/applyEdit`; the editor's `didChange` then
-    /// updates our copy).
-    fn revert_hunk(
-        &mut self,
-        editor: EditorId,
-        id: u64,
-        index: usize,
-    ) -> Result<Value, ResponseError> {
+    /// A rejection with a reason: Claude Code's link has no words for it,
+    /// so its CLI gets an `at_mentioned` of the lines it wanted to change
+    /// (the user's next prompt, where they say why, points at them).
+    fn mention_rejected(&mut self, id: u64, reason: &str) {
+        let Some(p) = self.proposals.iter().find(|p| p.id == id) else {
+            return;
+        };
+        let (Some(first), Some(last)) = (p.hunks.first(), p.hunks.last()) else {
+            return;
+        };
+        let Ok(path) = p.target.to_file_path() else {
+            return;
+        };
+        let (start, end) = (first.old.start, last.old.end.max(first.old.start + 1) - 1);
+        tracing::info!(
+            proposal = id,
+            reason_bytes = reason.len(),
+            "proposal rejected with a reason"
+        );
+        self.mention_to(p.client, path, start as u32, end as u32);
+    }
+
+    /// `moonkale.keepHunk`: the hunk is decided; the proposal is accepted
+    /// when it was the last one.
+    fn keep_hunk(&mut self, id: u64, index: usize) -> Result<Value, ResponseError> {
         let p = self
             .proposals
             .iter()
             .find(|p| p.id == id)
             .expect("found by id");
         let current = self.proposal_text(p);
-        let hunk = hunks(&p.old_text, &current)
-            .into_iter()
-            .nth(index)
+        let hunk = p
+            .hunks
+            .get(index)
             .ok_or_else(|| ResponseError::invalid_params("no such hunk"))?;
-        let original: String = p
-            .old_text
-            .split_inclusive('\n')
-            .skip(hunk.old.start)
-            .take(hunk.old.len())
-            .collect();
+        let texts = p.hunk_texts(hunk, &current);
+        let p = self
+            .proposals
+            .iter_mut()
+            .find(|p| p.id == id)
+            .expect("found by id");
+        if !p.kept.contains(&texts) {
+            p.kept.push(texts);
+        }
+        self.refresh_review_diagnostics();
+        self.finish_if_decided(id);
+        Ok(json!({"kept": index}))
+    }
+
+    /// Puts the original lines of one hunk back into the proposal: in the
+    /// asking editor's buffer of it (else the latest editor's) with a
+    /// `workspace/applyEdit` (its `didChange` then updates our copy), or in
+    /// our own copy when no editor holds it.
+    fn revert_hunk(
+        &mut self,
+        editor: EditorId,
+        id: u64,
+        index: usize,
+    ) -> Result<Value, ResponseError> {
+        let at = self
+            .proposals
+            .iter()
+            .position(|p| p.id == id)
+            .expect("found by id");
+        let p = &self.proposals[at];
+        let hunk = p
+            .hunks
+            .get(index)
+            .cloned()
+            .ok_or_else(|| ResponseError::invalid_params("no such hunk"))?;
+        let original = Proposal::lines(&p.old_text, hunk.old.clone());
         let document = p.document.clone();
-        let ed = &self.editors[&editor];
-        let Some(open) = ed.docs.get(&document) else {
-            return Err(ResponseError::new(
-                code::REQUEST_FAILED,
-                "open the proposal document first",
-            ));
+        let holder = if self.editors[&editor].docs.contains_key(&document) {
+            Some(editor)
+        } else {
+            self.latest(&document).map(|(e, _)| e)
         };
+        let Some(holder) = holder else {
+            let p = &mut self.proposals[at];
+            let mut lines: Vec<&str> = p.proposed_text.split_inclusive('\n').collect();
+            let end = hunk.new.end.min(lines.len());
+            lines.splice(hunk.new.start.min(end)..end, [original.as_str()]);
+            p.proposed_text = lines.concat();
+            p.hunks = hunks(&p.old_text, &p.proposed_text);
+            self.refresh_review_diagnostics();
+            self.finish_if_decided(id);
+            return Ok(json!({"reverted": index}));
+        };
+        let ed = &self.editors[&holder];
+        let open = &ed.docs[&document];
         let rope = open.doc.text();
         let line_start = |line: usize| -> CharIdx {
             if line >= rope.len_lines() {
@@ -343,11 +605,13 @@ impl Workspace {
             label: Some("Revert Claude Code's change".into()),
             edit,
         };
-        self.send_request::<ApplyWorkspaceEdit>(editor, params);
+        self.send_request::<ApplyWorkspaceEdit>(holder, params);
+        self.proposals[at].revert_sent = true;
         Ok(json!({"reverted": index}))
     }
 
-    /// Code actions for a document that is a proposal or the target of one.
+    /// Code actions for a document that is a proposal or the target of one:
+    /// Accept and Reject, and per hunk under the cursor Keep and Revert.
     pub(super) fn proposal_actions(&self, uri: &Url, range: &Range) -> Vec<CodeAction> {
         let mut actions = Vec::new();
         for p in self
@@ -370,42 +634,39 @@ impl Workspace {
                 REJECT_COMMAND,
                 vec![arg.clone()],
             ));
-            if &p.document == uri {
-                let current = self.proposal_text(p);
-                let (first, last) = (range.start.line as usize, range.end.line as usize);
-                for (i, h) in hunks(&p.old_text, &current).iter().enumerate() {
-                    // A hunk that only deletes has an empty range; it sits at its start line.
-                    let touches = h.new.start <= last
-                        && (first < h.new.end || (h.new.is_empty() && first == h.new.start));
-                    if touches {
-                        let title = format!(
-                            "Revert this change (lines {}-{} of the proposal)",
-                            h.new.start + 1,
-                            h.new.end.max(h.new.start + 1)
-                        );
-                        let arguments = vec![arg.clone(), json!(i)];
-                        actions.push(action(title, REVERT_HUNK_COMMAND, arguments));
-                    }
+            let on_proposal = &p.document == uri;
+            let current = self.proposal_text(p);
+            let (first, last) = (range.start.line as usize, range.end.line as usize);
+            for (i, h) in p.hunks.iter().enumerate() {
+                // On the proposal the hunk is its new lines, on the target
+                // its old ones; an empty range sits at its start line.
+                let lines = if on_proposal { &h.new } else { &h.old };
+                let touches = lines.start <= last
+                    && (first < lines.end || (lines.is_empty() && first == lines.start));
+                if !touches {
+                    continue;
                 }
+                let where_ = format!(
+                    "lines {}-{}",
+                    h.new.start + 1,
+                    h.new.end.max(h.new.start + 1)
+                );
+                if !self.is_kept(p, h, &current) {
+                    actions.push(action(
+                        format!("Keep this change ({where_} of the proposal)"),
+                        KEEP_HUNK_COMMAND,
+                        vec![arg.clone(), json!(i)],
+                    ));
+                }
+                actions.push(action(
+                    format!("Revert this change ({where_} of the proposal)"),
+                    REVERT_HUNK_COMMAND,
+                    vec![arg.clone(), json!(i)],
+                ));
             }
         }
         actions
     }
-}
-
-/// `moonkale/proposalClosed`: the proposal document is gone; plugins close
-/// the view they opened for it.
-enum ProposalClosed {}
-
-impl Notification for ProposalClosed {
-    type Params = ProposalClosedParams;
-    const METHOD: &'static str = "moonkale/proposalClosed";
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct ProposalClosedParams {
-    uri: Url,
-    accepted: bool,
 }
 
 /// `workspace/applyEdit` of the accepted text to the editors holding the

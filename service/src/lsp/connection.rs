@@ -442,6 +442,14 @@ impl Connection {
                 .pointer("/capabilities/window/workDoneProgress")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            shows_documents: params
+                .pointer("/capabilities/window/showDocument/support")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            registers_inlay_hints: params
+                .pointer("/capabilities/textDocument/inlayHint/dynamicRegistration")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         };
         let hub = self.pick_hub(&params);
         let editor = hub.new_editor_id();
@@ -524,6 +532,10 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
                 crate::hub::ACCEPT_COMMAND,
                 crate::hub::REJECT_COMMAND,
                 crate::hub::REVERT_HUNK_COMMAND,
+                crate::hub::KEEP_HUNK_COMMAND,
+                moonkale_protocol::changes::UNDO_COMMAND,
+                moonkale_protocol::changes::KEEP_COMMAND,
+                moonkale_protocol::changes::OPEN_COMMAND,
                 crate::hub::ANSWER_APPROVAL_COMMAND,
                 crate::hub::START_CLAUDE_COMMAND,
                 crate::hub::TRUST_COMMAND,

@@ -28,6 +28,23 @@ PluginTest = { asked = {} }
 vim.ui.select = function(_, opts)
   table.insert(PluginTest.asked, opts.prompt or '')
 end
+-- The current tab as the user sees it: its windows left to right.
+function PluginTest.view()
+  local windows = {}
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local buf = vim.api.nvim_win_get_buf(win)
+    local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+    table.insert(windows, {
+      name = vim.api.nvim_buf_get_name(buf),
+      text = table.concat(lines, '\n') .. '\n',
+      diff = vim.wo[win].diff,
+      buftype = vim.bo[buf].buftype,
+      modifiable = vim.bo[buf].modifiable,
+      current = win == vim.api.nvim_get_current_win(),
+    })
+  end
+  return { tabs = #vim.api.nvim_list_tabpages(), windows = windows }
+end
 local shim = vim.env.MOONKALE_TEST_SHIM
 require('moonkale').setup({
   socket = vim.env.MOONKALE_TEST_SOCKET,
@@ -231,6 +248,90 @@ async fn accept_a_tweaked_proposal(name: &str) {
     assert_eq!(errors, "", "no error in Neovim");
 }
 
+/// 2b. A proposal with two hunks opens as a diff in a tab of its own: on
+/// the left the target's original text (a readonly scratch buffer), on the
+/// right the proposal, both windows in diff mode. The user reverts the
+/// second hunk and keeps the first with the plugin's keymaps, on the lines
+/// where they are: Claude Code gets exactly the kept hunk, and the tab goes.
+#[tokio::test]
+async fn plugin_reviews_a_proposal_hunk_by_hunk_in_a_diff_tab() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("main.txt");
+    let original = "a\nb\nc\nd\ne\nf\ng\nh\n";
+    std::fs::write(&target, original).expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "main.txt").await;
+
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "a\nB\nc\nd\ne\nf\nG\nh\n", "tab_name": "tab-hunks"});
+    c.send(json!({"jsonrpc": "2.0", "id": 60, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+
+    // What the user sees: a second tab, two windows side by side in diff
+    // mode, the original on the left and the proposal (with the cursor) on
+    // the right.
+    let view = nvim
+        .wait_for(
+            "the proposal's diff tab",
+            r#"luaeval('PluginTest.view()')"#,
+            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
+        )
+        .await;
+    assert_eq!(view["tabs"], 2, "{view}");
+    let (left, right) = (&view["windows"][0], &view["windows"][1]);
+    assert_eq!(left["name"], "moonkale://original/main.txt", "{view}");
+    assert_eq!(left["text"], original, "{view}");
+    assert_eq!(
+        (&left["diff"], &left["buftype"], &left["modifiable"]),
+        (&json!(true), &json!("nofile"), &json!(false)),
+        "{view}"
+    );
+    assert!(
+        right["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("/.moonkale/proposals/")),
+        "{view}"
+    );
+    assert_eq!(right["text"], "a\nB\nc\nd\ne\nf\nG\nh\n", "{view}");
+    assert_eq!(
+        (&right["diff"], &right["current"]),
+        (&json!(true), &json!(true)),
+        "{view}"
+    );
+
+    // `]c` is Neovim's own: the first change, then the second.
+    nvim.send_keys("gg]c").await;
+    nvim.wait_for("]c to the first hunk", "line('.')", |v| v == 2)
+        .await;
+    nvim.send_keys("]c").await;
+    nvim.wait_for("]c to the second hunk", "line('.')", |v| v == 7)
+        .await;
+
+    // Revert the second (the service puts `g` back into the proposal with
+    // workspace/applyEdit), then keep the first: every hunk left is kept,
+    // so the proposal is accepted.
+    nvim.send_keys("<Bslash>mu").await;
+    nvim.wait_for("the reverted hunk", "getline(7)", |v| v == "g")
+        .await;
+    nvim.send_keys("2G<Bslash>mk").await;
+    let answer = c.response(60).await;
+    assert_eq!(
+        answer["result"]["content"],
+        json!([{"type": "text", "text": "FILE_SAVED"},
+               {"type": "text", "text": "a\nB\nc\nd\ne\nf\ng\nh\n"}]),
+        "{answer}"
+    );
+    // `moonkale/proposalClosed` closed the tab and wiped both buffers.
+    nvim.wait_for(
+        "the proposal's tab to close",
+        r#"[tabpagenr('$'), len(filter(getbufinfo(), {_, b -> b.name =~ 'moonkale://\|/.moonkale/proposals/'}))]"#,
+        |v| v == &json!([1, 0]),
+    )
+    .await;
+    assert_eq!(nvim.eval("v:errmsg").await, "", "no error in Neovim");
+}
+
 /// 3. `:'<,'>MoonkaleSendToClaude` from a linewise visual selection, and
 /// `:MoonkaleSendToClaude` on the current line, through the shim: Claude
 /// Code gets `at_mentioned` with 0-based inclusive lines.
@@ -285,6 +386,10 @@ async fn plugin_checkhealth() {
     assert!(text.contains("Neovim 0.11.4"), "{text}");
     assert!(
         text.contains("initialized, 1 buffer(s) attached, utf-8"),
+        "{text}"
+    );
+    assert!(
+        text.contains("proposals as diffs: the service answers moonkale/proposals"),
         "{text}"
     );
     assert!(!text.contains("ERROR"), "{text}");

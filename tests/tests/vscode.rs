@@ -125,6 +125,103 @@ async fn vscode_selection_mention_accept_and_reject() {
     );
 }
 
+/// The active editor is VS Code's diff editor (not a plain text editor).
+const ACTIVE_DIFF_EDITOR: &str = ".editor-group-container.active .monaco-diff-editor";
+
+/// The tab of a proposal's diff editor.
+const PROPOSAL_TAB: &str = ".tab[aria-label^=\"main.txt (Claude Code's proposal)\"]";
+
+/// The texts of the CodeLens lines shown, polled until `ok` holds for them.
+async fn lenses_until(browser: &mut Browser, what: &str, ok: impl Fn(&[String]) -> bool) {
+    let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
+    loop {
+        let shown = browser
+            .run(json!({"op": "text", "selector": ".codelens-decoration"}))
+            .await;
+        let texts: Vec<String> = serde_json::from_value(shown.clone()).unwrap_or_default();
+        if ok(&texts) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {shown}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Claude Code's proposal opens in VS Code's diff editor, the original on
+/// the left and the proposal on the right:
+/// 1. a proposal with two hunks: the user reverts the first and keeps the
+///    second with the CodeLens above them; every hunk left is kept, so it is
+///    accepted with exactly the kept hunk, and the diff tab closes;
+/// 2. the next proposal is accepted with the ✓ in the diff editor's title.
+#[tokio::test]
+async fn vscode_reviews_a_proposal_in_the_diff_editor() {
+    let _turn = take_turn().await;
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("main.txt");
+    std::fs::write(&target, "a\nb\nc\nd\ne\nf\ng\nh\n").expect("write file");
+    let (_svc, mut c) = service_and_claude(&sb).await;
+    let (_server, mut browser) = vscode(&sb, &[]).await;
+
+    // 1. Hunk by hunk.
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "a\nB\nc\nd\ne\nf\nG\nh\n", "tab_name": "tab-hunks"});
+    c.send(json!({"jsonrpc": "2.0", "id": 60, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    browser.wait_for(ACTIVE_DIFF_EDITOR).await;
+    browser.wait_for(PROPOSAL_TAB).await;
+    browser.wait_for(ACCEPT_TITLE_BUTTON).await;
+    lenses_until(&mut browser, "a Keep/Revert lens per hunk", |l| {
+        l.len() == 2
+            && l.iter()
+                .all(|t| t.contains("Keep this change") && t.contains("Revert this change"))
+    })
+    .await;
+    // The first lens is the first hunk's (line 2).
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Revert this change\")"}))
+        .await;
+    lenses_until(&mut browser, "the reverted hunk's lens to go", |l| {
+        l.len() == 1
+    })
+    .await;
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Keep this change\")"}))
+        .await;
+    let resp = c.response(60).await;
+    assert_eq!(
+        resp["result"]["content"],
+        json!([{"type": "text", "text": "FILE_SAVED"},
+               {"type": "text", "text": "a\nb\nc\nd\ne\nf\nG\nh\n"}]),
+        "{resp}"
+    );
+    // The revert left the proposal unsaved; its tab still closes, without
+    // asking to save a file that is gone.
+    browser.wait_gone(ACTIVE_DIFF_EDITOR).await;
+    browser.wait_gone(PROPOSAL_TAB).await;
+
+    // 2. Accepted from the diff editor's title.
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "rewritten\n", "tab_name": "tab-title"});
+    c.send(json!({"jsonrpc": "2.0", "id": 61, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    browser.wait_for(ACTIVE_DIFF_EDITOR).await;
+    browser
+        .run(json!({"op": "click", "selector": ACCEPT_TITLE_BUTTON}))
+        .await;
+    let resp = c.response(61).await;
+    assert_eq!(
+        resp["result"]["content"],
+        json!([{"type": "text", "text": "FILE_SAVED"}, {"type": "text", "text": "rewritten\n"}]),
+        "{resp}"
+    );
+    browser.wait_gone(ACTIVE_DIFF_EDITOR).await;
+}
+
 /// `getDiagnostics` for `file`'s URI, polled until `ok` holds for its list.
 async fn diagnostics_until(
     c: &mut IdeClient,

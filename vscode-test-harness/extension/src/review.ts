@@ -125,7 +125,7 @@ export class Review {
       vscode.workspace.registerTextDocumentContentProvider(ORIGINAL_SCHEME, this.originals),
       vscode.workspace.registerTextDocumentContentProvider(BEFORE_SCHEME, this.befores),
       c.onNotification('moonkale/proposalClosed', (params: { uri: string }) =>
-        this.proposalClosed(c.protocol2CodeConverter.asUri(params.uri)),
+        void this.proposalClosed(c.protocol2CodeConverter.asUri(params.uri)),
       ),
       c.onNotification('moonkale/changes/changed', (params: { sets: ChangeSetSummary[]; announce?: number }) =>
         this.changesChanged(params),
@@ -135,11 +135,11 @@ export class Review {
         provideCodeLenses: (document) =>
           isProposal(document.uri) ? this.proposalLenses(document) : this.changeLenses(document),
       }),
-      vscode.commands.registerCommand('moonkale.keepProposalHunk', (document: string, hunk: number) =>
-        this.execute('moonkale.keepHunk', [document, hunk]),
+      vscode.commands.registerCommand('moonkale.keepProposalHunk', (document: string, hunk: ProposalHunk) =>
+        this.decideHunk('moonkale.keepHunk', document, hunk),
       ),
-      vscode.commands.registerCommand('moonkale.revertProposalHunk', (document: string, hunk: number) =>
-        this.execute('moonkale.revertHunk', [document, hunk]),
+      vscode.commands.registerCommand('moonkale.revertProposalHunk', (document: string, hunk: ProposalHunk) =>
+        this.decideHunk('moonkale.revertHunk', document, hunk),
       ),
       vscode.commands.registerCommand('moonkale.reviewChanges', () => this.reviewChanges()),
       vscode.commands.registerCommand('moonkale.undoThisChange', (set: number, uri: string, hunk: number) =>
@@ -165,6 +165,23 @@ export class Review {
       await this.client.sendRequest('workspace/executeCommand', { command, arguments: args });
     } catch (e) {
       vscode.window.showErrorMessage(`Moonkale: ${errorText(e)}`);
+    }
+  }
+
+  /// Keeps or reverts `hunk` of a lens. Indices move as the proposal is
+  /// edited and a lens can be older than the last edit, so the hunk is found
+  /// again now by its lines.
+  private async decideHunk(command: string, document: string, hunk: ProposalHunk): Promise<void> {
+    try {
+      const now = await this.proposal(this.client.protocol2CodeConverter.asUri(document));
+      const same = now?.hunks.find((h) => h.removed === hunk.removed && h.added === hunk.added);
+      if (!same) {
+        void vscode.window.showWarningMessage('Moonkale: that change of the proposal was edited or decided since.');
+        return;
+      }
+      await this.execute(command, [document, same.index]);
+    } catch (e) {
+      void vscode.window.showErrorMessage(`Moonkale: ${errorText(e)}`);
     }
   }
 
@@ -196,22 +213,35 @@ export class Review {
   }
 
   /// A decided proposal's file is gone; its diff tab would stay open on a
-  /// deleted file, so it closes (unless the user has unsaved edits there:
-  /// closing would ask to save them).
-  private proposalClosed(document: vscode.Uri): void {
+  /// deleted file, so it closes. Unsaved edits there are not lost: they were
+  /// the answer (accepted, or rejected with it), so a dirty tab is reverted
+  /// and closed rather than asking to save a file that no longer exists.
+  private async proposalClosed(document: vscode.Uri): Promise<void> {
     const key = document.toString();
     const tabs = vscode.window.tabGroups.all
       .flatMap((group) => group.tabs)
       .filter((tab) => {
         const input = tab.input;
-        const shows =
+        return (
           (input instanceof vscode.TabInputText && input.uri.toString() === key) ||
-          (input instanceof vscode.TabInputTextDiff && input.modified.toString() === key);
-        if (shows && input instanceof vscode.TabInputTextDiff) this.originals.delete(input.original);
-        return shows && !tab.isDirty;
+          (input instanceof vscode.TabInputTextDiff && input.modified.toString() === key)
+        );
       });
-    if (tabs.length) void vscode.window.tabGroups.close(tabs);
     this.lensesChanged.fire();
+    await vscode.window.tabGroups.close(tabs.filter((tab) => !tab.isDirty));
+    for (const tab of tabs.filter((t) => t.isDirty)) {
+      const input = tab.input;
+      const at = { viewColumn: tab.group.viewColumn, preview: false };
+      if (input instanceof vscode.TabInputTextDiff) {
+        await vscode.commands.executeCommand('vscode.diff', input.original, input.modified, tab.label, at);
+      } else {
+        await vscode.window.showTextDocument(document, at);
+      }
+      await vscode.commands.executeCommand('workbench.action.revertAndCloseActiveEditor');
+    }
+    for (const tab of tabs) {
+      if (tab.input instanceof vscode.TabInputTextDiff) this.originals.delete(tab.input.original);
+    }
   }
 
   private async proposalLenses(document: vscode.TextDocument): Promise<vscode.CodeLens[]> {
@@ -228,8 +258,8 @@ export class Review {
       .flatMap((h) => {
         const at = new vscode.Range(h.proposed.start, 0, h.proposed.start, 0);
         return [
-          new vscode.CodeLens(at, { title: 'Keep this change', command: 'moonkale.keepProposalHunk', arguments: [uri, h.index] }),
-          new vscode.CodeLens(at, { title: 'Revert this change', command: 'moonkale.revertProposalHunk', arguments: [uri, h.index] }),
+          new vscode.CodeLens(at, { title: 'Keep this change', command: 'moonkale.keepProposalHunk', arguments: [uri, h] }),
+          new vscode.CodeLens(at, { title: 'Revert this change', command: 'moonkale.revertProposalHunk', arguments: [uri, h] }),
         ];
       });
   }

@@ -21,4 +21,6 @@ pub enum Error {
         len: usize,
         max: usize,
     },
+    #[error("Claude's edit record does not add up: {0}")]
+    BadEditRecord(String),
 }

@@ -12,6 +12,8 @@
 //! - [`control`]: what the host writes: user turns and control messages.
 //! - [`process`]: one running CLI: its own process group, stdout decoded,
 //!   stderr drained, shut down whole.
+//! - [`edits`]: Claude's records of the files it changed (Edit, MultiEdit,
+//!   Write results), turned into the text before and after.
 //! - [`sessions`]: the CLI's own transcripts: list a project's sessions,
 //!   render one.
 //!
@@ -19,6 +21,7 @@
 
 pub mod binary;
 pub mod control;
+pub mod edits;
 pub mod launch;
 pub mod process;
 pub mod sessions;

@@ -36,6 +36,7 @@ use moonkale_protocol::agent::{
     self, AnswerParams, EventsPage, PermissionMode, SessionSummary, StartParams, StartResult,
     TrustResult,
 };
+use moonkale_protocol::changes;
 use moonkale_protocol::document::{self, DocumentState, SelectionChangedParams};
 use moonkale_protocol::screen::{Row, Size};
 use moonkale_protocol::status::{Status, StatusRequest};
@@ -305,6 +306,43 @@ impl Client {
             json!({"command": command, "arguments": arguments}),
         );
         async move { answer.await.map(drop) }
+    }
+
+    // ----- change sets ------------------------------------------------------
+
+    /// The change sets (Claude's edits made without asking), newest last:
+    /// the pending ones, or every one with `all`.
+    pub fn changes(
+        &self,
+        all: bool,
+    ) -> impl Future<Output = Result<Vec<changes::ChangeSetSummary>>> + Send + 'static {
+        let list = self.request::<changes::List>(Some(changes::ListParams { all }));
+        async move { Ok(list.await?.sets) }
+    }
+
+    /// One change set with every file's texts and hunks.
+    pub fn change_set(
+        &self,
+        set: u64,
+    ) -> impl Future<Output = Result<changes::ShowResult>> + Send + 'static {
+        self.request::<changes::Show>(changes::ShowParams { set })
+    }
+
+    /// Undoes a set, a file of it or one hunk; what was undone and refused.
+    pub fn undo_change(
+        &self,
+        params: changes::UndoParams,
+    ) -> impl Future<Output = Result<changes::UndoResult>> + Send + 'static {
+        self.request::<changes::Undo>(params)
+    }
+
+    /// Keeps (dismisses) a set, a file of it or one hunk.
+    pub fn keep_change(
+        &self,
+        params: changes::KeepParams,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let done = self.request::<changes::Keep>(params);
+        async move { done.await.map(drop) }
     }
 
     // ----- agent ------------------------------------------------------------

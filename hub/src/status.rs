@@ -42,6 +42,13 @@ pub fn render(status: &serde_json::Value) -> String {
         }
         None => {}
     }
+    if let Some(sets @ 1..) = status["pendingChangeSets"].as_u64() {
+        let _ = writeln!(
+            out,
+            "Claude's changes to review: {sets} change set(s), {} file(s) (`moonkale-service changes list`)",
+            status["pendingChangedFiles"].as_u64().unwrap_or_default()
+        );
+    }
     let editors = status["editors"].as_array().cloned().unwrap_or_default();
     let _ = writeln!(out, "{} editor(s) attached", editors.len());
     for ed in &editors {

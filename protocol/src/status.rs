@@ -34,6 +34,12 @@ pub struct Status {
     /// Whether the user trusts the workspace (its Claude Code settings load
     /// in hosted sessions); `None` without an agent.
     pub trusted: Option<bool>,
+    /// Change sets (Claude's edits made without asking) waiting for review,
+    /// and the files with pending hunks in them.
+    #[serde(default)]
+    pub pending_change_sets: usize,
+    #[serde(default)]
+    pub pending_changed_files: usize,
 }
 
 /// How an editor is connected.

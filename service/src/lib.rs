@@ -14,6 +14,8 @@
 //!   connections to a hub.
 //! - [`client`]: a small LSP client used by `status`, the shim and tests.
 //! - [`agent`]: the agent host: crash-safe session transcripts.
+//! - [`changes`]: the change-set host: Claude's edits kept for review,
+//!   undone atomically.
 //! - [`user_state`]: what is kept for the user outside every workspace
 //!   (transcripts, workspace trust).
 //! - [`doctor`]: the first-run check.
@@ -21,6 +23,8 @@
 
 pub mod agent;
 pub mod agent_client;
+pub mod changes;
+pub mod changes_client;
 pub mod client;
 pub mod doctor;
 pub mod error;

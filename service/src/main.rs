@@ -67,6 +67,15 @@ enum Command {
         #[command(subcommand)]
         command: AgentCommand,
     },
+    /// Review the edits Claude Code made without asking (change sets) in
+    /// the running service for a workspace: list, show, undo or keep them.
+    Changes {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR", global = true)]
+        workspace: Option<PathBuf>,
+        #[command(subcommand)]
+        command: ChangesVerb,
+    },
     /// Run Claude Code in this terminal, connected to the workspace's
     /// service (started if none runs): its selection, diagnostics and diff
     /// review come from your editors.
@@ -161,6 +170,64 @@ async fn run_agent_command(
             Ok(0)
         }
     }
+}
+
+#[derive(Subcommand)]
+enum ChangesVerb {
+    /// The change sets waiting for review, newest last.
+    List {
+        /// Every set this service holds, kept and undone ones too.
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A set's files and hunks.
+    Show {
+        set: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo a set, one file of it, or one hunk of that file (the index
+    /// `show` prints). Lines changed since Claude wrote them are left as
+    /// they are.
+    Undo {
+        set: u64,
+        file: Option<PathBuf>,
+        hunk: Option<usize>,
+        /// Why, for Claude: a hosted session hears it with its next prompt.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Keep (dismiss) a set or one file of it.
+    Keep { set: u64, file: Option<PathBuf> },
+}
+
+async fn run_changes_command(
+    info: &runtime::ServiceInfo,
+    command: ChangesVerb,
+) -> anyhow::Result<i32> {
+    use moonkale_service::changes_client as changes;
+    let (socket, root) = (&info.socket, &info.workspace);
+    match command {
+        ChangesVerb::List { all, json } => {
+            print!("{}", changes::list(socket, root, all, json).await?)
+        }
+        ChangesVerb::Show { set, json } => {
+            print!("{}", changes::show(socket, root, set, json).await?)
+        }
+        ChangesVerb::Undo {
+            set,
+            file,
+            hunk,
+            reason,
+        } => {
+            let done = changes::undo(socket, set, file.as_deref(), hunk, reason).await?;
+            print!("{done}");
+        }
+        ChangesVerb::Keep { set, file } => changes::keep(socket, set, file.as_deref()).await?,
+    }
+    Ok(0)
 }
 
 #[derive(Subcommand)]
@@ -395,6 +462,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Agent { workspace, command } => {
             let info = running_service(workspace)?;
             run_agent_command(&agent_client::Target::Local(info.socket), command).await
+        }
+        Command::Changes { workspace, command } => {
+            run_changes_command(&running_service(workspace)?, command).await
         }
         Command::Connect {
             url,

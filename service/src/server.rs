@@ -15,8 +15,11 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::agent::AgentConfig;
 use crate::error::{Error, IoContext, Result};
-use crate::hub::ports::{self, AgentCommand, AgentPort, TerminalHostCommand, TerminalPort};
+use crate::hub::ports::{
+    self, AgentCommand, AgentPort, ChangesCommand, ChangesPort, TerminalHostCommand, TerminalPort,
+};
 use crate::hub::{self, HubHandle, Transport};
+use crate::ide::transcripts::{ChangeSources, KnownSessions};
 use crate::ide::{IdeConfig, IdeServer};
 use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
 use crate::lsp::stdio;
@@ -43,6 +46,11 @@ pub struct Workspace {
     pub hub: HubHandle,
     agent: Option<(AgentPort, tokio::task::JoinHandle<()>)>,
     terminals: (TerminalPort, Terminals),
+    /// The change-set host (always running) and its task until stopped.
+    changes: (ChangesPort, Option<tokio::task::JoinHandle<()>>),
+    /// Where the sources of Claude's edits send them (the change-set host)
+    /// and the CLI sessions the terminals started.
+    pub sources: ChangeSources,
 }
 
 enum Terminals {
@@ -55,33 +63,39 @@ enum Terminals {
 impl Workspace {
     pub fn start(root: PathBuf, agent: Option<&AgentConfig>) -> Workspace {
         let (terminal_tx, terminal_rx) = ports::terminal_channel();
-        let Some(config) = agent else {
-            return Workspace {
-                hub: hub::spawn(
-                    root,
-                    hub::Hosts {
-                        terminals: Some(terminal_tx.clone()),
-                        ..Default::default()
-                    },
-                ),
-                agent: None,
-                terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
-            };
+        let (changes_tx, changes_rx) = ports::changes_channel();
+        let agent_port = agent.map(|_| ports::agent_channel());
+        let sources = ChangeSources {
+            changes: Some(changes_tx.clone()),
+            ..ChangeSources::default()
         };
-        let (tx, rx) = ports::agent_channel();
         let hub = hub::spawn(
             root,
             hub::Hosts {
-                agent: Some(tx.clone()),
+                agent: agent_port.as_ref().map(|(tx, _)| tx.clone()),
                 terminals: Some(terminal_tx.clone()),
-                changes: None,
+                changes: Some(changes_tx.clone()),
             },
         );
-        let task = crate::agent::spawn(hub.clone(), rx, config.clone());
+        let changes_task = crate::changes::spawn(
+            hub.clone(),
+            changes_rx,
+            agent_port.as_ref().map(|(tx, _)| tx.clone()),
+        );
+        let agent = agent.zip(agent_port).map(|(config, (tx, rx))| {
+            let config = AgentConfig {
+                changes: sources.changes.clone(),
+                ..config.clone()
+            };
+            let task = crate::agent::spawn(hub.clone(), rx, config);
+            (tx, task)
+        });
         Workspace {
             hub,
-            agent: Some((tx, task)),
+            agent,
             terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
+            changes: (changes_tx, Some(changes_task)),
+            sources,
         }
     }
 
@@ -98,8 +112,9 @@ impl Workspace {
     }
 
     /// Ends the agent's sessions (each closes its process's stdin, waits,
-    /// then ends its process group) and the terminals (SIGHUP, then
-    /// SIGKILL). Bounded by twice the grace period each.
+    /// then ends its process group), the terminals (SIGHUP, then
+    /// SIGKILL) and the change-set host. Bounded by twice the grace period
+    /// each.
     pub async fn stop(&mut self, grace: std::time::Duration) {
         if let Some((tx, task)) = self.agent.take() {
             let _ = tx.send(AgentCommand::Shutdown).await;
@@ -118,6 +133,13 @@ impl Workspace {
                 tracing::warn!("terminals did not stop in time");
             }
         }
+        // Last: an undo under way finishes its write before the service goes.
+        if let Some(task) = self.changes.1.take() {
+            let _ = self.changes.0.send(ChangesCommand::Shutdown).await;
+            if tokio::time::timeout(grace * 2, task).await.is_err() {
+                tracing::warn!("the change-set host did not stop in time");
+            }
+        }
     }
 }
 
@@ -125,8 +147,13 @@ impl Workspace {
 pub const TERMINAL_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How a workspace's terminals start programs.
-fn terminal_config(agent: Option<&AgentConfig>, ide_port: Option<u16>) -> TerminalConfig {
+fn terminal_config(
+    agent: Option<&AgentConfig>,
+    ide_port: Option<u16>,
+    sessions: KnownSessions,
+) -> TerminalConfig {
     TerminalConfig {
+        sessions,
         env: std::env::vars_os().collect(),
         grace: TERMINAL_GRACE,
         claude_bin: agent.and_then(|a| a.claude_bin.clone()),
@@ -389,10 +416,14 @@ pub async fn start_workspace(
     let mut workspace = Workspace::start(root.to_path_buf(), agent);
     let hub = workspace.hub.clone();
     let ide = match ide {
-        Some(cfg) => Some(crate::ide::start(hub.clone(), cfg).await?),
+        Some(cfg) => Some(crate::ide::start(hub.clone(), cfg, workspace.sources.clone()).await?),
         None => None,
     };
-    workspace.start_terminals(terminal_config(agent, ide.as_ref().map(|i| i.port)));
+    workspace.start_terminals(terminal_config(
+        agent,
+        ide.as_ref().map(|i| i.port),
+        workspace.sources.terminals.clone(),
+    ));
     let info = ServiceInfo {
         pid: std::process::id(),
         workspace: root.to_path_buf(),
@@ -564,7 +595,8 @@ pub async fn run_stdio(
         Some(s) => (s.workspace.hub.clone(), None),
         None => {
             let mut w = Workspace::start(root, agent.as_ref());
-            w.start_terminals(terminal_config(agent.as_ref(), None));
+            let sessions = w.sources.terminals.clone();
+            w.start_terminals(terminal_config(agent.as_ref(), None, sessions));
             (w.hub.clone(), Some(w))
         }
     };

@@ -153,6 +153,20 @@ impl ClaudeConfig {
         }
     }
 
+    /// The CLI's own default mode ("auto" in 2.1.332's TTY: edits are
+    /// written without asking and without `openDiff`), without the
+    /// `--permission-mode default` of [`ClaudeConfig::new`].
+    pub fn auto_mode(mut self) -> ClaudeConfig {
+        if let Some(i) = self
+            .args
+            .windows(2)
+            .position(|w| w[0] == "--permission-mode" && w[1] == "default")
+        {
+            self.args.drain(i..i + 2);
+        }
+        self
+    }
+
     /// Sets `CLAUDE_CODE_SSE_PORT` (as the editor's terminal would).
     pub fn sse_port(mut self, port: u16) -> ClaudeConfig {
         self.sse_port = Some(port);
@@ -394,8 +408,9 @@ impl Claude {
 
     /// Waits until the prompt input is ready for typing.
     async fn wait_ready(&mut self, timeout: Duration) -> String {
+        // In auto mode the mode's banner takes the shortcuts hint's place.
         self.wait_screen("the prompt", timeout, |s| {
-            s.contains("? for shortcuts") && s.contains('❯')
+            (s.contains("? for shortcuts") || s.contains("auto mode on")) && s.contains('❯')
         })
         .await
     }

@@ -14,6 +14,7 @@ pub mod load;
 pub mod lsp;
 pub mod nvim;
 pub mod remote;
+pub mod review;
 pub mod vscode;
 pub mod world;
 pub mod ws_rpc;

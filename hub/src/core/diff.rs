@@ -10,6 +10,33 @@ pub struct Hunk {
     pub new: std::ops::Range<usize>,
 }
 
+/// `text` cut into lines as [`hunks`] counts them: each with its
+/// terminator (`\n`, `\r\n` or a lone `\r`), the last one maybe without.
+pub fn lines(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let end = match bytes[i] {
+            b'\n' => i + 1,
+            b'\r' if bytes.get(i + 1) == Some(&b'\n') => i + 2,
+            b'\r' => i + 1,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        lines.push(&text[start..end]);
+        start = end;
+        i = end;
+    }
+    if start < bytes.len() {
+        lines.push(&text[start..]);
+    }
+    lines
+}
+
 /// The hunks between two texts, by lines, with no context merged in.
 pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
     let diff = TextDiff::from_lines(old, new);
@@ -58,6 +85,18 @@ mod tests {
             }]
         );
         assert!(hunks(old, old).is_empty());
+    }
+
+    #[test]
+    fn lines_end_where_the_diff_says() {
+        assert_eq!(
+            lines("first\nsecond\rthird\r\nfourth\nlast"),
+            vec!["first\n", "second\r", "third\r\n", "fourth\n", "last"]
+        );
+        assert_eq!(lines("\n\n"), vec!["\n", "\n"]);
+        assert!(lines("").is_empty());
+        // A lone `\r` is a line of its own to the diff too.
+        assert_eq!(hunks("a\rb\r", "a\rB\r")[0].old, 1..2);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! locks. Everything here is plain data and functions, tested with plain
 //! `#[test]`s and property tests.
 
+pub mod changes;
 pub mod confine;
 pub mod diff;
 pub mod document;

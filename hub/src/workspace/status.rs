@@ -73,6 +73,8 @@ impl Workspace {
                 })
                 .collect(),
             trusted: self.agent_trusted(),
+            pending_change_sets: self.changes.sets.len(),
+            pending_changed_files: self.changes.pending.len(),
         }
     }
 }

@@ -31,6 +31,7 @@ use std::time::Duration;
 pub use host::spawn;
 pub use moonkale_protocol::agent::{SessionState, SessionSummary};
 pub use session::Launcher;
+pub(crate) use session::title_of;
 
 pub use crate::hub::ports::{AgentCommand, Answer};
 
@@ -49,6 +50,9 @@ pub struct AgentConfig {
     pub trust: Option<crate::user_state::TrustStore>,
     /// Where sessions' CLIs come from (a script in the session's tests).
     pub launcher: Launcher,
+    /// Where sessions report the files Claude changed (the change-set
+    /// host); `None` keeps no change sets.
+    pub changes: Option<crate::hub::ports::ChangesPort>,
 }
 
 impl AgentConfig {
@@ -73,6 +77,7 @@ impl AgentConfig {
                 .inspect_err(|e| tracing::warn!("{e}; every workspace is untrusted"))
                 .ok(),
             launcher: Launcher::Claude,
+            changes: None,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod handshake;
 pub mod lockfile;
 pub mod mcp;
 pub mod paths;
+pub mod transcripts;
 mod ws;
 
 use std::path::PathBuf;
@@ -26,6 +27,11 @@ pub struct IdeConfig {
     /// Where lock files go (`lockfile::lock_dir()` by default).
     pub lock_dir: PathBuf,
     pub limits: IdeLimits,
+    /// The CLI's projects folder, whose transcripts are followed while a
+    /// client is connected (`None`: the service has no HOME).
+    pub claude_projects: Option<PathBuf>,
+    /// How often those transcripts are read.
+    pub transcript_poll: std::time::Duration,
 }
 
 impl IdeConfig {
@@ -52,6 +58,9 @@ impl IdeConfig {
         Ok(IdeConfig {
             lock_dir: lockfile::lock_dir()?,
             limits,
+            claude_projects: transcripts::projects_dir_from_env(),
+            transcript_poll: ms("MOONKALE_TRANSCRIPT_POLL_MS")
+                .unwrap_or(std::time::Duration::from_millis(250)),
         })
     }
 }
@@ -66,12 +75,16 @@ pub struct IdeServer {
     lock: Arc<Mutex<Option<LockFile>>>,
     accept: tokio::task::AbortHandle,
     keeper: tokio::task::AbortHandle,
+    transcripts: Option<tokio::task::AbortHandle>,
 }
 
 impl Drop for IdeServer {
     fn drop(&mut self) {
         self.accept.abort();
         self.keeper.abort();
+        if let Some(t) = &self.transcripts {
+            t.abort();
+        }
         drop(self.lock.lock().expect("lock file lock").take());
     }
 }
@@ -112,8 +125,13 @@ async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>, dir: PathBuf, root: 
     }
 }
 
-/// Starts the IDE server for the workspace served by `hub`.
-pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
+/// Starts the IDE server for the workspace served by `hub`; while a
+/// client is connected, the edits its transcripts record go to `sources`.
+pub async fn start(
+    hub: HubHandle,
+    cfg: &IdeConfig,
+    sources: transcripts::ChangeSources,
+) -> Result<IdeServer> {
     lockfile::remove_stale_own_locks(&cfg.lock_dir);
     let token = Arc::new(crate::runtime::new_token()?);
     let roots = vec![hub.root().to_path_buf()];
@@ -154,6 +172,20 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
         }
         let lock_path = lock.path().to_owned();
         tracing::info!(port, lock = %lock_path.display(), "Claude Code IDE server listening");
+        let (connected, watching) = tokio::sync::watch::channel(0usize);
+        let transcripts = match (&cfg.claude_projects, &sources.changes) {
+            (Some(projects), Some(_)) => Some(
+                tokio::spawn(transcripts::run(
+                    hub.root().to_path_buf(),
+                    projects.clone(),
+                    cfg.transcript_poll,
+                    sources.clone(),
+                    watching,
+                ))
+                .abort_handle(),
+            ),
+            _ => None,
+        };
         let accept = tokio::spawn(ws::accept_loop(ws::Listener {
             listener,
             port,
@@ -161,6 +193,7 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
             hub: hub.clone(),
             root,
             limits: cfg.limits.clone(),
+            connected,
         }));
         let lock = Arc::new(Mutex::new(Some(lock)));
         let keeper = tokio::spawn(keep_lock_file(
@@ -175,6 +208,7 @@ pub async fn start(hub: HubHandle, cfg: &IdeConfig) -> Result<IdeServer> {
             lock,
             accept: accept.abort_handle(),
             keeper,
+            transcripts,
         });
     }
     Err(last_err.unwrap_or_else(|| Error::Invalid("no port for the IDE server".into())))

@@ -80,10 +80,8 @@ impl Root {
         &self.path
     }
 
-    /// Opens `path`, which must lie under the workspace, walking from the
-    /// folder's descriptor one component at a time without following any
-    /// symlink; an error if the workspace is no longer at its path.
-    pub fn open_beneath(&self, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
+    /// An error if the path no longer names the folder we hold.
+    fn check_still_here(&self) -> std::io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         let here = std::fs::symlink_metadata(&self.path).ok();
         if here.is_none_or(|m| (m.dev(), m.ino()) != self.id) {
@@ -95,6 +93,14 @@ impl Root {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Opens `path`, which must lie under the workspace, walking from the
+    /// folder's descriptor one component at a time without following any
+    /// symlink; an error if the workspace is no longer at its path.
+    pub fn open_beneath(&self, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
+        self.check_still_here()?;
         walk_beneath(self.dir.try_clone()?, &self.path, path, how)
     }
 }
@@ -105,15 +111,61 @@ pub fn open_beneath(root: &Path, path: &Path, how: Open) -> std::io::Result<std:
     Root::open(root)?.open_beneath(path, how)
 }
 
-/// The walk of [`Root::open_beneath`] from `dir`, the descriptor of `root`.
-fn walk_beneath(
+impl Root {
+    /// The folder holding `path` (which must lie under the workspace),
+    /// opened by the same walk as [`Root::open_beneath`] (creating missing
+    /// folders when `create`), and the file's name in it: for writing and
+    /// removing a file by `*at` calls that never follow a symlink.
+    pub fn open_parent_beneath(
+        &self,
+        path: &Path,
+        create: bool,
+    ) -> std::io::Result<(std::os::fd::OwnedFd, std::ffi::CString)> {
+        self.check_still_here()?;
+        let (dir, last) = walk_dirs(self.dir.try_clone()?, &self.path, path, create)?;
+        Ok((dir, cstr(last)?))
+    }
+}
+
+fn cstr(p: &OsStr) -> std::io::Result<std::ffi::CString> {
+    std::ffi::CString::new(p.as_bytes()).map_err(|_| std::io::Error::other("NUL in path"))
+}
+
+/// `openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW, mode)`.
+pub fn openat(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::CStr,
+    flags: i32,
+    mode: u32,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: a valid directory descriptor and a NUL-terminated name; on
+    // success we own the returned descriptor.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode,
+        )
+    };
+    if fd < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// Walks from `dir`, the descriptor of `root`, to the folder holding
+/// `path`, one `openat(O_NOFOLLOW)` per component (creating missing ones
+/// when `create`); that folder and the last component.
+fn walk_dirs<'p>(
     mut dir: std::os::fd::OwnedFd,
     root: &Path,
-    path: &Path,
-    how: Open,
-) -> std::io::Result<std::fs::File> {
-    use std::ffi::CString;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    path: &'p Path,
+    create: bool,
+) -> std::io::Result<(std::os::fd::OwnedFd, &'p OsStr)> {
+    use std::os::fd::AsRawFd;
     let rel = path
         .strip_prefix(root)
         .map_err(|_| std::io::Error::other("not under the workspace"))?;
@@ -121,29 +173,9 @@ fn walk_beneath(
     let Some((last, dirs)) = parts.split_last() else {
         return Err(std::io::Error::other("no file name"));
     };
-    let cstr =
-        |p: &OsStr| CString::new(p.as_bytes()).map_err(|_| std::io::Error::other("NUL in path"));
-    let openat =
-        |dir: &OwnedFd, name: &CString, flags: i32, mode: u32| -> std::io::Result<OwnedFd> {
-            // SAFETY: a valid directory descriptor and a NUL-terminated name;
-            // on success we own the returned descriptor.
-            let fd = unsafe {
-                libc::openat(
-                    dir.as_raw_fd(),
-                    name.as_ptr(),
-                    flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                    mode,
-                )
-            };
-            if fd < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-            }
-        };
     for part in dirs {
         let name = cstr(part)?;
-        if how == Open::CreateNew {
+        if create {
             // SAFETY: valid descriptor and name; EEXIST is fine.
             let made = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) };
             if made < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
@@ -152,6 +184,17 @@ fn walk_beneath(
         }
         dir = openat(&dir, &name, libc::O_DIRECTORY | libc::O_RDONLY, 0)?;
     }
+    Ok((dir, last))
+}
+
+/// The walk of [`Root::open_beneath`] from `dir`, the descriptor of `root`.
+fn walk_beneath(
+    dir: std::os::fd::OwnedFd,
+    root: &Path,
+    path: &Path,
+    how: Open,
+) -> std::io::Result<std::fs::File> {
+    let (dir, last) = walk_dirs(dir, root, path, how == Open::CreateNew)?;
     let name = cstr(last)?;
     let fd = match how {
         Open::Read => openat(&dir, &name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?,

@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -72,6 +72,24 @@ pub(super) struct Listener {
     pub hub: HubHandle,
     pub root: super::paths::Root,
     pub limits: IdeLimits,
+    /// How many clients are connected (the transcript reader follows it).
+    pub connected: watch::Sender<usize>,
+}
+
+/// Counts a connected client for as long as it lives.
+struct Connected<'a>(&'a watch::Sender<usize>);
+
+impl<'a> Connected<'a> {
+    fn new(count: &'a watch::Sender<usize>) -> Connected<'a> {
+        count.send_modify(|n| *n += 1);
+        Connected(count)
+    }
+}
+
+impl Drop for Connected<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 pub(super) async fn accept_loop(l: Listener) {
@@ -83,6 +101,7 @@ pub(super) async fn accept_loop(l: Listener) {
         hub: l.hub,
         root: l.root,
         limits: l.limits,
+        connected: l.connected,
     });
     loop {
         let (stream, _) = match l.listener.accept().await {
@@ -117,6 +136,7 @@ pub(super) async fn accept_loop(l: Listener) {
                 tracing::warn!("too many Claude Code clients; closing a new one");
                 return;
             };
+            let _counted = Connected::new(&shared.connected);
             serve_client(ws, &shared).await;
         });
     }
@@ -128,6 +148,7 @@ struct Shared {
     hub: HubHandle,
     root: super::paths::Root,
     limits: IdeLimits,
+    connected: watch::Sender<usize>,
 }
 
 type Ws = tokio_tungstenite::WebSocketStream<Prefixed<TcpStream>>;

@@ -23,6 +23,7 @@ use super::pty::{Pty, Spawn, scrubbed_env};
 use super::session::{self, TerminalCommand, TerminalHandle, TerminalInfo};
 use crate::hub::ports::{Request, TerminalHostCommand};
 use crate::hub::{EditorId, Event, HubHandle, Responder, Topic};
+use crate::ide::transcripts::KnownSessions;
 use crate::lsp::message::{Params, ResponseError, code};
 
 /// Terminals one workspace may have open.
@@ -44,6 +45,9 @@ pub struct TerminalConfig {
     pub claude_bin: Option<PathBuf>,
     /// This service's IDE port, for `CLAUDE_CODE_SSE_PORT`.
     pub ide_port: Option<u16>,
+    /// Where "Start Claude Code here" notes the session id it chose, so its
+    /// transcript's edits are this terminal's.
+    pub sessions: KnownSessions,
 }
 
 pub fn spawn(
@@ -381,7 +385,9 @@ impl Host {
             &self.workspace,
         )
         .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
-        let launch = claude_launch(self.config.ide_port, &self.config.env, p.args)
+        let mut args = p.args;
+        let session = choose_session_id(&mut args);
+        let launch = claude_launch(self.config.ide_port, &self.config.env, args)
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
         let mut argv = vec![program.display().to_string()];
         argv.extend(launch.args);
@@ -394,6 +400,9 @@ impl Host {
             keep_alive: true,
         };
         let id = self.open(editor, spec)?;
+        if let Some(session) = session {
+            self.config.sessions.insert(session, id);
+        }
         Ok((id, launch.message))
     }
 }
@@ -425,6 +434,26 @@ fn default_shell() -> Vec<String> {
         .filter(|s| s.starts_with('/'))
         .unwrap_or_else(|| "/bin/sh".into());
     vec![shell]
+}
+
+/// Gives the CLI a session id of ours (`--session-id`), so its transcript,
+/// and the edits it records, are known to be this terminal's. Not when the
+/// user chose the conversation themselves (`--resume`, `--continue`, their
+/// own `--session-id`): those are still seen, as an IDE client's.
+fn choose_session_id(args: &mut Vec<String>) -> Option<String> {
+    let chose = args.iter().any(|a| {
+        let flag = a.split('=').next().unwrap_or_default();
+        matches!(
+            flag,
+            "--session-id" | "--resume" | "-r" | "--continue" | "-c" | "--fork-session"
+        )
+    });
+    if chose {
+        return None;
+    }
+    let session = uuid::Uuid::new_v4().to_string();
+    args.extend(["--session-id".to_owned(), session.clone()]);
+    Some(session)
 }
 
 /// How `claude` is started wired to this service.
@@ -534,6 +563,19 @@ mod tests {
     }
 
     #[test]
+    fn claude_gets_a_session_id_unless_the_user_chose_the_conversation() {
+        let mut args = vec!["--model".to_owned(), "x".to_owned()];
+        let session = choose_session_id(&mut args).unwrap();
+        assert!(uuid::Uuid::parse_str(&session).is_ok());
+        assert_eq!(args, ["--model", "x", "--session-id", &session]);
+        for own in ["--resume", "-c", "--session-id=abc", "--continue"] {
+            let mut args = vec![own.to_owned()];
+            assert_eq!(choose_session_id(&mut args), None, "{own}");
+            assert_eq!(args, [own]);
+        }
+    }
+
+    #[test]
     fn hostile_51_sizes_outside_the_range_are_refused() {
         for (rows, cols) in [(0, 0), (0, 80), (24, 0), (65535, 65535), (1001, 80)] {
             assert!(check_size(rows, cols).is_err(), "{rows}x{cols}");
@@ -565,6 +607,7 @@ mod tests {
             grace: Duration::from_millis(100),
             claude_bin: None,
             ide_port: None,
+            sessions: Default::default(),
         };
         let host = spawn(hub, rx, config);
         let answers = [

@@ -232,6 +232,7 @@ impl SessionCommand {
             | SessionCommand::SetPermissionMode { reply, .. }
             | SessionCommand::SetModel { reply, .. } => Some(reply),
             SessionCommand::Answer { reply, .. } => reply,
+            SessionCommand::TellClaude { .. } => None,
         }
     }
 }
@@ -255,10 +256,9 @@ impl Host {
                     answer,
                     reply,
                 } => self.answer(approval, answer, reply),
-                // Filled in by the change-set work: the session prepends it
-                // to its next prompt.
+                // The session prepends it to its next prompt.
                 AgentCommand::TellClaude { session, text } => {
-                    tracing::debug!(%session, bytes = text.len(), "a note for Claude");
+                    self.forward(&session, SessionCommand::TellClaude { text });
                 }
                 AgentCommand::Shutdown => break,
             }

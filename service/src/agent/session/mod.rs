@@ -17,9 +17,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use moonkale_claude::control;
 use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, TurnResult};
+use moonkale_claude::{control, edits};
 use moonkale_protocol::agent::{
     self as wire, Decision, EventsPage, SessionData, SettingsData, StateData,
 };
@@ -39,6 +39,7 @@ pub use self::cli::Launcher;
 use self::cli::{CliState, Running};
 use super::log::EventLog;
 use super::{AgentConfig, Answer, policy};
+use crate::hub::ports::{ChangeRecord, ChangeSource, ChangesCommand};
 use crate::hub::{AgentProgress, Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{ResponseError, code};
 use crate::mcp::{self, Method};
@@ -77,6 +78,8 @@ pub(super) struct Restored {
     pub always: HashSet<String>,
     /// Approval id → tool, to find what an "always" decision allowed.
     tools: HashMap<String, String>,
+    /// Notes for Claude stored after the last prompt: the next one carries them.
+    pub notes: Vec<String>,
     seen: usize,
 }
 
@@ -98,6 +101,7 @@ impl Restored {
             has_conversation: false,
             always: HashSet::new(),
             tools: HashMap::new(),
+            notes: Vec::new(),
             seen: 0,
         }
     }
@@ -125,9 +129,13 @@ impl Restored {
                     summary.model = data["model"].as_str().map(str::to_owned);
                 }
             }
-            Some("prompt") if summary.title.is_empty() => {
-                summary.title = title_of(data["text"].as_str().unwrap_or_default());
+            Some("prompt") => {
+                self.notes.clear();
+                if summary.title.is_empty() {
+                    summary.title = title_of(data["text"].as_str().unwrap_or_default());
+                }
             }
+            Some("note") => self.notes.extend(data["text"].as_str().map(str::to_owned)),
             Some("state") => {
                 self.error = data["error"].as_str().map(str::to_owned);
                 summary.state = if data["state"] == "failed" {
@@ -182,6 +190,11 @@ pub enum SessionCommand {
         answer: Answer,
         reply: Option<Responder>,
     },
+    /// The user undid or rejected one of Claude's changes and said why:
+    /// Claude hears it with the next prompt.
+    TellClaude {
+        text: String,
+    },
 }
 
 /// The host's way to reach a session task. Dropping it ends the task, which
@@ -225,6 +238,16 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
     SessionHandle { tx, summary, task }
 }
 
+/// A prompt sent to the CLI whose turn has not ended.
+struct Sent {
+    /// What the CLI was sent (the prompt, after any notes for Claude).
+    text: String,
+    /// The change-set turn key: the session and the prompt's `seq`.
+    turn: String,
+    /// The prompt, shortened.
+    title: String,
+}
+
 /// Answers from work the session handed to other tasks.
 enum Internal {
     McpReply { request_id: String, reply: Value },
@@ -252,7 +275,9 @@ struct Session {
     /// session's history): start it with `--resume`.
     has_conversation: bool,
     /// Prompts sent whose turn has not ended, oldest first.
-    unanswered: VecDeque<String>,
+    unanswered: VecDeque<Sent>,
+    /// Notes for Claude waiting for the next prompt.
+    notes: Vec<String>,
     /// An interrupt was asked for; the next `result` ends the turn cleanly.
     interrupting: bool,
     approvals: Approvals,
@@ -331,6 +356,7 @@ impl Session {
             told_untrusted: false,
             has_conversation: false,
             unanswered: VecDeque::new(),
+            notes: Vec::new(),
             interrupting: false,
             approvals,
             waiters: BTreeMap::new(),
@@ -353,6 +379,7 @@ impl Session {
         self.error = restored.error;
         self.has_conversation = restored.has_conversation;
         self.approvals.restore_always(restored.always);
+        self.notes = restored.notes;
         self.summary_tx.send_replace(summary);
     }
 
@@ -433,6 +460,10 @@ impl Session {
                     reply.send(Ok(result));
                 }
             }
+            SessionCommand::TellClaude { text } => {
+                self.record("note", json!({"text": text}));
+                self.notes.push(text);
+            }
             SessionCommand::Answer {
                 approval,
                 answer,
@@ -466,15 +497,21 @@ impl Session {
             reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
             return;
         };
+        let title = title_of(&text);
         if self.summary_tx.borrow().title.is_empty() {
-            self.summary_tx.send_modify(|s| s.title = title_of(&text));
+            self.summary_tx.send_modify(|s| s.title = title.clone());
         }
         let first_turn = self.unanswered.is_empty();
+        let text = with_notes(std::mem::take(&mut self.notes), text);
         self.write(control::user_message(&text)).await;
-        self.unanswered.push_back(text);
+        self.unanswered.push_back(Sent {
+            text,
+            turn: format!("{}:{seq}", self.id_text),
+            title,
+        });
         if first_turn {
             self.error = None;
-            let begin = title_of(&self.unanswered[0]);
+            let begin = self.unanswered[0].title.clone();
             self.progress(AgentProgress::Begin(begin));
         }
         if self.state != State::WaitingForApproval {
@@ -714,8 +751,52 @@ impl Session {
                 if value["type"] == "assistant" {
                     self.approvals.remember_plan(&value);
                 }
+                if let Some(result) = value.get("tool_use_result") {
+                    self.tool_result(result);
+                }
                 self.record("cli", value);
             }
+        }
+    }
+
+    /// A tool's result: an Edit, MultiEdit or Write is a change Claude
+    /// made, whatever the mode (asked or not), for the change-set host.
+    fn tool_result(&mut self, result: &Value) {
+        let Some(edit) = edits::edit_from_tool_result(result) else {
+            return;
+        };
+        let edit = match edit {
+            Ok(edit) => edit,
+            Err(e) => return tracing::warn!(session = %self.id, "{e}; the edit is not reviewed"),
+        };
+        let Some(sent) = self.unanswered.front() else {
+            return; // no turn of ours (a replay)
+        };
+        let record = ChangeRecord {
+            source: self.change_source(),
+            turn: sent.turn.clone(),
+            title: Some(sent.title.clone()),
+            path: edit.path,
+            before: edit.before,
+            after: Some(edit.after),
+            at: now_ms(),
+        };
+        self.send_changes(ChangesCommand::Record(record));
+    }
+
+    fn change_source(&self) -> ChangeSource {
+        ChangeSource::Agent {
+            session: self.id_text.clone(),
+        }
+    }
+
+    /// Hands the change-set host a command without waiting: a full queue
+    /// loses that record (logged), never stalls the session.
+    fn send_changes(&self, command: ChangesCommand) {
+        if let Some(port) = &self.config.changes
+            && let Err(e) = port.try_send(command)
+        {
+            tracing::warn!(session = %self.id, "the change-set host did not take a record: {e}");
         }
     }
 
@@ -723,7 +804,12 @@ impl Session {
         if self.cli.is_resuming() {
             return; // decided when the process ends (a lost conversation?)
         }
-        self.unanswered.pop_front();
+        if let Some(sent) = self.unanswered.pop_front() {
+            self.send_changes(ChangesCommand::TurnEnded {
+                source: self.change_source(),
+                turn: sent.turn,
+            });
+        }
         let interrupted = std::mem::take(&mut self.interrupting);
         if result.is_error && !interrupted {
             self.error = Some(turn_error(result));
@@ -763,7 +849,8 @@ impl Session {
             self.has_conversation = matches!(start, SessionStart::Resume(_));
             match self.launch(start, true).await {
                 Ok(()) => {
-                    let prompts: Vec<String> = self.unanswered.iter().cloned().collect();
+                    let prompts: Vec<String> =
+                        self.unanswered.iter().map(|s| s.text.clone()).collect();
                     for prompt in prompts {
                         self.write(control::user_message(&prompt)).await;
                     }
@@ -782,7 +869,12 @@ impl Session {
         if self.unanswered.is_empty() && !self.interrupting {
             return; // between turns: the next prompt starts it again
         }
-        self.unanswered.clear();
+        for sent in std::mem::take(&mut self.unanswered) {
+            self.send_changes(ChangesCommand::TurnEnded {
+                source: self.change_source(),
+                turn: sent.turn,
+            });
+        }
         self.interrupting = false;
         let tail: String = {
             let t = stderr.trim();
@@ -1082,8 +1174,24 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+/// The prompt the CLI is sent: the notes for Claude first, each a clearly
+/// marked paragraph, then the user's prompt.
+fn with_notes(notes: Vec<String>, prompt: String) -> String {
+    if notes.is_empty() {
+        return prompt;
+    }
+    let mut text = String::new();
+    for note in notes {
+        text.push_str("[Note from the user's editor, about your earlier changes: ");
+        text.push_str(note.trim());
+        text.push_str("]\n\n");
+    }
+    text.push_str(&prompt);
+    text
+}
+
 /// A session's title: the start of its first prompt, on one line.
-pub(super) fn title_of(prompt: &str) -> String {
+pub(crate) fn title_of(prompt: &str) -> String {
     let line = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() > 80 {
         line.chars().take(79).collect::<String>() + "…"

@@ -17,6 +17,7 @@ use super::{Launcher, SessionCommand, SessionHandle, Start};
 use crate::agent::log::EventLog;
 use crate::agent::transcript::Transcript;
 use crate::agent::{AgentConfig, Answer};
+use crate::hub::ports::{ChangesCommand, changes_channel};
 use crate::hub::{AgentProgress, Event, HubHandle, Responder};
 use crate::lsp::message::ResponseError;
 use crate::user_state::TrustStore;
@@ -32,6 +33,8 @@ struct World {
     hub: mpsc::Receiver<Event>,
     launches: mpsc::UnboundedReceiver<Launched>,
     cli: Option<Launched>,
+    /// What the session told the change-set host.
+    changes: mpsc::Receiver<ChangesCommand>,
     _dir: tempfile::TempDir,
 }
 
@@ -64,6 +67,7 @@ impl World {
             trust.set(&workspace, true).unwrap();
         }
         let (scripts, launches) = mpsc::unbounded_channel();
+        let (changes_tx, changes) = changes_channel();
         let config = AgentConfig {
             claude_bin: None,
             approval_timeout: setup.approval_timeout,
@@ -71,6 +75,7 @@ impl World {
             shutdown_grace: Duration::from_millis(100),
             trust: Some(trust),
             launcher: Launcher::Script(scripts),
+            changes: Some(changes_tx),
         };
         let id = Uuid::from_u128(0x5e55);
         let transcript = Transcript::open(dir.path().join("chat.jsonl")).unwrap();
@@ -101,6 +106,7 @@ impl World {
             hub: events,
             launches,
             cli: None,
+            changes,
             _dir: dir,
         }
     }
@@ -586,4 +592,98 @@ async fn a_cli_that_exits_during_a_turn_fails_it_with_its_stderr_and_withdraws_a
         &w.launched().await,
         expect!["--permission-mode=default --resume=ID"],
     );
+}
+
+/// What the change-set host was told, one line each, until a turn ended.
+async fn changes_told(w: &mut World) -> String {
+    let mut lines = Vec::new();
+    loop {
+        let command = tokio::time::timeout(DEADLINE, w.changes.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no turn end; got {lines:#?}"))
+            .expect("the session lives");
+        let line = match command {
+            ChangesCommand::Record(r) => format!(
+                "record {:?} turn {} {:?}: {} {:?} -> {:?}",
+                r.source,
+                r.turn,
+                r.title,
+                r.path.display(),
+                r.before,
+                r.after
+            ),
+            ChangesCommand::TurnEnded { source, turn } => format!("ended {source:?} {turn}"),
+            _ => "other".into(),
+        };
+        let done = line.starts_with("ended");
+        lines.push(line.replace(&w.id.to_string(), "ID"));
+        if done {
+            return lines.join("\n");
+        }
+    }
+}
+
+#[tokio::test]
+async fn edits_claude_reports_go_to_the_change_set_host_by_turn() {
+    let mut w = World::new(Setup {
+        mode: PermissionMode::AcceptEdits,
+        ..Setup::default()
+    });
+    let sent = w.prompt("Fix   the\ngreeting").await.unwrap();
+    w.launched().await;
+    w.told("user").await;
+    w.cli_says(init());
+    // Two Edits of one file, a Write of a new one, a Read (not an edit)
+    // and a record that does not add up (dropped, logged).
+    let edit = |before: &str, lines: Value| {
+        json!({"type": "user", "message": {"role": "user", "content": []},
+               "tool_use_result": {"filePath": "/w/a.txt", "originalFile": before,
+               "structuredPatch": [{"oldStart": 1, "oldLines": 1, "newStart": 1, "newLines": 1, "lines": lines}]}})
+    };
+    w.cli_says(edit("hello\n", json!(["-hello", "+hi"])));
+    w.cli_says(json!({"type": "user", "tool_use_result": {"type": "text", "file": {"filePath": "/w/a.txt"}}}));
+    w.cli_says(edit("nothing like it\n", json!(["-hello", "+hi"])));
+    w.cli_says(
+        json!({"type": "user", "tool_use_result": {"type": "create", "filePath": "/w/new.txt",
+        "content": "new\n", "structuredPatch": [], "originalFile": null}}),
+    );
+    w.cli_says(success("Done"));
+    let seq = sent["seq"].as_u64().unwrap();
+    check(
+        &changes_told(&mut w)
+            .await
+            .replace(&format!(":{seq}"), ":SEQ"),
+        expect![[r#"
+            record Agent { session: "ID" } turn ID:SEQ Some("Fix the greeting"): /w/a.txt Some("hello\n") -> Some("hi\n")
+            record Agent { session: "ID" } turn ID:SEQ Some("Fix the greeting"): /w/new.txt None -> Some("new\n")
+            ended Agent { session: "ID" } ID:SEQ"#]],
+    );
+}
+
+#[tokio::test]
+async fn a_note_for_claude_comes_before_the_next_prompt() {
+    let mut w = World::new(Setup::default());
+    w.prompt("first").await.unwrap();
+    w.launched().await;
+    w.told("user").await;
+    w.cli_says(init());
+    w.cli_says(success("ok"));
+    w.handle
+        .tx
+        .send(SessionCommand::TellClaude {
+            text: "I undid your change to a.txt: keep the old name.".into(),
+        })
+        .await
+        .unwrap();
+    w.prompt("second").await.unwrap();
+    check(
+        &w.told("user").await,
+        expect![[
+            r#"user "[Note from the user's editor, about your earlier changes: I undid your change to a.txt: keep the old name.]\n\nsecond""#
+        ]],
+    );
+    // Told once: the prompt after has no note.
+    w.cli_says(success("ok"));
+    w.prompt("third").await.unwrap();
+    check(&w.told("user").await, expect![[r#"user "third""#]]);
 }

@@ -1,0 +1,429 @@
+//! The change-set host's specification: records and requests in, answers,
+//! files on disk and hub events out, with the hub played by a channel and
+//! the state directory a test's own folder.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use expect_test::expect;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::spawn_in;
+use crate::hub::ports::{
+    AgentCommand, ChangeRecord, ChangeSource, ChangesCommand, OpenBuffer, Request, agent_channel,
+    changes_channel,
+};
+use crate::hub::{EditorId, Event, HubHandle, Responder};
+use crate::lsp::message;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct World {
+    commands: mpsc::Sender<ChangesCommand>,
+    hub: mpsc::Receiver<Event>,
+    agent: mpsc::Receiver<AgentCommand>,
+    host: tokio::task::JoinHandle<()>,
+    /// The workspace (canonical).
+    ws: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+fn agent_source() -> ChangeSource {
+    ChangeSource::Agent {
+        session: "s1".into(),
+    }
+}
+
+impl World {
+    async fn new() -> World {
+        World::in_dir(tempfile::tempdir().unwrap()).await
+    }
+
+    /// A host over `dir`'s workspace and state (what a restarted service
+    /// finds); waits for its first report.
+    async fn in_dir(dir: tempfile::TempDir) -> World {
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let ws = base.join("w");
+        let _ = std::fs::create_dir(&ws);
+        let (hub, events) = HubHandle::detached(ws.clone());
+        let (commands, rx) = changes_channel();
+        let (agent_tx, agent) = agent_channel();
+        let host = spawn_in(hub, rx, Some(agent_tx), Ok(base.join("state/changes")));
+        let mut world = World {
+            commands,
+            hub: events,
+            agent,
+            host,
+            ws,
+            dir,
+        };
+        world.changes_event().await;
+        world
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.ws.join(name)
+    }
+
+    fn uri(&self, name: &str) -> String {
+        format!("file://{}", self.path(name).display())
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        text.replace(&self.ws.display().to_string(), "<ws>")
+    }
+
+    /// Claude wrote `after` to `name` (on disk too), in `turn`.
+    async fn claude_writes(&self, turn: &str, name: &str, after: Option<&str>) {
+        let path = self.path(name);
+        let before = std::fs::read_to_string(&path).ok();
+        match after {
+            Some(text) => std::fs::write(&path, text).unwrap(),
+            None => std::fs::remove_file(&path).unwrap(),
+        }
+        self.record(ChangeRecord {
+            source: agent_source(),
+            turn: turn.into(),
+            title: Some("fix the bug".into()),
+            path,
+            before,
+            after: after.map(str::to_owned),
+            at: super::now_ms(),
+        })
+        .await;
+    }
+
+    async fn record(&self, record: ChangeRecord) {
+        self.commands
+            .send(ChangesCommand::Record(record))
+            .await
+            .unwrap();
+    }
+
+    /// The next `ChangesUpdated` (other events skipped), as a line.
+    async fn changes_event(&mut self) -> String {
+        loop {
+            let event = tokio::time::timeout(DEADLINE, self.hub.recv())
+                .await
+                .expect("an event in time")
+                .expect("the host runs");
+            if let Event::ChangesUpdated {
+                sets,
+                pending,
+                announce,
+            } = event
+            {
+                let files: Vec<String> = pending
+                    .iter()
+                    .map(|f| {
+                        let hunks: Vec<String> = f
+                            .hunks
+                            .iter()
+                            .map(|h| format!("{}@{}..{}", h.index, h.after.start, h.after.end))
+                            .collect();
+                        format!("{}#{} [{}]", f.uri.path(), f.set, hunks.join(" "))
+                    })
+                    .collect();
+                let ids: Vec<u64> = sets.iter().map(|s| s.id).collect();
+                return self.scrub(&format!(
+                    "sets {ids:?} announce {announce:?} pending {files:?}"
+                ));
+            }
+        }
+    }
+
+    /// Every event already sent, as lines.
+    fn drain(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(event) = self.hub.try_recv() {
+            out.push(match event {
+                Event::FileRewritten { uri, text } => format!("rewritten {} {text:?}", uri.path()),
+                Event::ChangesUpdated { sets, .. } => format!("updated {} sets", sets.len()),
+                other => format!("{other:?}"),
+            });
+        }
+        out.into_iter().map(|l| self.scrub(&l)).collect()
+    }
+
+    /// A front-door request; its answer, as a line.
+    async fn ask(&mut self, method: &str, params: Value) -> String {
+        let (reply, answered) = Responder::new();
+        let request = Request::new(EditorId(1), method, message::params(&params), reply);
+        self.commands
+            .send(ChangesCommand::Request(request))
+            .await
+            .unwrap();
+        self.answer(answered).await
+    }
+
+    async fn undo(&mut self, params: Value, buffers: Vec<OpenBuffer>, strict: bool) -> String {
+        let (reply, answered) = Responder::new();
+        self.commands
+            .send(ChangesCommand::Undo {
+                params: serde_json::from_value(params).unwrap(),
+                buffers,
+                strict,
+                reply,
+            })
+            .await
+            .unwrap();
+        self.answer(answered).await
+    }
+
+    async fn answer(&self, answered: crate::hub::ports::Answered) -> String {
+        let answer = tokio::time::timeout(DEADLINE, answered)
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        self.scrub(&match answer {
+            Ok(mut v) => {
+                zero_times(&mut v);
+                format!("Ok {v}")
+            }
+            Err(e) => format!("Err {} {}", e.code, e.message),
+        })
+    }
+
+    fn read(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(name)).ok()
+    }
+
+    /// The host stopped; its folder, for a restart.
+    async fn stop(self) -> tempfile::TempDir {
+        self.commands.send(ChangesCommand::Shutdown).await.unwrap();
+        self.host.await.unwrap();
+        self.dir
+    }
+}
+
+/// Times in answers are the clock's: shown as 0.
+fn zero_times(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                if key == "started" || key == "updated" {
+                    *value = json!(0);
+                } else {
+                    zero_times(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(zero_times),
+        _ => {}
+    }
+}
+
+fn state_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("state/changes"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_turn_is_recorded_listed_shown_undone_and_kept() {
+    let mut w = World::new().await;
+    std::fs::write(w.path("a.txt"), "1\n2\n3\n4\n5\n").unwrap();
+    w.claude_writes("t1", "a.txt", Some("1\ntwo\n3\n4\nfive\n"))
+        .await;
+    assert_eq!(
+        w.changes_event().await,
+        r#"sets [1] announce None pending ["<ws>/a.txt#1 [0@1..2 1@4..5]"]"#
+    );
+    w.claude_writes("t1", "new.txt", Some("hello\n")).await;
+    w.changes_event().await;
+    w.commands
+        .send(ChangesCommand::TurnEnded {
+            source: agent_source(),
+            turn: "t1".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        w.changes_event().await,
+        r#"sets [1] announce Some(1) pending ["<ws>/a.txt#1 [0@1..2 1@4..5]", "<ws>/new.txt#1 [0@0..1]"]"#
+    );
+    expect![[r#"Ok {"sets":[{"files":[{"hunks":2,"kind":"modified","pending":2,"uri":"file://<ws>/a.txt"},{"hunks":1,"kind":"created","pending":1,"uri":"file://<ws>/new.txt"}],"id":1,"open":false,"source":{"kind":"agent","session":"s1"},"started":0,"state":"pending","title":"fix the bug","updated":0}]}"#]].assert_eq(&w.ask("moonkale/changes/list", json!(null)).await);
+    expect![[r#"Ok {"files":[{"after":"1\ntwo\n3\n4\nfive\n","before":"1\n2\n3\n4\n5\n","hunks":[{"added":"two\n","after":{"end":2,"start":1},"before":{"end":2,"start":1},"index":0,"removed":"2\n","state":"pending"},{"added":"five\n","after":{"end":5,"start":4},"before":{"end":5,"start":4},"index":1,"removed":"5\n","state":"pending"}],"kind":"modified","uri":"file://<ws>/a.txt"},{"after":"hello\n","before":null,"hunks":[{"added":"hello\n","after":{"end":1,"start":0},"before":{"end":0,"start":0},"index":0,"removed":"","state":"pending"}],"kind":"created","uri":"file://<ws>/new.txt"}],"set":{"files":[{"hunks":2,"kind":"modified","pending":2,"uri":"file://<ws>/a.txt"},{"hunks":1,"kind":"created","pending":1,"uri":"file://<ws>/new.txt"}],"id":1,"open":false,"source":{"kind":"agent","session":"s1"},"started":0,"state":"pending","title":"fix the bug","updated":0}}"#]].assert_eq(&w.ask("moonkale/changes/show", json!({"set": 1})).await);
+    assert_eq!(state_files(w.dir.path()), ["1.json"]);
+
+    // An editor holds a.txt with unsaved changes: refused, nothing written.
+    let a = w.uri("a.txt");
+    let dirty = OpenBuffer {
+        uri: a.parse().unwrap(),
+        text: "1\ntwo\n3\n4\nfive\nmine\n".into(),
+        dirty: true,
+    };
+    let undo_hunk = json!({"set": 1, "uri": a, "hunk": 1, "reason": "keep five as 5"});
+    expect!["Err -32602 <ws>/a.txt has unsaved changes in an editor; save or revert them, then undo again"].assert_eq(&w.undo(undo_hunk.clone(), vec![dirty.clone()], false).await);
+    assert_eq!(w.read("a.txt").unwrap(), "1\ntwo\n3\n4\nfive\n");
+    // Dirty but the same text as the disk: nothing to lose.
+    let same = OpenBuffer {
+        text: "1\ntwo\n3\n4\nfive\n".into(),
+        ..dirty
+    };
+    expect![[r#"Ok {"refused":[],"undone":1}"#]]
+        .assert_eq(&w.undo(undo_hunk, vec![same], false).await);
+    assert_eq!(w.read("a.txt").unwrap(), "1\ntwo\n3\n4\n5\n");
+    expect![[r#"
+        rewritten <ws>/a.txt Some("1\ntwo\n3\n4\n5\n")
+        updated 1 sets"#]]
+    .assert_eq(&w.drain().join("\n"));
+    match w.agent.try_recv() {
+        Ok(AgentCommand::TellClaude { session, text }) => {
+            assert_eq!(session, "s1");
+            assert_eq!(
+                w.scrub(&text),
+                "I undid your change to <ws>/a.txt. My reason: keep five as 5"
+            );
+        }
+        other => panic!("no note for Claude: {other:?}"),
+    }
+
+    // The user changes the line of hunk 0; undoing the whole set undoes
+    // the rest (new.txt is removed) and lists the refusal.
+    std::fs::write(w.path("a.txt"), "1\nTWO\n3\n4\n5\n").unwrap();
+    expect![[r#"Ok {"refused":[{"hunk":0,"message":"Line 2 of <ws>/a.txt changed after Claude Code's edit; not undone","uri":"file://<ws>/a.txt"}],"undone":1}"#]].assert_eq(&w.undo(json!({"set": 1}), vec![], false).await);
+    assert_eq!(w.read("new.txt"), None);
+    expect![[r#"
+        rewritten <ws>/new.txt None
+        updated 1 sets"#]]
+    .assert_eq(&w.drain().join("\n"));
+    // Kept: the set is settled, its file goes, `all` still lists it.
+    expect!["Ok {}"].assert_eq(&w.ask("moonkale/changes/keep", json!({"set": 1})).await);
+    assert_eq!(w.changes_event().await, "sets [] announce None pending []");
+    assert!(state_files(w.dir.path()).is_empty());
+    expect![[r#"Ok {"sets":[{"files":[{"hunks":2,"kind":"modified","pending":0,"uri":"file://<ws>/a.txt"},{"hunks":1,"kind":"created","pending":0,"uri":"file://<ws>/new.txt"}],"id":1,"open":false,"source":{"kind":"agent","session":"s1"},"started":0,"state":"undone","title":"fix the bug","updated":0}]}"#]].assert_eq(&w.ask("moonkale/changes/list", json!({"all": true})).await);
+    expect!["Err -32602 there is no change set 7"]
+        .assert_eq(&w.ask("moonkale/changes/keep", json!({"set": 7})).await);
+}
+
+#[tokio::test]
+async fn a_strict_undo_reports_a_refusal_as_an_error() {
+    let mut w = World::new().await;
+    std::fs::write(w.path("a.txt"), "1\n2\n").unwrap();
+    w.claude_writes("t1", "a.txt", Some("one\n2\n")).await;
+    w.claude_writes("t1", "b.txt", Some("b\n")).await;
+    w.changes_event().await;
+    w.changes_event().await;
+    std::fs::write(w.path("a.txt"), "ONE\n2\n").unwrap();
+    expect!["Err -32602 1 change was undone; Line 1 of <ws>/a.txt changed after Claude Code's edit; not undone"].assert_eq(&w.undo(json!({"set": 1}), vec![], true).await);
+    assert_eq!(w.read("b.txt"), None);
+    assert_eq!(w.read("a.txt").unwrap(), "ONE\n2\n");
+}
+
+#[tokio::test]
+async fn edits_outside_the_workspace_or_in_its_private_folders_are_dropped() {
+    let mut w = World::new().await;
+    let outside = w.dir.path().join("outside.txt");
+    std::fs::create_dir_all(w.path(".git")).unwrap();
+    std::fs::create_dir_all(w.path("sub/.moonkale")).unwrap();
+    std::os::unix::fs::symlink(w.dir.path(), w.path("link")).unwrap();
+    let record = |path: PathBuf| ChangeRecord {
+        source: agent_source(),
+        turn: "t".into(),
+        title: None,
+        path,
+        before: None,
+        after: Some("x\n".into()),
+        at: super::now_ms(),
+    };
+    for path in [
+        outside,
+        w.path(".git/config"),
+        w.path("sub/.moonkale/x"),
+        w.path("link/outside.txt"),
+        w.path("../w/a"),
+        PathBuf::from("relative.txt"),
+    ] {
+        w.record(record(path)).await;
+    }
+    w.record(record(w.path("inside.txt"))).await;
+    // Only the last one makes a set.
+    assert_eq!(
+        w.changes_event().await,
+        r#"sets [1] announce None pending ["<ws>/inside.txt#1 [0@0..1]"]"#
+    );
+}
+
+#[tokio::test]
+async fn sets_survive_a_restart_and_a_damaged_file_is_skipped() {
+    let mut w = World::new().await;
+    w.claude_writes("t1", "a.txt", Some("new\n")).await;
+    w.changes_event().await;
+    let dir = w.stop().await;
+    let changes = std::fs::canonicalize(dir.path())
+        .unwrap()
+        .join("state/changes");
+    std::fs::write(changes.join("9.json"), "{not json").unwrap();
+    std::fs::write(changes.join("notes.txt"), "not a set").unwrap();
+    let mut w = World::in_dir(dir).await;
+    // The stored set, closed (its turn went with the service that
+    // recorded it).
+    expect![[r#"Ok {"sets":[{"files":[{"hunks":1,"kind":"created","pending":1,"uri":"file://<ws>/a.txt"}],"id":1,"open":false,"source":{"kind":"agent","session":"s1"},"started":0,"state":"pending","title":"fix the bug","updated":0}]}"#]].assert_eq(&w.ask("moonkale/changes/list", json!(null)).await);
+    // New sets get new ids.
+    w.claude_writes("t2", "b.txt", Some("b\n")).await;
+    assert_eq!(
+        w.changes_event().await,
+        r#"sets [1, 2] announce None pending ["<ws>/a.txt#1 [0@0..1]", "<ws>/b.txt#2 [0@0..1]"]"#
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_without_turns_ends_after_two_quiet_seconds() {
+    let mut w = World::new().await;
+    let watcher = |w: &World, name: &str| ChangeRecord {
+        source: ChangeSource::Watcher,
+        turn: String::new(),
+        title: None,
+        path: w.path(name),
+        before: Some("a\n".into()),
+        after: Some("b\n".into()),
+        at: super::now_ms(),
+    };
+    w.record(watcher(&w, "a.txt")).await;
+    w.changes_event().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    w.record(watcher(&w, "b.txt")).await;
+    w.changes_event().await;
+    // 1.5 s after the second edit: still open.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(w.hub.try_recv().is_err());
+    let ended = w.changes_event().await;
+    assert!(ended.contains("announce Some(1)"), "{ended}");
+    expect![[r#"Ok {"sets":[{"files":[{"hunks":1,"kind":"modified","pending":1,"uri":"file://<ws>/a.txt"},{"hunks":1,"kind":"modified","pending":1,"uri":"file://<ws>/b.txt"}],"id":1,"open":false,"source":{"kind":"watcher"},"started":0,"state":"pending","title":"","updated":0}]}"#]].assert_eq(&w.ask("moonkale/changes/list", json!(null)).await);
+}
+
+#[tokio::test]
+async fn an_undo_a_crash_interrupted_is_settled_by_the_file_at_start() {
+    for written in [true, false] {
+        let mut w = World::new().await;
+        w.claude_writes("t1", "a.txt", Some("new\n")).await;
+        w.changes_event().await;
+        let dir = w.stop().await;
+        // What a service killed between the intent and the rename left.
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let stored = base.join("state/changes/1.json");
+        let mut set: moonkale_hub::core::changes::ChangeSet =
+            serde_json::from_slice(&std::fs::read(&stored).unwrap()).unwrap();
+        set.restore().unwrap();
+        let mut book = moonkale_hub::core::changes::ChangeBook::from_sets(vec![set]);
+        let uri = book.set(1).unwrap().files[0].uri.clone();
+        let plan = book.plan_undo(1, &uri, None, Some("new\n")).unwrap();
+        book.begin_undo(&plan).unwrap();
+        std::fs::write(&stored, serde_json::to_vec(book.set(1).unwrap()).unwrap()).unwrap();
+        std::fs::write(base.join("w/.a.txt.moonkale-undo"), "half").unwrap();
+        if written {
+            std::fs::remove_file(base.join("w/a.txt")).unwrap();
+        }
+        let mut w = World::in_dir(dir).await;
+        let list = w.ask("moonkale/changes/list", json!({"all": true})).await;
+        let state = if written { "undone" } else { "pending" };
+        assert!(list.contains(&format!(r#""state":"{state}""#)), "{list}");
+        assert_eq!(w.read(".a.txt.moonkale-undo"), None, "the leftover goes");
+        assert_eq!(w.read("a.txt").is_none(), written);
+    }
+}

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use moonkale_tests::nvim::{Attach, Headless, Remote, start_headless};
 use moonkale_tests::{Sandbox, bin, selection_with_text, service_and_claude, wait_until};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
     moonkale_tests::repo_root()
@@ -24,9 +24,15 @@ const INIT: &str = r#"
 vim.opt.rtp:prepend(vim.env.MOONKALE_PLUGIN_DIR)
 vim.opt.swapfile = false
 vim.opt.shadafile = 'NONE'
-PluginTest = { asked = {} }
+PluginTest = { asked = {}, told = {} }
 vim.ui.select = function(_, opts)
   table.insert(PluginTest.asked, opts.prompt or '')
+end
+-- What the plugin told the user (vim.notify), as a user would read it.
+local notify = vim.notify
+vim.notify = function(msg, level, opts)
+  table.insert(PluginTest.told, msg)
+  return notify(msg, level, opts)
 end
 -- The current tab as the user sees it: its windows left to right.
 function PluginTest.view()
@@ -330,6 +336,144 @@ async fn plugin_reviews_a_proposal_hunk_by_hunk_in_a_diff_tab() {
     )
     .await;
     assert_eq!(nvim.eval("v:errmsg").await, "", "no error in Neovim");
+}
+
+/// Waits until the plugin told the user something containing `needle`
+/// (with vim.notify); returns all it said.
+async fn told(nvim: &Nvim, needle: &str) -> Value {
+    nvim.wait_for(
+        &format!("Neovim to say {needle:?}"),
+        "luaeval('PluginTest.told')",
+        |v| {
+            v.as_array().is_some_and(|t| {
+                t.iter()
+                    .any(|m| m.as_str().is_some_and(|m| m.contains(needle)))
+            })
+        },
+    )
+    .await
+}
+
+/// 2c. Review after the fact: the real CLI hosted in `acceptEdits` edits
+/// two places of `review.txt` and writes `added.txt` without asking. In
+/// Neovim the user is told when the turn ends, lists the changes in the
+/// quickfix list, opens `review.txt` from there as a diff against its text
+/// before, undoes the last line's change with the keymap (the first stays,
+/// the buffer shows the restored line), edits and saves the first line and
+/// is refused its undo (their text stays), then steps to `added.txt` and
+/// undoes the whole file: it is removed, and its view closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_reviews_claudes_changes_after_the_fact() {
+    use moonkale_tests::review;
+    use moonkale_tests::world::World;
+    let mut w = World::builder()
+        .agent()
+        .file(review::FILE, review::BEFORE)
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    w.fake.set_script(review::script(&root));
+    let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), review::FILE).await;
+
+    let session =
+        w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
+            .await;
+    let seq = w.ed.send_prompt(&session, review::PROMPT).await;
+    w.ed.turn_idle(&session, seq).await;
+    review::assert_applied(&root);
+    told(&nvim, "Claude changed 2 file(s): review.txt, added.txt").await;
+    // The buffer, clean, shows what Claude wrote.
+    nvim.wait_for("Claude's text in the buffer", "getline(1)", |v| v == "ONE")
+        .await;
+
+    nvim.send_keys(":MoonkaleChanges<CR>").await;
+    let qf = nvim
+        .wait_for(
+            "the quickfix list",
+            r#"map(getqflist(), {_, e -> [fnamemodify(bufname(e.bufnr), ':t'), e.lnum, e.text]})"#,
+            |v| v.as_array().is_some_and(|l| !l.is_empty()),
+        )
+        .await;
+    assert_eq!(
+        qf,
+        json!([
+            ["review.txt", 1, "modified -1 +1: ONE"],
+            ["review.txt", 10, "modified -1 +1: TEN"],
+            ["added.txt", 1, "created -0 +1: written by Claude"]
+        ])
+    );
+    assert_eq!(
+        nvim.eval("&buftype").await,
+        "quickfix",
+        "the list has the focus"
+    );
+
+    // The second entry: review.txt's diff, in a tab of its own.
+    nvim.send_keys("2G:MoonkaleChangeDiff<CR>").await;
+    let view = nvim
+        .wait_for(
+            "the change's diff tab",
+            r#"luaeval('PluginTest.view()')"#,
+            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
+        )
+        .await;
+    assert_eq!(
+        view["windows"][0]["name"], "moonkale://before/review.txt",
+        "{view}"
+    );
+    assert_eq!(view["windows"][0]["text"], review::BEFORE, "{view}");
+    assert_eq!(view["windows"][1]["text"], review::AFTER, "{view}");
+    assert!(
+        view["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["diff"] == true),
+        "{view}"
+    );
+
+    // Undo the last line's change (the cursor on it): the file and the
+    // buffer get `ten` back, `ONE` stays.
+    nvim.send_keys("10G<Bslash>mu").await;
+    nvim.wait_for(
+        "the restored line",
+        "[getline(10), getline(1), &modified]",
+        |v| v == &json!(["ten", "ONE", 0]),
+    )
+    .await;
+    let file = root.join(review::FILE);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        review::AFTER.replace("TEN", "ten")
+    );
+
+    // The user rewrites Claude's first line and saves; its undo is refused
+    // and their text stays.
+    nvim.send_keys("1GccOne<Esc>:w<CR>").await;
+    nvim.wait_for("the saved edit", "&modified", |v| v == 0)
+        .await;
+    nvim.send_keys("1G<Bslash>mu").await;
+    told(&nvim, "changed after Claude Code's edit").await;
+    assert_eq!(nvim.eval("getline(1)").await, "One");
+    assert!(std::fs::read_to_string(&file).unwrap().starts_with("One\n"));
+
+    // The next file, added.txt, undone as a whole: Claude created it, so it
+    // is removed, and its view goes.
+    nvim.send_keys(":MoonkaleChangeNext<CR>").await;
+    nvim.wait_for("added.txt's diff", "expand('%:t')", |v| v == "added.txt")
+        .await;
+    nvim.send_keys("<Bslash>mU").await;
+    nvim.wait_for(
+        "added.txt's view to close",
+        r#"len(filter(getbufinfo(), {_, b -> b.name =~ 'added.txt'}))"#,
+        |v| v == 0,
+    )
+    .await;
+    assert!(!root.join(review::NEW_FILE).exists());
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        review::AFTER.replace("ONE", "One").replace("TEN", "ten")
+    );
 }
 
 /// 3. `:'<,'>MoonkaleSendToClaude` from a linewise visual selection, and

@@ -257,6 +257,13 @@ local handlers = {
     end
     return vim.lsp.handlers['window/showDocument'](err, params, ctx, config)
   end,
+  ['workspace/applyEdit'] = function(err, params, ctx, config)
+    local result = vim.lsp.handlers['workspace/applyEdit'](err, params, ctx, config)
+    if params and params.edit then
+      review.edit_applied(params.edit)
+    end
+    return result
+  end,
   ['moonkale/proposalClosed'] = function(_, params)
     vim.schedule(function()
       review.proposal_closed(params)

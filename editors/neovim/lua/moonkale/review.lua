@@ -258,6 +258,16 @@ end
 --- ended) is told with vim.notify.
 function M.changes_changed(params)
   M.sets = params.sets or {}
+  -- Claude wrote these files on disk: clean buffers of them show it now
+  -- (with 'autoread'), not at the next focus change.
+  for _, set in ipairs(M.sets) do
+    for _, f in ipairs(set.files) do
+      local buf = vim.fn.bufnr(path_of(f.uri))
+      if buf ~= -1 and vim.api.nvim_buf_is_loaded(buf) and not vim.bo[buf].modified then
+        vim.cmd.checktime(buf)
+      end
+    end
+  end
   if params.announce == nil or params.announce == vim.NIL then
     return
   end
@@ -404,6 +414,31 @@ function M.change_diff(path)
   end
 end
 
+--- Whether `buf` holds exactly what its file on disk holds.
+local function same_as_disk(buf)
+  local path = buf_path(buf)
+  return vim.fn.filereadable(path) == 1
+    and vim.deep_equal(vim.fn.readfile(path), vim.api.nvim_buf_get_lines(buf, 0, -1, false))
+end
+
+--- After the service's `workspace/applyEdit`: a buffer it made equal to its
+--- file (an undo writes the file and sends clean buffers the same text) is
+--- not modified, so it stays clean for the next undo or reload.
+function M.edit_applied(edit)
+  local uris = vim.tbl_keys(edit.changes or {})
+  for _, change in ipairs(edit.documentChanges or {}) do
+    if change.textDocument then
+      table.insert(uris, change.textDocument.uri)
+    end
+  end
+  for _, uri in ipairs(uris) do
+    local buf = vim.uri_to_bufnr(uri)
+    if vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified and same_as_disk(buf) then
+      vim.bo[buf].modified = false
+    end
+  end
+end
+
 --- After an undo the service wrote the file and sent `workspace/applyEdit`
 --- to clean buffers; a buffer that did not get it reloads from disk.
 local function after_undo(buf)
@@ -411,8 +446,16 @@ local function after_undo(buf)
     return
   end
   local path = buf_path(buf)
-  local on_disk = vim.fn.filereadable(path) == 1 and vim.fn.readfile(path) or nil
-  if on_disk and vim.deep_equal(on_disk, vim.api.nvim_buf_get_lines(buf, 0, -1, false)) then
+  if vim.fn.filereadable(path) == 0 then
+    -- Claude created it; undone, it is gone: so is its view. (The service
+    -- refuses to undo a file held with unsaved changes.)
+    local view = change_views[path]
+    change_views[path] = nil
+    close_tab(view and view.tab)
+    vim.api.nvim_buf_delete(buf, { force = true })
+    return
+  end
+  if same_as_disk(buf) then
     vim.bo[buf].modified = false
   elseif not vim.bo[buf].modified then
     vim.api.nvim_buf_call(buf, function()

@@ -222,6 +222,133 @@ async fn vscode_reviews_a_proposal_in_the_diff_editor() {
     browser.wait_gone(ACTIVE_DIFF_EDITOR).await;
 }
 
+/// The texts of VS Code's notifications, polled until one contains `needle`.
+async fn notification_with(browser: &mut Browser, needle: &str) {
+    let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
+    loop {
+        let shown = browser
+            .run(json!({"op": "text", "selector": ".notifications-toasts"}))
+            .await;
+        if shown.to_string().contains(needle) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for a notification saying {needle:?}: {shown}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The file `path` holds `text`, polled.
+async fn file_holds(path: &std::path::Path, text: &str) {
+    wait_until(&format!("{} to hold {text:?}", path.display()), || async {
+        (std::fs::read_to_string(path).ok()? == text).then_some(())
+    })
+    .await;
+}
+
+/// Review after the fact in VS Code: the real CLI hosted in `acceptEdits`
+/// edits two places of `review.txt` and writes `added.txt` without asking.
+/// The user is told when the turn ends, picks "Review Claude's changes" in
+/// that message and `review.txt` in the list of changed files, and gets a
+/// diff editor of its text before against the file; "Undo this change"
+/// above the first hunk restores that line (the other stays); the user then
+/// rewrites Claude's other line and saves, and its undo is refused with a
+/// message while their text stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vscode_reviews_claudes_changes_after_the_fact() {
+    use moonkale_tests::review;
+    use moonkale_tests::world::World;
+    let _turn = take_turn().await;
+    let mut w = World::builder()
+        .agent()
+        .file(review::FILE, review::BEFORE)
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    w.fake.set_script(review::script(&root));
+    let (_server, mut browser) = vscode(&w.sb, &[]).await;
+    browser.quick_open(review::FILE).await;
+
+    let session =
+        w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
+            .await;
+    let seq = w.ed.send_prompt(&session, review::PROMPT).await;
+    w.ed.turn_idle(&session, seq).await;
+    review::assert_applied(&root);
+
+    notification_with(&mut browser, "Claude changed review.txt, added.txt").await;
+    browser.click("button", "Review Claude's changes").await;
+    browser
+        .wait_for(".quick-input-list .monaco-list-row[aria-label*=\"added.txt\"]")
+        .await;
+    browser.type_text(review::FILE).await;
+    browser
+        .wait_for(".quick-input-list .monaco-list-row[aria-label*=\"review.txt\"]")
+        .await;
+    browser.press(&["Enter"]).await;
+    browser.wait_for(ACTIVE_DIFF_EDITOR).await;
+    browser
+        .wait_for(".tab.active[aria-label^=\"review.txt (before Claude's change)\"]")
+        .await;
+    lenses_until(
+        &mut browser,
+        "Undo/Keep above each of Claude's changes",
+        |l| {
+            l.len() == 2
+                && l.iter()
+                    .all(|t| t.contains("Undo this change") && t.contains("Keep"))
+        },
+    )
+    .await;
+
+    // The first lens is the first hunk's (line 1).
+    let file = root.join(review::FILE);
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Undo this change\")"}))
+        .await;
+    let undone = review::AFTER.replace("ONE", "one");
+    file_holds(&file, &undone).await;
+    lenses_until(&mut browser, "the undone hunk's lens to go", |l| {
+        l.len() == 1
+    })
+    .await;
+    // The editor shows the restored line (neither side has ONE any more),
+    // and nothing unsaved.
+    let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
+    loop {
+        let sides = browser
+            .run(json!({"op": "text", "selector": ".editor-group-container.active .monaco-diff-editor .view-lines"}))
+            .await;
+        let text = sides.to_string();
+        if text.contains("one") && !text.contains("ONE") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the diff editor still shows Claude's line: {sides}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    browser.wait_gone(".tab.active.dirty").await;
+
+    // The user rewrites line 10 (Claude's TEN) and saves; undoing Claude's
+    // change there is refused, and their line stays.
+    browser
+        .press(&["Control+End", "ArrowUp", "Home", "Shift+End"])
+        .await;
+    browser.type_text("Ten").await;
+    browser.press(&["Control+s"]).await;
+    let edited = undone.replace("TEN", "Ten");
+    file_holds(&file, &edited).await;
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Undo this change\")"}))
+        .await;
+    notification_with(&mut browser, "changed after Claude Code's edit").await;
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+}
+
 /// `getDiagnostics` for `file`'s URI, polled until `ok` holds for its list.
 async fn diagnostics_until(
     c: &mut IdeClient,

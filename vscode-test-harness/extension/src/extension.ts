@@ -37,6 +37,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     documentSelector: DOCUMENTS,
     outputChannelName: 'Moonkale',
     middleware: {
+      workspace: {
+        // An undo of Claude's change writes the file and sends VS Code the
+        // same text; the document then equals the file but shows as unsaved.
+        handleApplyEdit: async (params, next) => {
+          const result = await next(params, new vscode.CancellationTokenSource().token);
+          await review?.settleEdited(params.edit);
+          return result;
+        },
+      },
       window: {
         // A proposal opens as a diff (original | proposal) instead of a
         // plain editor.

@@ -266,6 +266,28 @@ export class Review {
 
   // Change sets ------------------------------------------------------------
 
+  /// After a `workspace/applyEdit`: a document it made equal to its file
+  /// (an undo writes the file and sends the same text) is saved, which
+  /// writes nothing new, so it does not show as unsaved.
+  async settleEdited(edit: { changes?: Record<string, unknown>; documentChanges?: unknown[] }): Promise<void> {
+    const uris = Object.keys(edit.changes ?? {});
+    for (const change of edit.documentChanges ?? []) {
+      const uri = (change as { textDocument?: { uri: string } }).textDocument?.uri;
+      if (uri) uris.push(uri);
+    }
+    for (const uri of uris) {
+      const file = this.client.protocol2CodeConverter.asUri(uri);
+      const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === file.toString());
+      if (!document?.isDirty || isProposal(file)) continue;
+      try {
+        const onDisk = new TextDecoder().decode(await vscode.workspace.fs.readFile(file));
+        if (onDisk === document.getText()) await document.save();
+      } catch {
+        // Gone or unreadable: nothing to settle.
+      }
+    }
+  }
+
   private changesChanged(params: { sets: ChangeSetSummary[]; announce?: number }): void {
     this.sets = params.sets;
     this.shown.clear();

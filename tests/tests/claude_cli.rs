@@ -381,3 +381,155 @@ async fn fake_api_streams_and_records() {
     assert_eq!(log[0].latest_user_text(), "hi");
     assert_eq!(fake.outside_attempts(), ["example.com:443"]);
 }
+
+/// (4) An editor with no plugin (Helix) reviews a proposal hunk by hunk:
+/// one that cannot show the proposal document sees each hunk as a
+/// diagnostic on the file itself, one that can sees them on the proposal
+/// (each naming the lines it replaces); the user keeps the first hunk and
+/// reverts the second with code actions, and the CLI writes exactly the
+/// kept change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_editor_keeps_one_hunk_and_reverts_the_other() {
+    let text = "alpha\nbeta\ngamma\ndelta\nepsilon\n";
+    let mut w = World::builder()
+        .editor("helix", moonkale_tests::lsp::plain_caps())
+        .file("greek.txt", text)
+        .start()
+        .await;
+    let shows = json!({"general": {"positionEncodings": ["utf-16"]},
+                       "window": {"showDocument": {"support": true}}});
+    let mut other = w.client("shows-documents", shows).await;
+    let path = w.path("greek.txt");
+    w.fake.set_script(edit_script(
+        "edit greek",
+        &path,
+        "alpha\nbeta\ngamma\ndelta",
+        "ALPHA\nbeta\ngamma\nDELTA",
+        "EDIT_DONE",
+    ));
+    let uri = w.open("greek.txt").await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In greek.txt")
+        .await;
+    cli.submit("edit greek", STEP).await;
+
+    // The editor that cannot show documents: the hunks on greek.txt.
+    let on_target =
+        w.ed.take("two hunk diagnostics on greek.txt", TIMEOUT, |m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == uri.as_str()
+                && m["params"]["diagnostics"]
+                    .as_array()
+                    .is_some_and(|d| d.len() == 2)
+        })
+        .await;
+    let diags = &on_target["params"]["diagnostics"];
+    assert_eq!(diags[0]["source"], "claude");
+    assert_eq!(diags[0]["range"]["start"]["line"], 0);
+    assert!(
+        diags[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("for line 1:\n+ ALPHA"),
+        "{diags}"
+    );
+    assert_eq!(diags[1]["range"]["start"]["line"], 3);
+    assert!(
+        diags[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("for line 4:\n+ DELTA"),
+        "{diags}"
+    );
+    // The one that can: on the proposal document, naming what they replace.
+    let on_proposal = other
+        .take("hunk diagnostics on the proposal", TIMEOUT, |m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("/.moonkale/proposals/"))
+        })
+        .await;
+    let diags = &on_proposal["params"]["diagnostics"];
+    assert_eq!(diags.as_array().unwrap().len(), 2, "{diags}");
+    assert!(
+        diags[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("replacing line 1 of the file:\n- alpha"),
+        "{diags}"
+    );
+    assert!(
+        diags[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("replacing line 4 of the file:\n- delta"),
+        "{diags}"
+    );
+
+    // Keep the first hunk, revert the second, with the code actions on the
+    // file, as Helix's code-action menu would.
+    let run = |action: &Value| json!({"command": action["command"]["command"], "arguments": action["command"]["arguments"]});
+    let actions =
+        w.ed.call(
+            "textDocument/codeAction",
+            json!({
+        "textDocument": {"uri": uri}, "context": {"diagnostics": []},
+        "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}}),
+        )
+        .await;
+    let keep = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"].as_str().unwrap().starts_with("Keep this change"))
+        .unwrap_or_else(|| panic!("no Keep action: {actions}"))
+        .clone();
+    w.ed.call("workspace/executeCommand", run(&keep)).await;
+    let actions =
+        w.ed.call(
+            "textDocument/codeAction",
+            json!({
+        "textDocument": {"uri": uri}, "context": {"diagnostics": []},
+        "range": {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 0}}}),
+        )
+        .await;
+    let revert = actions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| {
+            a["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("Revert this change")
+        })
+        .unwrap_or_else(|| panic!("no Revert action: {actions}"))
+        .clone();
+    w.ed.call("workspace/executeCommand", run(&revert)).await;
+
+    // Nothing is left to decide: accepted with exactly the kept hunk.
+    let result = moonkale_tests::claude_cli::edit_result(&w.fake).await;
+    assert!(!result.is_error, "{}", result.text);
+    assert!(
+        result
+            .text
+            .contains("The user modified your proposed changes"),
+        "{}",
+        result.text
+    );
+    cli.wait_for_text("EDIT_DONE", STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "ALPHA\nbeta\ngamma\ndelta\nepsilon\n"
+    );
+    // And the diagnostics are gone.
+    w.ed.take("the diagnostics cleared", TIMEOUT, |m| {
+        m["method"] == "textDocument/publishDiagnostics"
+            && m["params"]["uri"] == uri.as_str()
+            && m["params"]["diagnostics"]
+                .as_array()
+                .is_some_and(|d| d.is_empty())
+    })
+    .await;
+}

@@ -136,7 +136,11 @@ fn on_target(document: &Url, index: usize, total: usize, h: &Hunk, added: &str) 
     } else if h.old.is_empty() {
         format!("{head} to add here:\n{}", quote(added, "+ "))
     } else {
-        format!("{head} instead:\n{}", quote(added, "+ "))
+        format!(
+            "{head} for {}:\n{}",
+            lines_named(h.old.start, h.old.end),
+            quote(added, "+ ")
+        )
     };
     let data = json!({"proposal": document, "hunk": index});
     diagnostic(

@@ -3,8 +3,9 @@
 //! workspace), 0600 in a 0700 folder, each written whole and atomically.
 //!
 //! **Invariant:** a set file is either the old or the new version of the
-//! set (temp file, fsync, rename, fsync of the folder); a file that does
-//! not read as a set is skipped with a warning, never fatal.
+//! set (temp file, fsync, rename, fsync of the folder; a crash's temporary
+//! file is removed at load); a file that does not read as a set is
+//! skipped with a warning, never fatal.
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +46,11 @@ impl Store {
         let mut sets = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
+            if is_leftover(&path) {
+                // A write a crash interrupted: the set file beside it is whole.
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
             let Some(id) = set_id(&path) else {
                 continue;
             };
@@ -79,6 +85,16 @@ impl Store {
 fn set_id(path: &Path) -> Option<u64> {
     let name = path.file_name()?.to_str()?;
     name.strip_suffix(".json")?.parse().ok()
+}
+
+/// A temporary file of [`runtime::write_private_atomic`] (`<id>.tmp<pid>`).
+fn is_leftover(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split_once(".tmp"))
+        .is_some_and(|(id, pid)| {
+            id.parse::<u64>().is_ok() && pid.bytes().all(|b| b.is_ascii_digit())
+        })
 }
 
 fn read_set(path: &Path, id: u64) -> std::result::Result<ChangeSet, String> {

@@ -172,7 +172,11 @@ fn a_kill_during_an_undo_leaves_the_old_or_the_new_file_and_a_set_that_agrees() 
         );
         for entry in walk(&state) {
             assert!(
-                !entry.file_name().unwrap().to_string_lossy().contains(".tmp"),
+                !entry
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .contains(".tmp"),
                 "round {round}: a temporary file is left: {}",
                 entry.display()
             );

@@ -48,6 +48,8 @@ pub const MAX_SET_BYTES: usize = 64 << 20;
 pub const MAX_SETS: usize = 200;
 /// Sets older than this go.
 pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Records taken together before the sets are stored and the hub told.
+const MAX_BATCH: usize = 256;
 /// A set of a source that shows no turns ends this long after its last edit.
 pub const BURST_END: Duration = Duration::from_secs(2);
 
@@ -64,8 +66,9 @@ pub fn spawn(
     spawn_in(hub, commands, agent, dir)
 }
 
-/// [`spawn`], keeping the sets in `dir` (a test's own folder).
-fn spawn_in(
+/// [`spawn`], keeping the sets in `dir` (a test's or a benchmark's own
+/// folder).
+pub fn spawn_in(
     hub: HubHandle,
     commands: mpsc::Receiver<ChangesCommand>,
     agent: Option<AgentPort>,
@@ -106,6 +109,8 @@ impl Host {
     async fn run(mut self, mut commands: mpsc::Receiver<ChangesCommand>) {
         self.load();
         self.updated(None).await;
+        // A command taken from the queue while gathering records.
+        let mut next: Option<ChangesCommand> = None;
         loop {
             let next_end = self.bursts.values().min().copied();
             let burst_over = async {
@@ -114,16 +119,21 @@ impl Host {
                     None => std::future::pending().await,
                 }
             };
-            let command = tokio::select! {
-                command = commands.recv() => command,
-                () = burst_over => {
-                    self.end_bursts().await;
-                    continue;
-                }
+            let command = match next.take() {
+                Some(command) => Some(command),
+                None => tokio::select! {
+                    command = commands.recv() => command,
+                    () = burst_over => {
+                        self.end_bursts().await;
+                        continue;
+                    }
+                },
             };
             match command {
                 None | Some(ChangesCommand::Shutdown) => break,
-                Some(ChangesCommand::Record(record)) => self.record(record).await,
+                Some(ChangesCommand::Record(record)) => {
+                    next = self.record_all(record, &mut commands).await;
+                }
                 Some(ChangesCommand::TurnEnded { source, turn }) => {
                     if let Some(id) = self.book.end_turn(&source, &turn) {
                         self.persist(id);
@@ -142,6 +152,51 @@ impl Host {
                 }
             }
         }
+    }
+
+    /// Takes `first` and every record already queued behind it (at most
+    /// [`MAX_BATCH`]), then stores each set they touched once and tells the
+    /// hub once: a burst of edits costs in proportion to its bytes, not to
+    /// their square. The command that ended the batch, if any.
+    async fn record_all(
+        &mut self,
+        first: ChangeRecord,
+        commands: &mut mpsc::Receiver<ChangesCommand>,
+    ) -> Option<ChangesCommand> {
+        let mut touched = Vec::new();
+        let mut announce = None;
+        let mut next = None;
+        let mut record = Some(first);
+        for _ in 0..MAX_BATCH {
+            let Some(r) = record.take() else { break };
+            if let Some(recorded) = self.record(r) {
+                announce = recorded.closed.last().copied().or(announce);
+                touched.extend(recorded.closed);
+                touched.push(recorded.set);
+            }
+            match commands.try_recv() {
+                Ok(ChangesCommand::Record(r)) => record = Some(r),
+                Ok(other) => {
+                    next = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        if let Some(r) = record {
+            next = Some(ChangesCommand::Record(r));
+        }
+        if touched.is_empty() {
+            return next;
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for id in touched {
+            self.persist(id);
+        }
+        self.prune();
+        self.updated(announce).await;
+        next
     }
 
     /// The stored sets, each undo under way settled by its file, every set
@@ -208,24 +263,30 @@ impl Host {
             .await;
     }
 
-    async fn record(&mut self, record: ChangeRecord) {
+    /// One record into the book (not stored yet); `None` if dropped.
+    fn record(&mut self, record: ChangeRecord) -> Option<model::Recorded> {
         let path = match self.files.confine(&record.path) {
             Ok(path) => path,
-            Err(why) => return tracing::debug!("an edit not recorded: {why}"),
+            Err(why) => {
+                tracing::debug!("an edit not recorded: {why}");
+                return None;
+            }
         };
         let Some(uri) = moonkale_hub::core::uri::from_path(&path)
             .ok()
             .and_then(|u| Url::parse(&u).ok())
         else {
-            return tracing::debug!("an edit not recorded: no URI for {}", path.display());
+            tracing::debug!("an edit not recorded: no URI for {}", path.display());
+            return None;
         };
         let text_len = |t: &Option<String>| t.as_ref().map_or(0, String::len);
         if text_len(&record.before) > MAX_FILE_BYTES || text_len(&record.after) > MAX_FILE_BYTES {
-            return tracing::warn!(
+            tracing::warn!(
                 "an edit of {} not recorded: larger than {} MiB",
                 path.display(),
                 MAX_FILE_BYTES >> 20
             );
+            return None;
         }
         if let Some(set) = self.book.open_set_for(&record.source, &record.turn) {
             let old = set.file(&uri);
@@ -235,12 +296,13 @@ impl Host {
                 });
             let shrinks = old.map_or(0, |f| f.bytes());
             if set.bytes() - shrinks + grows > MAX_SET_BYTES {
-                return tracing::warn!(
+                tracing::warn!(
                     "an edit of {} not recorded: change set {} would pass {} MiB",
                     path.display(),
                     set.id,
                     MAX_SET_BYTES >> 20
                 );
+                return None;
             }
         }
         let burst = !model::shows_turns(&record.source, &record.turn);
@@ -255,14 +317,11 @@ impl Host {
         });
         for id in &recorded.closed {
             self.bursts.remove(id);
-            self.persist(*id);
         }
         if burst {
             self.bursts.insert(recorded.set, Instant::now() + BURST_END);
         }
-        self.persist(recorded.set);
-        self.prune();
-        self.updated(recorded.closed.last().copied()).await;
+        Some(recorded)
     }
 
     /// Closes the sets whose burst is over, and announces the last.

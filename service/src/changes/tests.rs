@@ -306,8 +306,8 @@ async fn a_strict_undo_reports_a_refusal_as_an_error() {
     let mut w = World::new().await;
     std::fs::write(w.path("a.txt"), "1\n2\n").unwrap();
     w.claude_writes("t1", "a.txt", Some("one\n2\n")).await;
-    w.claude_writes("t1", "b.txt", Some("b\n")).await;
     w.changes_event().await;
+    w.claude_writes("t1", "b.txt", Some("b\n")).await;
     w.changes_event().await;
     std::fs::write(w.path("a.txt"), "ONE\n2\n").unwrap();
     expect!["Err -32602 1 change was undone; Line 1 of <ws>/a.txt changed after Claude Code's edit; not undone"].assert_eq(&w.undo(json!({"set": 1}), vec![], true).await);

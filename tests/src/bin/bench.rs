@@ -18,6 +18,11 @@
 //!    directly, and through the service's `moonkale/agent/send`) beside a
 //!    CLI started for each turn.
 //!
+//! 7. A change set of 200 files with 10 hunks each: recorded through the
+//!    change-set host, then `moonkale/changes/list` and `show`, with the
+//!    host's memory, beside `git diff --stat` and `git add -p`'s hunk
+//!    listing of the same change.
+//!
 //! Run with `scripts/bench.sh` (release build of every binary first).
 
 use std::process::Stdio;
@@ -99,6 +104,9 @@ async fn main() {
     if want("stream-json") {
         stream_json_ingest();
     }
+    if want("changes") {
+        change_set().await;
+    }
     if want("first-token") {
         first_token_latency().await;
     }
@@ -130,6 +138,10 @@ const SECTIONS: &[(&str, &str)] = &[
     (
         "stream-json",
         "stream-json decoding of 100 MB of recorded CLI output",
+    ),
+    (
+        "changes",
+        "a change set of 200 files x 10 hunks: record, list, show; beside git",
     ),
     (
         "first-token",
@@ -578,6 +590,171 @@ fn hunk_computation() {
     } else {
         println!("git diff --no-index: not available");
     }
+}
+
+/// A change set of `FILES` files with `HUNKS` hunks each through the
+/// change-set host (its record path, `list`, `show`), its memory, and the
+/// same change listed by git.
+async fn change_set() {
+    use moonkale_service::hub::ports::{self, ChangeRecord, ChangeSource, ChangesCommand};
+    use moonkale_service::hub::{EditorId, Event, HubHandle, Responder};
+    const FILES: usize = 200;
+    const HUNKS: usize = 10;
+    const LINES: usize = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    let before: String = (0..LINES)
+        .map(|i| format!("    let value_{i} = compute({i}, \"some text\");\n"))
+        .collect();
+    let after: String = before
+        .split_inclusive('\n')
+        .enumerate()
+        .map(|(i, l)| {
+            if i % (LINES / HUNKS) == LINES / HUNKS / 2 {
+                format!("    // Claude changed this\n{}", l.replace("some", "other"))
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    let paths: Vec<_> = (0..FILES)
+        .map(|i| ws.join(format!("src/file_{i:03}.rs")))
+        .collect();
+    for p in &paths {
+        std::fs::write(p, &before).unwrap();
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let git_ok = git(&["init", "-q"])
+        && git(&["add", "."])
+        && git(&[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "-qm",
+            "before",
+        ]);
+    for p in &paths {
+        std::fs::write(p, &after).unwrap();
+    }
+    let changed_bytes = FILES * (before.len() + after.len());
+
+    let rss = || moonkale_tests::rss_kib(std::process::id() as i32);
+    let rss_before = rss();
+    let (hub, mut events) = HubHandle::detached(ws.clone());
+    let (commands, rx) = ports::changes_channel();
+    let host = moonkale_service::changes::spawn_in(hub, rx, None, Ok(dir.path().join("state")));
+    let _ = events.recv().await;
+    let start = Instant::now();
+    for p in &paths {
+        let record = ChangeRecord {
+            source: ChangeSource::Agent {
+                session: "bench".into(),
+            },
+            turn: "t".into(),
+            title: Some("the benchmark's turn".into()),
+            path: p.clone(),
+            before: Some(before.clone()),
+            after: Some(after.clone()),
+            at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        };
+        commands.send(ChangesCommand::Record(record)).await.unwrap();
+    }
+    let mut pending_hunks = 0;
+    while let Some(event) = events.recv().await {
+        if let Event::ChangesUpdated { pending, .. } = event
+            && pending.len() == FILES
+        {
+            pending_hunks = pending.iter().map(|f| f.hunks.len()).sum::<usize>();
+            break;
+        }
+    }
+    let recorded = start.elapsed();
+    let ask = async |method: &str, params: Value| {
+        let (reply, answered) = Responder::new();
+        let params = moonkale_service::lsp::message::params(&params);
+        let request = ports::Request::new(EditorId(1), method, params, reply);
+        commands
+            .send(ChangesCommand::Request(request))
+            .await
+            .unwrap();
+        let start = Instant::now();
+        let answer = answered.await.unwrap().expect("answered");
+        (start.elapsed(), answer.to_string().len())
+    };
+    let (listed, list_bytes) = ask("moonkale/changes/list", json!(null)).await;
+    let (shown, show_bytes) = ask("moonkale/changes/show", json!({"set": 1})).await;
+    let rss_after = rss();
+    commands.send(ChangesCommand::Shutdown).await.unwrap();
+    host.await.unwrap();
+
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "\n## Change set: {FILES} files x {HUNKS} hunks ({pending_hunks} hunks), {:.1} MiB of texts before and after",
+        mib(changed_bytes)
+    );
+    println!(
+        "record {FILES} edits (stored, hub told)  {:>8.1} ms",
+        ms(recorded)
+    );
+    println!(
+        "moonkale/changes/list                 {:>8.2} ms   ({list_bytes} bytes)",
+        ms(listed)
+    );
+    println!(
+        "moonkale/changes/show                 {:>8.1} ms   ({:.1} MiB)",
+        ms(shown),
+        mib(show_bytes)
+    );
+    println!(
+        "host memory (RSS growth)              {:>8.1} MiB  ({:.1}x the texts)",
+        (rss_after.saturating_sub(rss_before)) as f64 / 1024.0,
+        (rss_after.saturating_sub(rss_before)) as f64 * 1024.0 / changed_bytes as f64
+    );
+    if !git_ok {
+        println!("git: not available");
+        return;
+    }
+    let time = |args: &[&str], input: Option<String>| {
+        let start = Instant::now();
+        let mut child = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(input) = input {
+            use std::io::Write;
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        drop(stdin);
+        let _ = child.wait();
+        start.elapsed()
+    };
+    let stat = time(&["diff", "--stat"], None);
+    // `n` to every hunk: git lists each one and stages nothing.
+    let add_p = time(&["add", "-p"], Some("n\n".repeat(FILES * HUNKS)));
+    println!("git diff --stat (process)             {:>8.1} ms", ms(stat));
+    println!(
+        "git add -p, every hunk listed         {:>8.1} ms",
+        ms(add_p)
+    );
 }
 
 async fn round_trips(c: &mut RawLsp, uri: &str, n: usize) -> Vec<f64> {

@@ -365,22 +365,11 @@ async fn told(nvim: &Nvim, needle: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_reviews_claudes_changes_after_the_fact() {
     use moonkale_tests::review;
-    use moonkale_tests::world::World;
-    let mut w = World::builder()
-        .agent()
-        .file(review::FILE, review::BEFORE)
-        .start()
-        .await;
+    let mut w = review::hosted_world().await;
     let root = w.sb.workspace.clone();
-    w.fake.set_script(review::script(&root));
     let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), review::FILE).await;
 
-    let session =
-        w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
-            .await;
-    let seq = w.ed.send_prompt(&session, review::PROMPT).await;
-    w.ed.turn_idle(&session, seq).await;
-    review::assert_applied(&root);
+    review::hosted_turn(&mut w).await;
     told(&nvim, "Claude changed 2 file(s): review.txt, added.txt").await;
     // The buffer, clean, shows what Claude wrote.
     nvim.wait_for("Claude's text in the buffer", "getline(1)", |v| v == "ONE")

@@ -133,21 +133,7 @@ const PROPOSAL_TAB: &str = ".tab[aria-label^=\"main.txt (Claude Code's proposal)
 
 /// The texts of the CodeLens lines shown, polled until `ok` holds for them.
 async fn lenses_until(browser: &mut Browser, what: &str, ok: impl Fn(&[String]) -> bool) {
-    let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
-    loop {
-        let shown = browser
-            .run(json!({"op": "text", "selector": ".codelens-decoration"}))
-            .await;
-        let texts: Vec<String> = serde_json::from_value(shown.clone()).unwrap_or_default();
-        if ok(&texts) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}: {shown}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    browser.texts_until(".codelens-decoration", what, ok).await;
 }
 
 /// Claude Code's proposal opens in VS Code's diff editor, the original on
@@ -224,20 +210,13 @@ async fn vscode_reviews_a_proposal_in_the_diff_editor() {
 
 /// The texts of VS Code's notifications, polled until one contains `needle`.
 async fn notification_with(browser: &mut Browser, needle: &str) {
-    let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
-    loop {
-        let shown = browser
-            .run(json!({"op": "text", "selector": ".notifications-toasts"}))
-            .await;
-        if shown.to_string().contains(needle) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for a notification saying {needle:?}: {shown}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    browser
+        .texts_until(
+            ".notifications-toasts",
+            &format!("a notification saying {needle:?}"),
+            |t| t.iter().any(|t| t.contains(needle)),
+        )
+        .await;
 }
 
 /// The file `path` holds `text`, polled.
@@ -259,24 +238,13 @@ async fn file_holds(path: &std::path::Path, text: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vscode_reviews_claudes_changes_after_the_fact() {
     use moonkale_tests::review;
-    use moonkale_tests::world::World;
     let _turn = take_turn().await;
-    let mut w = World::builder()
-        .agent()
-        .file(review::FILE, review::BEFORE)
-        .start()
-        .await;
+    let mut w = review::hosted_world().await;
     let root = w.sb.workspace.clone();
-    w.fake.set_script(review::script(&root));
     let (_server, mut browser) = vscode(&w.sb, &[]).await;
     browser.quick_open(review::FILE).await;
 
-    let session =
-        w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
-            .await;
-    let seq = w.ed.send_prompt(&session, review::PROMPT).await;
-    w.ed.turn_idle(&session, seq).await;
-    review::assert_applied(&root);
+    review::hosted_turn(&mut w).await;
 
     notification_with(&mut browser, "Claude changed review.txt, added.txt").await;
     browser.click("button", "Review Claude's changes").await;
@@ -316,21 +284,18 @@ async fn vscode_reviews_claudes_changes_after_the_fact() {
     .await;
     // The editor shows the restored line (neither side has ONE any more),
     // and nothing unsaved.
-    let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
-    loop {
-        let sides = browser
-            .run(json!({"op": "text", "selector": ".editor-group-container.active .monaco-diff-editor .view-lines"}))
-            .await;
-        let text = sides.to_string();
-        if text.contains("one") && !text.contains("ONE") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the diff editor still shows Claude's line: {sides}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    browser
+        .texts_until(
+            ".editor-group-container.active .monaco-diff-editor .view-lines",
+            "the diff editor to show the restored line",
+            |sides| {
+                !sides.is_empty()
+                    && sides
+                        .iter()
+                        .all(|t| t.contains("one") && !t.contains("ONE"))
+            },
+        )
+        .await;
     browser.wait_gone(".tab.active.dirty").await;
 
     // The user rewrites line 10 (Claude's TEN) and saves; undoing Claude's

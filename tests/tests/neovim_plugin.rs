@@ -338,6 +338,84 @@ async fn plugin_reviews_a_proposal_hunk_by_hunk_in_a_diff_tab() {
     assert_eq!(nvim.eval("v:errmsg").await, "", "no error in Neovim");
 }
 
+/// 2b'. The same with the real CLI (2.1.332 in `--permission-mode
+/// default`, against the fake API): the model's Edit of two separate lines
+/// reaches Neovim as a diff tab through `openDiff`; the user reverts the
+/// second hunk and keeps the first with the keymaps; the CLI writes exactly
+/// the kept hunk and tells the model the user modified its change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
+    use moonkale_tests::claude_cli::{edit_result, edit_script};
+    use moonkale_tests::world::World;
+    use moonkale_tests::{STEP, TIMEOUT};
+    let mut w = World::start(
+        &[("hunks.txt", "a\nb\nc\nd\ne\nf\ng\nh\n")],
+        Default::default(),
+    )
+    .await;
+    let path = w.path("hunks.txt");
+    w.fake.set_script(edit_script(
+        "edit the hunks",
+        &path,
+        "b\nc\nd\ne\nf\ng\n",
+        "B\nc\nd\ne\nf\nG\n",
+        "EDIT_DONE",
+    ));
+    let uri = w.open("hunks.txt").await;
+    let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), "hunks.txt").await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hunks.txt")
+        .await;
+    cli.submit("edit the hunks", STEP).await;
+
+    let view = nvim
+        .wait_for(
+            "the proposal's diff tab",
+            r#"luaeval('PluginTest.view()')"#,
+            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
+        )
+        .await;
+    assert_eq!(
+        view["windows"][0]["name"], "moonkale://original/hunks.txt",
+        "{view}"
+    );
+    assert_eq!(
+        view["windows"][1]["text"], "a\nB\nc\nd\ne\nf\nG\nh\n",
+        "{view}"
+    );
+    assert!(
+        view["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["diff"] == true),
+        "{view}"
+    );
+    nvim.send_keys("7G<Bslash>mu").await;
+    nvim.wait_for("the reverted hunk", "getline(7)", |v| v == "g")
+        .await;
+    nvim.send_keys("2G<Bslash>mk").await;
+
+    let result = tokio::time::timeout(TIMEOUT, edit_result(&w.fake))
+        .await
+        .expect("the Edit's result");
+    assert!(!result.is_error, "{}", result.text);
+    assert!(
+        result
+            .text
+            .contains("The user modified your proposed changes"),
+        "{}",
+        result.text
+    );
+    cli.wait_for_text("EDIT_DONE", STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "a\nB\nc\nd\ne\nf\ng\nh\n"
+    );
+    nvim.wait_for("the proposal's tab to close", "tabpagenr('$')", |v| v == 1)
+        .await;
+}
+
 /// Waits until the plugin told the user something containing `needle`
 /// (with vim.notify); returns all it said.
 async fn told(nvim: &Nvim, needle: &str) -> Value {

@@ -338,6 +338,50 @@ async fn plugin_reviews_a_proposal_hunk_by_hunk_in_a_diff_tab() {
     assert_eq!(nvim.eval("v:errmsg").await, "", "no error in Neovim");
 }
 
+/// 2c. `:MoonkaleReject reason` from the original's side of the diff: the
+/// proposal shown there is rejected (`DIFF_REJECTED`), Claude Code is
+/// pointed at the rejected lines (`at_mentioned`, where the user's next
+/// prompt says why), the file is untouched and the tab closes.
+#[tokio::test]
+async fn plugin_rejects_a_proposal_with_a_reason() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("main.txt");
+    std::fs::write(&target, "one\ntwo\n").expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "main.txt").await;
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "one\nTWO\n", "tab_name": "tab-reason"});
+    c.send(json!({"jsonrpc": "2.0", "id": 62, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    nvim.wait_for(
+        "the proposal's diff tab",
+        r#"luaeval('PluginTest.view()')"#,
+        |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
+    )
+    .await;
+
+    nvim.send_keys("<C-w>h").await;
+    nvim.wait_for("the original's window", "bufname()", |v| {
+        v == "moonkale://original/main.txt"
+    })
+    .await;
+    nvim.send_keys(":MoonkaleReject two stays lowercase<CR>")
+        .await;
+    let answer = c.response(62).await;
+    assert_eq!(
+        answer["result"]["content"],
+        json!([{"type": "text", "text": "DIFF_REJECTED"}, {"type": "text", "text": "tab-reason"}]),
+        "{answer}"
+    );
+    let mention = c.notification("at_mentioned").await;
+    assert_eq!(mention["params"]["filePath"], json!(target), "{mention}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "one\ntwo\n");
+    nvim.wait_for("the proposal's tab to close", "tabpagenr('$')", |v| v == 1)
+        .await;
+    assert_eq!(nvim.eval("v:errmsg").await, "", "no error in Neovim");
+}
+
 /// 2b'. The same with the real CLI (2.1.332 in `--permission-mode
 /// default`, against the fake API): the model's Edit of two separate lines
 /// reaches Neovim as a diff tab through `openDiff`; the user reverts the

@@ -153,13 +153,18 @@ function M.revert_hunk()
   proposal_hunk_command('moonkale.revertHunk')
 end
 
---- The proposal of the current buffer (its document URI), else the newest
---- pending one's, else nil.
+--- The proposal of the current buffer (its document URI, also from the
+--- original's side of its diff), else the newest pending one's, else nil.
 local function current_proposal()
   local buf = vim.api.nvim_get_current_buf()
   local uri = vim.uri_from_bufnr(buf)
   if M.is_proposal(uri) then
     return uri
+  end
+  for path, view in pairs(proposal_views) do
+    if view.original == buf then
+      return vim.uri_from_fname(path)
+    end
   end
   local client = moonkale().client(buf)
   local result = client and moonkale().request_sync(client, 'moonkale/proposals', nil)
@@ -247,20 +252,13 @@ end
 
 -- Change sets ---------------------------------------------------------------
 
--- The pending sets as the service last announced them.
-M.sets = {}
-
-local function count_lines(text)
-  return #lines_of(text)
-end
-
---- `moonkale/changes/changed`: remembered; an announced set (its turn just
---- ended) is told with vim.notify.
+--- `moonkale/changes/changed`: an announced set (its turn just ended) is
+--- told with vim.notify.
 function M.changes_changed(params)
-  M.sets = params.sets or {}
+  local sets = params.sets or {}
   -- Claude wrote these files on disk: clean buffers of them show it now
   -- (with 'autoread'), not at the next focus change.
-  for _, set in ipairs(M.sets) do
+  for _, set in ipairs(sets) do
     for _, f in ipairs(set.files) do
       local buf = vim.fn.bufnr(path_of(f.uri))
       if buf ~= -1 and vim.api.nvim_buf_is_loaded(buf) and not vim.bo[buf].modified then
@@ -271,7 +269,7 @@ function M.changes_changed(params)
   if params.announce == nil or params.announce == vim.NIL then
     return
   end
-  for _, set in ipairs(M.sets) do
+  for _, set in ipairs(sets) do
     if set.id == params.announce then
       local names = vim.tbl_map(function(f)
         return vim.fn.fnamemodify(path_of(f.uri), ':.')
@@ -330,7 +328,7 @@ end
 
 local function hunk_summary(h)
   local first = lines_of(h.added)[1] or lines_of(h.removed)[1] or ''
-  return ('-%d +%d: %s'):format(count_lines(h.removed), count_lines(h.added), vim.trim(first))
+  return ('-%d +%d: %s'):format(#lines_of(h.removed), #lines_of(h.added), vim.trim(first))
 end
 
 --- `:MoonkaleChanges`: the newest pending set in the quickfix list, one

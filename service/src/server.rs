@@ -46,11 +46,11 @@ pub struct Workspace {
     pub hub: HubHandle,
     agent: Option<(AgentPort, tokio::task::JoinHandle<()>)>,
     terminals: (TerminalPort, Terminals),
-    /// The change-set host (always running) and its task until stopped.
-    changes: (ChangesPort, Option<tokio::task::JoinHandle<()>>),
     /// Where the sources of Claude's edits send them (the change-set host)
     /// and the CLI sessions the terminals started.
     pub sources: ChangeSources,
+    /// The change-set host (always running) and its task until stopped.
+    changes: (ChangesPort, Option<tokio::task::JoinHandle<()>>),
 }
 
 enum Terminals {
@@ -65,10 +65,6 @@ impl Workspace {
         let (terminal_tx, terminal_rx) = ports::terminal_channel();
         let (changes_tx, changes_rx) = ports::changes_channel();
         let agent_port = agent.map(|_| ports::agent_channel());
-        let sources = ChangeSources {
-            changes: Some(changes_tx.clone()),
-            ..ChangeSources::default()
-        };
         let hub = hub::spawn(
             root,
             hub::Hosts {
@@ -77,6 +73,10 @@ impl Workspace {
                 changes: Some(changes_tx.clone()),
             },
         );
+        let sources = ChangeSources {
+            changes: Some(changes_tx.clone()),
+            sessions: KnownSessions::default(),
+        };
         let changes_task = crate::changes::spawn(
             hub.clone(),
             changes_rx,
@@ -84,7 +84,7 @@ impl Workspace {
         );
         let agent = agent.zip(agent_port).map(|(config, (tx, rx))| {
             let config = AgentConfig {
-                changes: sources.changes.clone(),
+                sources: sources.clone(),
                 ..config.clone()
             };
             let task = crate::agent::spawn(hub.clone(), rx, config);
@@ -94,8 +94,8 @@ impl Workspace {
             hub,
             agent,
             terminals: (terminal_tx, Terminals::Waiting(terminal_rx)),
-            changes: (changes_tx, Some(changes_task)),
             sources,
+            changes: (changes_tx, Some(changes_task)),
         }
     }
 
@@ -422,7 +422,7 @@ pub async fn start_workspace(
     workspace.start_terminals(terminal_config(
         agent,
         ide.as_ref().map(|i| i.port),
-        workspace.sources.terminals.clone(),
+        workspace.sources.sessions.clone(),
     ));
     let info = ServiceInfo {
         pid: std::process::id(),
@@ -595,7 +595,7 @@ pub async fn run_stdio(
         Some(s) => (s.workspace.hub.clone(), None),
         None => {
             let mut w = Workspace::start(root, agent.as_ref());
-            let sessions = w.sources.terminals.clone();
+            let sessions = w.sources.sessions.clone();
             w.start_terminals(terminal_config(agent.as_ref(), None, sessions));
             (w.hub.clone(), Some(w))
         }

@@ -6,7 +6,7 @@
 //! Use: put [`FILE`] with [`BEFORE`] in the workspace, answer with
 //! [`script`], run the turn (a CLI in a terminal, "Start Claude Code here",
 //! the hosted agent) with [`PROMPT`] until [`DONE`], then
-//! [`finished_set`] over any front-door or LSP connection.
+//! [`finished_set`] over any LSP connection.
 
 use std::path::Path;
 
@@ -100,21 +100,22 @@ pub fn transcript_edits(home: &Path, root: &Path) -> String {
 }
 
 /// Waits for the change set whose turn just ended (the service's
-/// `moonkale/changes/changed` naming it in `announce`), then returns it as
-/// `moonkale/changes/show` gives it, rendered: the source's kind, the
-/// title, and per file its kind and hunks (paths relative to `root`).
-pub async fn finished_set(ed: &mut Client, root: &Path) -> String {
+/// `moonkale/changes/changed` naming it in `announce`); its id, and the set
+/// as `moonkale/changes/show` gives it, rendered ([`render_set`]).
+pub async fn finished_set(ed: &mut Client, root: &Path) -> (u64, String) {
     let changed = ed
         .take("a change set announced", crate::STEP, |m| {
             m["method"] == "moonkale/changes/changed" && m["params"]["announce"].is_u64()
         })
         .await;
-    let set = changed["params"]["announce"].clone();
+    let set = changed["params"]["announce"].as_u64().unwrap();
     let shown = ed.call("moonkale/changes/show", json!({"set": set})).await;
-    render_set(&shown, root)
+    (set, render_set(&shown, root))
 }
 
-/// A `moonkale/changes/show` result in a few lines.
+/// The source's kind, the title and the state, then per file its kind and
+/// hunks (`before..end -> after..end: removed -> added`), paths relative
+/// to `root`.
 pub fn render_set(shown: &Value, root: &Path) -> String {
     let root = format!("file://{}/", root.display());
     let set = &shown["set"];

@@ -55,7 +55,7 @@ async fn a_hosted_turn_is_reviewed_and_undone_from_the_command_line() {
           9..10 -> 9..10: "ten\n" -> "TEN\n"
         added.txt created
           0..0 -> 0..1: "" -> "written by Claude\n""#]]
-    .assert_eq(&review::finished_set(&mut w.ed, &root).await);
+    .assert_eq(&review::finished_set(&mut w.ed, &root).await.1);
 
     let listed = run(&w, &["changes", "list"]).await;
     let listed = listed.replace(&session, "<session>");

@@ -8,11 +8,28 @@
 //!
 //! Needs `scripts/install-test-peers.sh` and `cargo build --workspace --bins`.
 
+use std::path::Path;
+
 use expect_test::expect;
 use moonkale_tests::fakeapi::Script;
+use moonkale_tests::lsp::{Client, plain_caps};
 use moonkale_tests::review;
 use moonkale_tests::world::World;
-use moonkale_tests::{STEP, wait_until};
+use moonkale_tests::{IdeClient, STEP, poll_until, wait_until};
+use serde_json::{Value, json};
+
+/// The set [`review::script`] leaves, made by a source of `kind`.
+fn check_set(set: &str, kind: &str) {
+    let (head, files) = set.split_once('\n').unwrap_or((set, ""));
+    assert_eq!(head, format!("{kind} {:?} pending", review::PROMPT));
+    expect![[r#"
+        review.txt modified
+          0..1 -> 0..1: "one\n" -> "ONE\n"
+          9..10 -> 9..10: "ten\n" -> "TEN\n"
+        added.txt created
+          0..0 -> 0..1: "" -> "written by Claude\n""#]]
+    .assert_eq(files);
+}
 
 /// (1) The user starts plain `claude --ide` in a terminal of their own in
 /// the workspace: its edits are read from its transcript.
@@ -47,4 +64,244 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
         edit review.txt Some("ONE\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\n") -> "ONE\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nTEN\n"
         edit added.txt None -> "written by Claude\n"
         turn ended"#]].assert_eq(&transcript);
+    // The change set a plain LSP client is told of and shown.
+    let (id, set) = review::finished_set(&mut w.ed, &root).await;
+    check_set(&set, "ide");
+    // Undoing the new file removes it.
+    let undone =
+        w.ed.call(
+            "moonkale/changes/undo",
+            json!({"set": id, "uri": w.sb.uri(review::NEW_FILE)}),
+        )
+        .await;
+    assert_eq!(undone["undone"], 1, "{undone}");
+    assert!(!root.join(review::NEW_FILE).exists());
+    // The user changed Claude's first line since: its undo is refused,
+    // naming the conflict, and the user's text stays.
+    let mine = review::AFTER.replace("ONE", "ONE, said I");
+    std::fs::write(root.join(review::FILE), &mine).unwrap();
+    let refused =
+        w.ed.request(
+            "moonkale/changes/undo",
+            json!({"set": id, "uri": w.sb.uri(review::FILE), "hunk": 0}),
+        )
+        .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("review.txt") && message.contains("changed after Claude"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(review::FILE)).unwrap(),
+        mine
+    );
+}
+
+/// A terminal's screen as text.
+async fn screen_text(c: &mut Client, id: u64) -> String {
+    let s = c
+        .call("moonkale/terminal/screen", json!({"terminal": id}))
+        .await;
+    let rows = s["lines"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .map(|r| {
+            let spans = r["spans"].as_array().cloned().unwrap_or_default();
+            spans
+                .iter()
+                .map(|s| s["text"].as_str().unwrap_or("").to_owned())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until terminal `id` shows what `pred` wants (the terminal is the
+/// service's; its screen is asked for), up to [`STEP`].
+async fn wait_terminal(c: &mut Client, id: u64, what: &str, pred: impl Fn(&str) -> bool) {
+    let shown = poll_until(STEP, async || {
+        let text = screen_text(c, id).await;
+        pred(&text).then_some(())
+    })
+    .await;
+    if shown.is_none() {
+        panic!("terminal {id}: no {what}:\n{}", screen_text(c, id).await);
+    }
+}
+
+/// (2) "Start Claude Code here" (`moonkale.startClaude`), the user choosing
+/// the CLI's own auto mode: the CLI gets a session id of the service's, so
+/// its transcript is known exactly, and its edits are the terminal's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
+    let mut w = World::builder()
+        .claude_in_terminals()
+        .file(review::FILE, review::BEFORE)
+        .editor("plain-editor", plain_caps())
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    w.fake.set_script(review::script(&root));
+    let c = &mut w.ed;
+    let info = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": [["--permission-mode", "auto"]]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("startClaude answered {info}"));
+    let argv: Vec<String> = serde_json::from_value(info["argv"].clone()).unwrap();
+    let session = argv
+        .windows(2)
+        .find(|w| w[0] == "--session-id")
+        .map(|w| w[1].clone())
+        .unwrap_or_else(|| panic!("no --session-id in {argv:?}"));
+    wait_terminal(c, id, "the CLI's prompt in auto mode", |s| {
+        s.contains("auto mode on") && s.contains('❯')
+    })
+    .await;
+    // Connected to the service before the prompt, as the user sees it.
+    wait_until("the CLI connected over the IDE link", async || {
+        let st = c.call("moonkale/status", Value::Null).await;
+        (st["claudeClients"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()))
+        .then_some(())
+    })
+    .await;
+    c.call(
+        "moonkale/terminal/input",
+        json!({"terminal": id, "text": review::PROMPT}),
+    )
+    .await;
+    wait_terminal(c, id, "the typed prompt", |s| s.contains(review::PROMPT)).await;
+    c.call(
+        "moonkale/terminal/input",
+        json!({"terminal": id, "keys": ["Enter"]}),
+    )
+    .await;
+    wait_terminal(c, id, "the model's last word", |s| s.contains(review::DONE)).await;
+    review::assert_applied(&root);
+    let transcript =
+        w.sb.home
+            .join(".claude/projects")
+            .join(moonkale_claude::sessions::project_slug(&root))
+            .join(format!("{session}.jsonl"));
+    assert!(transcript.is_file(), "no {}", transcript.display());
+    let (_, set) = review::finished_set(&mut w.ed, &root).await;
+    check_set(&set, "terminal");
+}
+
+/// (3) The hosted agent in `acceptEdits`: the edits come from the CLI's
+/// own tool results on its stdout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
+    let mut w = World::builder()
+        .agent()
+        .file(review::FILE, review::BEFORE)
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    w.fake.set_script(review::script(&root));
+    let (session, _) =
+        w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
+            .await;
+    review::assert_applied(&root);
+    let (id, set) = review::finished_set(&mut w.ed, &root).await;
+    check_set(&set, "agent");
+    // The user undoes the second hunk and says why: Claude hears it with
+    // the next prompt.
+    let undone =
+        w.ed.call(
+            "moonkale/changes/undo",
+            json!({"set": id, "uri": w.sb.uri(review::FILE), "hunk": 1,
+                   "reason": "keep ten in lower case"}),
+        )
+        .await;
+    assert_eq!(undone["undone"], 1, "{undone}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(review::FILE)).unwrap(),
+        review::AFTER.replace("TEN", "ten")
+    );
+    w.ed.send_prompt(&session, "carry on").await;
+    let asked = w.fake.wait_prompt("carry on", STEP).await;
+    let told = asked.latest_user_text();
+    assert!(
+        told.contains("Note from the user's editor")
+            && told.contains("review.txt")
+            && told.contains("keep ten in lower case"),
+        "the model was not told why: {told}"
+    );
+}
+
+/// Appends a turn of a `claude` the user runs (session `session`) to its
+/// transcript: a prompt, a Write of `file` with `text`, the final answer.
+fn user_claude_turn(home: &Path, root: &Path, session: &str, prompt: &str, file: &str, text: &str) {
+    use std::io::Write;
+    let dir = home
+        .join(".claude/projects")
+        .join(moonkale_claude::sessions::project_slug(root));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = root.join(file).display().to_string();
+    let lines = [
+        json!({"type": "user", "sessionId": session, "promptId": prompt, "uuid": prompt,
+               "message": {"role": "user", "content": prompt}}),
+        json!({"type": "user", "sessionId": session, "message": {"role": "user", "content": []},
+               "toolUseResult": {"type": "create", "filePath": path, "content": text,
+                                 "structuredPatch": [], "originalFile": null}}),
+        json!({"type": "assistant", "sessionId": session,
+               "message": {"role": "assistant", "stop_reason": "end_turn", "content": []}}),
+    ];
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{session}.jsonl")))
+        .unwrap();
+    for line in lines {
+        writeln!(f, "{line}").unwrap();
+    }
+}
+
+/// The hosted CLI writes a transcript too, in the same projects folder the
+/// service reads while a Claude Code client is connected: its edits are
+/// the session's (from its stdout) and are not read again from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_turn_is_one_set_while_an_ide_client_is_connected() {
+    let mut w = World::builder()
+        .agent()
+        .file(review::FILE, review::BEFORE)
+        .start()
+        .await;
+    let root = w.sb.workspace.clone();
+    let home = w.sb.home.clone();
+    w.fake.set_script(review::script(&root));
+    let mut ide = IdeClient::connect(w.ide_port(), &w.ide_token()).await;
+    ide.initialize("2025-11-25").await;
+    // A turn of the user's own claude: the transcripts are being read.
+    let user = "22222222-3333-4444-8555-666666666666";
+    user_claude_turn(&home, &root, user, "before", "before.txt", "b\n");
+    let (_, before) = review::finished_set(&mut w.ed, &root).await;
+    assert!(before.starts_with("ide \"before\""), "{before}");
+    w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
+        .await;
+    let (_, hosted) = review::finished_set(&mut w.ed, &root).await;
+    check_set(&hosted, "agent");
+    // The hosted CLI's transcript was complete before its turn ended: once
+    // a later transcript turn is announced, everything it holds was read.
+    user_claude_turn(&home, &root, user, "after", "after.txt", "a\n");
+    let (_, after) = review::finished_set(&mut w.ed, &root).await;
+    assert!(after.starts_with("ide \"after\""), "{after}");
+    let listed = w.ed.call("moonkale/changes/list", json!({})).await;
+    let titles: Vec<String> = listed["sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} {}", s["source"]["kind"], s["title"]))
+        .collect();
+    expect![[r#"
+        "ide" "before"
+        "agent" "tidy the review file"
+        "ide" "after""#]]
+    .assert_eq(&titles.join("\n"));
 }

@@ -51,8 +51,9 @@ pub struct AgentConfig {
     /// Where sessions' CLIs come from (a script in the session's tests).
     pub launcher: Launcher,
     /// Where sessions report the files Claude changed (the change-set
-    /// host); `None` keeps no change sets.
-    pub changes: Option<crate::hub::ports::ChangesPort>,
+    /// host; none keeps no change sets), and where they say their CLI's
+    /// transcript is theirs, not an IDE client's.
+    pub sources: crate::ide::transcripts::ChangeSources,
 }
 
 impl AgentConfig {
@@ -77,7 +78,7 @@ impl AgentConfig {
                 .inspect_err(|e| tracing::warn!("{e}; every workspace is untrusted"))
                 .ok(),
             launcher: Launcher::Claude,
-            changes: None,
+            sources: Default::default(),
         }
     }
 }

@@ -17,6 +17,7 @@
 //! name are confined by the change-set host, not here.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -35,25 +36,47 @@ const MAX_READ_PER_POLL: u64 = 64 << 20;
 /// Most transcript files followed at once (the newest are kept).
 const MAX_FILES: usize = 512;
 
-/// The CLI sessions the service started itself, by session id: their
-/// records are the terminal's, not an anonymous IDE client's.
+/// The CLI sessions the service started itself, by session id: a
+/// terminal's records are that terminal's, not an anonymous IDE client's;
+/// a hosted session's are reported by the session itself (from the CLI's
+/// stdout), so its transcript is not read.
 #[derive(Clone, Debug, Default)]
-pub struct KnownSessions(Arc<Mutex<HashMap<String, u64>>>);
+pub struct KnownSessions(Arc<Mutex<HashMap<String, Owner>>>);
+
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    Terminal(u64),
+    Hosted,
+}
 
 impl KnownSessions {
     /// `session` runs in terminal `terminal`.
-    pub fn insert(&self, session: String, terminal: u64) {
+    pub fn insert_terminal(&self, session: String, terminal: u64) {
+        self.insert(session, Owner::Terminal(terminal));
+    }
+
+    /// `session` is a hosted agent session.
+    pub fn insert_hosted(&self, session: String) {
+        self.insert(session, Owner::Hosted);
+    }
+
+    fn insert(&self, session: String, owner: Owner) {
         self.0
             .lock()
             .expect("known sessions lock")
-            .insert(session, terminal);
+            .insert(session, owner);
     }
 
-    fn source(&self, session: &str) -> ChangeSource {
+    /// Whose records `session`'s are; `None`: not the transcript's to say.
+    fn source(&self, session: &str) -> Option<ChangeSource> {
         let session = session.to_owned();
         match self.0.lock().expect("known sessions lock").get(&session) {
-            Some(&terminal) => ChangeSource::Terminal { terminal, session },
-            None => ChangeSource::Ide { session },
+            Some(Owner::Terminal(terminal)) => Some(ChangeSource::Terminal {
+                terminal: *terminal,
+                session,
+            }),
+            Some(Owner::Hosted) => None,
+            None => Some(ChangeSource::Ide { session }),
         }
     }
 }
@@ -63,7 +86,7 @@ impl KnownSessions {
 pub struct ChangeSources {
     /// `None`: no change sets, nothing is read.
     pub changes: Option<ChangesPort>,
-    pub terminals: KnownSessions,
+    pub sessions: KnownSessions,
 }
 
 /// The CLI's projects folder for the service's own environment:
@@ -83,8 +106,10 @@ pub struct Tailer {
     files: HashMap<PathBuf, Tail>,
     /// The open turn of each session.
     turns: HashMap<String, Turn>,
-    terminals: KnownSessions,
-    /// Numbers turns whose prompt came before we started reading.
+    sessions: KnownSessions,
+    /// Names turns whose prompt came before we started reading: when we
+    /// started (so a later start names other turns) and a count.
+    started: u64,
     unnamed: u64,
 }
 
@@ -104,13 +129,14 @@ struct Turn {
 
 impl Tailer {
     /// Starts at the current end of every transcript of `root`'s projects.
-    pub fn new(projects: PathBuf, root: &Path, terminals: KnownSessions) -> Tailer {
+    pub fn new(projects: PathBuf, root: &Path, sessions: KnownSessions) -> Tailer {
         let mut tailer = Tailer {
             projects,
             slug: project_slug(root),
             files: HashMap::new(),
             turns: HashMap::new(),
-            terminals,
+            sessions,
+            started: now_ms(),
             unnamed: 0,
         };
         for (path, len) in tailer.transcripts() {
@@ -161,7 +187,7 @@ impl Tailer {
             }
         }
         if found.len() > MAX_FILES {
-            found.sort_by(|a, b| b.2.cmp(&a.2));
+            found.sort_by_key(|f| std::cmp::Reverse(f.2));
             found.truncate(MAX_FILES);
         }
         found.sort_by(|a, b| a.0.cmp(&b.0));
@@ -213,22 +239,31 @@ impl Tailer {
                 text,
             } => {
                 self.end_turn(&session, out);
+                let Some(source) = self.sessions.source(&session) else {
+                    return;
+                };
                 let turn = Turn {
-                    source: self.terminals.source(&session),
+                    source,
                     key: format!("{session}:{turn}"),
                     title: Some(crate::agent::title_of(&text)),
                 };
                 self.turns.insert(session, turn);
             }
             TranscriptEntry::Edit { session, edit } => {
-                let turn = self.turns.entry(session.clone()).or_insert_with(|| {
-                    self.unnamed += 1;
-                    Turn {
-                        source: self.terminals.source(&session),
-                        key: format!("{session}:seen-{}", self.unnamed),
-                        title: None,
+                let turn = match self.turns.entry(session.clone()) {
+                    Entry::Occupied(turn) => turn.into_mut(),
+                    Entry::Vacant(vacant) => {
+                        let Some(source) = self.sessions.source(&session) else {
+                            return;
+                        };
+                        self.unnamed += 1;
+                        vacant.insert(Turn {
+                            source,
+                            key: format!("{session}:seen-{}-{}", self.started, self.unnamed),
+                            title: None,
+                        })
                     }
-                });
+                };
                 out.push(ChangesCommand::Record(ChangeRecord {
                     source: turn.source.clone(),
                     turn: turn.key.clone(),
@@ -337,7 +372,7 @@ pub async fn run(
         if connected.wait_for(|n| *n > 0).await.is_err() {
             return;
         }
-        let (p, r, t) = (projects.clone(), root.clone(), sources.terminals.clone());
+        let (p, r, t) = (projects.clone(), root.clone(), sources.sessions.clone());
         let Ok(mut tailer) = tokio::task::spawn_blocking(move || Tailer::new(p, &r, t)).await
         else {
             return;
@@ -375,6 +410,24 @@ pub async fn run(
     }
 }
 
+/// A source's command to the change-set host on one line, for tests.
+#[cfg(test)]
+pub(crate) fn describe_change(command: &ChangesCommand) -> String {
+    match command {
+        ChangesCommand::Record(r) => format!(
+            "record {:?} {} {:?} {} {:?} -> {:?}",
+            r.source,
+            r.turn,
+            r.title,
+            r.path.display(),
+            r.before,
+            r.after
+        ),
+        ChangesCommand::TurnEnded { source, turn } => format!("ended {source:?} {turn}"),
+        _ => "other".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,23 +453,8 @@ mod tests {
     }
 
     fn describe(commands: &[ChangesCommand]) -> String {
-        commands
-            .iter()
-            .map(|c| match c {
-                ChangesCommand::Record(r) => format!(
-                    "record {:?} {} {:?} {} {:?} -> {:?}",
-                    r.source,
-                    r.turn,
-                    r.title,
-                    r.path.display(),
-                    r.before,
-                    r.after
-                ),
-                ChangesCommand::TurnEnded { source, turn } => format!("ended {source:?} {turn}"),
-                _ => "other".into(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        let lines: Vec<String> = commands.iter().map(describe_change).collect();
+        lines.join("\n")
     }
 
     fn append(path: &Path, lines: &[String]) {
@@ -461,6 +499,7 @@ mod tests {
             &[prompt("old", "before we looked"), write("/ws/old", "x")],
         );
         let mut tailer = Tailer::new(s.projects.clone(), &s.root, KnownSessions::default());
+        tailer.started = 0; // as if started at the epoch, for the turn names
         assert!(tailer.poll().is_empty());
         append(&file, &[write("/ws/a", "a")]);
         // A line written in two pieces is read once it ends.
@@ -478,21 +517,23 @@ mod tests {
         all.extend(tailer.poll());
         all.extend(tailer.finish());
         expect![[r#"
-            record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-1 None /ws/a None -> Some("a")
-            ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-1
+            record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-1 None /ws/a None -> Some("a")
+            ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-1
             record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:p2 Some("second prompt") /ws/b None -> Some("b")
             ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:p2
-            record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-2 None /ws/c None -> Some("c")
-            ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-2"#]]
+            record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-2 None /ws/c None -> Some("c")
+            ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-2"#]]
         .assert_eq(&describe(&all));
     }
 
     #[test]
     fn new_files_subfolders_terminals_and_what_is_skipped() {
         let s = setup();
-        let terminals = KnownSessions::default();
-        terminals.insert(S.into(), 7);
-        let mut tailer = Tailer::new(s.projects.clone(), &s.root, terminals);
+        let sessions = KnownSessions::default();
+        sessions.insert_terminal(S.into(), 7);
+        sessions.insert_hosted("hosted-session".into());
+        let mut tailer = Tailer::new(s.projects.clone(), &s.root, sessions);
+        tailer.started = 0;
         // A session started after we looked, in a subfolder of the workspace.
         let sub = s.projects.join(project_slug(&s.root.join("sub")));
         std::fs::create_dir_all(&sub).unwrap();
@@ -500,7 +541,15 @@ mod tests {
             &sub.join(format!("{S}.jsonl")),
             &[prompt("p", "go"), write("/ws/sub/n", "n")],
         );
-        // Not ours: another project, a symlink, a long line, a non-jsonl file.
+        // Not ours: a hosted session's (it reports its own edits), another
+        // project, a symlink, a long line, a non-jsonl file.
+        append(
+            &s.own.join("hosted-session.jsonl"),
+            &[
+                prompt("h", "hosted").replace(S, "hosted-session"),
+                write("/ws/h", "h").replace(S, "hosted-session"),
+            ],
+        );
         let other = s.projects.join("-elsewhere");
         std::fs::create_dir_all(&other).unwrap();
         append(&other.join("x.jsonl"), &[write("/elsewhere/x", "x")]);
@@ -510,7 +559,7 @@ mod tests {
         let other_session = write("/ws/after-long", "y").replace(S, "another-session");
         append(&long, &["x".repeat(MAX_LINE + 1), other_session]);
         expect![[r#"
-            record Ide { session: "another-session" } another-session:seen-1 None /ws/after-long None -> Some("y")
+            record Ide { session: "another-session" } another-session:seen-0-1 None /ws/after-long None -> Some("y")
             record Terminal { terminal: 7, session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:p Some("go") /ws/sub/n None -> Some("n")"#]]
         .assert_eq(&describe(&tailer.poll()));
     }
@@ -523,7 +572,7 @@ mod tests {
         let (connected, rx) = watch::channel(0usize);
         let sources = ChangeSources {
             changes: Some(port),
-            terminals: KnownSessions::default(),
+            sessions: KnownSessions::default(),
         };
         let task = tokio::spawn(run(
             s.root.clone(),

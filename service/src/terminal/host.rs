@@ -401,7 +401,7 @@ impl Host {
         };
         let id = self.open(editor, spec)?;
         if let Some(session) = session {
-            self.config.sessions.insert(session, id);
+            self.config.sessions.insert_terminal(session, id);
         }
         Ok((id, launch.message))
     }

@@ -47,7 +47,7 @@ impl World {
             shutdown_grace: Duration::from_millis(100),
             trust: Some(trust),
             launcher: Launcher::Script(scripts),
-            changes: None,
+            sources: Default::default(),
         };
         let (hub, events) = HubHandle::detached(workspace);
         let (commands, rx) = agent_channel();

@@ -335,6 +335,7 @@ impl Session {
         internal_tx: mpsc::Sender<Internal>,
     ) -> Session {
         let id_text = start.id.to_string();
+        config.sources.sessions.insert_hosted(id_text.clone());
         let approvals = Approvals::new(id_text.clone(), start.workspace.clone());
         let mut summary = Restored::new(&id_text).summary;
         summary.permission_mode = start.permission_mode;
@@ -793,7 +794,7 @@ impl Session {
     /// Hands the change-set host a command without waiting: a full queue
     /// loses that record (logged), never stalls the session.
     fn send_changes(&self, command: ChangesCommand) {
-        if let Some(port) = &self.config.changes
+        if let Some(port) = &self.config.sources.changes
             && let Err(e) = port.try_send(command)
         {
             tracing::warn!(session = %self.id, "the change-set host did not take a record: {e}");

@@ -75,7 +75,10 @@ impl World {
             shutdown_grace: Duration::from_millis(100),
             trust: Some(trust),
             launcher: Launcher::Script(scripts),
-            changes: Some(changes_tx),
+            sources: crate::ide::transcripts::ChangeSources {
+                changes: Some(changes_tx),
+                sessions: Default::default(),
+            },
         };
         let id = Uuid::from_u128(0x5e55);
         let transcript = Transcript::open(dir.path().join("chat.jsonl")).unwrap();
@@ -602,19 +605,7 @@ async fn changes_told(w: &mut World) -> String {
             .await
             .unwrap_or_else(|_| panic!("no turn end; got {lines:#?}"))
             .expect("the session lives");
-        let line = match command {
-            ChangesCommand::Record(r) => format!(
-                "record {:?} turn {} {:?}: {} {:?} -> {:?}",
-                r.source,
-                r.turn,
-                r.title,
-                r.path.display(),
-                r.before,
-                r.after
-            ),
-            ChangesCommand::TurnEnded { source, turn } => format!("ended {source:?} {turn}"),
-            _ => "other".into(),
-        };
+        let line = crate::ide::transcripts::describe_change(&command);
         let done = line.starts_with("ended");
         lines.push(line.replace(&w.id.to_string(), "ID"));
         if done {
@@ -654,8 +645,8 @@ async fn edits_claude_reports_go_to_the_change_set_host_by_turn() {
             .await
             .replace(&format!(":{seq}"), ":SEQ"),
         expect![[r#"
-            record Agent { session: "ID" } turn ID:SEQ Some("Fix the greeting"): /w/a.txt Some("hello\n") -> Some("hi\n")
-            record Agent { session: "ID" } turn ID:SEQ Some("Fix the greeting"): /w/new.txt None -> Some("new\n")
+            record Agent { session: "ID" } ID:SEQ Some("Fix the greeting") /w/a.txt Some("hello\n") -> Some("hi\n")
+            record Agent { session: "ID" } ID:SEQ Some("Fix the greeting") /w/new.txt None -> Some("new\n")
             ended Agent { session: "ID" } ID:SEQ"#]],
     );
 }

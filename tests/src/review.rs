@@ -258,3 +258,27 @@ pub async fn walk_in_a_plain_editor(ed: &mut Client, root: &Path) {
     assert!(done.get("error").is_none(), "{done}");
     assert!(!root.join(NEW_FILE).exists(), "{NEW_FILE} is still there");
 }
+
+/// The world of an editor's review test: the hosted agent (the real CLI)
+/// with [`FILE`] in the workspace and the fake answering with [`script`];
+/// start the editor on it, then [`hosted_turn`].
+pub async fn hosted_world() -> crate::world::World {
+    let w = crate::world::World::builder()
+        .agent()
+        .file(FILE, BEFORE)
+        .start()
+        .await;
+    w.fake.set_script(script(&w.sb.workspace));
+    w
+}
+
+/// Runs [`PROMPT`] in a new hosted session in `acceptEdits` (Claude edits
+/// without asking) until the turn is over and its edits are on disk.
+pub async fn hosted_turn(w: &mut crate::world::World) {
+    let session =
+        w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
+            .await;
+    let seq = w.ed.send_prompt(&session, PROMPT).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_applied(&w.sb.workspace);
+}

@@ -296,6 +296,29 @@ impl Browser {
             .await;
     }
 
+    /// The inner texts of what matches `selector`, polled until `ok` holds
+    /// for them.
+    pub async fn texts_until(
+        &mut self,
+        selector: &str,
+        what: &str,
+        ok: impl Fn(&[String]) -> bool,
+    ) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + crate::TIMEOUT;
+        loop {
+            let shown = self.run(json!({"op": "text", "selector": selector})).await;
+            let texts: Vec<String> = serde_json::from_value(shown).unwrap_or_default();
+            if ok(&texts) {
+                return texts;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {texts:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Opens a file of the workspace with Quick Open (Ctrl+P).
     pub async fn quick_open(&mut self, name: &str) {
         self.pick("Control+p", name).await;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use moonkale_tests::nvim::{Attach, Headless, Remote, start_headless};
 use moonkale_tests::{Sandbox, bin, selection_with_text, service_and_claude, wait_until};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
     moonkale_tests::repo_root()
@@ -24,9 +24,32 @@ const INIT: &str = r#"
 vim.opt.rtp:prepend(vim.env.MOONKALE_PLUGIN_DIR)
 vim.opt.swapfile = false
 vim.opt.shadafile = 'NONE'
-PluginTest = { asked = {} }
+PluginTest = { asked = {}, told = {} }
 vim.ui.select = function(_, opts)
   table.insert(PluginTest.asked, opts.prompt or '')
+end
+-- What the plugin told the user (vim.notify), as a user would read it.
+local notify = vim.notify
+vim.notify = function(msg, level, opts)
+  table.insert(PluginTest.told, msg)
+  return notify(msg, level, opts)
+end
+-- The current tab as the user sees it: its windows left to right.
+function PluginTest.view()
+  local windows = {}
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local buf = vim.api.nvim_win_get_buf(win)
+    local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+    table.insert(windows, {
+      name = vim.api.nvim_buf_get_name(buf),
+      text = table.concat(lines, '\n') .. '\n',
+      diff = vim.wo[win].diff,
+      buftype = vim.bo[buf].buftype,
+      modifiable = vim.bo[buf].modifiable,
+      current = win == vim.api.nvim_get_current_win(),
+    })
+  end
+  return { tabs = #vim.api.nvim_list_tabpages(), windows = windows }
 end
 local shim = vim.env.MOONKALE_TEST_SHIM
 require('moonkale').setup({
@@ -231,6 +254,339 @@ async fn accept_a_tweaked_proposal(name: &str) {
     assert_eq!(errors, "", "no error in Neovim");
 }
 
+/// 2b. A proposal with two hunks opens as a diff in a tab of its own: on
+/// the left the target's original text (a readonly scratch buffer), on the
+/// right the proposal, both windows in diff mode. The user reverts the
+/// second hunk and keeps the first with the plugin's keymaps, on the lines
+/// where they are: Claude Code gets exactly the kept hunk, and the tab goes.
+#[tokio::test]
+async fn plugin_reviews_a_proposal_hunk_by_hunk_in_a_diff_tab() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("main.txt");
+    let original = "a\nb\nc\nd\ne\nf\ng\nh\n";
+    std::fs::write(&target, original).expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "main.txt").await;
+
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "a\nB\nc\nd\ne\nf\nG\nh\n", "tab_name": "tab-hunks"});
+    c.send(json!({"jsonrpc": "2.0", "id": 60, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+
+    // What the user sees: a second tab, two windows side by side in diff
+    // mode, the original on the left and the proposal (with the cursor) on
+    // the right.
+    let view = nvim
+        .wait_for(
+            "the proposal's diff tab",
+            r#"luaeval('PluginTest.view()')"#,
+            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
+        )
+        .await;
+    assert_eq!(view["tabs"], 2, "{view}");
+    let (left, right) = (&view["windows"][0], &view["windows"][1]);
+    assert_eq!(left["name"], "moonkale://original/main.txt", "{view}");
+    assert_eq!(left["text"], original, "{view}");
+    assert_eq!(
+        (&left["diff"], &left["buftype"], &left["modifiable"]),
+        (&json!(true), &json!("nofile"), &json!(false)),
+        "{view}"
+    );
+    assert!(
+        right["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("/.moonkale/proposals/")),
+        "{view}"
+    );
+    assert_eq!(right["text"], "a\nB\nc\nd\ne\nf\nG\nh\n", "{view}");
+    assert_eq!(
+        (&right["diff"], &right["current"]),
+        (&json!(true), &json!(true)),
+        "{view}"
+    );
+
+    // `]c` is Neovim's own: the first change, then the second.
+    nvim.send_keys("gg]c").await;
+    nvim.wait_for("]c to the first hunk", "line('.')", |v| v == 2)
+        .await;
+    nvim.send_keys("]c").await;
+    nvim.wait_for("]c to the second hunk", "line('.')", |v| v == 7)
+        .await;
+
+    // Revert the second (the service puts `g` back into the proposal with
+    // workspace/applyEdit), then keep the first: every hunk left is kept,
+    // so the proposal is accepted.
+    nvim.send_keys("<Bslash>mu").await;
+    nvim.wait_for("the reverted hunk", "getline(7)", |v| v == "g")
+        .await;
+    nvim.send_keys("2G<Bslash>mk").await;
+    let answer = c.response(60).await;
+    assert_eq!(
+        answer["result"]["content"],
+        json!([{"type": "text", "text": "FILE_SAVED"},
+               {"type": "text", "text": "a\nB\nc\nd\ne\nf\ng\nh\n"}]),
+        "{answer}"
+    );
+    // `moonkale/proposalClosed` closed the tab and wiped both buffers.
+    nvim.wait_for(
+        "the proposal's tab to close",
+        r#"[tabpagenr('$'), len(filter(getbufinfo(), {_, b -> b.name =~ 'moonkale://\|/.moonkale/proposals/'}))]"#,
+        |v| v == &json!([1, 0]),
+    )
+    .await;
+    assert_eq!(nvim.eval("v:errmsg").await, "", "no error in Neovim");
+}
+
+/// 2c. `:MoonkaleReject reason` from the original's side of the diff: the
+/// proposal shown there is rejected (`DIFF_REJECTED`), Claude Code is
+/// pointed at the rejected lines (`at_mentioned`, where the user's next
+/// prompt says why), the file is untouched and the tab closes.
+#[tokio::test]
+async fn plugin_rejects_a_proposal_with_a_reason() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("main.txt");
+    std::fs::write(&target, "one\ntwo\n").expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "main.txt").await;
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "one\nTWO\n", "tab_name": "tab-reason"});
+    c.send(json!({"jsonrpc": "2.0", "id": 62, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    nvim.wait_for(
+        "the proposal's diff tab",
+        r#"luaeval('PluginTest.view()')"#,
+        |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
+    )
+    .await;
+
+    nvim.send_keys("<C-w>h").await;
+    nvim.wait_for("the original's window", "bufname()", |v| {
+        v == "moonkale://original/main.txt"
+    })
+    .await;
+    nvim.send_keys(":MoonkaleReject two stays lowercase<CR>")
+        .await;
+    let answer = c.response(62).await;
+    assert_eq!(
+        answer["result"]["content"],
+        json!([{"type": "text", "text": "DIFF_REJECTED"}, {"type": "text", "text": "tab-reason"}]),
+        "{answer}"
+    );
+    let mention = c.notification("at_mentioned").await;
+    assert_eq!(mention["params"]["filePath"], json!(target), "{mention}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "one\ntwo\n");
+    nvim.wait_for("the proposal's tab to close", "tabpagenr('$')", |v| v == 1)
+        .await;
+    assert_eq!(nvim.eval("v:errmsg").await, "", "no error in Neovim");
+}
+
+/// 2b'. The same with the real CLI (2.1.332 in `--permission-mode
+/// default`, against the fake API): the model's Edit of two separate lines
+/// reaches Neovim as a diff tab through `openDiff`; the user reverts the
+/// second hunk and keeps the first with the keymaps; the CLI writes exactly
+/// the kept hunk and tells the model the user modified its change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
+    use moonkale_tests::claude_cli::{edit_result, edit_script};
+    use moonkale_tests::world::World;
+    use moonkale_tests::{STEP, TIMEOUT};
+    let mut w = World::start(
+        &[("hunks.txt", "a\nb\nc\nd\ne\nf\ng\nh\n")],
+        Default::default(),
+    )
+    .await;
+    let path = w.path("hunks.txt");
+    w.fake.set_script(edit_script(
+        "edit the hunks",
+        &path,
+        "b\nc\nd\ne\nf\ng\n",
+        "B\nc\nd\ne\nf\nG\n",
+        "EDIT_DONE",
+    ));
+    let uri = w.open("hunks.txt").await;
+    let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), "hunks.txt").await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hunks.txt")
+        .await;
+    cli.submit("edit the hunks", STEP).await;
+
+    let view = nvim
+        .wait_for(
+            "the proposal's diff tab",
+            r#"luaeval('PluginTest.view()')"#,
+            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
+        )
+        .await;
+    assert_eq!(
+        view["windows"][0]["name"], "moonkale://original/hunks.txt",
+        "{view}"
+    );
+    assert_eq!(
+        view["windows"][1]["text"], "a\nB\nc\nd\ne\nf\nG\nh\n",
+        "{view}"
+    );
+    assert!(
+        view["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["diff"] == true),
+        "{view}"
+    );
+    nvim.send_keys("7G<Bslash>mu").await;
+    nvim.wait_for("the reverted hunk", "getline(7)", |v| v == "g")
+        .await;
+    nvim.send_keys("2G<Bslash>mk").await;
+
+    let result = tokio::time::timeout(TIMEOUT, edit_result(&w.fake))
+        .await
+        .expect("the Edit's result");
+    assert!(!result.is_error, "{}", result.text);
+    assert!(
+        result
+            .text
+            .contains("The user modified your proposed changes"),
+        "{}",
+        result.text
+    );
+    cli.wait_for_text("EDIT_DONE", STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "a\nB\nc\nd\ne\nf\ng\nh\n"
+    );
+    nvim.wait_for("the proposal's tab to close", "tabpagenr('$')", |v| v == 1)
+        .await;
+}
+
+/// Waits until the plugin told the user something containing `needle`
+/// (with vim.notify); returns all it said.
+async fn told(nvim: &Nvim, needle: &str) -> Value {
+    nvim.wait_for(
+        &format!("Neovim to say {needle:?}"),
+        "luaeval('PluginTest.told')",
+        |v| {
+            v.as_array().is_some_and(|t| {
+                t.iter()
+                    .any(|m| m.as_str().is_some_and(|m| m.contains(needle)))
+            })
+        },
+    )
+    .await
+}
+
+/// 2c. Review after the fact: the real CLI hosted in `acceptEdits` edits
+/// two places of `review.txt` and writes `added.txt` without asking. In
+/// Neovim the user is told when the turn ends, lists the changes in the
+/// quickfix list, opens `review.txt` from there as a diff against its text
+/// before, undoes the last line's change with the keymap (the first stays,
+/// the buffer shows the restored line), edits and saves the first line and
+/// is refused its undo (their text stays), then steps to `added.txt` and
+/// undoes the whole file: it is removed, and its view closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_reviews_claudes_changes_after_the_fact() {
+    use moonkale_tests::review;
+    let mut w = review::hosted_world().await;
+    let root = w.sb.workspace.clone();
+    let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), review::FILE).await;
+
+    review::hosted_turn(&mut w).await;
+    told(&nvim, "Claude changed 2 file(s): review.txt, added.txt").await;
+    // The buffer, clean, shows what Claude wrote.
+    nvim.wait_for("Claude's text in the buffer", "getline(1)", |v| v == "ONE")
+        .await;
+
+    nvim.send_keys(":MoonkaleChanges<CR>").await;
+    let qf = nvim
+        .wait_for(
+            "the quickfix list",
+            r#"map(getqflist(), {_, e -> [fnamemodify(bufname(e.bufnr), ':t'), e.lnum, e.text]})"#,
+            |v| v.as_array().is_some_and(|l| !l.is_empty()),
+        )
+        .await;
+    assert_eq!(
+        qf,
+        json!([
+            ["review.txt", 1, "modified -1 +1: ONE"],
+            ["review.txt", 10, "modified -1 +1: TEN"],
+            ["added.txt", 1, "created -0 +1: written by Claude"]
+        ])
+    );
+    assert_eq!(
+        nvim.eval("&buftype").await,
+        "quickfix",
+        "the list has the focus"
+    );
+
+    // The second entry: review.txt's diff, in a tab of its own.
+    nvim.send_keys("2G:MoonkaleChangeDiff<CR>").await;
+    let view = nvim
+        .wait_for(
+            "the change's diff tab",
+            r#"luaeval('PluginTest.view()')"#,
+            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
+        )
+        .await;
+    assert_eq!(
+        view["windows"][0]["name"], "moonkale://before/review.txt",
+        "{view}"
+    );
+    assert_eq!(view["windows"][0]["text"], review::BEFORE, "{view}");
+    assert_eq!(view["windows"][1]["text"], review::AFTER, "{view}");
+    assert!(
+        view["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["diff"] == true),
+        "{view}"
+    );
+
+    // Undo the last line's change (the cursor on it): the file and the
+    // buffer get `ten` back, `ONE` stays.
+    nvim.send_keys("10G<Bslash>mu").await;
+    nvim.wait_for(
+        "the restored line",
+        "[getline(10), getline(1), &modified]",
+        |v| v == &json!(["ten", "ONE", 0]),
+    )
+    .await;
+    let file = root.join(review::FILE);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        review::AFTER.replace("TEN", "ten")
+    );
+
+    // The user rewrites Claude's first line and saves; its undo is refused
+    // and their text stays.
+    nvim.send_keys("1GccOne<Esc>:w<CR>").await;
+    nvim.wait_for("the saved edit", "&modified", |v| v == 0)
+        .await;
+    nvim.send_keys("1G<Bslash>mu").await;
+    told(&nvim, "changed after Claude Code's edit").await;
+    assert_eq!(nvim.eval("getline(1)").await, "One");
+    assert!(std::fs::read_to_string(&file).unwrap().starts_with("One\n"));
+
+    // The next file, added.txt, undone as a whole: Claude created it, so it
+    // is removed, and its view goes.
+    nvim.send_keys(":MoonkaleChangeNext<CR>").await;
+    nvim.wait_for("added.txt's diff", "expand('%:t')", |v| v == "added.txt")
+        .await;
+    nvim.send_keys("<Bslash>mU").await;
+    nvim.wait_for(
+        "added.txt's view to close",
+        r#"len(filter(getbufinfo(), {_, b -> b.name =~ 'added.txt'}))"#,
+        |v| v == 0,
+    )
+    .await;
+    assert!(!root.join(review::NEW_FILE).exists());
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        review::AFTER.replace("ONE", "One").replace("TEN", "ten")
+    );
+}
+
 /// 3. `:'<,'>MoonkaleSendToClaude` from a linewise visual selection, and
 /// `:MoonkaleSendToClaude` on the current line, through the shim: Claude
 /// Code gets `at_mentioned` with 0-based inclusive lines.
@@ -285,6 +641,10 @@ async fn plugin_checkhealth() {
     assert!(text.contains("Neovim 0.11.4"), "{text}");
     assert!(
         text.contains("initialized, 1 buffer(s) attached, utf-8"),
+        "{text}"
+    );
+    assert!(
+        text.contains("proposals as diffs: the service answers moonkale/proposals"),
         "{text}"
     );
     assert!(!text.contains("ERROR"), "{text}");

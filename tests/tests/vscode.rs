@@ -125,6 +125,195 @@ async fn vscode_selection_mention_accept_and_reject() {
     );
 }
 
+/// The active editor is VS Code's diff editor (not a plain text editor).
+const ACTIVE_DIFF_EDITOR: &str = ".editor-group-container.active .monaco-diff-editor";
+
+/// The tab of a proposal's diff editor.
+const PROPOSAL_TAB: &str = ".tab[aria-label^=\"main.txt (Claude Code's proposal)\"]";
+
+/// The texts of the CodeLens lines shown, polled until `ok` holds for them.
+async fn lenses_until(browser: &mut Browser, what: &str, ok: impl Fn(&[String]) -> bool) {
+    browser.texts_until(".codelens-decoration", what, ok).await;
+}
+
+/// Claude Code's proposal opens in VS Code's diff editor, the original on
+/// the left and the proposal on the right:
+/// 1. a proposal with two hunks: the user reverts the first and keeps the
+///    second with the CodeLens above them; every hunk left is kept, so it is
+///    accepted with exactly the kept hunk, and the diff tab closes;
+/// 2. the next proposal is accepted with the ✓ in the diff editor's title.
+#[tokio::test]
+async fn vscode_reviews_a_proposal_in_the_diff_editor() {
+    let _turn = take_turn().await;
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("main.txt");
+    std::fs::write(&target, "a\nb\nc\nd\ne\nf\ng\nh\n").expect("write file");
+    let (_svc, mut c) = service_and_claude(&sb).await;
+    let (_server, mut browser) = vscode(&sb, &[]).await;
+
+    // 1. Hunk by hunk.
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "a\nB\nc\nd\ne\nf\nG\nh\n", "tab_name": "tab-hunks"});
+    c.send(json!({"jsonrpc": "2.0", "id": 60, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    browser.wait_for(ACTIVE_DIFF_EDITOR).await;
+    browser.wait_for(PROPOSAL_TAB).await;
+    browser.wait_for(ACCEPT_TITLE_BUTTON).await;
+    lenses_until(&mut browser, "a Keep/Revert lens per hunk", |l| {
+        l.len() == 2
+            && l.iter()
+                .all(|t| t.contains("Keep this change") && t.contains("Revert this change"))
+    })
+    .await;
+    // The first lens is the first hunk's (line 2).
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Revert this change\")"}))
+        .await;
+    lenses_until(&mut browser, "the reverted hunk's lens to go", |l| {
+        l.len() == 1
+    })
+    .await;
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Keep this change\")"}))
+        .await;
+    let resp = c.response(60).await;
+    assert_eq!(
+        resp["result"]["content"],
+        json!([{"type": "text", "text": "FILE_SAVED"},
+               {"type": "text", "text": "a\nb\nc\nd\ne\nf\nG\nh\n"}]),
+        "{resp}"
+    );
+    // The revert left the proposal unsaved; its tab still closes, without
+    // asking to save a file that is gone.
+    browser.wait_gone(ACTIVE_DIFF_EDITOR).await;
+    browser.wait_gone(PROPOSAL_TAB).await;
+
+    // 2. Accepted from the diff editor's title.
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": "rewritten\n", "tab_name": "tab-title"});
+    c.send(json!({"jsonrpc": "2.0", "id": 61, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    browser.wait_for(ACTIVE_DIFF_EDITOR).await;
+    browser
+        .run(json!({"op": "click", "selector": ACCEPT_TITLE_BUTTON}))
+        .await;
+    let resp = c.response(61).await;
+    assert_eq!(
+        resp["result"]["content"],
+        json!([{"type": "text", "text": "FILE_SAVED"}, {"type": "text", "text": "rewritten\n"}]),
+        "{resp}"
+    );
+    browser.wait_gone(ACTIVE_DIFF_EDITOR).await;
+}
+
+/// The texts of VS Code's notifications, polled until one contains `needle`.
+async fn notification_with(browser: &mut Browser, needle: &str) {
+    browser
+        .texts_until(
+            ".notifications-toasts",
+            &format!("a notification saying {needle:?}"),
+            |t| t.iter().any(|t| t.contains(needle)),
+        )
+        .await;
+}
+
+/// The file `path` holds `text`, polled.
+async fn file_holds(path: &std::path::Path, text: &str) {
+    wait_until(&format!("{} to hold {text:?}", path.display()), || async {
+        (std::fs::read_to_string(path).ok()? == text).then_some(())
+    })
+    .await;
+}
+
+/// Review after the fact in VS Code: the real CLI hosted in `acceptEdits`
+/// edits two places of `review.txt` and writes `added.txt` without asking.
+/// The user is told when the turn ends, picks "Review Claude's changes" in
+/// that message and `review.txt` in the list of changed files, and gets a
+/// diff editor of its text before against the file; "Undo this change"
+/// above the first hunk restores that line (the other stays); the user then
+/// rewrites Claude's other line and saves, and its undo is refused with a
+/// message while their text stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vscode_reviews_claudes_changes_after_the_fact() {
+    use moonkale_tests::review;
+    let _turn = take_turn().await;
+    let mut w = review::hosted_world().await;
+    let root = w.sb.workspace.clone();
+    let (_server, mut browser) = vscode(&w.sb, &[]).await;
+    browser.quick_open(review::FILE).await;
+
+    review::hosted_turn(&mut w).await;
+
+    notification_with(&mut browser, "Claude changed review.txt, added.txt").await;
+    browser.click("button", "Review Claude's changes").await;
+    browser
+        .wait_for(".quick-input-list .monaco-list-row[aria-label*=\"added.txt\"]")
+        .await;
+    browser.type_text(review::FILE).await;
+    browser
+        .wait_for(".quick-input-list .monaco-list-row[aria-label*=\"review.txt\"]")
+        .await;
+    browser.press(&["Enter"]).await;
+    browser.wait_for(ACTIVE_DIFF_EDITOR).await;
+    browser
+        .wait_for(".tab.active[aria-label^=\"review.txt (before Claude's change)\"]")
+        .await;
+    lenses_until(
+        &mut browser,
+        "Undo/Keep above each of Claude's changes",
+        |l| {
+            l.len() == 2
+                && l.iter()
+                    .all(|t| t.contains("Undo this change") && t.contains("Keep"))
+        },
+    )
+    .await;
+
+    // The first lens is the first hunk's (line 1).
+    let file = root.join(review::FILE);
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Undo this change\")"}))
+        .await;
+    let undone = review::AFTER.replace("ONE", "one");
+    file_holds(&file, &undone).await;
+    lenses_until(&mut browser, "the undone hunk's lens to go", |l| {
+        l.len() == 1
+    })
+    .await;
+    // The editor shows the restored line (neither side has ONE any more),
+    // and nothing unsaved.
+    browser
+        .texts_until(
+            ".editor-group-container.active .monaco-diff-editor .view-lines",
+            "the diff editor to show the restored line",
+            |sides| {
+                !sides.is_empty()
+                    && sides
+                        .iter()
+                        .all(|t| t.contains("one") && !t.contains("ONE"))
+            },
+        )
+        .await;
+    browser.wait_gone(".tab.active.dirty").await;
+
+    // The user rewrites line 10 (Claude's TEN) and saves; undoing Claude's
+    // change there is refused, and their line stays.
+    browser
+        .press(&["Control+End", "ArrowUp", "Home", "Shift+End"])
+        .await;
+    browser.type_text("Ten").await;
+    browser.press(&["Control+s"]).await;
+    let edited = undone.replace("TEN", "Ten");
+    file_holds(&file, &edited).await;
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Undo this change\")"}))
+        .await;
+    notification_with(&mut browser, "changed after Claude Code's edit").await;
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+}
+
 /// `getDiagnostics` for `file`'s URI, polled until `ok` holds for its list.
 async fn diagnostics_until(
     c: &mut IdeClient,

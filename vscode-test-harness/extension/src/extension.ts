@@ -2,10 +2,10 @@
 // `moonkale-shim` (stdio) and tells the service what VS Code's language
 // client does not send on its own: the live selection (debounced, with its
 // direction) and the diagnostics of the user's other language servers.
-// Everything else (documents, Claude Code's proposals shown with
-// `window/showDocument` and Accept/Reject asked with
-// `window/showMessageRequest`) is plain LSP that vscode-languageclient
-// already handles. Wire format: docs/protocol.md.
+// Claude Code's proposals open in VS Code's diff editor (review.ts), and
+// Claude's change sets are reviewed there too. The rest (documents,
+// Accept/Reject asked with `window/showMessageRequest`) is plain LSP that
+// vscode-languageclient already handles. Wire format: docs/protocol.md.
 
 import * as vscode from 'vscode';
 import {
@@ -14,6 +14,7 @@ import {
   LanguageClientOptions,
   ServerOptions,
 } from 'vscode-languageclient/node';
+import { Review } from './review';
 
 const DOCUMENTS: DocumentSelector = [{ scheme: 'file' }, { scheme: 'untitled' }];
 
@@ -29,10 +30,28 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     options: { cwd: folder },
   };
   const fromService = new FromService();
+  // The client exists only after the options are made; the proposal view
+  // asks it for the proposal's original text.
+  let review: Review | undefined;
   const clientOptions: LanguageClientOptions = {
     documentSelector: DOCUMENTS,
     outputChannelName: 'Moonkale',
     middleware: {
+      workspace: {
+        // An undo of Claude's change writes the file and sends VS Code the
+        // same text; the document then equals the file but shows as unsaved.
+        handleApplyEdit: async (params, next) => {
+          const result = await next(params, new vscode.CancellationTokenSource().token);
+          await review?.settleEdited(params.edit);
+          return result;
+        },
+      },
+      window: {
+        // A proposal opens as a diff (original | proposal) instead of a
+        // plain editor.
+        showDocument: async (params, token, next) =>
+          (await review?.showProposal(params.uri)) ? { success: true } : next(params, token),
+      },
       // What the service hands back (other editors' diagnostics) must not be
       // forwarded again as if VS Code's own servers had found it.
       handleDiagnostics: (uri, diagnostics, next) => {
@@ -53,11 +72,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const started = client;
   await started.start();
 
-  context.subscriptions.push(
-    started.onNotification('moonkale/proposalClosed', (params: { uri: string }) =>
-      closeProposal(started.protocol2CodeConverter.asUri(params.uri).toString()),
-    ),
-  );
+  review = new Review(started);
+  context.subscriptions.push(...review.register());
 
   const debounceMs = config.get<number>('selectionDebounceMs') ?? 50;
   const selection = new SelectionSender(started, debounceMs);
@@ -67,11 +83,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.window.onDidChangeTextEditorSelection((e) => selection.changed(e.textEditor)),
     vscode.window.onDidChangeActiveTextEditor((editor) => editor && selection.changed(editor)),
     vscode.languages.onDidChangeDiagnostics((e) => diagnostics.changed(e.uris)),
+    // The proposal of the editor whose title button was pressed (either
+    // side of its diff), else (palette) the newest one.
     vscode.commands.registerCommand('moonkale.accept', (uri?: vscode.Uri) =>
-      decide(started, 'moonkale.acceptProposal', uri),
+      execute(started, 'moonkale.acceptProposal', [review?.proposalDocument(uri)].filter(Boolean)),
     ),
     vscode.commands.registerCommand('moonkale.reject', (uri?: vscode.Uri) =>
-      decide(started, 'moonkale.rejectProposal', uri),
+      execute(started, 'moonkale.rejectProposal', [review?.proposalDocument(uri)].filter(Boolean)),
     ),
     vscode.commands.registerCommand('moonkale.sendSelection', async () => {
       // The live selection may still sit in the debounce: send it first, so
@@ -95,19 +113,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   if (vscode.window.activeTextEditor) selection.changed(vscode.window.activeTextEditor);
 }
 
-// A decided proposal's file is gone; its tab would stay open on a deleted
-// file, so close it (unless the user has unsaved edits there: closing would
-// ask to save them).
-function closeProposal(uri: string): void {
-  const tabs = vscode.window.tabGroups.all
-    .flatMap((group) => group.tabs)
-    .filter((tab) => {
-      const input = tab.input;
-      return !tab.isDirty && input instanceof vscode.TabInputText && input.uri.toString() === uri;
-    });
-  if (tabs.length) void vscode.window.tabGroups.close(tabs);
-}
-
 export async function deactivate(): Promise<void> {
   await client?.stop();
 }
@@ -118,17 +123,6 @@ async function execute(client: LanguageClient, command: string, args: unknown[])
   } catch (e) {
     vscode.window.showErrorMessage(`Moonkale: ${e instanceof Error ? e.message : String(e)}`);
   }
-}
-
-// Accept or reject the proposal shown in the editor whose title button was
-// pressed, else (palette) the newest one.
-function decide(client: LanguageClient, command: string, uri?: vscode.Uri): Promise<void> {
-  const target = uri ?? vscode.window.activeTextEditor?.document.uri;
-  const args =
-    target && target.path.includes('/.moonkale/proposals/')
-      ? [client.code2ProtocolConverter.asUri(target)]
-      : [];
-  return execute(client, command, args);
 }
 
 function isOurs(document: vscode.TextDocument): boolean {

@@ -55,6 +55,21 @@ function M.check()
       #bufs,
       c.offset_encoding
     ))
+    -- The review views need these requests; an older service lacks them.
+    for _, m in ipairs({
+      { 'moonkale/proposals', 'proposals as diffs' },
+      { 'moonkale/changes/list', "reviewing Claude's changes" },
+    }) do
+      local method, what = m[1], m[2]
+      if c.initialized then
+        local _, err = moonkale.request_sync(c, method, nil)
+        if err then
+          h.warn(('%s: %s (%s)'):format(what, err.message or 'unavailable', method))
+        else
+          h.ok(what .. ': the service answers ' .. method)
+        end
+      end
+    end
   end
 end
 

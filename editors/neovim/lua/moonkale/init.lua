@@ -16,6 +16,19 @@ local defaults = {
   -- nil: every buffer with a file; else a list of filetypes.
   filetypes = nil,
   root_markers = { '.git' },
+  -- Buffer-local normal-mode keys (false or '' for none).
+  keymaps = {
+    -- In a proposal (Claude Code's proposed edit, shown as a diff); a hunk
+    -- is the one under the cursor.
+    accept = '<leader>ma',
+    reject = '<leader>mr',
+    keep_hunk = '<leader>mk',
+    revert_hunk = '<leader>mu',
+    -- In a file Claude changed, opened with :MoonkaleChangeDiff.
+    undo_change = '<leader>mu',
+    undo_file = '<leader>mU',
+    keep_file = '<leader>mk',
+  },
 }
 
 M.config = vim.deepcopy(defaults)
@@ -36,6 +49,26 @@ local function request(client, method, params, handler, buf)
     return client:request(method, params, handler, buf)
   end
   return client.request(method, params, handler, buf)
+end
+
+--- `client`'s `method` request; `handler(err, result)`. With `buf`,
+--- Neovim flushes that buffer's pending didChange first.
+function M.request(client, method, params, handler, buf)
+  return request(client, method, params, handler, buf)
+end
+
+--- `method` answered within 5 s: its result, or nil and the error.
+function M.request_sync(client, method, params, buf)
+  local response, why
+  if has_011 then
+    response, why = client:request_sync(method, params, 5000, buf)
+  else
+    response, why = client.request_sync(method, params, 5000, buf)
+  end
+  if not response then
+    return nil, { message = why or (method .. ': no answer') }
+  end
+  return response.result, response.err
 end
 
 --- The moonkale client of `buf` (0: current), or any moonkale client.
@@ -212,19 +245,38 @@ local function forward_diagnostics(buf)
   forwarded[buf] = now
 end
 
---- A decided proposal's file is gone: wipe its buffer. Edits made there are
---- not lost: they were the accepted answer, or rejected with it.
-local function proposal_closed(_, params)
-  local buf = vim.fn.bufnr(vim.uri_to_fname(params.uri))
-  if buf ~= -1 and vim.api.nvim_buf_is_valid(buf) then
+local review = require('moonkale.review')
+
+-- The service's messages that open and close the review views: a
+-- proposal's showDocument opens a diff tab instead of a plain window.
+local handlers = {
+  ['window/showDocument'] = function(err, params, ctx, config)
+    if params and params.uri and review.is_proposal(params.uri) then
+      review.show_proposal(vim.lsp.get_client_by_id(ctx.client_id), params.uri)
+      return { success = true }
+    end
+    return vim.lsp.handlers['window/showDocument'](err, params, ctx, config)
+  end,
+  ['workspace/applyEdit'] = function(err, params, ctx, config)
+    local result = vim.lsp.handlers['workspace/applyEdit'](err, params, ctx, config)
+    if params and params.edit then
+      review.edit_applied(params.edit)
+    end
+    return result
+  end,
+  ['moonkale/proposalClosed'] = function(_, params)
     vim.schedule(function()
-      if vim.api.nvim_buf_is_valid(buf) then
-        vim.api.nvim_buf_delete(buf, { force = true })
-      end
+      review.proposal_closed(params)
     end)
-  end
-  return vim.NIL
-end
+    return vim.NIL
+  end,
+  ['moonkale/changes/changed'] = function(_, params)
+    vim.schedule(function()
+      review.changes_changed(params)
+    end)
+    return vim.NIL
+  end,
+}
 
 local function attach(buf)
   if vim.bo[buf].buftype ~= '' or vim.api.nvim_buf_get_name(buf) == '' then
@@ -241,7 +293,7 @@ local function attach(buf)
     name = NAME,
     cmd = M.config.socket and vim.lsp.rpc.connect(M.config.socket) or M.config.cmd,
     root_dir = root_of(buf),
-    handlers = { ['moonkale/proposalClosed'] = proposal_closed },
+    handlers = handlers,
   }, { bufnr = buf })
 end
 

@@ -90,6 +90,9 @@ pub struct EditorInfo {
     /// The editor advertised `window.workDoneProgress`: it takes
     /// `$/progress` for tokens we create.
     pub shows_progress: bool,
+    /// A plugin that tells the user of finished change sets itself
+    /// (`initializationOptions.moonkaleReview`).
+    pub announces_changes: bool,
     /// The editor advertised `window.showDocument.support`.
     pub shows_documents: bool,
     /// The editor registers `textDocument/inlayHint` dynamically.

@@ -259,26 +259,147 @@ pub async fn walk_in_a_plain_editor(ed: &mut Client, root: &Path) {
     assert!(!root.join(NEW_FILE).exists(), "{NEW_FILE} is still there");
 }
 
-/// The world of an editor's review test: the hosted agent (the real CLI)
-/// with [`FILE`] in the workspace and the fake answering with [`script`];
-/// start the editor on it, then [`hosted_turn`].
-pub async fn hosted_world() -> crate::world::World {
-    let w = crate::world::World::builder()
-        .agent()
+/// Which Claude makes the turn's edits, as a user runs it.
+#[derive(Clone, Copy, Debug)]
+pub enum Source {
+    /// A plain `claude --ide` the user starts in a terminal of their own
+    /// in the workspace, in its default auto mode (seen in its transcript).
+    UserCli,
+    /// "Start Claude Code here" (`moonkale.startClaude`) with the CLI's
+    /// auto mode (a terminal of the service's; seen in its transcript).
+    Terminal,
+    /// The hosted agent in `acceptEdits` (seen in its tool results).
+    Hosted,
+}
+
+/// What keeps a turn's Claude alive until the test ends.
+pub struct Running {
+    _cli: Option<crate::claude_cli::Claude>,
+}
+
+/// The world of a review test: [`FILE`] in the workspace, the fake
+/// answering with [`script`], what `source` needs (the agent, terminals
+/// that run the CLI), and a first plain LSP editor; start the editor under
+/// test on it, then [`turn`].
+pub async fn world(source: Source) -> crate::world::World {
+    let builder = crate::world::World::builder()
         .file(FILE, BEFORE)
-        .start()
-        .await;
+        .editor("plain-editor", crate::lsp::plain_caps());
+    let builder = match source {
+        Source::UserCli => builder,
+        Source::Terminal => builder.claude_in_terminals(),
+        Source::Hosted => builder.agent(),
+    };
+    let w = builder.start().await;
     w.fake.set_script(script(&w.sb.workspace));
     w
 }
 
-/// Runs [`PROMPT`] in a new hosted session in `acceptEdits` (Claude edits
-/// without asking) until the turn is over and its edits are on disk.
-pub async fn hosted_turn(w: &mut crate::world::World) {
-    let session =
-        w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
-            .await;
-    let seq = w.ed.send_prompt(&session, PROMPT).await;
-    w.ed.turn_idle(&session, seq).await;
-    assert_applied(&w.sb.workspace);
+/// Runs [`PROMPT`] with `source` until the model said [`DONE`] and its
+/// edits are on disk.
+pub async fn turn(w: &mut crate::world::World, source: Source) -> Running {
+    let root = w.sb.workspace.clone();
+    let cli = match source {
+        Source::UserCli => {
+            let uri = w.open(FILE).await;
+            let mut cli = w
+                .claude(&root, |c| {
+                    let mut c = c.auto_mode();
+                    c.sse_port = None;
+                    c.arg("--ide")
+                })
+                .await;
+            w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In review.txt")
+                .await;
+            cli.submit(PROMPT, crate::STEP).await;
+            cli.wait_for_text(DONE, crate::STEP).await;
+            Some(cli)
+        }
+        Source::Terminal => {
+            terminal_turn(&mut w.ed).await;
+            None
+        }
+        Source::Hosted => {
+            let session =
+                w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
+                    .await;
+            let seq = w.ed.send_prompt(&session, PROMPT).await;
+            w.ed.turn_idle(&session, seq).await;
+            None
+        }
+    };
+    assert_applied(&root);
+    Running { _cli: cli }
+}
+
+/// "Start Claude Code here" in auto mode, the prompt typed into the
+/// terminal, until the model's last word shows; the terminal's id and the
+/// CLI's arguments.
+pub async fn terminal_turn(c: &mut Client) -> (u64, Vec<String>) {
+    let info = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": [["--permission-mode", "auto"]]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("startClaude answered {info}"));
+    let argv: Vec<String> = serde_json::from_value(info["argv"].clone()).unwrap();
+    wait_terminal(c, id, "the CLI's prompt in auto mode", |s| {
+        s.contains("auto mode on") && s.contains('❯')
+    })
+    .await;
+    // Connected to the service before the prompt, as the user sees it.
+    crate::wait_until("the CLI connected over the IDE link", async || {
+        let st = c.call("moonkale/status", Value::Null).await;
+        (st["claudeClients"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()))
+        .then_some(())
+    })
+    .await;
+    c.call(
+        "moonkale/terminal/input",
+        json!({"terminal": id, "text": PROMPT}),
+    )
+    .await;
+    wait_terminal(c, id, "the typed prompt", |s| s.contains(PROMPT)).await;
+    c.call(
+        "moonkale/terminal/input",
+        json!({"terminal": id, "keys": ["Enter"]}),
+    )
+    .await;
+    wait_terminal(c, id, "the model's last word", |s| s.contains(DONE)).await;
+    (id, argv)
+}
+
+/// A terminal's screen as text.
+async fn screen_text(c: &mut Client, id: u64) -> String {
+    let s = c
+        .call("moonkale/terminal/screen", json!({"terminal": id}))
+        .await;
+    let rows = s["lines"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .map(|r| {
+            let spans = r["spans"].as_array().cloned().unwrap_or_default();
+            spans
+                .iter()
+                .map(|s| s["text"].as_str().unwrap_or("").to_owned())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until terminal `id` shows what `pred` wants, up to the STEP.
+async fn wait_terminal(c: &mut Client, id: u64, what: &str, pred: impl Fn(&str) -> bool) {
+    let shown = crate::poll_until(crate::STEP, async || {
+        let text = screen_text(c, id).await;
+        pred(&text).then_some(())
+    })
+    .await;
+    if shown.is_none() {
+        panic!("terminal {id}: no {what}:\n{}", screen_text(c, id).await);
+    }
 }

@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 
 use moonkale_tests::nvim::{Attach, Headless, Remote, start_headless};
+use moonkale_tests::review;
 use moonkale_tests::{Sandbox, bin, selection_with_text, service_and_claude, wait_until};
 use serde_json::{Value, json};
 
@@ -476,22 +477,37 @@ async fn told(nvim: &Nvim, needle: &str) -> Value {
     .await
 }
 
-/// 2c. Review after the fact: the real CLI hosted in `acceptEdits` edits
-/// two places of `review.txt` and writes `added.txt` without asking. In
+/// 2c. Review after the fact: the real CLI, without asking (auto mode,
+/// `acceptEdits`), edits two places of `review.txt` and writes `added.txt`. In
 /// Neovim the user is told when the turn ends, lists the changes in the
 /// quickfix list, opens `review.txt` from there as a diff against its text
 /// before, undoes the last line's change with the keymap (the first stays,
 /// the buffer shows the restored line), edits and saves the first line and
 /// is refused its undo (their text stays), then steps to `added.txt` and
 /// undoes the whole file: it is removed, and its view closes.
+/// The same for each Claude the user may run: a plain `claude --ide` of
+/// their own, "Start Claude Code here", the hosted agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plugin_reviews_claudes_changes_after_the_fact() {
-    use moonkale_tests::review;
-    let mut w = review::hosted_world().await;
+async fn plugin_reviews_a_user_claudes_changes() {
+    plugin_reviews_changes_of(review::Source::UserCli).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_reviews_changes_of_claude_started_here() {
+    plugin_reviews_changes_of(review::Source::Terminal).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_reviews_the_hosted_agents_changes() {
+    plugin_reviews_changes_of(review::Source::Hosted).await;
+}
+
+async fn plugin_reviews_changes_of(source: review::Source) {
+    let mut w = review::world(source).await;
     let root = w.sb.workspace.clone();
     let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), review::FILE).await;
 
-    review::hosted_turn(&mut w).await;
+    let _claude = review::turn(&mut w, source).await;
     told(&nvim, "Claude changed 2 file(s): review.txt, added.txt").await;
     // The buffer, clean, shows what Claude wrote.
     nvim.wait_for("Claude's text in the buffer", "getline(1)", |v| v == "ONE")

@@ -13,11 +13,11 @@ use std::path::Path;
 
 use expect_test::expect;
 use moonkale_tests::fakeapi::Script;
-use moonkale_tests::lsp::{Client, plain_caps};
+use moonkale_tests::lsp::plain_caps;
 use moonkale_tests::review;
 use moonkale_tests::world::World;
-use moonkale_tests::{IdeClient, STEP, poll_until, wait_until};
-use serde_json::{Value, json};
+use moonkale_tests::{IdeClient, STEP, wait_until};
+use serde_json::json;
 
 /// The set [`review::script`] leaves, made by a source of `kind`.
 fn check_set(set: &str, kind: &str) {
@@ -66,40 +66,9 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
         edit added.txt None -> "written by Claude\n"
         turn ended"#]].assert_eq(&transcript);
     // The change set a plain LSP client is told of and shown.
-    let (id, set) = review::finished_set(&mut w.ed, &root).await;
+    let (_, set) = review::finished_set(&mut w.ed, &root).await;
     check_set(&set, "ide");
     review::walk_in_a_plain_editor(&mut w.ed, &root).await;
-}
-
-/// A terminal's screen as text.
-async fn screen_text(c: &mut Client, id: u64) -> String {
-    let s = c
-        .call("moonkale/terminal/screen", json!({"terminal": id}))
-        .await;
-    let rows = s["lines"].as_array().cloned().unwrap_or_default();
-    rows.iter()
-        .map(|r| {
-            let spans = r["spans"].as_array().cloned().unwrap_or_default();
-            spans
-                .iter()
-                .map(|s| s["text"].as_str().unwrap_or("").to_owned())
-                .collect::<String>()
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Waits until terminal `id` shows what `pred` wants (the terminal is the
-/// service's; its screen is asked for), up to [`STEP`].
-async fn wait_terminal(c: &mut Client, id: u64, what: &str, pred: impl Fn(&str) -> bool) {
-    let shown = poll_until(STEP, async || {
-        let text = screen_text(c, id).await;
-        pred(&text).then_some(())
-    })
-    .await;
-    if shown.is_none() {
-        panic!("terminal {id}: no {what}:\n{}", screen_text(c, id).await);
-    }
 }
 
 /// (2) "Start Claude Code here" (`moonkale.startClaude`), the user choosing
@@ -115,47 +84,12 @@ async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
         .await;
     let root = w.sb.workspace.clone();
     w.fake.set_script(review::script(&root));
-    let c = &mut w.ed;
-    let info = c
-        .call(
-            "workspace/executeCommand",
-            json!({"command": "moonkale.startClaude", "arguments": [["--permission-mode", "auto"]]}),
-        )
-        .await;
-    let id = info["terminal"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("startClaude answered {info}"));
-    let argv: Vec<String> = serde_json::from_value(info["argv"].clone()).unwrap();
+    let (_, argv) = review::terminal_turn(&mut w.ed).await;
     let session = argv
         .windows(2)
         .find(|w| w[0] == "--session-id")
         .map(|w| w[1].clone())
         .unwrap_or_else(|| panic!("no --session-id in {argv:?}"));
-    wait_terminal(c, id, "the CLI's prompt in auto mode", |s| {
-        s.contains("auto mode on") && s.contains('❯')
-    })
-    .await;
-    // Connected to the service before the prompt, as the user sees it.
-    wait_until("the CLI connected over the IDE link", async || {
-        let st = c.call("moonkale/status", Value::Null).await;
-        (st["claudeClients"]
-            .as_array()
-            .is_some_and(|a| !a.is_empty()))
-        .then_some(())
-    })
-    .await;
-    c.call(
-        "moonkale/terminal/input",
-        json!({"terminal": id, "text": review::PROMPT}),
-    )
-    .await;
-    wait_terminal(c, id, "the typed prompt", |s| s.contains(review::PROMPT)).await;
-    c.call(
-        "moonkale/terminal/input",
-        json!({"terminal": id, "keys": ["Enter"]}),
-    )
-    .await;
-    wait_terminal(c, id, "the model's last word", |s| s.contains(review::DONE)).await;
     review::assert_applied(&root);
     let transcript =
         w.sb.home

@@ -9,6 +9,7 @@
 
 use moonkale_tests::claude_cli::claude_env;
 use moonkale_tests::fakeapi::{FakeApi, Reply, Script};
+use moonkale_tests::review;
 use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
 use moonkale_tests::{
     IdeClient, Sandbox, selection_with_text, service_and_claude, tool_json, wait_until,
@@ -227,24 +228,40 @@ async fn file_holds(path: &std::path::Path, text: &str) {
     .await;
 }
 
-/// Review after the fact in VS Code: the real CLI hosted in `acceptEdits`
-/// edits two places of `review.txt` and writes `added.txt` without asking.
+/// Review after the fact in VS Code: the real CLI, without asking (auto
+/// mode, `acceptEdits`), edits two places of `review.txt` and writes
+/// `added.txt`.
 /// The user is told when the turn ends, picks "Review Claude's changes" in
 /// that message and `review.txt` in the list of changed files, and gets a
 /// diff editor of its text before against the file; "Undo this change"
 /// above the first hunk restores that line (the other stays); the user then
 /// rewrites Claude's other line and saves, and its undo is refused with a
 /// message while their text stays.
+/// The same for each Claude the user may run: a plain `claude --ide` of
+/// their own, "Start Claude Code here", the hosted agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn vscode_reviews_claudes_changes_after_the_fact() {
-    use moonkale_tests::review;
+async fn vscode_reviews_a_user_claudes_changes() {
+    vscode_reviews_changes_of(review::Source::UserCli).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vscode_reviews_changes_of_claude_started_here() {
+    vscode_reviews_changes_of(review::Source::Terminal).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vscode_reviews_the_hosted_agents_changes() {
+    vscode_reviews_changes_of(review::Source::Hosted).await;
+}
+
+async fn vscode_reviews_changes_of(source: review::Source) {
     let _turn = take_turn().await;
-    let mut w = review::hosted_world().await;
+    let mut w = review::world(source).await;
     let root = w.sb.workspace.clone();
     let (_server, mut browser) = vscode(&w.sb, &[]).await;
     browser.quick_open(review::FILE).await;
 
-    review::hosted_turn(&mut w).await;
+    let _claude = review::turn(&mut w, source).await;
 
     notification_with(&mut browser, "Claude changed review.txt, added.txt").await;
     browser.click("button", "Review Claude's changes").await;

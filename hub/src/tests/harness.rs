@@ -194,6 +194,7 @@ impl World {
             role: caps.role,
             shows_message_buttons: caps.buttons,
             shows_progress: caps.progress,
+            announces_changes: false,
             shows_documents: caps.documents,
             registers_inlay_hints: caps.hints,
         };

@@ -205,7 +205,8 @@ impl Workspace {
         };
         for (editor, _) in self.editors_with_buttons() {
             self.notify::<Changed>(editor, params.clone());
-            if let Some(message) = &message {
+            let own = self.editors[&editor].info.announces_changes;
+            if let Some(message) = message.as_ref().filter(|_| !own) {
                 self.show_message(editor, MessageType::INFO, message.clone());
             }
         }

@@ -173,18 +173,23 @@ pub async fn start(
         let lock_path = lock.path().to_owned();
         tracing::info!(port, lock = %lock_path.display(), "Claude Code IDE server listening");
         let (connected, watching) = tokio::sync::watch::channel(0usize);
-        let transcripts = match (&cfg.claude_projects, &sources.changes) {
-            (Some(projects), Some(_)) => Some(
-                tokio::spawn(transcripts::run(
-                    hub.root().to_path_buf(),
-                    projects.clone(),
-                    cfg.transcript_poll,
-                    sources.clone(),
-                    watching,
-                ))
-                .abort_handle(),
+        let (noted, baseline) = tokio::sync::watch::channel(0u64);
+        let (transcripts, baseline) = match (&cfg.claude_projects, &sources.changes) {
+            (Some(projects), Some(_)) => (
+                Some(
+                    tokio::spawn(transcripts::run(
+                        hub.root().to_path_buf(),
+                        projects.clone(),
+                        cfg.transcript_poll,
+                        sources.clone(),
+                        watching,
+                        noted,
+                    ))
+                    .abort_handle(),
+                ),
+                Some(baseline),
             ),
-            _ => None,
+            _ => (None, None),
         };
         let accept = tokio::spawn(ws::accept_loop(ws::Listener {
             listener,
@@ -194,6 +199,7 @@ pub async fn start(
             root,
             limits: cfg.limits.clone(),
             connected,
+            baseline,
         }));
         let lock = Arc::new(Mutex::new(Some(lock)));
         let keeper = tokio::spawn(keep_lock_file(

@@ -357,13 +357,15 @@ fn read_lines(path: &Path, tail: &mut Tail, len: u64) -> std::io::Result<Vec<Str
 
 /// Follows `root`'s transcripts while `connected` (the number of Claude
 /// Code clients) is above zero, every `poll`, handing what they record to
-/// `changes`. Ends when the IDE server drops its sender.
+/// `changes`; bumps `noted` each time it has noted where they end (the
+/// first client waits for that). Ends when the IDE server drops its sender.
 pub async fn run(
     root: PathBuf,
     projects: PathBuf,
     poll: Duration,
     sources: ChangeSources,
     mut connected: watch::Receiver<usize>,
+    noted: watch::Sender<u64>,
 ) {
     let Some(changes) = sources.changes else {
         return;
@@ -377,6 +379,7 @@ pub async fn run(
         else {
             return;
         };
+        noted.send_modify(|n| *n += 1);
         let mut tick = tokio::time::interval(poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last = false;
@@ -570,6 +573,7 @@ mod tests {
         let file = s.own.join(format!("{S}.jsonl"));
         let (port, mut records) = crate::hub::ports::changes_channel();
         let (connected, rx) = watch::channel(0usize);
+        let (noted, mut baseline) = watch::channel(0u64);
         let sources = ChangeSources {
             changes: Some(port),
             sessions: KnownSessions::default(),
@@ -580,13 +584,15 @@ mod tests {
             Duration::from_millis(250),
             sources,
             rx,
+            noted,
         ));
         // Nobody connected: nothing is read.
         append(&file, &[prompt("p0", "unseen"), write("/ws/unseen", "u")]);
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert!(records.try_recv().is_err());
         connected.send_replace(1);
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Where the transcripts end is noted before the client goes on.
+        baseline.changed().await.unwrap();
         append(&file, &[prompt("p1", "fix"), write("/ws/a", "a")]);
         let got = tokio::time::timeout(Duration::from_secs(10), records.recv())
             .await

@@ -74,14 +74,34 @@ pub(super) struct Listener {
     pub limits: IdeLimits,
     /// How many clients are connected (the transcript reader follows it).
     pub connected: watch::Sender<usize>,
+    /// Bumped by the transcript reader each time it has noted where the
+    /// transcripts end (`None`: no reader).
+    pub baseline: Option<watch::Receiver<u64>>,
 }
 
 /// Counts a connected client for as long as it lives.
 struct Connected<'a>(&'a watch::Sender<usize>);
 
 impl<'a> Connected<'a> {
-    fn new(count: &'a watch::Sender<usize>) -> Connected<'a> {
-        count.send_modify(|n| *n += 1);
+    /// Counts the client. The first one waits (up to 2 s) until the
+    /// transcript reader has noted where the transcripts end, so that
+    /// whatever its CLI records once connected is read.
+    async fn new(
+        count: &'a watch::Sender<usize>,
+        baseline: Option<&watch::Receiver<u64>>,
+    ) -> Connected<'a> {
+        let mut baseline = baseline.cloned();
+        if let Some(b) = &mut baseline {
+            b.borrow_and_update();
+        }
+        let mut first = false;
+        count.send_modify(|n| {
+            first = *n == 0;
+            *n += 1;
+        });
+        if let (true, Some(mut b)) = (first, baseline) {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), b.changed()).await;
+        }
         Connected(count)
     }
 }
@@ -102,6 +122,7 @@ pub(super) async fn accept_loop(l: Listener) {
         root: l.root,
         limits: l.limits,
         connected: l.connected,
+        baseline: l.baseline,
     });
     loop {
         let (stream, _) = match l.listener.accept().await {
@@ -136,7 +157,7 @@ pub(super) async fn accept_loop(l: Listener) {
                 tracing::warn!("too many Claude Code clients; closing a new one");
                 return;
             };
-            let _counted = Connected::new(&shared.connected);
+            let _counted = Connected::new(&shared.connected, shared.baseline.as_ref()).await;
             serve_client(ws, &shared).await;
         });
     }
@@ -149,6 +170,7 @@ struct Shared {
     root: super::paths::Root,
     limits: IdeLimits,
     connected: watch::Sender<usize>,
+    baseline: Option<watch::Receiver<u64>>,
 }
 
 type Ws = tokio_tungstenite::WebSocketStream<Prefixed<TcpStream>>;

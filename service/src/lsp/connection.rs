@@ -33,6 +33,9 @@ const OUTBOX_CAPACITY: usize = 1024;
 pub const TOKEN_OPTION: &str = "moonkaleToken";
 /// The `initializationOptions` key that makes a connection an observer.
 pub const ROLE_OPTION: &str = "moonkaleRole";
+/// The `initializationOptions` key of a plugin that announces Claude's
+/// change sets itself (the service then leaves out its `window/showMessage`).
+pub const REVIEW_OPTION: &str = "moonkaleReview";
 
 /// How long a socket connection may take to send `initialize` (10 s,
 /// `MOONKALE_INIT_DEADLINE_MS`) before it is closed.
@@ -440,6 +443,10 @@ impl Connection {
             shows_message_buttons: params.pointer("/capabilities/window/showMessage").is_some(),
             shows_progress: params
                 .pointer("/capabilities/window/workDoneProgress")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            announces_changes: options
+                .and_then(|o| o.get(REVIEW_OPTION))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             shows_documents: params

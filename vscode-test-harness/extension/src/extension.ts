@@ -36,6 +36,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const clientOptions: LanguageClientOptions = {
     documentSelector: DOCUMENTS,
     outputChannelName: 'Moonkale',
+    // The extension tells of finished change sets itself.
+    initializationOptions: { moonkaleReview: true },
     middleware: {
       workspace: {
         // An undo of Claude's change writes the file and sends VS Code the

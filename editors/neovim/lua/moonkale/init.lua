@@ -294,6 +294,8 @@ local function attach(buf)
     cmd = M.config.socket and vim.lsp.rpc.connect(M.config.socket) or M.config.cmd,
     root_dir = root_of(buf),
     handlers = handlers,
+    -- The plugin tells of finished change sets itself.
+    init_options = { moonkaleReview = true },
   }, { bufnr = buf })
 end
 

@@ -236,7 +236,8 @@ async fn file_holds(path: &std::path::Path, text: &str) {
 /// diff editor of its text before against the file; "Undo this change"
 /// above the first hunk restores that line (the other stays); the user then
 /// rewrites Claude's other line and saves, and its undo is refused with a
-/// message while their text stays.
+/// message while their text stays; the file Claude created, undone from
+/// the list, is removed.
 /// The same for each Claude the user may run: a plain `claude --ide` of
 /// their own, "Start Claude Code here", the hosted agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,6 +329,32 @@ async fn vscode_reviews_changes_of(source: review::Source) {
         .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Undo this change\")"}))
         .await;
     notification_with(&mut browser, "changed after Claude Code's edit").await;
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
+
+    // The file Claude created, from the list again: undone, it is removed.
+    browser.palette("Moonkale: Review Claude's changes").await;
+    browser
+        .wait_for(".quick-input-list .monaco-list-row[aria-label*=\"added.txt\"]")
+        .await;
+    browser.type_text(review::NEW_FILE).await;
+    browser.press(&["Enter"]).await;
+    browser
+        .wait_for(".tab.active[aria-label^=\"added.txt (before Claude's change)\"]")
+        .await;
+    lenses_until(
+        &mut browser,
+        "Undo/Keep above the created file's change",
+        |l| l.len() == 1 && l[0].contains("Undo this change"),
+    )
+    .await;
+    browser
+        .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Undo this change\")"}))
+        .await;
+    let added = root.join(review::NEW_FILE);
+    wait_until("added.txt removed", async || {
+        (!added.exists()).then_some(())
+    })
+    .await;
     assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
 }
 

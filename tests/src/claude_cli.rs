@@ -666,22 +666,34 @@ impl World {
     /// the user modified the change, the model finished, and `path` holds
     /// the tweaked text.
     pub async fn assert_tweak_landed(&self, cli: &mut Claude, path: &Path, updated: &str) {
-        let result = edit_result(&self.fake).await;
-        assert!(!result.is_error, "{}", result.text);
+        let result =
+            assert_modified_edit_landed(&self.fake, cli, path, "hello TWEAKED\nsecond line\n")
+                .await;
         assert!(result.text.contains(updated), "{}", result.text);
-        assert!(
-            result
-                .text
-                .contains("The user modified your proposed changes"),
-            "{}",
-            result.text
-        );
-        cli.wait_for_text("EDIT_DONE", STEP).await;
-        assert_eq!(
-            std::fs::read_to_string(path).unwrap(),
-            "hello TWEAKED\nsecond line\n"
-        );
     }
+}
+
+/// An edit the user changed before accepting it landed: the Edit's result
+/// says the user modified the change, the model said `EDIT_DONE`, and
+/// `path` holds `text`. The Edit's result, for more checks.
+pub async fn assert_modified_edit_landed(
+    fake: &FakeApi,
+    cli: &mut Claude,
+    path: &Path,
+    text: &str,
+) -> ToolResult {
+    let result = edit_result(fake).await;
+    assert!(!result.is_error, "{}", result.text);
+    assert!(
+        result
+            .text
+            .contains("The user modified your proposed changes"),
+        "{}",
+        result.text
+    );
+    cli.wait_for_text("EDIT_DONE", STEP).await;
+    assert_eq!(std::fs::read_to_string(path).unwrap(), text);
+    result
 }
 
 /// A script in which the model answers `prompt` by reading `path` (the CLI

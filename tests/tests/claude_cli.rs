@@ -509,20 +509,13 @@ async fn a_plain_editor_keeps_one_hunk_and_reverts_the_other() {
     w.ed.call("workspace/executeCommand", run(&revert)).await;
 
     // Nothing is left to decide: accepted with exactly the kept hunk.
-    let result = moonkale_tests::claude_cli::edit_result(&w.fake).await;
-    assert!(!result.is_error, "{}", result.text);
-    assert!(
-        result
-            .text
-            .contains("The user modified your proposed changes"),
-        "{}",
-        result.text
-    );
-    cli.wait_for_text("EDIT_DONE", STEP).await;
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        "ALPHA\nbeta\ngamma\ndelta\nepsilon\n"
-    );
+    moonkale_tests::claude_cli::assert_modified_edit_landed(
+        &w.fake,
+        &mut cli,
+        &path,
+        "ALPHA\nbeta\ngamma\ndelta\nepsilon\n",
+    )
+    .await;
     // And the diagnostics are gone.
     w.ed.take("the diagnostics cleared", TIMEOUT, |m| {
         m["method"] == "textDocument/publishDiagnostics"

@@ -390,9 +390,9 @@ async fn plugin_rejects_a_proposal_with_a_reason() {
 /// the kept hunk and tells the model the user modified its change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
-    use moonkale_tests::claude_cli::{edit_result, edit_script};
+    use moonkale_tests::STEP;
+    use moonkale_tests::claude_cli::{assert_modified_edit_landed, edit_script};
     use moonkale_tests::world::World;
-    use moonkale_tests::{STEP, TIMEOUT};
     let mut w = World::start(
         &[("hunks.txt", "a\nb\nc\nd\ne\nf\ng\nh\n")],
         Default::default(),
@@ -441,22 +441,7 @@ async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
         .await;
     nvim.send_keys("2G<Bslash>mk").await;
 
-    let result = tokio::time::timeout(TIMEOUT, edit_result(&w.fake))
-        .await
-        .expect("the Edit's result");
-    assert!(!result.is_error, "{}", result.text);
-    assert!(
-        result
-            .text
-            .contains("The user modified your proposed changes"),
-        "{}",
-        result.text
-    );
-    cli.wait_for_text("EDIT_DONE", STEP).await;
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        "a\nB\nc\nd\ne\nf\ng\nh\n"
-    );
+    assert_modified_edit_landed(&w.fake, &mut cli, &path, "a\nB\nc\nd\ne\nf\ng\nh\n").await;
     nvim.wait_for("the proposal's tab to close", "tabpagenr('$')", |v| v == 1)
         .await;
 }

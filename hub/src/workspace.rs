@@ -281,6 +281,8 @@ impl Workspace {
                         .sum::<usize>();
                 }
                 self.diagnostics.remove_editor(editor);
+                self.awaited_answers
+                    .retain(|(asked, _), _| *asked != editor);
                 self.subscriptions.detach(editor);
                 self.agent_detach(editor);
                 self.terminal_detach(editor);

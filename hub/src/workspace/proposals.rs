@@ -307,6 +307,9 @@ impl Workspace {
         };
         let p = self.proposals.remove(at);
         self.cancel_questions(&super::Awaited::Proposal(id));
+        // A late answer to its showDocument no longer matters.
+        self.awaited_answers
+            .retain(|_, a| *a != super::Awaited::ShowProposal(id));
         // The proposal's file goes away with the answer; plugins close the
         // view they opened for it (LSP has no way to close a document).
         for (editor, _) in self.editors_with_buttons() {

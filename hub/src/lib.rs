@@ -219,7 +219,6 @@ pub enum Event {
 pub struct PendingFile {
     pub set: u64,
     pub uri: lsp_types::Url,
-    pub source: moonkale_protocol::changes::ChangeSource,
     pub hunks: Vec<moonkale_protocol::changes::ChangeHunk>,
 }
 

@@ -7,7 +7,6 @@
 //! Needs `scripts/install-test-peers.sh` and `cargo build --workspace --bins`.
 
 use expect_test::expect;
-use moonkale_tests::fakeapi::Script;
 use moonkale_tests::review;
 use moonkale_tests::world::World;
 use serde_json::json;
@@ -34,14 +33,8 @@ async fn run(w: &World, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hosted_turn_is_reviewed_and_undone_from_the_command_line() {
-    let mut w = World::builder()
-        .agent()
-        .file(review::FILE, review::BEFORE)
-        .script(Script::new())
-        .start()
-        .await;
+    let mut w = review::world(review::Source::Hosted).await;
     let root = w.sb.workspace.clone();
-    w.fake.set_script(review::script(&root));
     let session =
         w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
             .await;

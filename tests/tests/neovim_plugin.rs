@@ -115,6 +115,15 @@ impl Drop for Nvim {
     }
 }
 
+/// Waits for a tab of two windows side by side (a diff view the plugin
+/// opened); what `PluginTest.view()` says of it.
+async fn diff_tab(nvim: &Nvim, what: &str) -> Value {
+    nvim.wait_for(what, r#"luaeval('PluginTest.view()')"#, |v| {
+        v["windows"].as_array().is_some_and(|w| w.len() == 2)
+    })
+    .await
+}
+
 /// 1. A selection made with real keystrokes in Neovim reaches Claude Code as
 /// `selection_changed`: charwise `v` (inclusive in Neovim, end-exclusive on
 /// the wire) over multibyte text, in UTF-16 columns there although Neovim
@@ -278,13 +287,7 @@ async fn plugin_reviews_a_proposal_hunk_by_hunk_in_a_diff_tab() {
     // What the user sees: a second tab, two windows side by side in diff
     // mode, the original on the left and the proposal (with the cursor) on
     // the right.
-    let view = nvim
-        .wait_for(
-            "the proposal's diff tab",
-            r#"luaeval('PluginTest.view()')"#,
-            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
-        )
-        .await;
+    let view = diff_tab(&nvim, "the proposal's diff tab").await;
     assert_eq!(view["tabs"], 2, "{view}");
     let (left, right) = (&view["windows"][0], &view["windows"][1]);
     assert_eq!(left["name"], "moonkale://original/main.txt", "{view}");
@@ -355,12 +358,7 @@ async fn plugin_rejects_a_proposal_with_a_reason() {
     c.send(json!({"jsonrpc": "2.0", "id": 62, "method": "tools/call",
                   "params": {"name": "openDiff", "arguments": args}}))
         .await;
-    nvim.wait_for(
-        "the proposal's diff tab",
-        r#"luaeval('PluginTest.view()')"#,
-        |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
-    )
-    .await;
+    diff_tab(&nvim, "the proposal's diff tab").await;
 
     nvim.send_keys("<C-w>h").await;
     nvim.wait_for("the original's window", "bufname()", |v| {
@@ -413,13 +411,7 @@ async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
         .await;
     cli.submit("edit the hunks", STEP).await;
 
-    let view = nvim
-        .wait_for(
-            "the proposal's diff tab",
-            r#"luaeval('PluginTest.view()')"#,
-            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
-        )
-        .await;
+    let view = diff_tab(&nvim, "the proposal's diff tab").await;
     assert_eq!(
         view["windows"][0]["name"], "moonkale://original/hunks.txt",
         "{view}"
@@ -522,13 +514,7 @@ async fn plugin_reviews_changes_of(source: review::Source) {
 
     // The second entry: review.txt's diff, in a tab of its own.
     nvim.send_keys("2G:MoonkaleChangeDiff<CR>").await;
-    let view = nvim
-        .wait_for(
-            "the change's diff tab",
-            r#"luaeval('PluginTest.view()')"#,
-            |v| v["windows"].as_array().is_some_and(|w| w.len() == 2),
-        )
-        .await;
+    let view = diff_tab(&nvim, "the change's diff tab").await;
     assert_eq!(
         view["windows"][0]["name"], "moonkale://before/review.txt",
         "{view}"

@@ -12,9 +12,7 @@
 use std::path::Path;
 
 use expect_test::expect;
-use moonkale_tests::fakeapi::Script;
-use moonkale_tests::lsp::plain_caps;
-use moonkale_tests::review;
+use moonkale_tests::review::{self, Source};
 use moonkale_tests::world::World;
 use moonkale_tests::{IdeClient, STEP, wait_until};
 use serde_json::json;
@@ -36,22 +34,9 @@ fn check_set(set: &str, kind: &str) {
 /// the workspace: its edits are read from its transcript.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
-    let mut w = World::start(&[(review::FILE, review::BEFORE)], Script::new()).await;
+    let mut w = review::world(Source::UserCli).await;
     let root = w.sb.workspace.clone();
-    w.fake.set_script(review::script(&root));
-    let uri = w.open(review::FILE).await;
-    let mut cli = w
-        .claude(&root, |c| {
-            let mut c = c.auto_mode();
-            c.sse_port = None;
-            c.arg("--ide")
-        })
-        .await;
-    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In review.txt")
-        .await;
-    cli.submit(review::PROMPT, STEP).await;
-    cli.wait_for_text(review::DONE, STEP).await;
-    review::assert_applied(&root);
+    let _claude = review::turn(&mut w, Source::UserCli).await;
     // What the CLI wrote in its transcript, as the service reads it (the
     // turn's last line comes a moment after the screen shows it).
     let transcript = wait_until("the transcript's end of turn", async || {
@@ -76,14 +61,8 @@ async fn a_plain_claude_in_auto_mode_leaves_a_change_set() {
 /// its transcript is known exactly, and its edits are the terminal's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
-    let mut w = World::builder()
-        .claude_in_terminals()
-        .file(review::FILE, review::BEFORE)
-        .editor("plain-editor", plain_caps())
-        .start()
-        .await;
+    let mut w = review::world(Source::Terminal).await;
     let root = w.sb.workspace.clone();
-    w.fake.set_script(review::script(&root));
     let (_, argv) = review::terminal_turn(&mut w.ed).await;
     let session = argv
         .windows(2)
@@ -106,13 +85,8 @@ async fn start_claude_here_in_auto_mode_leaves_a_change_set() {
 /// own tool results on its stdout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
-    let mut w = World::builder()
-        .agent()
-        .file(review::FILE, review::BEFORE)
-        .start()
-        .await;
+    let mut w = review::world(Source::Hosted).await;
     let root = w.sb.workspace.clone();
-    w.fake.set_script(review::script(&root));
     let (session, _) =
         w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
             .await;
@@ -148,17 +122,9 @@ async fn the_hosted_agent_in_accept_edits_leaves_a_change_set() {
 /// plugin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hosted_agents_set_is_reviewed_in_a_plain_editor() {
-    let mut w = World::builder()
-        .agent()
-        .file(review::FILE, review::BEFORE)
-        .editor("plain-editor", plain_caps())
-        .start()
-        .await;
+    let mut w = review::world(Source::Hosted).await;
     let root = w.sb.workspace.clone();
-    w.fake.set_script(review::script(&root));
-    w.ed.run_first_turn(review::PROMPT, json!({"permissionMode": "acceptEdits"}))
-        .await;
-    review::assert_applied(&root);
+    let _claude = review::turn(&mut w, Source::Hosted).await;
     let (_, set) = review::finished_set(&mut w.ed, &root).await;
     check_set(&set, "agent");
     review::walk_in_a_plain_editor(&mut w.ed, &root).await;

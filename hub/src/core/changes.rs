@@ -562,7 +562,6 @@ impl ChangeBook {
                     .map(|f| PendingFile {
                         set: set.id,
                         uri: f.uri.clone(),
-                        source: set.source.clone(),
                         hunks: f
                             .view_hunks()
                             .into_iter()

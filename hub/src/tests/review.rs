@@ -245,7 +245,6 @@ fn set_four(announce: bool) -> Event {
             PendingFile {
                 set: 4,
                 uri: lib,
-                source: source.clone(),
                 hunks: vec![
                     hunk(0, (1, 2), (1, 2), "two\n", "TWO\n"),
                     hunk(1, (3, 4), (3, 3), "four\n", ""),
@@ -254,7 +253,6 @@ fn set_four(announce: bool) -> Event {
             PendingFile {
                 set: 4,
                 uri: new,
-                source,
                 hunks: vec![hunk(0, (0, 0), (0, 1), "", "fn new() {}\n")],
             },
         ],

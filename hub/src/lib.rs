@@ -192,6 +192,10 @@ pub enum Event {
         trusted: bool,
         message: Option<String>,
     },
+    /// From the agent: its warm spare CLI now (for `status`).
+    AgentSpare {
+        spare: Option<moonkale_protocol::status::SpareStatus>,
+    },
     /// From the agent: one of the editor tools it offers the CLI.
     AgentToolCall {
         tool: String,
@@ -261,6 +265,9 @@ impl std::fmt::Debug for Event {
                 write!(f, "AgentApprovalClosed({approval})")
             }
             Event::WorkspaceTrust { trusted, .. } => write!(f, "WorkspaceTrust({trusted})"),
+            Event::AgentSpare { spare } => {
+                write!(f, "AgentSpare({:?})", spare.as_ref().map(|s| s.pid))
+            }
             Event::AgentProgress { session, progress } => {
                 write!(f, "AgentProgress({session}, {progress:?})")
             }

@@ -102,6 +102,9 @@ pub enum AgentCommand {
     /// The user undid or rejected one of the session's changes and said
     /// why: the session tells Claude with its next prompt.
     TellClaude { session: String, text: String },
+    /// The number of editors attached changed (observers such as `status`
+    /// are not counted): the agent keeps its warm spare CLI while any is.
+    Editors { attached: usize },
     /// The service is stopping: close every session.
     Shutdown,
 }

@@ -42,6 +42,28 @@ pub fn render(status: &serde_json::Value) -> String {
         }
         None => {}
     }
+    if let Some(spare) = status["agentSpare"].as_object() {
+        let rss = spare["rssBytes"]
+            .as_u64()
+            .map_or("unknown".to_owned(), |b| {
+                format!("{:.1} MiB", b as f64 / 1048576.0)
+            });
+        let model = spare["model"]
+            .as_str()
+            .map(|m| format!(", model {}", crate::printable::one_line(m)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "warm spare claude: pid {}, {} mode{model}, {}; its own memory (apart from the service's): {rss}",
+            spare["pid"],
+            s(&spare["permissionMode"]),
+            if spare["trusted"].as_bool() == Some(true) {
+                "trusted"
+            } else {
+                "your settings only"
+            }
+        );
+    }
     if let Some(sets @ 1..) = status["pendingChangeSets"].as_u64() {
         let _ = writeln!(
             out,

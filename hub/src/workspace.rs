@@ -201,6 +201,7 @@ impl Workspace {
             Event::AgentApprovalClosed { approval, .. } => self.agent_approval_closed(&approval),
             Event::AgentProgress { session, progress } => self.agent_progress(&session, progress),
             Event::WorkspaceTrust { trusted, message } => self.workspace_trust(trusted, message),
+            Event::AgentSpare { spare } => self.agent.spare = spare,
             Event::AgentToolCall {
                 tool,
                 arguments,
@@ -270,6 +271,7 @@ impl Workspace {
                         last_active,
                     },
                 );
+                self.agent_editors_changed();
             }
             Event::Detach { editor } => {
                 if let Some(gone) = self.editors.remove(&editor) {

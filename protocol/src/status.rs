@@ -40,6 +40,27 @@ pub struct Status {
     pub pending_change_sets: usize,
     #[serde(default)]
     pub pending_changed_files: usize,
+    /// The warm spare `claude` the agent host keeps started for the next
+    /// new session, if one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_spare: Option<SpareStatus>,
+}
+
+/// The agent host's warm spare CLI: a `claude` process started ahead with
+/// the settings the next `moonkale/agent/start` is predicted to use.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpareStatus {
+    /// The CLI's process id (0 while it starts).
+    pub pid: u32,
+    pub permission_mode: crate::PermissionMode,
+    pub model: Option<String>,
+    /// Started with the repository's own settings (the workspace is
+    /// trusted).
+    pub trusted: bool,
+    /// The resident memory of the CLI process itself, read by the service
+    /// from `/proc`: the CLI's own memory, apart from the service's.
+    pub rss_bytes: Option<u64>,
 }
 
 /// How an editor is connected.

@@ -339,11 +339,21 @@ struct AgentArgs {
     /// Do not host agent sessions (`moonkale/agent/*` is refused).
     #[arg(long)]
     no_agent: bool,
+    /// Keep no warm spare `claude` started ahead for the next new session
+    /// (also `MOONKALE_WARM_SPARE=0`).
+    #[arg(long)]
+    no_warm_spare: bool,
 }
 
 impl AgentArgs {
     fn config(self) -> Option<AgentConfig> {
-        (!self.no_agent).then(|| AgentConfig::from_env(self.claude))
+        (!self.no_agent).then(|| {
+            let mut config = AgentConfig::from_env(self.claude);
+            if self.no_warm_spare {
+                config.spare.enabled = false;
+            }
+            config
+        })
     }
 }
 

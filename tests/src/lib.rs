@@ -145,6 +145,9 @@ impl Sandbox {
             .env_remove("XDG_CONFIG_HOME")
             .env("MOONKALE_SERVICE_BIN", bin("moonkale-service"))
             .env("MOONKALE_LOG", "warn")
+            // No warm spare CLI unless a test is about it (`.env(...,
+            // "1")`): the others count the CLIs they start.
+            .env("MOONKALE_WARM_SPARE", "0")
             .kill_on_drop(true);
         cmd
     }

@@ -107,6 +107,8 @@ pub struct World {
     sent: BTreeMap<u64, Vec<(RequestId, String)>>,
     /// The change-set host's port.
     changes: Option<mpsc::Receiver<ChangesCommand>>,
+    /// Every `AgentCommand::Editors` count the agent port received.
+    pub editor_counts: Vec<usize>,
     log: String,
 }
 
@@ -159,6 +161,7 @@ impl World {
             asked: BTreeMap::new(),
             sent: BTreeMap::new(),
             changes,
+            editor_counts: Vec::new(),
             log: String::new(),
         }
     }
@@ -538,6 +541,8 @@ impl World {
                 AgentCommand::TellClaude { session, text } => self
                     .log
                     .push_str(&format!("  agent <- TellClaude {session} {text:?}\n")),
+                // Kept apart: it follows every attach and detach.
+                AgentCommand::Editors { attached } => self.editor_counts.push(attached),
                 AgentCommand::Shutdown => self.log.push_str("  agent <- Shutdown\n"),
             }
         }

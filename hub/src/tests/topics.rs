@@ -113,6 +113,20 @@ fn subscriptions_and_publish() {
     "#]]);
 }
 
+/// The agent keeps its warm spare while editors are attached: it hears
+/// every change of their number (observers are not counted).
+#[test]
+fn the_agent_hears_how_many_editors_are_attached() {
+    let mut w = World::new();
+    w.attach(1, Caps::PLAIN);
+    w.attach(2, Caps::OBSERVER);
+    w.attach(3, Caps::PLAIN);
+    w.detach(1);
+    w.detach(2);
+    w.detach(3);
+    assert_eq!(w.editor_counts, [1, 1, 2, 1, 1, 0]);
+}
+
 #[test]
 fn requests_go_to_the_hosts() {
     let mut w = World::new();

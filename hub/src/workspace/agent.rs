@@ -48,6 +48,8 @@ pub(crate) struct AgentLink {
     progress_tokens: HashSet<(EditorId, String)>,
     /// Whether the user trusts the workspace, as the agent host last said.
     trusted: Option<bool>,
+    /// The agent's warm spare CLI, as the agent host last said.
+    pub(super) spare: Option<moonkale_protocol::status::SpareStatus>,
 }
 
 fn approval_id(approval: &Approval) -> &str {
@@ -103,6 +105,21 @@ impl Workspace {
 
     pub(super) fn agent_detach(&mut self, editor: EditorId) {
         self.agent.progress_tokens.retain(|(e, _)| *e != editor);
+        self.agent_editors_changed();
+    }
+
+    /// Tells the agent host how many editors are attached (it keeps a warm
+    /// spare CLI while any is). A full port loses the count; the next
+    /// attach or detach brings it again.
+    pub(super) fn agent_editors_changed(&mut self) {
+        let attached = self
+            .editors
+            .values()
+            .filter(|ed| ed.info.role == Role::Editor)
+            .count();
+        if let Some(port) = &self.agent.sender {
+            let _ = port.try_send(AgentCommand::Editors { attached });
+        }
     }
 
     /// A `moonkale/agent/*` request: subscriptions are ours, the rest goes

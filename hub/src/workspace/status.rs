@@ -75,6 +75,7 @@ impl Workspace {
             trusted: self.agent_trusted(),
             pending_change_sets: self.changes.sets.len(),
             pending_changed_files: self.changes.pending.len(),
+            agent_spare: self.agent.spare.clone(),
         }
     }
 }

@@ -5,6 +5,9 @@
 //! Events that could not be stored (the transcript failed or is read-only)
 //! are kept in memory after the stored ones, so clients of a live session
 //! still see them; their numbering goes on where the stored ones end.
+//!
+//! A warm spare session has no transcript yet: its log holds its few
+//! events in memory until it is adopted ([`EventLog::keep_in`]).
 
 use serde_json::Value;
 
@@ -15,7 +18,8 @@ use super::transcript::{Transcript, TranscriptError};
 pub const PAGE_BYTES: u64 = 8 << 20;
 
 pub struct EventLog {
-    transcript: Transcript,
+    /// `None` for a spare session's log until it is adopted.
+    transcript: Option<Transcript>,
     /// Offset and length (without `\n`) of every stored event, by index.
     stored: Vec<(u64, u32)>,
     /// Events after the stored ones that could not be stored.
@@ -39,11 +43,40 @@ impl EventLog {
             each(&value);
         })?;
         Ok(EventLog {
-            transcript,
+            transcript: Some(transcript),
             stored,
             unstored: Vec::new(),
             last_at,
         })
+    }
+
+    /// A log with no transcript (a spare session's): every event is held
+    /// in memory until [`EventLog::keep_in`].
+    pub fn in_memory() -> EventLog {
+        EventLog {
+            transcript: None,
+            stored: Vec::new(),
+            unstored: Vec::new(),
+            last_at: None,
+        }
+    }
+
+    /// The log from now on is `transcript`'s (a new, empty one): the events
+    /// held in memory so far are stored in it first, dated `at` (the
+    /// session starts now, whenever its spare was made). On a failure the
+    /// events stay in memory and later ones join them.
+    pub fn keep_in(&mut self, transcript: Transcript, at: u64) -> Result<(), TranscriptError> {
+        debug_assert!(self.transcript.is_none() && self.stored.is_empty());
+        self.transcript = Some(transcript);
+        let held = std::mem::take(&mut self.unstored);
+        for (i, mut event) in held.iter().cloned().enumerate() {
+            event["at"] = at.into();
+            if let Err(e) = self.append(event, true) {
+                self.unstored.extend(held[i..].iter().cloned());
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     pub fn len(&self) -> usize {
@@ -63,14 +96,18 @@ impl EventLog {
     /// keeps nothing and returns the error.
     pub fn append(&mut self, event: Value, store: bool) -> Result<(), TranscriptError> {
         self.last_at = event["at"].as_u64().or(self.last_at);
-        if !store || !self.unstored.is_empty() {
+        let Some(transcript) = self.transcript.as_mut().filter(|_| store) else {
+            self.unstored.push(event);
+            return Ok(());
+        };
+        if !self.unstored.is_empty() {
             self.unstored.push(event);
             return Ok(());
         }
-        let offset = self.transcript.len();
-        match self.transcript.append(&event) {
+        let offset = transcript.len();
+        match transcript.append(&event) {
             Ok(_) => {
-                let len = self.transcript.len() - offset - 1;
+                let len = transcript.len() - offset - 1;
                 self.stored.push((offset, len as u32));
                 Ok(())
             }
@@ -85,12 +122,14 @@ impl EventLog {
         let mut out = Vec::new();
         let mut bytes = 0u64;
         for index in from..to {
-            if let Some(&(offset, len)) = self.stored.get(index) {
+            if let (Some(&(offset, len)), Some(transcript)) =
+                (self.stored.get(index), &self.transcript)
+            {
                 if !out.is_empty() && bytes + u64::from(len) > PAGE_BYTES {
                     break;
                 }
                 bytes += u64::from(len);
-                out.push(self.transcript.read_at(offset, u64::from(len))?);
+                out.push(transcript.read_at(offset, u64::from(len))?);
             } else {
                 out.push(self.unstored[index - self.stored.len()].clone());
             }
@@ -145,6 +184,25 @@ mod tests {
         let huge = "y".repeat(PAGE_BYTES as usize + 10);
         log.append(json!({"seq": 4, "text": huge}), true).unwrap();
         assert_eq!(log.page(4, 5).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_spare_log_is_stored_whole_once_adopted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut log = EventLog::in_memory();
+        log.append(json!({"seq": 0, "at": 1}), true).unwrap();
+        log.append(json!({"seq": 1, "at": 2}), true).unwrap();
+        assert!(!path.exists());
+        log.keep_in(Transcript::open(&path).unwrap(), 50).unwrap();
+        log.append(json!({"seq": 2, "at": 60}), true).unwrap();
+        drop(log);
+        let mut seen = Vec::new();
+        EventLog::load(Transcript::open(&path).unwrap(), |e| {
+            seen.push((e["seq"].as_u64().unwrap(), e["at"].as_u64().unwrap()))
+        })
+        .unwrap();
+        assert_eq!(seen, [(0, 50), (1, 50), (2, 60)]);
     }
 
     #[test]

@@ -54,11 +54,44 @@ pub struct AgentConfig {
     /// host; none keeps no change sets), and where they say their CLI's
     /// transcript is theirs, not an IDE client's.
     pub sources: crate::ide::transcripts::ChangeSources,
+    /// Whether (and while when) a warm spare CLI is kept for the next new
+    /// session.
+    pub spare: SpareConfig,
+}
+
+/// The warm spare: one `claude` started ahead with the settings the next
+/// `moonkale/agent/start` is predicted to use, kept while the workspace is
+/// in use (an editor attached, or the agent used within `idle`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpareConfig {
+    pub enabled: bool,
+    /// How long after the agent's last use a spare is kept with no editor
+    /// attached.
+    pub idle: Duration,
+}
+
+impl SpareConfig {
+    /// No spare: every session starts its CLI at its first prompt.
+    pub const OFF: SpareConfig = SpareConfig {
+        enabled: false,
+        idle: Duration::ZERO,
+    };
+
+    /// `MOONKALE_WARM_SPARE` (`0` turns it off) and
+    /// `MOONKALE_SPARE_IDLE_MS` (default 10 minutes).
+    pub fn from_env() -> SpareConfig {
+        let enabled = std::env::var("MOONKALE_WARM_SPARE").map_or(true, |v| v != "0");
+        let idle = std::env::var("MOONKALE_SPARE_IDLE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(Duration::from_secs(600), Duration::from_millis);
+        SpareConfig { enabled, idle }
+    }
 }
 
 impl AgentConfig {
     /// From the service's environment: `MOONKALE_CLAUDE_BIN`,
-    /// `MOONKALE_APPROVAL_TIMEOUT_MS`.
+    /// `MOONKALE_APPROVAL_TIMEOUT_MS` and the spare's ([`SpareConfig::from_env`]).
     pub fn from_env(claude_bin: Option<PathBuf>) -> AgentConfig {
         let claude_bin = claude_bin.or_else(|| {
             std::env::var_os("MOONKALE_CLAUDE_BIN")
@@ -79,6 +112,7 @@ impl AgentConfig {
                 .ok(),
             launcher: Launcher::Claude,
             sources: Default::default(),
+            spare: SpareConfig::from_env(),
         }
     }
 }

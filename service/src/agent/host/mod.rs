@@ -5,6 +5,9 @@
 //! commands are `try_send`), so one busy session cannot stall the others.
 //! It owns the set of live session tasks; a session's state belongs to its
 //! task.
+//!
+//! It also keeps the warm spare ([`spare`]): a session started ahead that
+//! the next matching `moonkale/agent/start` adopts.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -19,6 +22,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::error::TrySendError;
 use uuid::Uuid;
 
+use self::spare::Spares;
 use super::log::EventLog;
 use super::session::{self, MAX_EVENTS_PER_PAGE, Restored, SessionCommand, SessionHandle, State};
 use super::transcript::{self, Transcript};
@@ -57,6 +61,7 @@ fn spawn_in(
         root,
         chats,
         hub,
+        spares: Spares::new(config.spare),
         config: Arc::new(config),
         sessions: HashMap::new(),
         clock: 0,
@@ -74,6 +79,7 @@ struct Host {
     config: Arc<AgentConfig>,
     sessions: HashMap<Uuid, Live>,
     clock: u64,
+    spares: Spares,
 }
 
 struct Live {
@@ -232,7 +238,7 @@ impl SessionCommand {
             | SessionCommand::SetPermissionMode { reply, .. }
             | SessionCommand::SetModel { reply, .. } => Some(reply),
             SessionCommand::Answer { reply, .. } => reply,
-            SessionCommand::TellClaude { .. } => None,
+            SessionCommand::TellClaude { .. } | SessionCommand::Adopt { .. } => None,
         }
     }
 }
@@ -243,14 +249,27 @@ impl Host {
             trusted: self.trusted(),
             message: None,
         });
-        while let Some(command) = commands.recv().await {
+        loop {
+            let command = tokio::select! {
+                command = commands.recv() => command,
+                event = self.spare_event() => {
+                    self.on_spare_event(event);
+                    continue;
+                }
+            };
+            let Some(command) = command else { break };
             match command {
                 AgentCommand::Request(Request {
                     editor,
                     method,
                     params,
                     reply,
-                }) => self.request(editor, &method, &params, reply),
+                }) => {
+                    self.agent_used();
+                    self.request(editor, &method, &params, reply);
+                    self.refresh_spare();
+                }
+                AgentCommand::Editors { attached } => self.editors_attached(attached),
                 AgentCommand::Answer {
                     approval,
                     answer,
@@ -264,6 +283,7 @@ impl Host {
             }
         }
         // The service is stopping: every session closes its process.
+        self.stop_spare().await;
         let tasks: Vec<_> = self.sessions.drain().map(|(_, l)| l.handle).collect();
         for handle in tasks {
             drop(handle.tx);
@@ -357,6 +377,7 @@ impl Host {
             trusted: now,
             message: Some(message.clone()),
         });
+        self.trust_changed();
         Ok(to_json(&TrustResult {
             trusted: now,
             changed,
@@ -451,6 +472,7 @@ impl Host {
                     damaged,
                     permission_mode: PermissionMode::Plan,
                     model: None,
+                    spare: false,
                 },
                 self.hub.clone(),
                 self.config.clone(),
@@ -468,13 +490,17 @@ impl Host {
         Ok(live)
     }
 
+    /// A new session: the warm spare if its settings are these, else one
+    /// whose CLI starts at its first prompt.
     fn start(
         &mut self,
         mode: PermissionMode,
         model: Option<String>,
     ) -> Result<Uuid, ResponseError> {
         self.make_room()?;
-        let id = Uuid::new_v4();
+        let spare = self.take_spare(mode, model.clone());
+        let warm = spare.is_some();
+        let id = spare.as_ref().map_or_else(Uuid::new_v4, |(id, _)| *id);
         let path = self.transcript_path(&id.to_string())?;
         if let Some(dir) = path.parent() {
             crate::user_state::ensure_private_dir(dir)
@@ -484,24 +510,32 @@ impl Host {
             ResponseError::new(code::REQUEST_FAILED, e.to_string())
         };
         let transcript = Transcript::open(&path).map_err(failed)?;
-        let log = EventLog::load(transcript, |_| {}).map_err(failed)?;
-        let handle = session::spawn(
-            session::Start {
-                id,
-                workspace: self.root.clone(),
-                log,
-                restored: None,
-                damaged: None,
-                permission_mode: mode,
-                model,
-            },
-            self.hub.clone(),
-            self.config.clone(),
-        );
+        let handle = match spare {
+            Some((_, handle)) => {
+                // A spare takes no other command, and its task lives until
+                // its handle is dropped: the queue has room.
+                let _ = handle.tx.try_send(SessionCommand::Adopt { transcript });
+                handle
+            }
+            None => session::spawn(
+                session::Start {
+                    id,
+                    workspace: self.root.clone(),
+                    log: EventLog::load(transcript, |_| {}).map_err(failed)?,
+                    restored: None,
+                    damaged: None,
+                    permission_mode: mode,
+                    model,
+                    spare: false,
+                },
+                self.hub.clone(),
+                self.config.clone(),
+            ),
+        };
         self.clock += 1;
         let last_used = self.clock;
         self.sessions.insert(id, Live { handle, last_used });
-        tracing::info!(session = %id, mode = mode.as_str(), "agent session started");
+        tracing::info!(session = %id, mode = mode.as_str(), warm, "agent session started");
         Ok(id)
     }
 
@@ -612,5 +646,13 @@ fn summary_from_disk(path: &Path, id: &str) -> Option<SessionSummary> {
     Some(summary)
 }
 
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+mod spare;
 #[cfg(test)]
 mod tests;

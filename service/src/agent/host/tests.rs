@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::spawn_in;
 use crate::agent::session::cli::script::Launched;
-use crate::agent::{AgentCommand, AgentConfig, Launcher};
+use crate::agent::{AgentCommand, AgentConfig, Launcher, SpareConfig};
 use crate::hub::ports::{Request, agent_channel};
 use crate::hub::{EditorId, Event, HubHandle, Responder};
 use crate::lsp::message;
@@ -35,6 +35,11 @@ impl World {
     /// A host over `dir`'s workspace and transcripts (what a restarted
     /// service finds).
     fn in_dir(dir: tempfile::TempDir) -> World {
+        World::with_spare(dir, SpareConfig::OFF)
+    }
+
+    /// [`World::in_dir`] with a warm spare kept as `spare` says.
+    fn with_spare(dir: tempfile::TempDir, spare: SpareConfig) -> World {
         let workspace = dir.path().join("w");
         let _ = std::fs::create_dir(&workspace);
         let trust = TrustStore::at(dir.path().join("trust.json"));
@@ -48,6 +53,7 @@ impl World {
             trust: Some(trust),
             launcher: Launcher::Script(scripts),
             sources: Default::default(),
+            spare,
         };
         let (hub, events) = HubHandle::detached(workspace);
         let (commands, rx) = agent_channel();
@@ -131,6 +137,8 @@ impl World {
         self.dir
     }
 }
+
+mod spare;
 
 /// The first UUID in `text`, found without a regex crate.
 fn regex_free_uuid(text: &str) -> Option<String> {

@@ -11,6 +11,13 @@
 //! `--session-id=<id>` the first time and `--resume=<id>` once the CLI has
 //! seen the conversation; if the CLI no longer has it ("No conversation
 //! found") the prompts still unanswered are sent again to a fresh one.
+//!
+//! A warm spare ([`Start::spare`]) is a new session whose CLI starts at
+//! once, before any prompt: it serves the CLI's start-up (the `initialize`
+//! exchange, our MCP server's handshake) but announces nothing and keeps
+//! its events in memory until the host adopts it for a
+//! `moonkale/agent/start` ([`SessionCommand::Adopt`]). A spare whose CLI
+//! ends stays an empty session; the host replaces it.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
@@ -38,6 +45,7 @@ use self::approvals::{Approvals, Ended};
 pub use self::cli::Launcher;
 use self::cli::{CliState, Running};
 use super::log::EventLog;
+use super::transcript::Transcript;
 use super::{AgentConfig, Answer, policy};
 use crate::hub::ports::{ChangeRecord, ChangeSource, ChangesCommand};
 use crate::hub::{AgentProgress, Event, HubHandle, Responder, Topic};
@@ -195,6 +203,22 @@ pub enum SessionCommand {
     TellClaude {
         text: String,
     },
+    /// A spare becomes a session of its own: listed, its events stored in
+    /// `transcript` (new) from now on.
+    Adopt {
+        transcript: Transcript,
+    },
+}
+
+/// The session's CLI as the host sees it (the spare's, for `status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CliSeen {
+    NotStarted,
+    Running {
+        pid: i32,
+    },
+    /// It ended, or could not be started.
+    Ended,
 }
 
 /// The host's way to reach a session task. Dropping it ends the task, which
@@ -202,6 +226,7 @@ pub enum SessionCommand {
 pub struct SessionHandle {
     pub tx: mpsc::Sender<SessionCommand>,
     pub summary: watch::Receiver<Summary>,
+    pub cli: watch::Receiver<CliSeen>,
     pub task: tokio::task::JoinHandle<()>,
 }
 
@@ -218,6 +243,9 @@ pub struct Start {
     pub damaged: Option<String>,
     pub permission_mode: PermissionMode,
     pub model: Option<String>,
+    /// A warm spare: its CLI starts now, and nothing is announced or
+    /// stored until [`SessionCommand::Adopt`] (its `log` is in memory).
+    pub spare: bool,
 }
 
 pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionHandle {
@@ -226,6 +254,7 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
     let launcher = config.launcher.clone();
     let mut session = Session::new(start, hub, config, launcher, internal_tx);
     let summary = session.summary_tx.subscribe();
+    let cli = session.cli_tx.subscribe();
     if session.log.is_empty() {
         let data = SessionData {
             workspace: session.workspace.clone(),
@@ -235,7 +264,12 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
         session.record("session", to_json(&data));
     }
     let task = tokio::spawn(session.run(rx, internal_rx));
-    SessionHandle { tx, summary, task }
+    SessionHandle {
+        tx,
+        summary,
+        cli,
+        task,
+    }
 }
 
 /// A prompt sent to the CLI whose turn has not ended.
@@ -287,6 +321,9 @@ struct Session {
     next_request: u64,
     internal_tx: mpsc::Sender<Internal>,
     summary_tx: watch::Sender<Summary>,
+    cli_tx: watch::Sender<CliSeen>,
+    /// A spare not adopted yet: it announces nothing.
+    spare: bool,
 }
 
 fn now_ms() -> u64 {
@@ -364,6 +401,8 @@ impl Session {
             next_request: 0,
             internal_tx,
             summary_tx: watch::channel(summary).0,
+            cli_tx: watch::channel(CliSeen::NotStarted).0,
+            spare: start.spare,
         };
         if let Some(restored) = start.restored {
             session.restore(restored);
@@ -389,6 +428,12 @@ impl Session {
         mut rx: mpsc::Receiver<SessionCommand>,
         mut internal: mpsc::Receiver<Internal>,
     ) {
+        if self.spare
+            && let Err(why) = self.ensure_cli().await
+        {
+            tracing::info!(session = %self.id, "no warm spare claude: {why}");
+            self.cli_tx.send_replace(CliSeen::Ended);
+        }
         loop {
             let deadline = self.approvals.next_deadline();
             tokio::select! {
@@ -465,6 +510,7 @@ impl Session {
                 self.record("note", json!({"text": text}));
                 self.notes.push(text);
             }
+            SessionCommand::Adopt { transcript } => self.adopt(transcript),
             SessionCommand::Answer {
                 approval,
                 answer,
@@ -476,6 +522,21 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The spare becomes this session: what it held is stored, and it is
+    /// dated now.
+    fn adopt(&mut self, transcript: Transcript) {
+        self.spare = false;
+        let now = now_ms();
+        if let Err(e) = blocking(|| self.log.keep_in(transcript, now)) {
+            tracing::error!(session = %self.id, "storing the adopted spare's events failed: {e}");
+            self.store_error = Some(e.to_string());
+        }
+        self.summary_tx.send_modify(|s| {
+            s.created = now;
+            s.updated = now;
+        });
     }
 
     async fn prompt(&mut self, text: String, reply: Responder) {
@@ -613,7 +674,9 @@ impl Session {
             .launcher
             .start(&self.config, &self.workspace, args, trusted)
             .await?;
-        tracing::info!(session = %self.id, pid = link.pid(), resume = resuming, trusted, "started claude");
+        tracing::info!(session = %self.id, pid = link.pid(), resume = resuming, trusted, spare = self.spare, "started claude");
+        self.cli_tx
+            .send_replace(CliSeen::Running { pid: link.pid() });
         self.cli = CliState::Running(Box::new(Running {
             link,
             trusted,
@@ -828,6 +891,7 @@ impl Session {
         let (resuming, retried) = (cli.resuming, cli.retry);
         let (status, stderr) = cli.link.finish().await;
         tracing::info!(session = %self.id, %status, "claude ended");
+        self.cli_tx.send_replace(CliSeen::Ended);
         let retry = if retried {
             None
         } else if resuming && stderr.contains("No conversation found") {
@@ -1136,6 +1200,9 @@ impl Session {
     }
 
     fn notify<N: moonkale_protocol::Notification>(&self, params: &N::Params) {
+        if self.spare {
+            return; // nobody knows of it yet
+        }
         self.send_to_hub(Event::Publish {
             topic: Topic::Session(self.id_text.clone()),
             method: N::METHOD,

@@ -16,7 +16,7 @@ use super::cli::script::{Launched, Output};
 use super::{Launcher, SessionCommand, SessionHandle, Start};
 use crate::agent::log::EventLog;
 use crate::agent::transcript::Transcript;
-use crate::agent::{AgentConfig, Answer};
+use crate::agent::{AgentConfig, Answer, SpareConfig};
 use crate::hub::ports::{ChangesCommand, changes_channel};
 use crate::hub::{AgentProgress, Event, HubHandle, Responder};
 use crate::lsp::message::ResponseError;
@@ -79,6 +79,7 @@ impl World {
                 changes: Some(changes_tx),
                 sessions: Default::default(),
             },
+            spare: SpareConfig::OFF,
         };
         let id = Uuid::from_u128(0x5e55);
         let transcript = Transcript::open(dir.path().join("chat.jsonl")).unwrap();
@@ -98,6 +99,7 @@ impl World {
                 damaged: None,
                 permission_mode: setup.mode,
                 model: None,
+                spare: false,
             },
             hub,
             Arc::new(config),

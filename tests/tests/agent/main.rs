@@ -23,6 +23,7 @@ mod editor_tools;
 mod fake_api;
 mod sessions;
 mod streaming;
+mod warm_spare;
 
 use std::path::{Path, PathBuf};
 

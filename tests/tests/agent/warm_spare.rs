@@ -1,0 +1,223 @@
+//! The warm spare with the real CLI: while an editor is attached, one
+//! `claude` runs started ahead (shown in `status`), the next new session
+//! adopts it and streams its reply, another follows; a start in another
+//! mode or a trust change replaces it and the next session runs with the
+//! new settings; the service's death (SIGKILL) takes it along; and no
+//! spare outlives the idle limit once the editor is gone.
+//!
+//! The harness turns the spare off for every other test
+//! (`MOONKALE_WARM_SPARE=0`); these turn it on.
+
+use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::world::World;
+use moonkale_tests::{Client, STEP, TIMEOUT, poll_until};
+use serde_json::{Value, json};
+
+use crate::{first_piece, is_text_of};
+
+/// A world whose service keeps a warm spare (idle limit: `idle_ms`).
+async fn spare_world(script: Script, idle_ms: u64) -> World {
+    World::builder()
+        .agent()
+        .script(script)
+        .env("MOONKALE_WARM_SPARE", "1")
+        .env("MOONKALE_SPARE_IDLE_MS", idle_ms.to_string())
+        .start()
+        .await
+}
+
+/// The spare `status` shows once it satisfies `pred` (and has a pid).
+async fn spare_where(ed: &mut Client, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    let found = poll_until(TIMEOUT, async || {
+        last = ed.call("moonkale/status", Value::Null).await;
+        let spare = &last["agentSpare"];
+        (spare["pid"].as_u64().is_some_and(|p| p > 0) && pred(spare)).then(|| spare.clone())
+    })
+    .await;
+    found.unwrap_or_else(|| panic!("no warm spare {what} in status: {last:#}"))
+}
+
+fn pid_of(spare: &Value) -> i32 {
+    spare["pid"].as_i64().expect("a pid") as i32
+}
+
+/// The process's argv, one string.
+fn cmdline(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .replace('\0', " ")
+}
+
+/// The session id a CLI was started with (`--session-id=`).
+fn session_of(pid: i32) -> String {
+    let argv = cmdline(pid);
+    argv.split(' ')
+        .find_map(|a| a.strip_prefix("--session-id="))
+        .unwrap_or_else(|| panic!("no --session-id in {argv:?}"))
+        .to_owned()
+}
+
+/// Process `pid` is gone (or a zombie nobody reaps: it runs no more).
+fn is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+async fn wait_gone(pid: i32, what: &str) {
+    let gone = poll_until(TIMEOUT, async || is_gone(pid).then_some(())).await;
+    assert!(gone.is_some(), "{what} (pid {pid}) still runs");
+}
+
+/// Starts a session with `prompt` (`extra` params), follows its first turn
+/// to its end; returns the session, checking the streamed reply.
+async fn first_turn(w: &mut World, prompt: &str, reply: &str, extra: Value) -> String {
+    let mut params = json!({"prompt": prompt});
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
+    let session = w.ed.start_session(params).await;
+    let first =
+        w.ed.take("the first moonkale/agent/text", STEP, |m| {
+            is_text_of(m, &session)
+        })
+        .await;
+    assert_eq!(first["params"]["text"], first_piece(reply).as_str());
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(w.ed.streamed_text(&session), reply, "what the editor saw");
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_adopts_the_warm_spare_and_another_follows() {
+    let reply = "WARM_SPARE_REPLY streamed from the spare";
+    let mut w = spare_world(
+        Script::new().on_prompt("hello spare", Reply::text(reply)),
+        600_000,
+    )
+    .await;
+    let spare = spare_where(&mut w.ed, "after the editor attached", |_| true).await;
+    let pid = pid_of(&spare);
+    assert_eq!(spare["permissionMode"], "plan", "agent/start's default");
+    assert!(spare["rssBytes"].as_u64().is_some_and(|b| b > 0), "{spare}");
+    let argv = cmdline(pid);
+    assert!(argv.contains("--permission-mode=plan"), "{argv}");
+    assert!(argv.contains("--setting-sources=user"), "untrusted: {argv}");
+    let spare_session = session_of(pid);
+
+    let session = first_turn(&mut w, "hello spare", reply, json!({})).await;
+    assert_eq!(session, spare_session, "the session is the spare's");
+    let req = w.fake.wait_prompt("hello spare", STEP).await;
+    assert_eq!(
+        req.header("x-claude-code-session-id"),
+        Some(session.as_str())
+    );
+    let log = w.service_log();
+    let starts: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("started claude") && l.contains(&session))
+        .collect();
+    assert_eq!(starts.len(), 1, "one CLI for the session: {starts:#?}");
+    assert!(starts[0].contains("spare=true"), "{}", starts[0]);
+    let listed = w.ed.call("moonkale/agent/list", Value::Null).await;
+    assert_eq!(
+        listed["sessions"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+
+    // Another spare, a process of its own, for the next session.
+    let next = spare_where(&mut w.ed, "after the adoption", |s| {
+        s["pid"].as_i64() != Some(pid.into())
+    })
+    .await;
+    assert_ne!(session_of(pid_of(&next)), session);
+    assert!(!is_gone(pid), "the adopted CLI runs on as the session's");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_mode_or_a_trust_change_replaces_the_spare() {
+    let mut w = spare_world(
+        Script::new()
+            .on_prompt(
+                "cold in accept edits",
+                Reply::text("COLD_ACCEPT_EDITS_REPLY"),
+            )
+            .on_prompt("warm and trusted", Reply::text("WARM_TRUSTED_REPLY")),
+        600_000,
+    )
+    .await;
+    let plan =
+        pid_of(&spare_where(&mut w.ed, "in plan mode", |s| s["permissionMode"] == "plan").await);
+
+    let plan_session = session_of(plan);
+
+    // Another mode: that session starts cold; the spare follows its mode.
+    let mode = json!({"permissionMode": "acceptEdits"});
+    let cold = first_turn(
+        &mut w,
+        "cold in accept edits",
+        "COLD_ACCEPT_EDITS_REPLY",
+        mode.clone(),
+    )
+    .await;
+    assert_ne!(cold, plan_session);
+    wait_gone(plan, "the plan-mode spare").await;
+    let accept = spare_where(&mut w.ed, "in acceptEdits", |s| {
+        s["permissionMode"] == "acceptEdits"
+    })
+    .await;
+    let accept = pid_of(&accept);
+    assert!(cmdline(accept).contains("--permission-mode=acceptEdits"));
+
+    // The user trusts the workspace: a spare with the repository's settings.
+    let trusted =
+        w.ed.call("moonkale/agent/trust", json!({"trusted": true}))
+            .await;
+    assert_eq!(trusted["trusted"], true, "{trusted}");
+    wait_gone(accept, "the untrusted spare").await;
+    let spare = spare_where(&mut w.ed, "trusted", |s| s["trusted"] == true).await;
+    let pid = pid_of(&spare);
+    let argv = cmdline(pid);
+    assert!(!argv.contains("--setting-sources"), "trusted: {argv}");
+    assert!(argv.contains("--permission-mode=acceptEdits"), "{argv}");
+
+    // The next session runs in it, with those settings.
+    let warm = first_turn(&mut w, "warm and trusted", "WARM_TRUSTED_REPLY", mode).await;
+    assert_eq!(warm, session_of(pid));
+    let req = w.fake.wait_prompt("warm and trusted", STEP).await;
+    assert_eq!(req.header("x-claude-code-session-id"), Some(warm.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_service_kills_the_spare() {
+    let mut w = spare_world(Script::new(), 600_000).await;
+    let pid = pid_of(&spare_where(&mut w.ed, "before the kill", |_| true).await);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(w.svc().pid(), libc::SIGKILL) };
+    let _ = w.svc_mut().child.wait().await;
+    wait_gone(pid, "the spare after the service's SIGKILL").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_spare_outlives_the_idle_limit_without_an_editor() {
+    let mut w = spare_world(Script::new(), 1500).await;
+    let pid = pid_of(&spare_where(&mut w.ed, "while the editor is attached", |_| true).await);
+    // The editor quits; nothing uses the agent any more.
+    w.ed.call("shutdown", Value::Null).await;
+    w.ed.notify("exit", Value::Null).await;
+    wait_gone(pid, "the spare past the idle limit").await;
+    let status = w.sb.status().await;
+    assert!(status.get("agentSpare").is_none(), "{status:#}");
+    assert!(
+        moonkale_tests::agent::processes_in(&w.sb.workspace).is_empty(),
+        "a CLI still runs"
+    );
+}

@@ -16,7 +16,8 @@
 //! 6. Prompt → first partial token with the real `claude` CLI against the
 //!    fake Anthropic API, less the fake's own time: a long-lived CLI (driven
 //!    directly, and through the service's `moonkale/agent/send`) beside a
-//!    CLI started for each turn.
+//!    CLI started for each turn; and a new session (`moonkale/agent/start`)
+//!    adopting the warm spare beside a cold one, with the memory of each.
 //!
 //! 7. A change set of 200 files with 10 hunks each: recorded through the
 //!    change-set host, then `moonkale/changes/list` and `show`, with the
@@ -32,6 +33,9 @@ use moonkale_service::core::{Document, PositionEncoding, TextChange, WirePositio
 use moonkale_service::lsp::framing::encode_frame;
 use moonkale_tests::{RawLsp, Sandbox, fakeapi};
 use serde_json::{Value, json};
+
+#[path = "bench/spare.rs"]
+mod spare;
 
 const LINES: usize = 100_000;
 const EDITS: usize = 200_000;
@@ -833,6 +837,7 @@ async fn first_token_latency() {
             per_turn_turns(&claude, &fake).await,
         ),
     ];
+    let (new_sessions, memory) = spare::setups(&claude, &fake).await;
     println!(
         "claude {version}; {TURNS} turns each after a warm-up; to API = prompt -> the request at the fake; \
          over(head) = total - the fake's own time (the same request replayed to it)"
@@ -841,7 +846,7 @@ async fn first_token_latency() {
         "{:<42} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "", "total p50", "to API", "fake p50", "over p50", "over p90"
     );
-    for (name, turns) in setups {
+    for (name, turns) in setups.into_iter().chain(new_sessions) {
         match turns {
             Ok(turns) => {
                 let sorted = |f: &dyn Fn(&Turn) -> f64| {
@@ -863,6 +868,7 @@ async fn first_token_latency() {
             Err(e) => println!("{name:<42} failed: {e}"),
         }
     }
+    println!("{memory}");
     println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
 }
 

@@ -9,6 +9,8 @@
 //!   not starts cold, and the spare is replaced by one with its settings.
 //! - It exists only while the workspace is in use: an editor attached, or
 //!   the agent used (or the last editor gone) within the idle limit.
+//! - The next spare starts a second after a start, not to slow that
+//!   session's first turn.
 //! - A spare whose CLI ends on its own (or cannot start: no `claude`, or
 //!   one too old for an untrusted workspace) is logged and replaced at most
 //!   [`MAX_SPARE_FAILURES`] times for the same settings: never a crash loop,
@@ -34,9 +36,9 @@ use crate::hub::Event;
 /// Spares of the same settings that may end unadopted before no more are
 /// started for them.
 pub const MAX_SPARE_FAILURES: u32 = 3;
-/// How long after an adoption the next spare waits: its CLI's start (a
-/// core's worth of work for about half a second) must not slow the adopted
-/// session's first token.
+/// How long after a start the next spare waits: its CLI's start (a core's
+/// worth of work for about half a second) must not slow the new session's
+/// first token.
 const FOLLOW_DELAY: Duration = Duration::from_secs(1);
 /// How often the spare's memory is read again for `status`.
 const RSS_REFRESH: Duration = Duration::from_secs(2);
@@ -212,12 +214,12 @@ impl Host {
             self.spares.failures = 0;
             self.spares.predicted = (mode, model);
         }
+        self.spares.not_before = Some(Instant::now() + FOLLOW_DELAY);
         let spare = self
             .spares
             .current
             .take_if(|s| s.settings == asked && *s.handle.cli.borrow() != CliSeen::Ended)?;
         self.spares.failures = 0;
-        self.spares.not_before = Some(Instant::now() + FOLLOW_DELAY);
         Some((spare.id, spare.handle))
     }
 

@@ -108,6 +108,12 @@ pub struct World {
     /// The change-set host's port.
     changes: Option<mpsc::Receiver<ChangesCommand>>,
     log: String,
+    /// The hub's clock, which only the script moves.
+    now: tokio::time::Instant,
+    /// How far the clock moves before each step: by default longer than
+    /// the selection's pacing interval, so each step's selection goes out
+    /// at once; a pacing script shortens it.
+    pub step_gap: std::time::Duration,
 }
 
 impl World {
@@ -160,6 +166,8 @@ impl World {
             sent: BTreeMap::new(),
             changes,
             log: String::new(),
+            now: tokio::time::Instant::now(),
+            step_gap: std::time::Duration::from_secs(1),
         }
     }
 
@@ -176,8 +184,22 @@ impl World {
             Some((cut, _)) => self.log.push_str(&format!("> {}…\n", &what[..cut])),
             None => self.log.push_str(&format!("> {what}\n")),
         }
-        self.ws.handle(event);
+        self.now += self.step_gap;
+        self.ws.handle(event, self.now);
         self.settle();
+    }
+
+    /// Lets `ms` milliseconds pass, firing the selection's pacing timer
+    /// when it is due on the way.
+    pub fn wait_ms(&mut self, ms: u64) {
+        self.log.push_str(&format!("> {ms} ms pass\n"));
+        let until = self.now + std::time::Duration::from_millis(ms);
+        while let Some(due) = self.ws.selection_due().filter(|due| *due <= until) {
+            self.now = due;
+            self.ws.selection_due_fired(due);
+            self.settle();
+        }
+        self.now = until;
     }
 
     // ----- editors -------------------------------------------------------

@@ -284,7 +284,29 @@ impl std::fmt::Debug for Event {
 pub struct HubHandle {
     tx: mpsc::Sender<Event>,
     root: Arc<PathBuf>,
-    selection: watch::Receiver<Option<SelectionChanged>>,
+    selection: watch::Receiver<Option<SelectionNotification>>,
+}
+
+/// The active editor's selection as Claude Code's `selection_changed`
+/// notification, serialized once for every connection that sends it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectionNotification {
+    pub params: SelectionChanged,
+    /// The whole JSON-RPC notification.
+    pub frame: Arc<str>,
+}
+
+impl SelectionNotification {
+    fn new(params: SelectionChanged) -> SelectionNotification {
+        let frame = moonkale_protocol::jsonrpc::notification(
+            "selection_changed",
+            serde_json::to_value(&params).expect("selection_changed serializes"),
+        );
+        SelectionNotification {
+            params,
+            frame: String::from_utf8(frame).expect("JSON is UTF-8").into(),
+        }
+    }
 }
 
 static NEXT_EDITOR_ID: AtomicU64 = AtomicU64::new(1);
@@ -304,7 +326,7 @@ impl HubHandle {
 
     /// The active editor's selection as `selection_changed` params, updated
     /// whenever it changes (`None` while there is none).
-    pub fn selection(&self) -> watch::Receiver<Option<SelectionChanged>> {
+    pub fn selection(&self) -> watch::Receiver<Option<SelectionNotification>> {
         self.selection.clone()
     }
 

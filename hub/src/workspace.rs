@@ -46,7 +46,9 @@ use selections::Selection;
 use super::core::pacing::Pacer;
 use super::diagnostics::DiagnosticsStore;
 use super::subscriptions::Subscriptions;
-use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role};
+use super::{
+    EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role, SelectionNotification,
+};
 use moonkale_protocol::changes::{KEEP_COMMAND, OPEN_COMMAND, UNDO_COMMAND};
 use moonkale_protocol::dispatch::{Dispatch, parse as parse_params};
 use moonkale_protocol::document::VersionParams;
@@ -113,7 +115,7 @@ pub(super) struct Workspace {
     subscriptions: Subscriptions,
     /// The active editor's selection as `selection_changed` params, as
     /// paced for Claude Code.
-    selection_tx: tokio::sync::watch::Sender<Option<SelectionChanged>>,
+    selection_tx: tokio::sync::watch::Sender<Option<SelectionNotification>>,
     selection_pacer: Pacer<Option<SelectionChanged>>,
 }
 
@@ -142,7 +144,7 @@ impl Workspace {
     pub(super) fn new(
         root: PathBuf,
         limits: Limits,
-        selection_tx: tokio::sync::watch::Sender<Option<SelectionChanged>>,
+        selection_tx: tokio::sync::watch::Sender<Option<SelectionNotification>>,
     ) -> Workspace {
         Workspace {
             root,
@@ -180,7 +182,8 @@ impl Workspace {
         let payload = self.latest_selection_payload();
         match self.selection_pacer.offer(now, payload) {
             Some(paced) => {
-                self.selection_tx.send_replace(paced.clone());
+                let paced = paced.clone().map(SelectionNotification::new);
+                self.selection_tx.send_replace(paced);
             }
             // A flood of events must not starve the pacer's timer.
             None => self.selection_due_fired(now),
@@ -196,7 +199,8 @@ impl Workspace {
     /// selection goes out.
     pub(super) fn selection_due_fired(&mut self, now: Instant) {
         if let Some(paced) = self.selection_pacer.fire(now) {
-            self.selection_tx.send_replace(paced.clone());
+            let paced = paced.clone().map(SelectionNotification::new);
+            self.selection_tx.send_replace(paced);
         }
     }
 

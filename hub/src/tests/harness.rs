@@ -22,7 +22,6 @@ use crate::workspace::{Limits, Workspace};
 use crate::{
     AgentProgress, EditorId, EditorInfo, Event, IdeClientId, Responder, Role, Topic, Transport,
 };
-use moonkale_protocol::ide::SelectionChanged;
 use moonkale_protocol::jsonrpc::{self as message, RequestId};
 
 /// The workspace root every script runs in.
@@ -95,7 +94,7 @@ pub struct World {
         mpsc::Receiver<AgentCommand>,
         mpsc::Receiver<TerminalHostCommand>,
     )>,
-    selection: watch::Receiver<Option<SelectionChanged>>,
+    selection: watch::Receiver<Option<crate::SelectionNotification>>,
     /// The script's requests not answered yet, by number.
     pending: BTreeMap<usize, Answered>,
     requests: usize,
@@ -628,7 +627,7 @@ impl World {
         if self.selection.has_changed().unwrap_or(false) {
             let now = self.selection.borrow_and_update().clone();
             let text = now.as_ref().map_or("none".into(), |now| {
-                compact(&serde_json::to_value(now).expect("serializes"))
+                compact(&serde_json::to_value(&now.params).expect("serializes"))
             });
             self.log.push_str(&format!("  selection = {text}\n"));
         }

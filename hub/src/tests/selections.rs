@@ -482,9 +482,9 @@ async fn the_hub_loop_paces_the_selection_in_real_time() {
         .await
     );
     let mut watch = hub.selection();
-    let line_of = |w: &tokio::sync::watch::Receiver<
-        Option<moonkale_protocol::ide::SelectionChanged>,
-    >| { w.borrow().as_ref().map(|s| s.selection.start.line) };
+    let line_of = |w: &tokio::sync::watch::Receiver<Option<crate::SelectionNotification>>| {
+        w.borrow().as_ref().map(|s| s.params.selection.start.line)
+    };
     let cursor = move |line: u32| {
         notify(
             "moonkale/selectionChanged",

@@ -30,10 +30,9 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use super::handshake;
 use super::mcp::{self, ToolCall};
 use crate::http::{self, Prefixed};
-use crate::hub::{Event, HubHandle, IdeClientId};
+use crate::hub::{Event, HubHandle, IdeClientId, SelectionNotification};
 use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
 use crate::mcp::Method;
-use moonkale_protocol::ide::SelectionChanged;
 
 /// Tunables of the IDE server; tests shorten the times.
 #[derive(Clone, Debug)]
@@ -551,7 +550,7 @@ struct WriterState {
     backlog: Arc<Backlog>,
     /// The active editor's selection, already paced by the hub: each
     /// change is sent at once.
-    selection: tokio::sync::watch::Receiver<Option<SelectionChanged>>,
+    selection: tokio::sync::watch::Receiver<Option<SelectionNotification>>,
     ping_interval: Duration,
     last_heard: Arc<std::sync::Mutex<Instant>>,
 }
@@ -560,7 +559,7 @@ async fn write_loop(mut w: WriterState) {
     let mut initialized = false;
     // A send of the current selection even if it is what we sent last.
     let mut resend_due: Option<Instant> = None;
-    let mut last_selection: Option<SelectionChanged> = None;
+    let mut last_selection: Option<Arc<str>> = None;
     let mut ping = tokio::time::interval_at(Instant::now() + w.ping_interval, w.ping_interval);
     // After a stop, one late tick rather than a burst of the missed ones.
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -687,18 +686,19 @@ async fn send(w: &mut WriterState, msg: Message) -> bool {
 
 /// Sends the current selection if it differs from the last one sent;
 /// `false` if the connection is gone.
-async fn send_selection(w: &mut WriterState, last: &mut Option<SelectionChanged>) -> bool {
-    let current = w.selection.borrow_and_update().clone();
-    let Some(params) = current.filter(|c| Some(c) != last.as_ref()) else {
+async fn send_selection(w: &mut WriterState, last: &mut Option<Arc<str>>) -> bool {
+    let current = w
+        .selection
+        .borrow_and_update()
+        .as_ref()
+        .map(|n| n.frame.clone());
+    let Some(frame) = current.filter(|c| Some(c) != last.as_ref()) else {
         return true;
     };
-    let json = serde_json::to_value(&params).expect("selection_changed serializes");
-    let body =
-        String::from_utf8(message::notification("selection_changed", json)).expect("JSON is UTF-8");
-    if !send(w, Message::text(body)).await {
+    if !send(w, Message::text(&*frame)).await {
         return false;
     }
-    *last = Some(params);
+    *last = Some(frame);
     true
 }
 

@@ -1,7 +1,9 @@
 //! The warm spare: one session started ahead, whose `claude` is already up
 //! (initialized, our MCP server's handshake served) with the settings the
-//! next `moonkale/agent/start` is predicted to use, so that start's first
-//! token costs what a resumed session's does instead of a whole CLI start.
+//! next `moonkale/agent/start` is predicted to use, so that start skips
+//! the CLI's start-up, most of a cold session's wait for its first token
+//! (what remains is the CLI's own work on the first prompt of a process:
+//! BENCHMARKS.md).
 //!
 //! - The prediction follows the user: the settings of the latest start
 //!   (mode, model; `agent/start`'s defaults before any), under the trust

@@ -1,15 +1,19 @@
 //! The first-token section's new sessions: `moonkale/agent/start` with a
 //! prompt → the first `moonkale/agent/text`, less the fake API's own time,
 //! (c) adopting the service's warm spare `claude` beside (d) a cold start
-//! (spare off), in the same run; and the service's memory with and
-//! without a spare, the spare CLI's own printed apart.
+//! (spare off), in the same run; (c') the floor under (c): a fresh CLI's
+//! first turn, driven directly once it has started; and the service's
+//! memory with and without a spare, the spare CLI's own printed apart.
 
 use std::time::{Duration, Instant};
 
 use moonkale_tests::{RawLsp, Sandbox, fakeapi};
 use serde_json::{Value, json};
 
-use super::{TURN_DEADLINE, TURNS, Turn, agent_turn, claude_home, fake_time, with_api_time};
+use super::{
+    TURN_DEADLINE, TURNS, Turn, agent_turn, claude_home, cli_turn, fake_time, spawn_cli,
+    with_api_time,
+};
 
 /// How long a spare is left to finish its start-up before it is used (a
 /// user's spare has had minutes): its process is up, its `initialize` and
@@ -102,6 +106,36 @@ pub async fn new_session_turns(
     })
 }
 
+/// (c'): for each turn a new CLI, started and left to settle like a spare,
+/// then its first prompt (what no host can make faster without running a
+/// turn in the CLI before the user's).
+pub async fn fresh_cli_first_turns(
+    claude: &std::path::Path,
+    fake: &fakeapi::FakeApi,
+) -> Result<Vec<Turn>, String> {
+    let sb = Sandbox::new();
+    claude_home(&sb, fake.port);
+    let mut turns = Vec::new();
+    for i in 0..=TURNS {
+        let session = moonkale_claude::launch::SessionStart::New(uuid::Uuid::new_v4());
+        let mut cli = spawn_cli(claude, &sb, session).await?;
+        tokio::time::sleep(SETTLE).await;
+        let start = Instant::now();
+        let prompt = format!("fresh cli {i}");
+        let (total, to_api) =
+            with_api_time(fake, start, cli_turn(&mut cli, &prompt, start)).await?;
+        let _ = cli.shutdown().await;
+        if i > 0 {
+            turns.push(Turn {
+                total,
+                to_api,
+                fake: fake_time(fake).await?,
+            });
+        }
+    }
+    Ok(turns)
+}
+
 /// Waits for a spare other than `old` in `moonkale/status`, then lets it
 /// settle; returns its pid.
 async fn next_spare(ed: &mut RawLsp, old: Option<u32>) -> Result<u32, String> {
@@ -140,6 +174,7 @@ pub async fn setups(
 ) -> (Vec<(&'static str, Result<Vec<Turn>, String>)>, String) {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let warm = new_session_turns(claude, fake, true).await;
+    let fresh = fresh_cli_first_turns(claude, fake).await;
     let cold = new_session_turns(claude, fake, false).await;
     let mut memory = format!(
         "new sessions: agent/start with a prompt -> first agent/text, trusted workspace; load before (c): {}",
@@ -161,6 +196,7 @@ pub async fn setups(
             "(c) new session, warm spare (agent/start)",
             warm.map(|w| w.turns),
         ),
+        ("(c') a fresh CLI's first turn, directly", fresh),
         ("(d) new session, cold (spare off)", cold.map(|c| c.turns)),
     ];
     (rows, memory)

@@ -221,3 +221,33 @@ async fn no_spare_outlives_the_idle_limit_without_an_editor() {
         "a CLI still runs"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_claude_there_is_no_spare_and_no_error() {
+    let mut w = World::builder()
+        .claude(missing_claude())
+        .env("MOONKALE_WARM_SPARE", "1")
+        .start()
+        .await;
+    // Each try is logged; after the last, none is made.
+    let tries = poll_until(TIMEOUT, async || {
+        let log = w.service_log();
+        let n = log.matches("no warm spare claude").count();
+        (n >= 3 && log.contains("ended on its own (3 of 3")).then_some(n)
+    })
+    .await;
+    assert_eq!(tries, Some(3), "{}", w.service_log_tail(30));
+    let status = w.ed.call("moonkale/status", Value::Null).await;
+    assert!(status.get("agentSpare").is_none(), "{status:#}");
+    w.ed.barrier().await;
+    assert!(
+        w.ed.all(|m| m["method"] == "window/showMessage").is_empty(),
+        "an editor was told: {}",
+        w.ed.recent(10)
+    );
+}
+
+/// A `claude` that is not there.
+fn missing_claude() -> std::path::PathBuf {
+    std::path::PathBuf::from("/nonexistent/moonkale-test/claude")
+}

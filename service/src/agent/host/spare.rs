@@ -159,6 +159,10 @@ impl Host {
     /// Makes the spare what [`Self::wanted_spare`] says: started, replaced
     /// (other settings) or stopped; `status` hears of it.
     pub(super) fn refresh_spare(&mut self) {
+        // A hold that has passed is gone (else its deadline would fire
+        // again and again).
+        let spares = &mut self.spares;
+        spares.not_before = spares.not_before.filter(|t| Instant::now() < *t);
         let wanted = self.wanted_spare();
         let current = self.spares.current.as_ref().map(|s| &s.settings);
         if current != wanted.as_ref() {
@@ -166,8 +170,6 @@ impl Host {
                 // Dropping its handle ends its task, which stops its CLI.
                 tracing::info!(spare = %old.id, "warm spare claude stopped");
             }
-            let spares = &mut self.spares;
-            spares.not_before = spares.not_before.filter(|t| Instant::now() < *t);
             if let Some(settings) = wanted.filter(|_| self.spares.not_before.is_none()) {
                 self.spares.current = Some(self.spawn_spare(settings));
             }
@@ -216,7 +218,9 @@ impl Host {
             self.spares.failures = 0;
             self.spares.predicted = (mode, model);
         }
-        self.spares.not_before = Some(Instant::now() + FOLLOW_DELAY);
+        if self.spares.config.enabled {
+            self.spares.not_before = Some(Instant::now() + FOLLOW_DELAY);
+        }
         let spare = self
             .spares
             .current

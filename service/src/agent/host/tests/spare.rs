@@ -236,5 +236,12 @@ async fn the_spare_is_off_with_its_setting() {
     w.editors(1).await;
     w.raw("moonkale/agent/list", json!({})).await.unwrap();
     w.launches_nothing().await;
+    // A start launches its own CLI at its prompt, and nothing after it (a
+    // host that kept waking up would keep paused time from passing here).
+    w.raw("moonkale/agent/start", json!({"prompt": "hi"}))
+        .await
+        .unwrap();
+    w.launched().await;
+    w.launches_nothing().await;
     w.stop().await;
 }

@@ -54,8 +54,8 @@ pub struct AgentConfig {
     /// host; none keeps no change sets), and where they say their CLI's
     /// transcript is theirs, not an IDE client's.
     pub sources: crate::ide::transcripts::ChangeSources,
-    /// Whether (and while when) a warm spare CLI is kept for the next new
-    /// session.
+    /// Whether a warm spare CLI is kept for the next new session, and how
+    /// long without an editor.
     pub spare: SpareConfig,
 }
 

@@ -92,7 +92,6 @@ impl CodeServer {
                 "editor.minimap.enabled": false,
                 // The DOM renderer: the terminal's text can be read from the page.
                 "terminal.integrated.gpuAcceleration": "off",
-                "moonkale.selectionDebounceMs": 20,
                 "moonkale.trace.server": "verbose",
             })
             .to_string(),

@@ -31,7 +31,7 @@ vim.ui.select = function(items, opts, on_choice)
   end
   on_choice(nil)
 end
-require('moonkale').setup({ socket = vim.env.MOONKALE_TEST_SOCKET, debounce_ms = 10 })
+require('moonkale').setup({ socket = vim.env.MOONKALE_TEST_SOCKET })
 "#;
 
 async fn nvim(w: &World, file: &str) -> Headless {

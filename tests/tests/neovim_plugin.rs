@@ -56,7 +56,6 @@ local shim = vim.env.MOONKALE_TEST_SHIM
 require('moonkale').setup({
   socket = vim.env.MOONKALE_TEST_SOCKET,
   cmd = shim and { shim } or nil,
-  debounce_ms = 10,
 })
 "#;
 

@@ -28,6 +28,9 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+#[path = "bench/editors.rs"]
+mod editors;
+
 use moonkale_service::core::{Document, PositionEncoding, TextChange, WirePosition};
 use moonkale_service::lsp::framing::encode_frame;
 use moonkale_tests::{RawLsp, Sandbox, fakeapi};
@@ -122,6 +125,12 @@ async fn main() {
     if want("soak") {
         editors_soak().await;
     }
+    if want("nvim-keys") {
+        editors::nvim_keys().await;
+    }
+    if want("vscode-keys") {
+        editors::vscode_keys().await;
+    }
 }
 
 /// The sections `moonkale-bench` can run alone, by name.
@@ -163,6 +172,11 @@ const SECTIONS: &[(&str, &str)] = &[
         "soak",
         "50 editors with random traffic for MOONKALE_SOAK_SECS (600) seconds",
     ),
+    (
+        "nvim-keys",
+        "Neovim keystrokes -> selection_changed (beside claudecode.nvim)",
+    ),
+    ("vscode-keys", "VS Code keystrokes -> selection_changed"),
 ];
 
 /// Security.md 56: 10 Claude Code clients receiving selection updates at

@@ -293,3 +293,32 @@ fn msgpack_skip(buf: &[u8], at: usize) -> Option<usize> {
     };
     (end <= buf.len()).then_some(end)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::msgpack_skip;
+
+    /// `nvim_input`'s answer `[1, 7, nil, 1]`, an error answer
+    /// `[1, 300, [0, "bad"], nil]` and a map: complete values end where
+    /// they end; a cut one is incomplete at every length.
+    #[test]
+    fn msgpack_values_end_where_they_end() {
+        let answer = [0x94, 0x01, 0x07, 0xc0, 0x01];
+        let error = [
+            0x94, 0x01, 0xcd, 0x01, 0x2c, 0x92, 0x00, 0xa3, b'b', b'a', b'd', 0xc0,
+        ];
+        let map = [0x81, 0xa1, b'k', 0xcb, 0, 0, 0, 0, 0, 0, 0, 0];
+        for value in [&answer[..], &error[..], &map[..]] {
+            assert_eq!(msgpack_skip(value, 0), Some(value.len()), "{value:?}");
+            for cut in 0..value.len() {
+                assert_eq!(
+                    msgpack_skip(&value[..cut], 0),
+                    None,
+                    "{value:?} cut at {cut}"
+                );
+            }
+        }
+        // The error of the answer starts after its msgid.
+        assert_eq!(msgpack_skip(&error, 2), Some(5));
+    }
+}

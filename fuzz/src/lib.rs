@@ -269,7 +269,11 @@ pub fn lsp_session(data: &[u8]) {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let hub = moonkale_service::hub::spawn(root().clone(), Default::default());
+        let hub = moonkale_service::hub::spawn(
+            root().clone(),
+            Default::default(),
+            moonkale_service::hub::SELECTION_INTERVAL,
+        );
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (their_read, their_write) = tokio::io::split(theirs);
         let cfg = ConnectionConfig {

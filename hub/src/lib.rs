@@ -57,6 +57,12 @@ pub use workspace::{
 /// How many events may wait for the hub before senders are slowed down.
 const EVENT_QUEUE: usize = 4096;
 
+/// The default pace of `selection_changed` towards Claude Code: at most one
+/// per 50 ms (20 a second) while the selection keeps moving, which is still
+/// an update every tenth of a second at worst; a move after a quiet period
+/// goes out at once.
+pub const SELECTION_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A Claude Code (IDE protocol) connection's id, unique within the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IdeClientId(pub u64);
@@ -278,7 +284,29 @@ impl std::fmt::Debug for Event {
 pub struct HubHandle {
     tx: mpsc::Sender<Event>,
     root: Arc<PathBuf>,
-    selection: watch::Receiver<Option<SelectionChanged>>,
+    selection: watch::Receiver<Option<SelectionNotification>>,
+}
+
+/// The active editor's selection as Claude Code's `selection_changed`
+/// notification, serialized once for every connection that sends it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectionNotification {
+    pub params: SelectionChanged,
+    /// The whole JSON-RPC notification.
+    pub frame: Arc<str>,
+}
+
+impl SelectionNotification {
+    fn new(params: SelectionChanged) -> SelectionNotification {
+        let frame = moonkale_protocol::jsonrpc::notification(
+            "selection_changed",
+            serde_json::to_value(&params).expect("selection_changed serializes"),
+        );
+        SelectionNotification {
+            params,
+            frame: String::from_utf8(frame).expect("JSON is UTF-8").into(),
+        }
+    }
 }
 
 static NEXT_EDITOR_ID: AtomicU64 = AtomicU64::new(1);
@@ -298,7 +326,7 @@ impl HubHandle {
 
     /// The active editor's selection as `selection_changed` params, updated
     /// whenever it changes (`None` while there is none).
-    pub fn selection(&self) -> watch::Receiver<Option<SelectionChanged>> {
+    pub fn selection(&self) -> watch::Receiver<Option<SelectionNotification>> {
         self.selection.clone()
     }
 
@@ -339,8 +367,10 @@ pub struct Hosts {
 }
 
 /// Starts the hub task for the workspace at `root` (an absolute, canonical
-/// path) and returns the handle adapters use to reach it.
-pub fn spawn(root: PathBuf, hosts: Hosts) -> HubHandle {
+/// path) and returns the handle adapters use to reach it. Claude Code hears
+/// of selection changes at most once per `selection_interval`
+/// ([`core::pacing`]; zero: every change).
+pub fn spawn(root: PathBuf, hosts: Hosts, selection_interval: std::time::Duration) -> HubHandle {
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
     let (selection_tx, selection) = watch::channel(None);
     let handle = HubHandle {
@@ -349,12 +379,28 @@ pub fn spawn(root: PathBuf, hosts: Hosts) -> HubHandle {
         selection,
     };
     tokio::spawn(async move {
-        let mut ws = workspace::Workspace::new(root, workspace::Limits::default(), selection_tx);
+        let limits = workspace::Limits {
+            selection_interval,
+            ..workspace::Limits::default()
+        };
+        let mut ws = workspace::Workspace::new(root, limits, selection_tx);
         ws.set_agent(hosts.agent);
         ws.set_terminals(hosts.terminals);
         ws.set_changes(hosts.changes);
-        while let Some(event) = rx.recv().await {
-            ws.handle(event);
+        loop {
+            let due = ws.selection_due();
+            tokio::select! {
+                // Events first: the selection that goes out when the timer
+                // fires is then the newest.
+                biased;
+                event = rx.recv() => match event {
+                    Some(event) => ws.handle(event, tokio::time::Instant::now()),
+                    None => break,
+                },
+                () = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => {
+                    ws.selection_due_fired(tokio::time::Instant::now());
+                }
+            }
         }
     });
     handle

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use lsp_types::{CodeAction, CodeActionKind, CodeActionOrCommand, Command, Url};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 mod agent;
 mod changes;
@@ -42,9 +43,12 @@ use documents::{OpenDocument, VersionWaiter, held_bytes};
 use outbox::Awaited;
 use selections::Selection;
 
+use super::core::pacing::Pacer;
 use super::diagnostics::DiagnosticsStore;
 use super::subscriptions::Subscriptions;
-use super::{EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role};
+use super::{
+    EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role, SelectionNotification,
+};
 use moonkale_protocol::changes::{KEEP_COMMAND, OPEN_COMMAND, UNDO_COMMAND};
 use moonkale_protocol::dispatch::{Dispatch, parse as parse_params};
 use moonkale_protocol::document::VersionParams;
@@ -64,6 +68,9 @@ pub(super) struct Limits {
     pub documents_per_editor: usize,
     /// Of `total_bytes`, what diagnostics may hold.
     pub diagnostics_bytes: usize,
+    /// At most one `selection_changed` per this interval reaches Claude
+    /// Code ([`crate::core::pacing`]).
+    pub selection_interval: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -72,6 +79,7 @@ impl Default for Limits {
             total_bytes: MAX_TOTAL_BYTES,
             documents_per_editor: MAX_DOCUMENTS_PER_EDITOR,
             diagnostics_bytes: super::diagnostics::MAX_DIAGNOSTICS_BYTES,
+            selection_interval: super::SELECTION_INTERVAL,
         }
     }
 }
@@ -105,8 +113,10 @@ pub(super) struct Workspace {
     review_published: review::Published,
     /// Who hears which session and terminal.
     subscriptions: Subscriptions,
-    /// The active editor's selection as `selection_changed` params.
-    selection_tx: tokio::sync::watch::Sender<Option<SelectionChanged>>,
+    /// The active editor's selection as `selection_changed` params, as
+    /// paced for Claude Code.
+    selection_tx: tokio::sync::watch::Sender<Option<SelectionNotification>>,
+    selection_pacer: Pacer<Option<SelectionChanged>>,
 }
 
 struct IdeClient {
@@ -134,7 +144,7 @@ impl Workspace {
     pub(super) fn new(
         root: PathBuf,
         limits: Limits,
-        selection_tx: tokio::sync::watch::Sender<Option<SelectionChanged>>,
+        selection_tx: tokio::sync::watch::Sender<Option<SelectionNotification>>,
     ) -> Workspace {
         Workspace {
             root,
@@ -154,26 +164,44 @@ impl Workspace {
             review_published: review::Published::default(),
             subscriptions: Subscriptions::default(),
             selection_tx,
+            selection_pacer: Pacer::new(limits.selection_interval, None),
         }
     }
 
-    pub(super) fn handle(&mut self, event: Event) {
+    /// Handles one event that arrived at `now` (the hub loop's clock: the
+    /// workspace reads none).
+    pub(super) fn handle(&mut self, event: Event, now: Instant) {
         tracing::trace!(?event, "hub event");
         self.handle_event(event);
         // Every event may move the active editor or its selection; the
-        // watchers (Claude Code connections) only hear of real changes, and
-        // without any the payload is not even computed.
+        // watchers (Claude Code connections) only hear of real changes, as
+        // paced, and without any watcher the payload is not even computed.
         if self.ide_clients.is_empty() {
             return;
         }
         let payload = self.latest_selection_payload();
-        self.selection_tx.send_if_modified(|current| {
-            let changed = *current != payload;
-            if changed {
-                *current = payload;
+        match self.selection_pacer.offer(now, payload) {
+            Some(paced) => {
+                let paced = paced.clone().map(SelectionNotification::new);
+                self.selection_tx.send_replace(paced);
             }
-            changed
-        });
+            // A flood of events must not starve the pacer's timer.
+            None => self.selection_due_fired(now),
+        }
+    }
+
+    /// When a held-back selection is due ([`Workspace::selection_due_fired`]).
+    pub(super) fn selection_due(&self) -> Option<Instant> {
+        self.selection_pacer.due()
+    }
+
+    /// The timer of [`Workspace::selection_due`] fired: the newest
+    /// selection goes out.
+    pub(super) fn selection_due_fired(&mut self, now: Instant) {
+        if let Some(paced) = self.selection_pacer.fire(now) {
+            let paced = paced.clone().map(SelectionNotification::new);
+            self.selection_tx.send_replace(paced);
+        }
     }
 
     fn handle_event(&mut self, event: Event) {

@@ -53,6 +53,16 @@ pub struct Workspace {
     changes: (ChangesPort, Option<tokio::task::JoinHandle<()>>),
 }
 
+/// The pace of `selection_changed` towards Claude Code:
+/// `MOONKALE_SELECTION_INTERVAL_MS` (0: every change), else the hub's
+/// default.
+fn selection_interval() -> std::time::Duration {
+    std::env::var("MOONKALE_SELECTION_INTERVAL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(hub::SELECTION_INTERVAL, std::time::Duration::from_millis)
+}
+
 enum Terminals {
     /// Requests wait in the channel until the IDE port is known.
     Waiting(mpsc::Receiver<TerminalHostCommand>),
@@ -72,6 +82,7 @@ impl Workspace {
                 terminals: Some(terminal_tx.clone()),
                 changes: Some(changes_tx.clone()),
             },
+            selection_interval(),
         );
         let sources = ChangeSources {
             changes: Some(changes_tx.clone()),

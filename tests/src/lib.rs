@@ -379,7 +379,7 @@ impl IdeClient {
 /// Claude Code stand-in (the editor tests).
 pub async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
     let svc = sb
-        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "10")])
+        .start_service_with_env(&[], &[("MOONKALE_SELECTION_INTERVAL_MS", "10")])
         .await;
     let (port, lock) = ide_lock(sb, &svc);
     let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;

@@ -200,7 +200,7 @@ pub async fn selection_storm(clients: usize, hz: u32, duration: Duration) -> Sto
     use crate::IdeClient;
     let sb = Sandbox::new();
     let svc = sb
-        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "0")])
+        .start_service_with_env(&[], &[("MOONKALE_SELECTION_INTERVAL_MS", "0")])
         .await;
     let pid = svc.pid();
     let (port, lock) = crate::ide_lock(&sb, &svc);

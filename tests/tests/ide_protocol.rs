@@ -770,7 +770,7 @@ async fn t11_open_file_and_state_tools() {
 async fn n1_to_n5_selection_changed() {
     let sb = Sandbox::new();
     let (svc, port, token) =
-        service_with_env(&sb, &[("MOONKALE_SELECTION_DEBOUNCE_MS", "20")]).await;
+        service_with_env(&sb, &[("MOONKALE_SELECTION_INTERVAL_MS", "20")]).await;
     let text: String = (1..=20).map(|i| format!("line {i}\n")).collect();
     let (mut ed, uri) = editor(&svc, &sb, "selector", &text).await;
     let path = sb.workspace.join("src/main.rs").display().to_string();
@@ -829,7 +829,7 @@ async fn n1_to_n5_selection_changed() {
 async fn selection_is_sent_again_after_tools_list() {
     let sb = Sandbox::new();
     let (svc, port, token) =
-        service_with_env(&sb, &[("MOONKALE_SELECTION_DEBOUNCE_MS", "10")]).await;
+        service_with_env(&sb, &[("MOONKALE_SELECTION_INTERVAL_MS", "10")]).await;
     let (mut ed, uri) = editor(&svc, &sb, "selector", "one\ntwo\n").await;
     ed.notify(
         "moonkale/selectionChanged",

@@ -8,6 +8,7 @@ pub mod changes;
 pub mod confine;
 pub mod diff;
 pub mod document;
+pub mod pacing;
 pub mod position;
 pub mod uri;
 

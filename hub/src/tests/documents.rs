@@ -152,6 +152,7 @@ fn hostile_27_store_caps() {
         total_bytes: 40,
         documents_per_editor: 2,
         diagnostics_bytes: 32,
+        ..Limits::default()
     };
     let mut w = World::build(Ports::None, limits);
     w.attach(1, Caps::PLAIN);
@@ -191,6 +192,7 @@ fn diagnostics_count_toward_the_caps() {
         total_bytes: 6000,
         documents_per_editor: 10,
         diagnostics_bytes: 3000,
+        ..Limits::default()
     };
     let mut w = World::build(Ports::None, limits);
     w.attach(1, Caps::PLAIN);

@@ -22,7 +22,6 @@ use crate::workspace::{Limits, Workspace};
 use crate::{
     AgentProgress, EditorId, EditorInfo, Event, IdeClientId, Responder, Role, Topic, Transport,
 };
-use moonkale_protocol::ide::SelectionChanged;
 use moonkale_protocol::jsonrpc::{self as message, RequestId};
 
 /// The workspace root every script runs in.
@@ -95,7 +94,7 @@ pub struct World {
         mpsc::Receiver<AgentCommand>,
         mpsc::Receiver<TerminalHostCommand>,
     )>,
-    selection: watch::Receiver<Option<SelectionChanged>>,
+    selection: watch::Receiver<Option<crate::SelectionNotification>>,
     /// The script's requests not answered yet, by number.
     pending: BTreeMap<usize, Answered>,
     requests: usize,
@@ -108,6 +107,12 @@ pub struct World {
     /// The change-set host's port.
     changes: Option<mpsc::Receiver<ChangesCommand>>,
     log: String,
+    /// The hub's clock, which only the script moves.
+    now: tokio::time::Instant,
+    /// How far the clock moves before each step: by default longer than
+    /// the selection's pacing interval, so each step's selection goes out
+    /// at once; a pacing script shortens it.
+    pub step_gap: std::time::Duration,
 }
 
 impl World {
@@ -160,6 +165,8 @@ impl World {
             sent: BTreeMap::new(),
             changes,
             log: String::new(),
+            now: tokio::time::Instant::now(),
+            step_gap: std::time::Duration::from_secs(1),
         }
     }
 
@@ -176,8 +183,22 @@ impl World {
             Some((cut, _)) => self.log.push_str(&format!("> {}…\n", &what[..cut])),
             None => self.log.push_str(&format!("> {what}\n")),
         }
-        self.ws.handle(event);
+        self.now += self.step_gap;
+        self.ws.handle(event, self.now);
         self.settle();
+    }
+
+    /// Lets `ms` milliseconds pass, firing the selection's pacing timer
+    /// when it is due on the way.
+    pub fn wait_ms(&mut self, ms: u64) {
+        self.log.push_str(&format!("> {ms} ms pass\n"));
+        let until = self.now + std::time::Duration::from_millis(ms);
+        while let Some(due) = self.ws.selection_due().filter(|due| *due <= until) {
+            self.now = due;
+            self.ws.selection_due_fired(due);
+            self.settle();
+        }
+        self.now = until;
     }
 
     // ----- editors -------------------------------------------------------
@@ -606,7 +627,7 @@ impl World {
         if self.selection.has_changed().unwrap_or(false) {
             let now = self.selection.borrow_and_update().clone();
             let text = now.as_ref().map_or("none".into(), |now| {
-                compact(&serde_json::to_value(now).expect("serializes"))
+                compact(&serde_json::to_value(&now.params).expect("serializes"))
             });
             self.log.push_str(&format!("  selection = {text}\n"));
         }

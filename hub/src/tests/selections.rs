@@ -331,3 +331,222 @@ fn utf8_editors_count_bytes() {
           selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":3,"line":0},"isEmpty":false,"start":{"character":1,"line":0}},"text":"😀"}
     "#]]);
 }
+
+/// The pace of `selection_changed` (`core::pacing`, 50 ms): a move after a
+/// quiet period goes out with its own event; a key held at 100 Hz gives
+/// one update per 50 ms, each the newest, and the last position after the
+/// keys stop; a position already sent is not sent again. The hosted
+/// agent's tool answers from the newest state in the middle of the burst.
+#[test]
+fn selection_changes_are_paced_for_claude_code() {
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.attach(1, Caps::PLAIN);
+    let text: String = (0..20).map(|i| format!("line {i}\n")).collect();
+    w.did_open(1, A, 1, &text);
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ed1 attaches (Editor, utf-32)
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"line 0\nline 1\nline 2\nline 3\nline 4\nline 5\nline 6\nline 7\nline 8\nline 9\nline 10\nline 11\nline 12\nline 13\nline 14\nline 15\nline 16\nline 17\nline 18\nline 19\n","uri":"file:///w/a.rs","version":1}}
+    "#]]);
+    let cursor = |w: &mut World, line: u32| {
+        w.notify(
+            1,
+            "moonkale/selectionChanged",
+            json!({"textDocument": {"uri": A}, "cursor": pos(line, 0)}),
+        );
+    };
+    // `j` held: a move every 10 ms (each step below is 10 ms after the one
+    // before it).
+    w.step_gap = std::time::Duration::from_millis(10);
+    for line in 1..=7 {
+        cursor(&mut w, line);
+    }
+    w.agent_tool("getCurrentSelection", json!({}));
+    for line in 8..=12 {
+        cursor(&mut w, line);
+    }
+    w.wait_ms(100);
+    // Back and forth within one interval, ending where Claude Code is.
+    w.step_gap = std::time::Duration::from_secs(1);
+    cursor(&mut w, 3);
+    w.step_gap = std::time::Duration::from_millis(10);
+    cursor(&mut w, 4);
+    cursor(&mut w, 3);
+    w.wait_ms(100);
+    w.check(expect![[r#"
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":1},"textDocument":{"uri":"file:///w/a.rs"}}
+          selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":0,"line":1},"isEmpty":true,"start":{"character":0,"line":1}},"text":""}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":2},"textDocument":{"uri":"file:///w/a.rs"}}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":3},"textDocument":{"uri":"file:///w/a.rs"}}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":4},"textDocument":{"uri":"file:///w/a.rs"}}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":5},"textDocument":{"uri":"file:///w/a.rs"}}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":6},"textDocument":{"uri":"file:///w/a.rs"}}
+          selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":0,"line":6},"isEmpty":true,"start":{"character":0,"line":6}},"text":""}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":7},"textDocument":{"uri":"file:///w/a.rs"}}
+        > #1 agent tool getCurrentSelection {}
+          #1 <- Ok tool result
+              text:
+                {
+                  "filePath": "/w/a.rs",
+                  "fileUrl": "file:///w/a.rs",
+                  "selection": {
+                    "end": {
+                      "character": 0,
+                      "line": 7
+                    },
+                    "isEmpty": true,
+                    "start": {
+                      "character": 0,
+                      "line": 7
+                    }
+                  },
+                  "success": true,
+                  "text": ""
+                }
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":8},"textDocument":{"uri":"file:///w/a.rs"}}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":9},"textDocument":{"uri":"file:///w/a.rs"}}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":10},"textDocument":{"uri":"file:///w/a.rs"}}
+          selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":0,"line":10},"isEmpty":true,"start":{"character":0,"line":10}},"text":""}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":11},"textDocument":{"uri":"file:///w/a.rs"}}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":12},"textDocument":{"uri":"file:///w/a.rs"}}
+        > 100 ms pass
+          selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":0,"line":12},"isEmpty":true,"start":{"character":0,"line":12}},"text":""}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":3},"textDocument":{"uri":"file:///w/a.rs"}}
+          selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":0,"line":3},"isEmpty":true,"start":{"character":0,"line":3}},"text":""}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":4},"textDocument":{"uri":"file:///w/a.rs"}}
+        > ed1 moonkale/selectionChanged {"cursor":{"character":0,"line":3},"textDocument":{"uri":"file:///w/a.rs"}}
+        > 100 ms pass
+    "#]]);
+}
+
+/// The same rules through the hub's own loop and timer, in paused time: a
+/// single move reaches the watch without any time passing; a burst at
+/// 100 Hz for a second reaches it at most once per 50 ms, with no gap over
+/// 50 ms, each value the newest at that moment, and the final position
+/// last; nothing is published twice.
+#[tokio::test(start_paused = true)]
+async fn the_hub_loop_paces_the_selection_in_real_time() {
+    use crate::{EditorId, EditorInfo, Event, IdeClientId, Role, Transport};
+    use moonkale_protocol::jsonrpc as message;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let hub = crate::spawn(
+        "/w".into(),
+        crate::Hosts::default(),
+        crate::SELECTION_INTERVAL,
+    );
+    let (outbox, _editor_rx) = tokio::sync::mpsc::channel(256);
+    let info = EditorInfo {
+        client_name: "ed1".into(),
+        client_version: None,
+        process_id: None,
+        transport: Transport::Unix,
+        encoding: PositionEncoding::Utf16,
+        role: Role::Editor,
+        shows_message_buttons: false,
+        shows_progress: false,
+        announces_changes: false,
+        shows_documents: false,
+        registers_inlay_hints: false,
+    };
+    let editor = EditorId(1);
+    let notify = move |method: &str, params: serde_json::Value| Event::Notification {
+        editor,
+        method: method.into(),
+        params: message::params(&params),
+    };
+    let (ide_outbox, _ide_rx) = tokio::sync::mpsc::channel(64);
+    assert!(
+        hub.send(Event::IdeAttach {
+            client: IdeClientId(9),
+            outbox: ide_outbox
+        })
+        .await
+    );
+    assert!(
+        hub.send(Event::Attach {
+            editor,
+            info,
+            outbox
+        })
+        .await
+    );
+    let text: String = (0..200).map(|i| format!("line {i}\n")).collect();
+    assert!(
+        hub.send(notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": A, "languageId": "rust", "version": 1, "text": text}})
+        ))
+        .await
+    );
+    let mut watch = hub.selection();
+    let line_of = |w: &tokio::sync::watch::Receiver<Option<crate::SelectionNotification>>| {
+        w.borrow().as_ref().map(|s| s.params.selection.start.line)
+    };
+    let cursor = move |line: u32| {
+        notify(
+            "moonkale/selectionChanged",
+            json!({"textDocument": {"uri": A}, "cursor": pos(line, 0)}),
+        )
+    };
+
+    // One move: published with no time passing.
+    let start = Instant::now();
+    assert!(hub.send(cursor(1)).await);
+    watch.changed().await.expect("hub runs");
+    assert_eq!(Instant::now(), start, "the first move waits for nothing");
+    assert_eq!(line_of(&watch), Some(1));
+
+    // A quiet second, then 100 moves 10 ms apart; the publications are
+    // collected as they happen.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let moves = {
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            let mut sent = Vec::new();
+            for line in 2..102u32 {
+                hub.send(cursor(line)).await;
+                sent.push((Instant::now(), line));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            sent
+        })
+    };
+    let mut published: Vec<(Instant, u32)> = Vec::new();
+    while published.last().map(|p| p.1) != Some(101) {
+        tokio::time::timeout(Duration::from_secs(5), watch.changed())
+            .await
+            .expect("a publication within 5 s")
+            .expect("hub runs");
+        published.push((Instant::now(), line_of(&watch).expect("a selection")));
+    }
+    let sent = moves.await.expect("moves");
+    assert!(
+        published.len() <= 22,
+        "at most 20 a second: {}",
+        published.len()
+    );
+    for pair in published.windows(2) {
+        let gap = pair[1].0 - pair[0].0;
+        assert!(gap >= Duration::from_millis(50), "too close: {gap:?}");
+        assert!(
+            gap <= Duration::from_millis(60),
+            "a gap of {gap:?} during movement"
+        );
+        assert_ne!(pair[0].1, pair[1].1, "published twice");
+    }
+    for (at, line) in &published {
+        // The newest move the hub had seen by then.
+        let newest = sent.iter().rev().find(|(t, _)| t <= at).expect("a move").1;
+        assert_eq!(*line, newest, "stale at {:?}", *at - start);
+    }
+    // Nothing more once it stopped.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), watch.changed())
+            .await
+            .is_err(),
+        "nothing after the final position"
+    );
+}

@@ -36,8 +36,8 @@ pub struct IdeConfig {
 
 impl IdeConfig {
     /// The lock directory from the environment, with limits overridable by
-    /// `MOONKALE_IDE_HANDSHAKE_MS`, `MOONKALE_IDE_PING_MS` and
-    /// `MOONKALE_SELECTION_DEBOUNCE_MS` (used by tests and for tuning).
+    /// `MOONKALE_IDE_HANDSHAKE_MS` and `MOONKALE_IDE_PING_MS` (used by tests
+    /// and for tuning).
     pub fn from_env() -> Result<IdeConfig> {
         let mut limits = IdeLimits::default();
         let ms = |name: &str| {
@@ -51,9 +51,6 @@ impl IdeConfig {
         }
         if let Some(d) = ms("MOONKALE_IDE_PING_MS") {
             limits.ping_interval = d;
-        }
-        if let Some(d) = ms("MOONKALE_SELECTION_DEBOUNCE_MS") {
-            limits.selection_debounce = d;
         }
         Ok(IdeConfig {
             lock_dir: lockfile::lock_dir()?,

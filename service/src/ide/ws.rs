@@ -7,7 +7,7 @@
 //! never gets a 101.
 //!
 //! Per client: a reader (JSON-RPC in, in order) and a writer (responses,
-//! hub notifications, debounced `selection_changed`, pings). Outgoing bytes
+//! hub notifications, `selection_changed` as the hub paces it, pings). Outgoing bytes
 //! are counted: past the high-water mark the reader stops reading; past the
 //! hard cap the client is dropped, so a CLI that stops reading cannot grow
 //! our memory.
@@ -30,10 +30,9 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use super::handshake;
 use super::mcp::{self, ToolCall};
 use crate::http::{self, Prefixed};
-use crate::hub::{Event, HubHandle, IdeClientId};
+use crate::hub::{Event, HubHandle, IdeClientId, SelectionNotification};
 use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
 use crate::mcp::Method;
-use moonkale_protocol::ide::SelectionChanged;
 
 /// Tunables of the IDE server; tests shorten the times.
 #[derive(Clone, Debug)]
@@ -42,7 +41,6 @@ pub struct IdeLimits {
     pub max_pre_auth: usize,
     pub max_clients: usize,
     pub ping_interval: Duration,
-    pub selection_debounce: Duration,
     pub max_message: usize,
     /// Queued outgoing bytes at which we stop reading the client.
     pub high_water: usize,
@@ -57,7 +55,6 @@ impl Default for IdeLimits {
             max_pre_auth: 8,
             max_clients: 64,
             ping_interval: Duration::from_secs(30),
-            selection_debounce: Duration::from_millis(100),
             max_message: 16 << 20,
             high_water: 1 << 20,
             hard_cap: 32 << 20,
@@ -314,7 +311,6 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         hub_rx,
         backlog: backlog.clone(),
         selection: shared.hub.selection(),
-        debounce: shared.limits.selection_debounce,
         ping_interval: shared.limits.ping_interval,
         last_heard: last_heard.clone(),
     }));
@@ -552,24 +548,23 @@ struct WriterState {
     out_rx: mpsc::Receiver<Out>,
     hub_rx: mpsc::Receiver<String>,
     backlog: Arc<Backlog>,
-    selection: tokio::sync::watch::Receiver<Option<SelectionChanged>>,
-    debounce: Duration,
+    /// The active editor's selection, already paced by the hub: each
+    /// change is sent at once.
+    selection: tokio::sync::watch::Receiver<Option<SelectionNotification>>,
     ping_interval: Duration,
     last_heard: Arc<std::sync::Mutex<Instant>>,
 }
 
 async fn write_loop(mut w: WriterState) {
     let mut initialized = false;
-    let mut selection_due: Option<Instant> = None;
     // A send of the current selection even if it is what we sent last.
     let mut resend_due: Option<Instant> = None;
-    let mut last_selection: Option<SelectionChanged> = None;
+    let mut last_selection: Option<Arc<str>> = None;
     let mut ping = tokio::time::interval_at(Instant::now() + w.ping_interval, w.ping_interval);
     // After a stop, one late tick rather than a burst of the missed ones.
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut liveness = Liveness::new(w.ping_interval);
     loop {
-        let due = selection_due;
         let resend = resend_due;
         tokio::select! {
             out = w.out_rx.recv() => match out {
@@ -583,7 +578,9 @@ async fn write_loop(mut w: WriterState) {
                 }
                 Some(Out::Initialized) => {
                     initialized = true;
-                    selection_due = Some(Instant::now() + w.debounce);
+                    if !send_selection(&mut w, &mut last_selection).await {
+                        return;
+                    }
                 }
                 Some(Out::ToolsListed) => resend_due = Some(Instant::now() + RESEND_AFTER_TOOLS_LIST),
                 Some(Out::Close(code, reason)) => {
@@ -604,21 +601,7 @@ async fn write_loop(mut w: WriterState) {
                 if changed.is_err() {
                     return;
                 }
-                if initialized && selection_due.is_none() {
-                    if w.debounce.is_zero() {
-                        // No timer: its millisecond granularity would be
-                        // the whole latency.
-                        if !send_selection(&mut w, &mut last_selection).await {
-                            return;
-                        }
-                    } else {
-                        selection_due = Some(Instant::now() + w.debounce);
-                    }
-                }
-            }
-            () = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => {
-                selection_due = None;
-                if !send_selection(&mut w, &mut last_selection).await {
+                if initialized && !send_selection(&mut w, &mut last_selection).await {
                     return;
                 }
             }
@@ -703,18 +686,19 @@ async fn send(w: &mut WriterState, msg: Message) -> bool {
 
 /// Sends the current selection if it differs from the last one sent;
 /// `false` if the connection is gone.
-async fn send_selection(w: &mut WriterState, last: &mut Option<SelectionChanged>) -> bool {
-    let current = w.selection.borrow_and_update().clone();
-    let Some(params) = current.filter(|c| Some(c) != last.as_ref()) else {
+async fn send_selection(w: &mut WriterState, last: &mut Option<Arc<str>>) -> bool {
+    let current = w
+        .selection
+        .borrow_and_update()
+        .as_ref()
+        .map(|n| n.frame.clone());
+    let Some(frame) = current.filter(|c| Some(c) != last.as_ref()) else {
         return true;
     };
-    let json = serde_json::to_value(&params).expect("selection_changed serializes");
-    let body =
-        String::from_utf8(message::notification("selection_changed", json)).expect("JSON is UTF-8");
-    if !send(w, Message::text(body)).await {
+    if !send(w, Message::text(&*frame)).await {
         return false;
     }
-    *last = Some(params);
+    *last = Some(frame);
     true
 }
 

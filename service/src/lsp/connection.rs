@@ -797,7 +797,11 @@ mod tests {
         fn start(transport: Transport) -> Peer {
             let (ours, theirs) = tokio::io::duplex(1 << 16);
             let (their_read, their_write) = tokio::io::split(theirs);
-            let hub = crate::hub::spawn(std::env::temp_dir(), Default::default());
+            let hub = crate::hub::spawn(
+                std::env::temp_dir(),
+                Default::default(),
+                crate::hub::SELECTION_INTERVAL,
+            );
             let cfg = ConnectionConfig {
                 transport,
                 token: None,

@@ -438,7 +438,7 @@ const SELECTIONS: usize = 500;
 async fn selection_latency() {
     let sb = Sandbox::new();
     let service = sb
-        .start_service_with_env(&[], &[("MOONKALE_SELECTION_DEBOUNCE_MS", "0")])
+        .start_service_with_env(&[], &[("MOONKALE_SELECTION_INTERVAL_MS", "0")])
         .await;
     let (port, lock) = moonkale_tests::ide_lock(&sb, &service);
     let token = lock["authToken"].as_str().unwrap().to_owned();

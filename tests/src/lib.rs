@@ -378,9 +378,16 @@ impl IdeClient {
 /// A service with a short selection debounce, and a connected, initialized
 /// Claude Code stand-in (the editor tests).
 pub async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
-    let svc = sb
-        .start_service_with_env(&[], &[("MOONKALE_SELECTION_INTERVAL_MS", "10")])
-        .await;
+    service_with_env_and_claude(sb, &[("MOONKALE_SELECTION_INTERVAL_MS", "10")]).await
+}
+
+/// [`service_and_claude`] with the service's environment `env` (empty: its
+/// defaults).
+pub async fn service_with_env_and_claude(
+    sb: &Sandbox,
+    env: &[(&str, &str)],
+) -> (Service, IdeClient) {
+    let svc = sb.start_service_with_env(&[], env).await;
     let (port, lock) = ide_lock(sb, &svc);
     let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
     c.initialize("2025-11-25").await;

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 
 use moonkale_tests::nvim::{Attach, Headless, NvimRpc, Remote, start_headless};
 use moonkale_tests::review;
-use moonkale_tests::{Sandbox, bin, selection_with_text, service_and_claude, wait_until};
+use moonkale_tests::{
+    Sandbox, bin, selection_with_text, service_and_claude, service_with_env_and_claude, wait_until,
+};
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
@@ -214,7 +216,8 @@ async fn plugin_sends_a_single_cursor_move() {
 }
 
 /// 1c. A held `j` (one key every 10 ms, as a keyboard repeats it) over 40
-/// lines: the updates Claude Code gets move down and never repeat or go
+/// lines, the service at its defaults (one update per 50 ms while the
+/// cursor keeps moving): the updates Claude Code gets move down and never repeat or go
 /// back (each the newest position when sent), and the last one is where
 /// the cursor stopped. One `k` after it arrives next: nothing was left
 /// over, no second copy of the final position.
@@ -222,7 +225,7 @@ async fn plugin_sends_a_single_cursor_move() {
 async fn plugin_follows_a_held_key_to_the_final_line() {
     let sb = Sandbox::new();
     std::fs::write(sb.workspace.join("moves.txt"), numbered_lines(60)).expect("write file");
-    let (svc, mut c) = service_and_claude(&sb).await;
+    let (svc, mut c) = service_with_env_and_claude(&sb, &[]).await;
     let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "moves.txt").await;
     let (line, _) = next_selection(&mut c).await;
     assert_eq!(line, 0);

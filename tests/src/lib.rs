@@ -375,8 +375,8 @@ impl IdeClient {
     }
 }
 
-/// A service with a short selection debounce, and a connected, initialized
-/// Claude Code stand-in (the editor tests).
+/// A service with a short selection pacing interval (10 ms), and a
+/// connected, initialized Claude Code stand-in (the editor tests).
 pub async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
     service_with_env_and_claude(sb, &[("MOONKALE_SELECTION_INTERVAL_MS", "10")]).await
 }

@@ -277,12 +277,7 @@ require('moonkale').setup({ cmd = { vim.env.MOONKALE_TEST_SHIM } })
         let service = sb.start_service(&[]).await;
         let (port, lock) = ide_lock(&sb, &service);
         let plugin = moonkale_tests::repo_root().join("editors/neovim");
-        let nvim = nvim(
-            &sb,
-            INIT,
-            Attach::Shim,
-            vec![("MOONKALE_PLUGIN_DIR", plugin)],
-        );
+        let nvim = nvim(&sb, INIT, vec![("MOONKALE_PLUGIN_DIR", plugin)]);
         let remote = &nvim.remote;
         wait_until("the plugin's client to initialize", || async move {
             let s = remote
@@ -308,11 +303,9 @@ require('claudecode').setup({})
 "#;
         let sb = sandbox_with_file();
         let ide = sb.home.join(".claude/ide");
-        // Moonkale's variables are set by the harness and unused here.
         let nvim = nvim(
             &sb,
             INIT,
-            Attach::Shim,
             vec![
                 ("CLAUDECODE_NVIM_DIR", checkout.to_owned()),
                 ("CLAUDE_CONFIG_DIR", sb.home.join(".claude")),
@@ -406,16 +399,13 @@ fn sandbox_with_file() -> Sandbox {
     sb
 }
 
-fn nvim(
-    sb: &Sandbox,
-    init: &str,
-    attach: Attach<'_>,
-    extra: Vec<(&'static str, PathBuf)>,
-) -> Headless {
+/// Headless Neovim on `keys.txt` with `init`; the harness's variables for
+/// the shim are set (claudecode.nvim ignores them).
+fn nvim(sb: &Sandbox, init: &str, extra: Vec<(&'static str, PathBuf)>) -> Headless {
     let path = sb.root.join("bench-init.lua");
     std::fs::write(&path, init).expect("write init.lua");
     let extra = extra.into_iter().map(|(k, v)| (k, v.into())).collect();
-    start_headless(sb, &path, attach, "keys.txt", extra)
+    start_headless(sb, &path, Attach::Shim, "keys.txt", extra)
 }
 
 /// One run's figures of one integration.
@@ -587,7 +577,7 @@ async fn vscode_run() -> (Keystrokes, Vec<f64>) {
     let mut client = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
     client.initialize("2025-11-25").await;
     let mut frames = frames(client);
-    let server = CodeServer::start(&sb, &[]).await;
+    let server = CodeServer::start_untraced(&sb, &[]).await;
     let mut browser = Browser::start(&sb);
     browser
         .run(json!({"op": "open", "url": server.url(&sb.workspace)}))

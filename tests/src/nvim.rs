@@ -178,6 +178,19 @@ impl Remote {
             .map_err(|e| format!("printed {:?} ({e})", String::from_utf8_lossy(&out.stdout)))
     }
 
+    /// Waits until the Moonkale plugin's client of the current buffer has
+    /// initialized (the `--listen` socket may not be up yet at first).
+    pub async fn wait_plugin_initialized(&self) {
+        wait_until("the plugin's client to initialize", || async {
+            let s = self
+                .try_eval("luaeval('require(\"moonkale\").status()')")
+                .await
+                .ok()?;
+            (s["initialized"] == true).then_some(())
+        })
+        .await
+    }
+
     /// Waits until `expr` evaluates to something `ok` accepts.
     pub async fn wait_for(&self, what: &str, expr: &str, ok: impl Fn(&Value) -> bool) -> Value {
         wait_until(what, || async {

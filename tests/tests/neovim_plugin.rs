@@ -85,16 +85,7 @@ impl Nvim {
         let nvim = Nvim {
             h: start_headless(sandbox, &init, attach, file, extra),
         };
-        let this = &nvim;
-        wait_until("the plugin's client to initialize", || async move {
-            // Fails until the --listen socket is up and the init has run.
-            let s = this
-                .try_eval("luaeval('require(\"moonkale\").status()')")
-                .await
-                .ok()?;
-            (s["initialized"] == true).then_some(())
-        })
-        .await;
+        nvim.wait_plugin_initialized().await;
         nvim
     }
 

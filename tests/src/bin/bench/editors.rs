@@ -278,15 +278,7 @@ require('moonkale').setup({ cmd = { vim.env.MOONKALE_TEST_SHIM } })
         let (port, lock) = ide_lock(&sb, &service);
         let plugin = moonkale_tests::repo_root().join("editors/neovim");
         let nvim = nvim(&sb, INIT, vec![("MOONKALE_PLUGIN_DIR", plugin)]);
-        let remote = &nvim.remote;
-        wait_until("the plugin's client to initialize", || async move {
-            let s = remote
-                .try_eval("luaeval('require(\"moonkale\").status()')")
-                .await
-                .ok()?;
-            (s["initialized"] == true).then_some(())
-        })
-        .await;
+        nvim.remote.wait_plugin_initialized().await;
         let token = lock["authToken"].as_str().expect("token");
         TimedNvim::connect(sb, Some(service), nvim, port, token).await
     }

@@ -432,27 +432,68 @@ fn stream_json_ingest() {
 
 const CLIENTS: usize = 10;
 const SELECTIONS: usize = 300;
-/// Between two selections: longer than the service's pacing interval
-/// (50 ms), so each is a move after a quiet period, which goes out at once,
-/// as a user's keystroke that ends a movement does. The relay gets the
-/// same spacing.
+/// Between two selections in the paced run: longer than the service's
+/// pacing interval (50 ms), so each is a move after a quiet period, which
+/// goes out at once, as a user's keystroke that ends a movement does.
 const SELECTION_SPACING: Duration = Duration::from_millis(60);
 
-/// Editor selection → `selection_changed` at 10 clients, the service at its
-/// defaults, beside a bare relay.
+/// Editor selection → `selection_changed` at 10 clients beside a bare relay
+/// given the same spacing and the same frames: back to back with the
+/// pacing off (as the figure was first measured), then at the service's
+/// defaults with each selection after a quiet period.
 async fn selection_latency() {
+    for (spacing, interval, what) in [
+        (Duration::ZERO, Some("0"), "back to back, pacing off"),
+        (SELECTION_SPACING, None, "60 ms apart, service defaults"),
+    ] {
+        let service_us = service_selection_latency(spacing, interval).await;
+        let relay_us = relay_latency(spacing).await;
+        println!(
+            "\n## selection -> selection_changed at {CLIENTS} clients ({SELECTIONS} selections, {what}), microseconds"
+        );
+        println!("{:<28} {:>8} {:>8} {:>8}", "", "p50", "p90", "p99");
+        for (name, us) in [
+            ("moonkale-service", &service_us),
+            ("bare TCP -> WebSocket relay", &relay_us),
+        ] {
+            println!(
+                "{name:<28} {:>8.1} {:>8.1} {:>8.1}",
+                pct(us, 50),
+                pct(us, 90),
+                pct(us, 99)
+            );
+        }
+        println!(
+            "service / relay: p50 {:.1}x, p99 {:.1}x (goal: p99 <= 3x)",
+            pct(&service_us, 50) / pct(&relay_us, 50),
+            pct(&service_us, 99) / pct(&relay_us, 99)
+        );
+    }
+}
+
+/// The selection of bench round `i`: three lines and a bit.
+fn bench_selection(uri: &str, i: usize) -> (u32, Value) {
+    let line = (i % 900) as u32;
+    let params = json!({"textDocument": {"uri": uri}, "selection": {"start": {"line": line, "character": 0}, "end": {"line": line + 3, "character": 4}}});
+    (line, params)
+}
+
+/// Each selection timed at every one of the 10 clients (read one after
+/// the other, each frame parsed as JSON).
+async fn service_selection_latency(spacing: Duration, interval: Option<&str>) -> Vec<f64> {
     let sb = Sandbox::new();
-    let service = sb.start_service_with_env(&[], &[]).await;
+    let env: Vec<(&str, &str)> = interval
+        .map(|ms| ("MOONKALE_SELECTION_INTERVAL_MS", ms))
+        .into_iter()
+        .collect();
+    let service = sb.start_service_with_env(&[], &env).await;
     let (port, lock) = moonkale_tests::ide_lock(&sb, &service);
     let token = lock["authToken"].as_str().unwrap().to_owned();
     let mut ed = service.connect().await;
     ed.initialize("bench-editor", &["utf-16"], Value::Null)
         .await;
     let uri = sb.uri("sel.txt");
-    let text: String = (0..1000)
-        .map(|i| format!("line {i} of the selection benchmark\n"))
-        .collect();
-    ed.did_open(&uri, 1, &text).await;
+    ed.did_open(&uri, 1, &selection_text()).await;
     ed.barrier().await;
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
@@ -460,11 +501,10 @@ async fn selection_latency() {
         c.initialize("2025-11-25").await;
         clients.push(c);
     }
-    let mut service_us = Vec::new();
+    let mut us = Vec::new();
     for i in 0..SELECTIONS {
-        let line = (i % 900) as u32;
-        let params = json!({"textDocument": {"uri": uri}, "selection": {"start": {"line": line, "character": 0}, "end": {"line": line + 3, "character": 4}}});
-        tokio::time::sleep(SELECTION_SPACING).await;
+        let (line, params) = bench_selection(&uri, i);
+        tokio::time::sleep(spacing).await;
         let start = Instant::now();
         ed.notify("moonkale/selectionChanged", params).await;
         for c in &mut clients {
@@ -474,40 +514,24 @@ async fn selection_latency() {
                     break;
                 }
             }
-            service_us.push(start.elapsed().as_secs_f64() * 1e6);
+            us.push(start.elapsed().as_secs_f64() * 1e6);
         }
     }
-    service_us.sort_by(f64::total_cmp);
-    let relay_us = relay_latency().await;
-    println!(
-        "\n## selection -> selection_changed at {CLIENTS} clients ({SELECTIONS} selections {} ms apart, service defaults), microseconds",
-        SELECTION_SPACING.as_millis()
-    );
-    println!("{:<28} {:>8} {:>8} {:>8}", "", "p50", "p90", "p99");
-    println!(
-        "{:<28} {:>8.1} {:>8.1} {:>8.1}",
-        "moonkale-service",
-        pct(&service_us, 50),
-        pct(&service_us, 90),
-        pct(&service_us, 99)
-    );
-    println!(
-        "{:<28} {:>8.1} {:>8.1} {:>8.1}",
-        "bare TCP -> WebSocket relay",
-        pct(&relay_us, 50),
-        pct(&relay_us, 90),
-        pct(&relay_us, 99)
-    );
-    println!(
-        "service / relay: p50 {:.1}x, p99 {:.1}x (goal: p99 <= 3x)",
-        pct(&service_us, 50) / pct(&relay_us, 50),
-        pct(&service_us, 99) / pct(&relay_us, 99)
-    );
+    us.sort_by(f64::total_cmp);
+    us
+}
+
+fn selection_text() -> String {
+    (0..1000)
+        .map(|i| format!("line {i} of the selection benchmark\n"))
+        .collect()
 }
 
 /// The baseline: a relay that reads lines from one TCP connection and sends
-/// each as a text frame to 10 WebSocket clients, in this process.
-async fn relay_latency() -> Vec<f64> {
+/// each as a text frame to 10 WebSocket clients, in this process; the lines
+/// are `selection_changed` notifications as the service sends them, and
+/// the clients parse each frame as JSON, as for the service.
+async fn relay_latency(spacing: Duration) -> Vec<f64> {
     use futures_util::{SinkExt, StreamExt};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     use tokio_tungstenite::tungstenite::Message;
@@ -541,16 +565,29 @@ async fn relay_latency() -> Vec<f64> {
         .await
         .unwrap();
     input.set_nodelay(true).unwrap();
+    let text = selection_text();
     let mut us = Vec::new();
     for i in 0..SELECTIONS {
-        tokio::time::sleep(SELECTION_SPACING).await;
+        let (line, _) = bench_selection("file:///w/sel.txt", i);
+        let selected: String = text
+            .lines()
+            .skip(line as usize)
+            .take(4)
+            .collect::<Vec<_>>()
+            .join("\n");
+        let frame = json!({"jsonrpc": "2.0", "method": "selection_changed", "params": {
+            "text": selected, "filePath": "/w/sel.txt", "fileUrl": "file:///w/sel.txt",
+            "selection": {"start": {"line": line, "character": 0}, "end": {"line": line + 3, "character": 4}, "isEmpty": false}}});
+        let frame = format!("{frame}\n");
+        tokio::time::sleep(spacing).await;
         let start = Instant::now();
-        input
-            .write_all(format!("{{\"selection\":{i}}}\n").as_bytes())
-            .await
-            .unwrap();
+        input.write_all(frame.as_bytes()).await.unwrap();
         for c in &mut clients {
-            let _ = c.next().await;
+            let Some(Ok(Message::Text(t))) = c.next().await else {
+                panic!("the relay closed");
+            };
+            let v: Value = serde_json::from_str(&t).unwrap();
+            assert_eq!(v["params"]["selection"]["start"]["line"], line);
             us.push(start.elapsed().as_secs_f64() * 1e6);
         }
     }

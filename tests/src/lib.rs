@@ -404,6 +404,21 @@ pub async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
     }
 }
 
+/// The next `selection_changed` in the file `path` (others are passed
+/// over): the line of its cursor (or of its selection's start), and its
+/// params.
+pub async fn next_selection_in(c: &mut IdeClient, path: &Path) -> (u64, Value) {
+    loop {
+        let n = c.notification("selection_changed").await;
+        if n["params"]["filePath"] == json!(path) {
+            let line = n["params"]["selection"]["start"]["line"]
+                .as_u64()
+                .expect("selection line");
+            return (line, n["params"].clone());
+        }
+    }
+}
+
 /// The text of a `CallToolResult`'s first item, parsed as JSON.
 pub fn tool_json(result: &Value) -> Value {
     serde_json::from_str(result["content"][0]["text"].as_str().expect("text item"))

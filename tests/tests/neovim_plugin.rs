@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use moonkale_tests::nvim::{Attach, Headless, NvimRpc, Remote, start_headless};
 use moonkale_tests::review;
 use moonkale_tests::{
-    Sandbox, bin, selection_with_text, service_and_claude, service_with_env_and_claude, wait_until,
+    Sandbox, bin, next_selection_in, selection_with_text, service_and_claude,
+    service_with_env_and_claude, wait_until,
 };
 use serde_json::{Value, json};
 
@@ -170,16 +171,6 @@ async fn plugin_sends_the_visual_selection_to_claude_code() {
     assert_eq!(sel["selection"]["start"]["line"], 2);
 }
 
-/// The line of the cursor (or of a selection's start) in the next
-/// `selection_changed`, and the whole params.
-async fn next_selection(c: &mut moonkale_tests::IdeClient) -> (u64, Value) {
-    let n = c.notification("selection_changed").await;
-    let line = n["params"]["selection"]["start"]["line"]
-        .as_u64()
-        .expect("selection line");
-    (line, n["params"].clone())
-}
-
 /// `lines` lines, `line 1` … `line N`.
 fn numbered_lines(lines: usize) -> String {
     (1..=lines).map(|i| format!("line {i}\n")).collect()
@@ -193,24 +184,23 @@ async fn plugin_sends_a_single_cursor_move() {
     std::fs::write(sb.workspace.join("moves.txt"), numbered_lines(10)).expect("write file");
     let (svc, mut c) = service_and_claude(&sb).await;
     let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "moves.txt").await;
-    let path = sb.workspace.join("moves.txt").display().to_string();
+    let path = sb.workspace.join("moves.txt");
     // Attached: the cursor where Neovim opened the file.
-    let (line, _) = next_selection(&mut c).await;
+    let (line, _) = next_selection_in(&mut c, &path).await;
     assert_eq!(line, 0);
 
     let mut keys = NvimRpc::connect(&nvim.listen).await;
     keys.input("j").await;
-    let (line, sel) = next_selection(&mut c).await;
+    let (line, sel) = next_selection_in(&mut c, &path).await;
     assert_eq!((line, sel["text"].as_str()), (1, Some("")), "{sel}");
-    assert_eq!(sel["filePath"], path.as_str());
     assert_eq!(sel["selection"]["isEmpty"], true);
 }
 
 /// 1c. A held `j` (one key every 10 ms, as a keyboard repeats it) over 40
 /// lines, the service at its defaults (one update per 50 ms while the
-/// cursor keeps moving): the updates Claude Code gets move down and never repeat or go
-/// back (each the newest position when sent), and the last one is where
-/// the cursor stopped. One `k` after it arrives next: nothing was left
+/// cursor keeps moving): the updates Claude Code gets move down and never
+/// repeat or go back (each the newest position when sent), and the last one
+/// is where the cursor stopped. One `k` after it arrives next: nothing was left
 /// over, no second copy of the final position.
 #[tokio::test]
 async fn plugin_follows_a_held_key_to_the_final_line() {
@@ -218,7 +208,8 @@ async fn plugin_follows_a_held_key_to_the_final_line() {
     std::fs::write(sb.workspace.join("moves.txt"), numbered_lines(60)).expect("write file");
     let (svc, mut c) = service_with_env_and_claude(&sb, &[]).await;
     let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "moves.txt").await;
-    let (line, _) = next_selection(&mut c).await;
+    let path = sb.workspace.join("moves.txt");
+    let (line, _) = next_selection_in(&mut c, &path).await;
     assert_eq!(line, 0);
 
     const MOVES: u64 = 40;
@@ -231,7 +222,7 @@ async fn plugin_follows_a_held_key_to_the_final_line() {
     keys.answered(MOVES as u32).await;
     let mut seen = vec![0];
     while *seen.last().unwrap() != MOVES {
-        let (line, sel) = next_selection(&mut c).await;
+        let (line, sel) = next_selection_in(&mut c, &path).await;
         assert!(
             line > *seen.last().unwrap(),
             "an update repeated or went back: {seen:?} then {sel}"
@@ -239,7 +230,7 @@ async fn plugin_follows_a_held_key_to_the_final_line() {
         seen.push(line);
     }
     keys.input("k").await;
-    let (line, sel) = next_selection(&mut c).await;
+    let (line, sel) = next_selection_in(&mut c, &path).await;
     assert_eq!(line, MOVES - 1, "after {seen:?}: {sel}");
 }
 

@@ -12,8 +12,8 @@ use moonkale_tests::fakeapi::{FakeApi, Reply, Script};
 use moonkale_tests::review;
 use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
 use moonkale_tests::{
-    IdeClient, Sandbox, selection_with_text, service_and_claude, service_with_env_and_claude,
-    tool_json, wait_until,
+    IdeClient, Sandbox, next_selection_in, selection_with_text, service_and_claude,
+    service_with_env_and_claude, tool_json, wait_until,
 };
 use serde_json::{Value, json};
 
@@ -41,27 +41,14 @@ async fn vscode(sb: &Sandbox, env: &[(String, String)]) -> (CodeServer, Browser)
     (server, browser)
 }
 
-/// The line of the cursor (or of a selection's start) in the next
-/// `selection_changed` for `path`, and the whole params.
-async fn next_selection_in(c: &mut IdeClient, path: &std::path::Path) -> (u64, Value) {
-    loop {
-        let n = c.notification("selection_changed").await;
-        if n["params"]["filePath"] == json!(path) {
-            let line = n["params"]["selection"]["start"]["line"]
-                .as_u64()
-                .expect("selection line");
-            return (line, n["params"].clone());
-        }
-    }
-}
-
 /// The extension sends every selection change at once (no debounce of its
 /// own), the service at its defaults (one update per 50 ms while the
 /// cursor keeps moving): one ArrowDown reaches Claude Code as
-/// `selection_changed` with the new line; a held ArrowDown (30 presses in a row) gives updates that move
-/// down and never repeat or go back (each the newest when sent), the last
-/// where the cursor stopped; one ArrowUp after it arrives next (nothing
-/// left over, no second copy of the final position).
+/// `selection_changed` with the new line; a held ArrowDown (30 presses in
+/// a row) gives updates that move down and never repeat or go back (each
+/// the newest when sent), the last where the cursor stopped; one ArrowUp
+/// after it arrives next (nothing left over, no second copy of the final
+/// position).
 #[tokio::test]
 async fn vscode_follows_the_cursor_as_it_moves() {
     let _turn = take_turn().await;

@@ -10,13 +10,14 @@
 //!   its `selection_changed`; (b) a key held at 100 Hz for 5 s: the largest
 //!   gap between updates (and between the keys sent, the bench's own),
 //!   updates per second, how many keys behind the newest each update is,
-//!   and the final position arriving. Beside it
-//!   claudecode.nvim at its defaults (it is the IDE server itself) when
+//!   and the final position arriving. Beside it claudecode.nvim at its
+//!   defaults (it is the IDE server itself) when
 //!   `MOONKALE_BENCH_CLAUDECODE_NVIM` names a checkout, else its quoted
 //!   figures.
 //! - `vscode-keys`: code-server 4.100.3 with the extension, keys pressed in
 //!   headless Chromium by the test harness's driver: one keystroke after a
-//!   quiet period → its `selection_changed`.
+//!   quiet period → its `selection_changed`, beside the driver's press
+//!   answered by the page (VS Code's own handling of the key).
 //!
 //! Each measurement runs `MOONKALE_BENCH_RUNS` (3) times, each run with
 //! fresh processes, the anchor right after ours; the median of the runs is

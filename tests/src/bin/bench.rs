@@ -180,10 +180,10 @@ const SECTIONS: &[(&str, &str)] = &[
 ];
 
 /// Security.md 56: 10 Claude Code clients receiving selection updates at
-/// 100 Hz (debounce 0) for 60 s.
+/// 100 Hz (pacing off) for 60 s.
 async fn selection_storm() {
     let r = moonkale_tests::load::selection_storm(10, 100, Duration::from_secs(60)).await;
-    println!("\n## Selection storm: 100 Hz to 10 Claude Code clients for 60 s (debounce 0)");
+    println!("\n## Selection storm: 100 Hz to 10 Claude Code clients for 60 s (pacing off)");
     println!(
         "sent {} moves, {} frames received ({:.1} % of 10 x sent)",
         r.sent,

@@ -378,12 +378,19 @@ impl IdeClient {
     }
 }
 
-/// A service with a short selection debounce, and a connected, initialized
-/// Claude Code stand-in (the editor tests).
+/// A service with a short selection pacing interval (10 ms), and a
+/// connected, initialized Claude Code stand-in (the editor tests).
 pub async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
-    let svc = sb
-        .start_service_with_env(&[], &[("MOONKALE_SELECTION_INTERVAL_MS", "10")])
-        .await;
+    service_with_env_and_claude(sb, &[("MOONKALE_SELECTION_INTERVAL_MS", "10")]).await
+}
+
+/// [`service_and_claude`] with the service's environment `env` (empty: its
+/// defaults).
+pub async fn service_with_env_and_claude(
+    sb: &Sandbox,
+    env: &[(&str, &str)],
+) -> (Service, IdeClient) {
+    let svc = sb.start_service_with_env(&[], env).await;
     let (port, lock) = ide_lock(sb, &svc);
     let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
     c.initialize("2025-11-25").await;
@@ -396,6 +403,21 @@ pub async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
         let n = c.notification("selection_changed").await;
         if n["params"]["text"] == text {
             return n["params"].clone();
+        }
+    }
+}
+
+/// The next `selection_changed` in the file `path` (others are passed
+/// over): the line of its cursor (or of its selection's start), and its
+/// params.
+pub async fn next_selection_in(c: &mut IdeClient, path: &Path) -> (u64, Value) {
+    loop {
+        let n = c.notification("selection_changed").await;
+        if n["params"]["filePath"] == json!(path) {
+            let line = n["params"]["selection"]["start"]["line"]
+                .as_u64()
+                .expect("selection line");
+            return (line, n["params"].clone());
         }
     }
 }

@@ -194,7 +194,7 @@ pub struct StormReport {
 }
 
 /// An editor moving its selection `hz` times a second for `duration`, with
-/// `clients` Claude Code clients on the IDE WebSocket (debounce 0: every
+/// `clients` Claude Code clients on the IDE WebSocket (pacing off: every
 /// move goes to every client).
 pub async fn selection_storm(clients: usize, hz: u32, duration: Duration) -> StormReport {
     use crate::IdeClient;

@@ -178,6 +178,19 @@ impl Remote {
             .map_err(|e| format!("printed {:?} ({e})", String::from_utf8_lossy(&out.stdout)))
     }
 
+    /// Waits until the Moonkale plugin's client of the current buffer has
+    /// initialized (the `--listen` socket may not be up yet at first).
+    pub async fn wait_plugin_initialized(&self) {
+        wait_until("the plugin's client to initialize", || async {
+            let s = self
+                .try_eval("luaeval('require(\"moonkale\").status()')")
+                .await
+                .ok()?;
+            (s["initialized"] == true).then_some(())
+        })
+        .await
+    }
+
     /// Waits until `expr` evaluates to something `ok` accepts.
     pub async fn wait_for(&self, what: &str, expr: &str, ok: impl Fn(&Value) -> bool) -> Value {
         wait_until(what, || async {
@@ -185,5 +198,140 @@ impl Remote {
             ok(&v).then_some(v)
         })
         .await
+    }
+}
+
+/// A msgpack-RPC connection to a Neovim's `--listen` socket, as a UI or a
+/// remote plugin holds one: [`NvimRpc::input`] is `nvim_input`, the way a
+/// user's keystrokes reach Neovim, without a process start per key (the
+/// bench times keystrokes with it; `--remote-send` spawns a client each).
+pub struct NvimRpc {
+    stream: tokio::net::UnixStream,
+    next_id: u32,
+    /// Bytes read past the last complete response.
+    buf: Vec<u8>,
+}
+
+impl NvimRpc {
+    pub async fn connect(listen: &Path) -> NvimRpc {
+        let stream = tokio::net::UnixStream::connect(listen)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", listen.display()));
+        NvimRpc {
+            stream,
+            next_id: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Writes `nvim_input(keys)` (Neovim key notation) and returns at once;
+    /// its response is read by [`NvimRpc::answered`].
+    pub async fn send_input(&mut self, keys: &str) {
+        use tokio::io::AsyncWriteExt;
+        self.next_id += 1;
+        let mut req = vec![0x94, 0x00, 0xce];
+        req.extend_from_slice(&self.next_id.to_be_bytes());
+        msgpack_str(&mut req, "nvim_input");
+        req.push(0x91);
+        msgpack_str(&mut req, keys);
+        self.stream.write_all(&req).await.expect("write nvim_input");
+    }
+
+    /// Waits for the responses to every request sent so far; panics on an
+    /// error response.
+    pub async fn answered(&mut self, mut outstanding: u32) {
+        use tokio::io::AsyncReadExt;
+        while outstanding > 0 {
+            // [1, msgid, error, result]: an error other than nil fails.
+            if let Some(end) = msgpack_skip(&self.buf, 0) {
+                let response: Vec<u8> = self.buf.drain(..end).collect();
+                let error_at = msgpack_skip(&response, 2).expect("msgid");
+                assert_eq!(response[error_at], 0xc0, "nvim_input failed: {response:?}");
+                outstanding -= 1;
+                continue;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = tokio::time::timeout(TIMEOUT, self.stream.read(&mut chunk))
+                .await
+                .expect("Neovim did not answer nvim_input")
+                .expect("read from Neovim");
+            assert!(n > 0, "Neovim closed the RPC socket");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// `nvim_input(keys)`, answered.
+    pub async fn input(&mut self, keys: &str) {
+        self.send_input(keys).await;
+        self.answered(1).await;
+    }
+}
+
+fn msgpack_str(out: &mut Vec<u8>, s: &str) {
+    out.push(0xdb);
+    out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Where the msgpack value starting at `buf[at]` ends, or `None` while it is
+/// incomplete.
+fn msgpack_skip(buf: &[u8], at: usize) -> Option<usize> {
+    let tag = *buf.get(at)?;
+    let be = |from: usize, n: usize| -> Option<usize> {
+        let bytes = buf.get(from..from + n)?;
+        Some(bytes.iter().fold(0usize, |v, b| (v << 8) | *b as usize))
+    };
+    let items = |from: usize, n: usize| (0..n).try_fold(from, |pos, _| msgpack_skip(buf, pos));
+    let end = match tag {
+        0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => at + 1,
+        0x80..=0x8f => items(at + 1, 2 * (tag & 0x0f) as usize)?,
+        0x90..=0x9f => items(at + 1, (tag & 0x0f) as usize)?,
+        0xa0..=0xbf => at + 1 + (tag & 0x1f) as usize,
+        0xcc | 0xd0 => at + 2,
+        0xcd | 0xd1 => at + 3,
+        0xce | 0xd2 | 0xca => at + 5,
+        0xcf | 0xd3 | 0xcb => at + 9,
+        0xd4..=0xd8 => at + 2 + (1 << (tag - 0xd4)),
+        0xc4 | 0xd9 => at + 2 + be(at + 1, 1)?,
+        0xc5 | 0xda => at + 3 + be(at + 1, 2)?,
+        0xc6 | 0xdb => at + 5 + be(at + 1, 4)?,
+        0xc7 => at + 3 + be(at + 1, 1)?,
+        0xc8 => at + 4 + be(at + 1, 2)?,
+        0xc9 => at + 6 + be(at + 1, 4)?,
+        0xdc => items(at + 3, be(at + 1, 2)?)?,
+        0xdd => items(at + 5, be(at + 1, 4)?)?,
+        0xde => items(at + 3, 2 * be(at + 1, 2)?)?,
+        0xdf => items(at + 5, 2 * be(at + 1, 4)?)?,
+        0xc1 => panic!("msgpack 0xc1 is never used"),
+    };
+    (end <= buf.len()).then_some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::msgpack_skip;
+
+    /// `nvim_input`'s answer `[1, 7, nil, 1]`, an error answer
+    /// `[1, 300, [0, "bad"], nil]` and a map: complete values end where
+    /// they end; a cut one is incomplete at every length.
+    #[test]
+    fn msgpack_values_end_where_they_end() {
+        let answer = [0x94, 0x01, 0x07, 0xc0, 0x01];
+        let error = [
+            0x94, 0x01, 0xcd, 0x01, 0x2c, 0x92, 0x00, 0xa3, b'b', b'a', b'd', 0xc0,
+        ];
+        let map = [0x81, 0xa1, b'k', 0xcb, 0, 0, 0, 0, 0, 0, 0, 0];
+        for value in [&answer[..], &error[..], &map[..]] {
+            assert_eq!(msgpack_skip(value, 0), Some(value.len()), "{value:?}");
+            for cut in 0..value.len() {
+                assert_eq!(
+                    msgpack_skip(&value[..cut], 0),
+                    None,
+                    "{value:?} cut at {cut}"
+                );
+            }
+        }
+        // The error of the answer starts after its msgid.
+        assert_eq!(msgpack_skip(&error, 2), Some(5));
     }
 }

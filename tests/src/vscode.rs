@@ -59,8 +59,19 @@ impl CodeServer {
     /// Starts code-server with the extension installed (linked, unpacked, as
     /// VS Code finds extensions in its extensions folder) and user settings
     /// that keep welcome pages and update checks out of the way; returns once
-    /// it listens. VS Code's terminals inherit `env`.
+    /// it listens. VS Code's terminals inherit `env`. The extension's LSP
+    /// traffic is traced into its output channel (for failure reports).
     pub async fn start(sandbox: &Sandbox, env: &[(String, String)]) -> CodeServer {
+        CodeServer::start_traced(sandbox, env, true).await
+    }
+
+    /// [`CodeServer::start`] with the extension at its defaults (no trace:
+    /// each traced message is more work for VS Code's page), for the bench.
+    pub async fn start_untraced(sandbox: &Sandbox, env: &[(String, String)]) -> CodeServer {
+        CodeServer::start_traced(sandbox, env, false).await
+    }
+
+    async fn start_traced(sandbox: &Sandbox, env: &[(String, String)], trace: bool) -> CodeServer {
         let dir = sandbox.root.join("vscode");
         let extensions = dir.join("extensions");
         let user = dir.join("user-data/User");
@@ -76,28 +87,26 @@ impl CodeServer {
             extensions.join("moonkale.moonkale-vscode-0.1.0"),
         )
         .expect("link the extension");
-        std::fs::write(
-            user.join("settings.json"),
-            json!({
-                "workbench.startupEditor": "none",
-                "workbench.tips.enabled": false,
-                "workbench.enableExperiments": false,
-                "security.workspace.trust.enabled": false,
-                "extensions.autoCheckUpdates": false,
-                "extensions.autoUpdate": false,
-                "extensions.ignoreRecommendations": true,
-                "telemetry.telemetryLevel": "off",
-                "update.mode": "none",
-                "files.autoSave": "off",
-                "editor.minimap.enabled": false,
-                // The DOM renderer: the terminal's text can be read from the page.
-                "terminal.integrated.gpuAcceleration": "off",
-                "moonkale.selectionDebounceMs": 20,
-                "moonkale.trace.server": "verbose",
-            })
-            .to_string(),
-        )
-        .expect("write settings.json");
+        let mut settings = json!({
+            "workbench.startupEditor": "none",
+            "workbench.tips.enabled": false,
+            "workbench.enableExperiments": false,
+            "security.workspace.trust.enabled": false,
+            "extensions.autoCheckUpdates": false,
+            "extensions.autoUpdate": false,
+            "extensions.ignoreRecommendations": true,
+            "telemetry.telemetryLevel": "off",
+            "update.mode": "none",
+            "files.autoSave": "off",
+            "editor.minimap.enabled": false,
+            // The DOM renderer: the terminal's text can be read from the page.
+            "terminal.integrated.gpuAcceleration": "off",
+        });
+        if trace {
+            settings["moonkale.trace.server"] = json!("verbose");
+        }
+        std::fs::write(user.join("settings.json"), settings.to_string())
+            .expect("write settings.json");
 
         let log = dir.join("code-server.log");
         let mut cmd = tokio::process::Command::new(code_server_bin());

@@ -9,7 +9,6 @@ use moonkale_tests::STEP;
 use moonkale_tests::agent::plan_then_write_script;
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::nvim::{Attach, Headless, start_headless};
-use moonkale_tests::wait_until;
 use moonkale_tests::world::World;
 use serde_json::{Value, json};
 
@@ -31,7 +30,7 @@ vim.ui.select = function(items, opts, on_choice)
   end
   on_choice(nil)
 end
-require('moonkale').setup({ socket = vim.env.MOONKALE_TEST_SOCKET, debounce_ms = 10 })
+require('moonkale').setup({ socket = vim.env.MOONKALE_TEST_SOCKET })
 "#;
 
 async fn nvim(w: &World, file: &str) -> Headless {
@@ -48,15 +47,7 @@ async fn nvim(w: &World, file: &str) -> Headless {
         file,
         extra,
     );
-    let remote = &h.remote;
-    wait_until("the plugin's client to initialize", || async move {
-        let s = remote
-            .try_eval("luaeval('require(\"moonkale\").status()')")
-            .await
-            .ok()?;
-        (s["initialized"] == true).then_some(())
-    })
-    .await;
+    h.remote.wait_plugin_initialized().await;
     h
 }
 

@@ -9,9 +9,12 @@
 
 use std::path::PathBuf;
 
-use moonkale_tests::nvim::{Attach, Headless, Remote, start_headless};
+use moonkale_tests::nvim::{Attach, Headless, NvimRpc, Remote, start_headless};
 use moonkale_tests::review;
-use moonkale_tests::{Sandbox, bin, selection_with_text, service_and_claude, wait_until};
+use moonkale_tests::{
+    Sandbox, bin, next_selection_in, selection_with_text, service_and_claude,
+    service_with_env_and_claude, wait_until,
+};
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
@@ -56,7 +59,6 @@ local shim = vim.env.MOONKALE_TEST_SHIM
 require('moonkale').setup({
   socket = vim.env.MOONKALE_TEST_SOCKET,
   cmd = shim and { shim } or nil,
-  debounce_ms = 10,
 })
 "#;
 
@@ -84,16 +86,7 @@ impl Nvim {
         let nvim = Nvim {
             h: start_headless(sandbox, &init, attach, file, extra),
         };
-        let this = &nvim;
-        wait_until("the plugin's client to initialize", || async move {
-            // Fails until the --listen socket is up and the init has run.
-            let s = this
-                .try_eval("luaeval('require(\"moonkale\").status()')")
-                .await
-                .ok()?;
-            (s["initialized"] == true).then_some(())
-        })
-        .await;
+        nvim.wait_plugin_initialized().await;
         nvim
     }
 
@@ -176,6 +169,122 @@ async fn plugin_sends_the_visual_selection_to_claude_code() {
     let sel = selection_with_text(&mut c, "").await;
     assert_eq!(sel["selection"]["isEmpty"], true);
     assert_eq!(sel["selection"]["start"]["line"], 2);
+}
+
+/// `lines` lines, `line 1` … `line N`.
+fn numbered_lines(lines: usize) -> String {
+    (1..=lines).map(|i| format!("line {i}\n")).collect()
+}
+
+/// 1b. The plugin sends a cursor move at once (no debounce of its own):
+/// one `j` reaches Claude Code as `selection_changed` with the new line.
+#[tokio::test]
+async fn plugin_sends_a_single_cursor_move() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.workspace.join("moves.txt"), numbered_lines(10)).expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "moves.txt").await;
+    let path = sb.workspace.join("moves.txt");
+    // Attached: the cursor where Neovim opened the file.
+    let (line, _) = next_selection_in(&mut c, &path).await;
+    assert_eq!(line, 0);
+
+    let mut keys = NvimRpc::connect(&nvim.listen).await;
+    keys.input("j").await;
+    let (line, sel) = next_selection_in(&mut c, &path).await;
+    assert_eq!((line, sel["text"].as_str()), (1, Some("")), "{sel}");
+    assert_eq!(sel["selection"]["isEmpty"], true);
+}
+
+/// 1c. A held `j` (one key every 10 ms, as a keyboard repeats it) over 40
+/// lines, the service at its defaults (one update per 50 ms while the
+/// cursor keeps moving): the updates Claude Code gets move down and never
+/// repeat or go back (each the newest position when sent), and the last one
+/// is where the cursor stopped. One `k` after it arrives next: nothing was left
+/// over, no second copy of the final position.
+#[tokio::test]
+async fn plugin_follows_a_held_key_to_the_final_line() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.workspace.join("moves.txt"), numbered_lines(60)).expect("write file");
+    let (svc, mut c) = service_with_env_and_claude(&sb, &[]).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "moves.txt").await;
+    let path = sb.workspace.join("moves.txt");
+    let (line, _) = next_selection_in(&mut c, &path).await;
+    assert_eq!(line, 0);
+
+    const MOVES: u64 = 40;
+    let mut keys = NvimRpc::connect(&nvim.listen).await;
+    let mut repeat = tokio::time::interval(std::time::Duration::from_millis(10));
+    for _ in 0..MOVES {
+        repeat.tick().await;
+        keys.send_input("j").await;
+    }
+    keys.answered(MOVES as u32).await;
+    let mut seen = vec![0];
+    while *seen.last().unwrap() != MOVES {
+        let (line, sel) = next_selection_in(&mut c, &path).await;
+        assert!(
+            line > *seen.last().unwrap(),
+            "an update repeated or went back: {seen:?} then {sel}"
+        );
+        seen.push(line);
+    }
+    keys.input("k").await;
+    let (line, sel) = next_selection_in(&mut c, &path).await;
+    assert_eq!(line, MOVES - 1, "after {seen:?}: {sel}");
+}
+
+/// 1d. The whole flow with the real CLI (2.1.332, against the fake API):
+/// the user holds `j` through a file, goes back up with a held `k`, stops,
+/// selects lines with `V` and a held `j`, sees the CLI show the selection
+/// and asks about it. The request Claude Code sends to the model carries
+/// the final selection (its lines and text), not one passed on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_final_selection_reaches_the_model_after_moving_through_a_file() {
+    use moonkale_tests::STEP;
+    use moonkale_tests::fakeapi::{Reply, Script};
+    use moonkale_tests::world::World;
+    let text = numbered_lines(80);
+    let mut w = World::start(
+        &[("walk.txt", text.as_str()), ("other.txt", "elsewhere\n")],
+        Script::new().on_prompt("what do these lines say", Reply::text("LINES_EXPLAINED")),
+    )
+    .await;
+    let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), "walk.txt").await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    // The CLI is connected (and so uses the IDE in its next turn) once it
+    // shows a selection; the scripted editor's, in another file.
+    let other = w.open("other.txt").await;
+    w.show_in_cli(&mut cli, &other, (0, 0), (0, 0), "⧉ In other.txt")
+        .await;
+
+    let mut keys = NvimRpc::connect(&nvim.listen).await;
+    let mut repeat = tokio::time::interval(std::time::Duration::from_millis(10));
+    let mut sent = 0;
+    // Down to line 61, up to line 41, then lines 41..=45 selected.
+    for key in std::iter::repeat_n("j", 60)
+        .chain(std::iter::repeat_n("k", 20))
+        .chain(["V"])
+        .chain(std::iter::repeat_n("j", 4))
+    {
+        repeat.tick().await;
+        keys.send_input(key).await;
+        sent += 1;
+    }
+    keys.answered(sent).await;
+    cli.wait_for_text("⧉ 5 lines selected", STEP).await;
+
+    cli.submit("what do these lines say", STEP).await;
+    let req = w.fake.wait_prompt("what do these lines say", STEP).await;
+    let turn = req.latest_turn_text();
+    let path = w.path("walk.txt").display().to_string();
+    let selected = "line 41\nline 42\nline 43\nline 44\nline 45";
+    assert!(
+        turn.contains(&format!("lines 41 to 45 from {path}")) && turn.contains(selected),
+        "the final selection is not in the request: {turn}"
+    );
+    assert!(!turn.contains("line 46"), "more than the selection: {turn}");
+    cli.wait_for_text("LINES_EXPLAINED", STEP).await;
 }
 
 /// 2. Claude Code proposes an edit (`openDiff`); the service shows the

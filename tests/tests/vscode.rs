@@ -12,7 +12,8 @@ use moonkale_tests::fakeapi::{FakeApi, Reply, Script};
 use moonkale_tests::review;
 use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
 use moonkale_tests::{
-    IdeClient, Sandbox, selection_with_text, service_and_claude, tool_json, wait_until,
+    IdeClient, Sandbox, next_selection_in, selection_with_text, service_and_claude,
+    service_with_env_and_claude, tool_json, wait_until,
 };
 use serde_json::{Value, json};
 
@@ -38,6 +39,51 @@ async fn vscode(sb: &Sandbox, env: &[(String, String)]) -> (CodeServer, Browser)
     })
     .await;
     (server, browser)
+}
+
+/// The extension sends every selection change at once (no debounce of its
+/// own), the service at its defaults (one update per 50 ms while the
+/// cursor keeps moving): one ArrowDown reaches Claude Code as
+/// `selection_changed` with the new line; a held ArrowDown (30 presses in
+/// a row) gives updates that move down and never repeat or go back (each
+/// the newest when sent), the last where the cursor stopped; one ArrowUp
+/// after it arrives next (nothing left over, no second copy of the final
+/// position).
+#[tokio::test]
+async fn vscode_follows_the_cursor_as_it_moves() {
+    let _turn = take_turn().await;
+    let sb = Sandbox::new();
+    let path = sb.workspace.join("moves.txt");
+    let text: String = (1..=60).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&path, text).expect("write file");
+    let (_svc, mut c) = service_with_env_and_claude(&sb, &[]).await;
+    let (_server, mut browser) = vscode(&sb, &[]).await;
+    browser.quick_open("moves.txt").await;
+    let (line, _) = next_selection_in(&mut c, &path).await;
+    assert_eq!(line, 0);
+
+    browser.press(&["ArrowDown"]).await;
+    let (line, sel) = next_selection_in(&mut c, &path).await;
+    assert_eq!(
+        (line, sel["selection"]["isEmpty"].clone()),
+        (1, json!(true)),
+        "{sel}"
+    );
+
+    const HELD: u64 = 30;
+    browser.press(&["ArrowDown"; HELD as usize]).await;
+    let mut seen = vec![1];
+    while *seen.last().unwrap() != 1 + HELD {
+        let (line, sel) = next_selection_in(&mut c, &path).await;
+        assert!(
+            line > *seen.last().unwrap(),
+            "an update repeated or went back: {seen:?} then {sel}"
+        );
+        seen.push(line);
+    }
+    browser.press(&["ArrowUp"]).await;
+    let (line, sel) = next_selection_in(&mut c, &path).await;
+    assert_eq!(line, HELD, "after {seen:?}: {sel}");
 }
 
 /// The user's story in one VS Code session (the workbench takes seconds to

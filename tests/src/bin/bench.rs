@@ -29,6 +29,9 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+#[path = "bench/editors.rs"]
+mod editors;
+
 use moonkale_service::core::{Document, PositionEncoding, TextChange, WirePosition};
 use moonkale_service::lsp::framing::encode_frame;
 use moonkale_tests::{RawLsp, Sandbox, fakeapi};
@@ -126,6 +129,12 @@ async fn main() {
     if want("soak") {
         editors_soak().await;
     }
+    if want("nvim-keys") {
+        editors::nvim_keys().await;
+    }
+    if want("vscode-keys") {
+        editors::vscode_keys().await;
+    }
 }
 
 /// The sections `moonkale-bench` can run alone, by name.
@@ -167,13 +176,18 @@ const SECTIONS: &[(&str, &str)] = &[
         "soak",
         "50 editors with random traffic for MOONKALE_SOAK_SECS (600) seconds",
     ),
+    (
+        "nvim-keys",
+        "Neovim keystrokes -> selection_changed (beside claudecode.nvim)",
+    ),
+    ("vscode-keys", "VS Code keystrokes -> selection_changed"),
 ];
 
 /// Security.md 56: 10 Claude Code clients receiving selection updates at
-/// 100 Hz (debounce 0) for 60 s.
+/// 100 Hz (pacing off) for 60 s.
 async fn selection_storm() {
     let r = moonkale_tests::load::selection_storm(10, 100, Duration::from_secs(60)).await;
-    println!("\n## Selection storm: 100 Hz to 10 Claude Code clients for 60 s (debounce 0)");
+    println!("\n## Selection storm: 100 Hz to 10 Claude Code clients for 60 s (pacing off)");
     println!(
         "sent {} moves, {} frames received ({:.1} % of 10 x sent)",
         r.sent,

@@ -1,7 +1,7 @@
 // Moonkale for VS Code: attaches VS Code to moonkale-service through
 // `moonkale-shim` (stdio) and tells the service what VS Code's language
-// client does not send on its own: the live selection (debounced, with its
-// direction) and the diagnostics of the user's other language servers.
+// client does not send on its own: the live selection (every change at once,
+// with its direction) and the diagnostics of the user's other language servers.
 // Claude Code's proposals open in VS Code's diff editor (review.ts), and
 // Claude's change sets are reviewed there too. The rest (documents,
 // Accept/Reject asked with `window/showMessageRequest`) is plain LSP that
@@ -77,8 +77,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   review = new Review(started);
   context.subscriptions.push(...review.register());
 
-  const debounceMs = config.get<number>('selectionDebounceMs') ?? 50;
-  const selection = new SelectionSender(started, debounceMs);
+  const selection = new SelectionSender(started);
   const diagnostics = new DiagnosticsForwarder(started, fromService);
   context.subscriptions.push(
     selection,
@@ -94,8 +93,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       execute(started, 'moonkale.rejectProposal', [review?.proposalDocument(uri)].filter(Boolean)),
     ),
     vscode.commands.registerCommand('moonkale.sendSelection', async () => {
-      // The live selection may still sit in the debounce: send it first, so
-      // the service mentions what the user sees selected.
+      // The live selection may still wait for the end of this tick: send it
+      // first, so the service mentions what the user sees selected.
       const editor = vscode.window.activeTextEditor;
       if (editor) await selection.sendNow(editor);
       await execute(started, 'moonkale.sendToClaude', []);
@@ -131,25 +130,30 @@ function isOurs(document: vscode.TextDocument): boolean {
   return vscode.languages.match(DOCUMENTS as vscode.DocumentSelector, document) > 0;
 }
 
-// Sends `moonkale/selectionChanged` once the selection has been still for
-// the debounce time, and only when it differs from what was sent last.
+// Sends `moonkale/selectionChanged` for every selection change at once
+// (the service paces what reaches Claude Code): the changes of one
+// event-loop tick share one send of the newest state, and only when it
+// differs from what was sent last.
 class SelectionSender implements vscode.Disposable {
-  private timer: NodeJS.Timeout | undefined;
+  private pending: vscode.TextEditor | undefined;
+  private tick: NodeJS.Immediate | undefined;
   private last = '';
 
-  constructor(
-    private readonly client: LanguageClient,
-    private readonly debounceMs: number,
-  ) {}
+  constructor(private readonly client: LanguageClient) {}
 
   changed(editor: vscode.TextEditor): void {
     if (!isOurs(editor.document)) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.sendNow(editor), this.debounceMs);
+    this.pending = editor;
+    this.tick ??= setImmediate(() => {
+      this.tick = undefined;
+      const newest = this.pending;
+      this.pending = undefined;
+      if (newest) void this.sendNow(newest);
+    });
   }
 
   async sendNow(editor: vscode.TextEditor): Promise<void> {
-    clearTimeout(this.timer);
+    this.pending = undefined;
     if (!isOurs(editor.document)) return;
     // VS Code positions count UTF-16 code units, as the client negotiated.
     const s = editor.selection;
@@ -168,7 +172,7 @@ class SelectionSender implements vscode.Disposable {
   }
 
   dispose(): void {
-    clearTimeout(this.timer);
+    if (this.tick) clearImmediate(this.tick);
   }
 }
 

@@ -12,7 +12,6 @@ local defaults = {
   socket = nil,
   -- The service runs `moonkale-service claude` for :MoonkaleClaude.
   service_cmd = 'moonkale-service',
-  debounce_ms = 100,
   -- nil: every buffer with a file; else a list of filetypes.
   filetypes = nil,
   root_markers = { '.git' },
@@ -162,10 +161,11 @@ local function selection_params(client)
   return params
 end
 
-local timer
 local last_sent
+local send_pending = false
 
 local function send_selection()
+  send_pending = false
   local client = M.client(0)
   if not (client and client.initialized) then
     return
@@ -183,11 +183,15 @@ local function send_selection()
   notify(client, 'moonkale/selectionChanged', params)
 end
 
+-- Every change goes out at once: the service paces what reaches Claude Code
+-- (docs/protocol.md). The events of one loop iteration (a ModeChanged and a
+-- CursorMoved of the same key) share one send of the newest state.
 local function schedule_selection()
-  timer = timer or vim.uv.new_timer()
-  timer:stop()
-  -- The timer fires outside the main loop; reading buffers needs schedule.
-  timer:start(M.config.debounce_ms, 0, vim.schedule_wrap(send_selection))
+  if send_pending then
+    return
+  end
+  send_pending = true
+  vim.schedule(send_selection)
 end
 
 -- Per buffer and source, what we forwarded last (as JSON): a source whose

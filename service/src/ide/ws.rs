@@ -7,10 +7,10 @@
 //! never gets a 101.
 //!
 //! Per client: a reader (JSON-RPC in, in order) and a writer (responses,
-//! hub notifications, `selection_changed` as the hub paces it, pings). Outgoing bytes
-//! are counted: past the high-water mark the reader stops reading; past the
-//! hard cap the client is dropped, so a CLI that stops reading cannot grow
-//! our memory.
+//! hub notifications, `selection_changed` as the hub paces it, pings).
+//! Outgoing bytes are counted: past the high-water mark the reader stops
+//! reading; past the hard cap the client is dropped, so a CLI that stops
+//! reading cannot grow our memory.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

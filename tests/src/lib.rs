@@ -469,15 +469,14 @@ pub fn crash_rounds(default: usize) -> (usize, Rng) {
 
 /// Resident memory of a process, in KiB.
 pub fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS line");
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|kib| kib.parse().ok())
-        .expect("VmRSS in KiB")
+    try_rss_kib(pid).expect("VmRSS of a running process")
+}
+
+/// [`rss_kib`], `None` once the process is gone.
+pub fn try_rss_kib(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The repository's root folder.

@@ -117,6 +117,18 @@ async fn diff_tab(nvim: &Nvim, what: &str) -> Value {
     .await
 }
 
+/// Every window of the diff tab has `diff` set.
+fn assert_all_in_diff_mode(view: &Value) {
+    assert!(
+        view["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["diff"] == true),
+        "{view}"
+    );
+}
+
 /// 1. A selection made with real keystrokes in Neovim reaches Claude Code as
 /// `selection_changed`: charwise `v` (inclusive in Neovim, end-exclusive on
 /// the wire) over multibyte text, in UTF-16 columns there although Neovim
@@ -529,14 +541,7 @@ async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
         view["windows"][1]["text"], "a\nB\nc\nd\ne\nf\nG\nh\n",
         "{view}"
     );
-    assert!(
-        view["windows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|w| w["diff"] == true),
-        "{view}"
-    );
+    assert_all_in_diff_mode(&view);
     nvim.send_keys("7G<Bslash>mu").await;
     nvim.wait_for("the reverted hunk", "getline(7)", |v| v == "g")
         .await;
@@ -630,14 +635,7 @@ async fn plugin_reviews_changes_of(source: review::Source) {
     );
     assert_eq!(view["windows"][0]["text"], review::BEFORE, "{view}");
     assert_eq!(view["windows"][1]["text"], review::AFTER, "{view}");
-    assert!(
-        view["windows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|w| w["diff"] == true),
-        "{view}"
-    );
+    assert_all_in_diff_mode(&view);
 
     // Undo the last line's change (the cursor on it): the file and the
     // buffer get `ten` back, `ONE` stays.

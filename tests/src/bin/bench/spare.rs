@@ -157,9 +157,7 @@ async fn next_spare(ed: &mut RawLsp, old: Option<u32>) -> Result<u32, String> {
 
 /// `VmRSS` of `pid`, in bytes.
 fn rss(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    Some(moonkale_tests::try_rss_kib(pid as i32)? * 1024)
 }
 
 pub fn mib(bytes: u64) -> String {

@@ -95,28 +95,49 @@ pub enum ControlRequest {
     },
 }
 
+/// Partial output of the model, as it streams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Delta {
+    Text(String),
+    Thinking(String),
+}
+
 impl CliMessage {
     /// The text of a partial `text_delta`, if this is one.
     pub fn text_delta(&self) -> Option<String> {
+        match self.delta()? {
+            Delta::Text(text) => Some(text),
+            Delta::Thinking(_) => None,
+        }
+    }
+
+    /// The text of a partial `text_delta` or `thinking_delta`, if this is
+    /// one.
+    pub fn delta(&self) -> Option<Delta> {
         #[derive(Deserialize)]
         struct Event {
             event: Inner,
         }
         #[derive(Deserialize)]
         struct Inner {
-            delta: Option<Delta>,
+            delta: Option<Wire>,
         }
         #[derive(Deserialize)]
-        struct Delta {
+        struct Wire {
             #[serde(rename = "type")]
             kind: String,
             text: Option<String>,
+            thinking: Option<String>,
         }
         let CliMessage::StreamEvent { raw } = self else {
             return None;
         };
         let delta = serde_json::from_str::<Event>(raw.get()).ok()?.event.delta?;
-        (delta.kind == "text_delta").then_some(delta.text).flatten()
+        match delta.kind.as_str() {
+            "text_delta" => delta.text.map(Delta::Text),
+            "thinking_delta" => delta.thinking.map(Delta::Thinking),
+            _ => None,
+        }
     }
 
     /// The message as a JSON value (parsed again for the kept-raw kinds).

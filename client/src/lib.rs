@@ -58,6 +58,11 @@ pub enum Role {
     /// Listed among the editors; may become the active editor; is shown
     /// documents and questions (the Moonkale shell).
     Editor,
+    /// An editor's agent panel (an ACP client through `moonkale-service
+    /// acp`): listed among the editors, so the service keeps a warm CLI for
+    /// it, but shown approvals only as `moonkale/agent/approval`, never as
+    /// message boxes.
+    AgentPanel,
     /// May use every request but is not listed as an editor and never
     /// becomes the active one (scripts, the `agent` command).
     Observer,
@@ -114,7 +119,9 @@ impl Client {
                 "general": {"positionEncodings": ["utf-8"]},
                 "window": {"showMessage": {}, "workDoneProgress": true},
             }),
-            Role::Observer => json!({"general": {"positionEncodings": ["utf-8", "utf-16"]}}),
+            Role::AgentPanel | Role::Observer => {
+                json!({"general": {"positionEncodings": ["utf-8", "utf-16"]}})
+            }
         };
         let mut params = json!({
             "processId": std::process::id(),
@@ -357,7 +364,7 @@ impl Client {
         self.request::<agent::Start>(StartParams {
             prompt: prompt.map(str::to_owned),
             permission_mode: mode,
-            model: None,
+            ..Default::default()
         })
     }
 

@@ -20,6 +20,8 @@ pub enum Notification {
     AgentText {
         session: String,
         text: String,
+        /// The model's thinking, not its answer.
+        thinking: bool,
     },
     /// A stored event of a session, as it is stored.
     AgentEvent {
@@ -114,6 +116,7 @@ pub(crate) fn typed(method: String, params: &RawValue) -> Notification {
             parse::<agent::TextNotification>(params).map(|p| Notification::AgentText {
                 session: p.session,
                 text: p.text,
+                thinking: p.thinking,
             })
         }
         m if m == agent::EventNotification::METHOD => parse::<agent::EventNotification>(params)

@@ -131,6 +131,9 @@ pub struct SessionData {
     pub workspace: PathBuf,
     pub permission_mode: PermissionMode,
     pub model: Option<String>,
+    /// The folder the CLI runs in, when it is not the workspace itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
 }
 
 /// The `data` of a `settings` event.
@@ -255,6 +258,15 @@ pub struct StartParams {
     pub permission_mode: Option<PermissionMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The folder the CLI runs in: absolute, inside the workspace (the
+    /// workspace itself when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// MCP servers of the user's front end for this session, as the CLI's
+    /// `--mcp-config` names them (`{"name": {"type": "stdio", "command",
+    /// …}}`); kept in memory only, never in the transcript.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub mcp_servers: Map<String, Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -516,6 +528,9 @@ notification!(
 pub struct TextParams {
     pub session: String,
     pub text: String,
+    /// The model's thinking rather than its answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thinking: bool,
 }
 
 notification!(

@@ -228,6 +228,7 @@ mod tests {
                 prompt: Some("hi".into()),
                 permission_mode: Some(agent::PermissionMode::AcceptEdits),
                 model: None,
+                ..Default::default()
             },
         );
         result::<agent::Send>(

@@ -79,7 +79,11 @@ pub async fn send(
     let mut stdout = std::io::stdout();
     loop {
         match next_notification(&mut notifications).await? {
-            Notification::AgentText { session: s, text } if s == session => {
+            Notification::AgentText {
+                session: s,
+                text,
+                thinking: false,
+            } if s == session => {
                 let _ = write!(stdout, "{}", for_terminal(&text));
                 let _ = stdout.flush();
             }

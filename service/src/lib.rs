@@ -21,6 +21,7 @@
 //! - [`doctor`]: the first-run check.
 //! - [`printable`]: untrusted text made safe to print on a terminal.
 
+pub mod acp;
 pub mod agent;
 pub mod agent_client;
 pub mod changes;

@@ -10,7 +10,7 @@ use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::terminal::host::claude_launch;
-use moonkale_service::{Error, agent_client, doctor, hub, printable, remote, server};
+use moonkale_service::{Error, acp, agent_client, doctor, hub, printable, remote, server};
 
 /// One long-running process per workspace: editors attach to it as a
 /// language server; it holds their documents, selections and diagnostics.
@@ -75,6 +75,25 @@ enum Command {
         workspace: Option<PathBuf>,
         #[command(subcommand)]
         command: ChangesVerb,
+    },
+    /// Be an ACP agent (Agent Client Protocol v1 on stdin/stdout) for an
+    /// editor's agent panel (Zed, JetBrains, CodeCompanion, agent-shell,
+    /// Toad): its sessions are the workspace service's hosted Claude Code
+    /// sessions (the service is started if none runs).
+    Acp {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR", conflicts_with = "connect")]
+        workspace: Option<PathBuf>,
+        /// A remote service (`serve --listen`) instead: `ws://host:port/`
+        /// or `wss://host:port/`; the token comes from MOONKALE_TOKEN or
+        /// --token-file.
+        #[arg(long, value_name = "URL")]
+        connect: Option<String>,
+        #[arg(long, value_name = "FILE", requires = "connect")]
+        token_file: Option<PathBuf>,
+        /// For wss://: the PEM certificate (or its CA) to trust.
+        #[arg(long, value_name = "FILE", requires = "connect")]
+        ca: Option<PathBuf>,
     },
     /// Run Claude Code in this terminal, connected to the workspace's
     /// service (started if none runs): its selection, diagnostics and diff
@@ -486,6 +505,28 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 remote::token_from(std::env::var(remote::TOKEN_ENV).ok(), token_file.as_deref())?;
             let target = remote::client::RemoteTarget { url, token, ca };
             run_agent_command(&agent_client::Target::Remote(target), command).await
+        }
+        Command::Acp {
+            workspace,
+            connect,
+            token_file,
+            ca,
+        } => {
+            let target = match connect {
+                Some(url) => {
+                    let token = remote::token_from(
+                        std::env::var(remote::TOKEN_ENV).ok(),
+                        token_file.as_deref(),
+                    )?;
+                    acp::Target::Remote(remote::client::RemoteTarget { url, token, ca })
+                }
+                None => acp::Target::Local {
+                    workspace: runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?,
+                    service_bin: std::env::current_exe().context("finding this program")?,
+                },
+            };
+            acp::run(target).await?;
+            Ok(0)
         }
         Command::Claude { workspace, args } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;

@@ -7,6 +7,7 @@
 //!
 //! Every wait has a deadline; nothing sleeps and hopes.
 
+pub mod acp;
 pub mod agent;
 pub mod claude_cli;
 pub mod fakeapi;

@@ -161,7 +161,11 @@ async fn agent_sessions() {
     assert!(door.agent_list().await.unwrap().is_empty());
     let session = door.agent_start(Some("hello"), None).await.unwrap().session;
     let text = wait_for(&mut notes, "the streamed text", |n| match n {
-        Notification::AgentText { session: s, text } if *s == session => Some(text.clone()),
+        Notification::AgentText {
+            session: s,
+            text,
+            thinking: false,
+        } if *s == session => Some(text.clone()),
         _ => None,
     })
     .await;

@@ -98,6 +98,7 @@ enum Routed {
         mode: PermissionMode,
         model: Option<String>,
         prompt: Option<String>,
+        place: Place,
     },
     ToSession {
         session: String,
@@ -133,10 +134,15 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
             if let Some(prompt) = &p.prompt {
                 check_prompt(prompt)?;
             }
+            check_mcp_servers(&p.mcp_servers)?;
             Ok(Routed::Start {
                 mode: p.permission_mode.unwrap_or(PermissionMode::Plan),
                 model: p.model,
                 prompt: p.prompt,
+                place: Place {
+                    cwd: p.cwd,
+                    mcp_servers: p.mcp_servers,
+                },
             })
         })
         .on::<agent::Send>(|p| {
@@ -207,6 +213,52 @@ fn check_prompt(prompt: &str) -> Result<(), ResponseError> {
             "the prompt has {} bytes; at most {MAX_PROMPT_BYTES} are accepted",
             prompt.len()
         )));
+    }
+    Ok(())
+}
+
+/// Where a new session runs and what the front end adds to it.
+struct Place {
+    cwd: Option<PathBuf>,
+    mcp_servers: serde_json::Map<String, Value>,
+}
+
+/// Most MCP servers a front end may add to a session, and their size as
+/// JSON (they go into the CLI's argv).
+const MAX_MCP_SERVERS: usize = 32;
+const MAX_MCP_CONFIG_BYTES: usize = 64 * 1024;
+
+/// A front end's MCP servers: named plainly, not ours, each an object of a
+/// transport the CLI knows.
+fn check_mcp_servers(servers: &serde_json::Map<String, Value>) -> Result<(), ResponseError> {
+    let refuse = |why: String| Err(ResponseError::invalid_params(why));
+    if servers.len() > MAX_MCP_SERVERS {
+        return refuse(format!("at most {MAX_MCP_SERVERS} MCP servers per session"));
+    }
+    if serde_json::to_vec(servers).map_or(usize::MAX, |v| v.len()) > MAX_MCP_CONFIG_BYTES {
+        return refuse(format!(
+            "the MCP servers' configuration is over {MAX_MCP_CONFIG_BYTES} bytes"
+        ));
+    }
+    for (name, config) in servers {
+        if name.is_empty()
+            || name.len() > 100
+            || name == session::MCP_SERVER
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return refuse(format!(
+                "{:?} cannot name an MCP server (letters, digits, '-', '_', '.'; not {:?})",
+                crate::printable::one_line(name),
+                session::MCP_SERVER
+            ));
+        }
+        if !matches!(config["type"].as_str(), Some("stdio" | "http" | "sse")) {
+            return refuse(format!(
+                "MCP server {name:?}: type must be stdio, http or sse"
+            ));
+        }
     }
     Ok(())
 }
@@ -304,8 +356,9 @@ impl Host {
                 mode,
                 model,
                 prompt,
+                place,
             } => {
-                let id = match self.start(mode, model) {
+                let id = match self.start(mode, model, place) {
                     Ok(id) => id,
                     Err(e) => {
                         reply.send(Err(e));
@@ -472,6 +525,8 @@ impl Host {
                     damaged,
                     permission_mode: PermissionMode::Plan,
                     model: None,
+                    cwd: None,
+                    mcp_servers: Default::default(),
                     spare: false,
                 },
                 self.hub.clone(),
@@ -496,9 +551,16 @@ impl Host {
         &mut self,
         mode: PermissionMode,
         model: Option<String>,
+        place: Place,
     ) -> Result<Uuid, ResponseError> {
+        let cwd = self.session_cwd(place.cwd)?;
         self.make_room()?;
-        let spare = self.take_spare(mode, model.clone());
+        // The spare runs in the workspace with no servers of a front end.
+        let spare = if cwd.is_none() && place.mcp_servers.is_empty() {
+            self.take_spare(mode, model.clone())
+        } else {
+            None
+        };
         let warm = spare.is_some();
         let id = spare.as_ref().map_or_else(Uuid::new_v4, |(id, _)| *id);
         let path = self.transcript_path(&id.to_string())?;
@@ -526,6 +588,8 @@ impl Host {
                     damaged: None,
                     permission_mode: mode,
                     model,
+                    cwd,
+                    mcp_servers: place.mcp_servers,
                     spare: false,
                 },
                 self.hub.clone(),
@@ -537,6 +601,34 @@ impl Host {
         self.sessions.insert(id, Live { handle, last_used });
         tracing::info!(session = %id, mode = mode.as_str(), warm, "agent session started");
         Ok(id)
+    }
+
+    /// The folder a new session's CLI runs in, `None` for the workspace
+    /// itself: an absolute folder inside it, by its real path, and not
+    /// under `.git` or `.moonkale`.
+    fn session_cwd(&self, cwd: Option<PathBuf>) -> Result<Option<PathBuf>, ResponseError> {
+        let Some(cwd) = cwd else { return Ok(None) };
+        let outside = || {
+            ResponseError::invalid_params(format!(
+                "{} is not a folder inside the workspace {}: start the session in the workspace or \
+                 one of its folders",
+                crate::printable::one_line(&cwd.display().to_string()),
+                self.root.display()
+            ))
+        };
+        if !cwd.is_absolute() {
+            return Err(outside());
+        }
+        let real = std::fs::canonicalize(&cwd).map_err(|_| outside())?;
+        let inside = real
+            .strip_prefix(&self.root)
+            .map_err(|_| outside())?
+            .components()
+            .all(|c| !matches!(c.as_os_str().to_str(), Some(".git" | ".moonkale")));
+        if !inside || !real.is_dir() {
+            return Err(outside());
+        }
+        Ok((real != self.root).then_some(real))
     }
 
     /// Closes the least recently used idle session when the host is full.

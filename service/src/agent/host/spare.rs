@@ -189,6 +189,8 @@ impl Host {
                 damaged: None,
                 permission_mode: settings.mode,
                 model: settings.model.clone(),
+                cwd: None,
+                mcp_servers: Default::default(),
                 spare: true,
             },
             self.hub.clone(),

@@ -25,13 +25,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
-use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, TurnResult};
+use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, Delta, TurnResult};
 use moonkale_claude::{control, edits};
 use moonkale_protocol::agent::{
     self as wire, Decision, EventsPage, SessionData, SettingsData, StateData,
 };
 use moonkale_protocol::to_json;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -70,6 +70,8 @@ const STDIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// only guards against a stopping service).
 const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 const COMMAND_QUEUE: usize = 256;
+/// Most slash commands and models the `capabilities` event keeps.
+const MAX_CAPABILITIES: usize = 500;
 
 pub use moonkale_protocol::agent::{SessionState as State, SessionSummary as Summary};
 
@@ -84,6 +86,8 @@ pub(super) struct Restored {
     pub error: Option<String>,
     pub has_conversation: bool,
     pub always: HashSet<String>,
+    /// Where the CLI ran, when not in the workspace.
+    pub cwd: Option<PathBuf>,
     /// Approval id → tool, to find what an "always" decision allowed.
     tools: HashMap<String, String>,
     /// Notes for Claude stored after the last prompt: the next one carries them.
@@ -108,6 +112,7 @@ impl Restored {
             error: None,
             has_conversation: false,
             always: HashSet::new(),
+            cwd: None,
             tools: HashMap::new(),
             notes: Vec::new(),
             seen: 0,
@@ -135,6 +140,9 @@ impl Restored {
                 }
                 if data.get("model").is_some() {
                     summary.model = data["model"].as_str().map(str::to_owned);
+                }
+                if let Some(cwd) = data["cwd"].as_str() {
+                    self.cwd = Some(PathBuf::from(cwd));
                 }
             }
             Some("prompt") => {
@@ -243,6 +251,11 @@ pub struct Start {
     pub damaged: Option<String>,
     pub permission_mode: PermissionMode,
     pub model: Option<String>,
+    /// Where the CLI runs, when not in `workspace` (inside it, checked by
+    /// the host).
+    pub cwd: Option<PathBuf>,
+    /// The front end's MCP servers for the CLI (`--mcp-config` entries).
+    pub mcp_servers: Map<String, Value>,
     /// A warm spare: its CLI starts now, and nothing is announced or
     /// stored until [`SessionCommand::Adopt`] (its `log` is in memory).
     pub spare: bool,
@@ -260,6 +273,7 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
             workspace: session.workspace.clone(),
             permission_mode: session.permission_mode,
             model: session.model.clone(),
+            cwd: session.cwd.clone(),
         };
         session.record("session", to_json(&data));
     }
@@ -291,6 +305,12 @@ struct Session {
     id: Uuid,
     id_text: String,
     workspace: PathBuf,
+    /// Where the CLI runs when not in `workspace`.
+    cwd: Option<PathBuf>,
+    mcp_servers: Map<String, Value>,
+    /// Our `initialize` request to the CLI: its answer (commands, models)
+    /// is stored as the `capabilities` event.
+    initialize_request: Option<String>,
     hub: HubHandle,
     config: Arc<AgentConfig>,
     /// Every event of the session, `seq` = index.
@@ -381,6 +401,9 @@ impl Session {
             id: start.id,
             id_text,
             workspace: start.workspace,
+            cwd: start.cwd,
+            mcp_servers: start.mcp_servers,
+            initialize_request: None,
             hub,
             config,
             log: start.log,
@@ -418,6 +441,9 @@ impl Session {
         self.state = summary.state;
         self.error = restored.error;
         self.has_conversation = restored.has_conversation;
+        if restored.cwd.is_some() {
+            self.cwd = restored.cwd;
+        }
         self.approvals.restore_always(restored.always);
         self.notes = restored.notes;
         self.summary_tx.send_replace(summary);
@@ -660,10 +686,7 @@ impl Session {
             session: start,
             permission_mode: self.permission_mode,
             model: self.model.clone(),
-            mcp_config: Some(
-                json!({"mcpServers": {MCP_SERVER: {"type": "sdk", "name": MCP_SERVER}}})
-                    .to_string(),
-            ),
+            mcp_config: Some(self.mcp_config()),
             // Headless, the CLI asks no trust question of its own and would
             // run the repository's hooks and MCP servers: only the user's
             // own settings until the user trusts the workspace.
@@ -672,7 +695,12 @@ impl Session {
         let args = launch.argv().map_err(|e| e.to_string())?;
         let link = self
             .launcher
-            .start(&self.config, &self.workspace, args, trusted)
+            .start(
+                &self.config,
+                self.cwd.as_ref().unwrap_or(&self.workspace),
+                args,
+                trusted,
+            )
             .await?;
         tracing::info!(session = %self.id, pid = link.pid(), resume = resuming, trusted, spare = self.spare, "started claude");
         self.cli_tx
@@ -684,9 +712,33 @@ impl Session {
             retry,
         }));
         let id = self.request_id();
-        // Its answer (commands, models) is not needed.
+        self.initialize_request = Some(id.clone());
         self.write(control::initialize(&id, &[MCP_SERVER])).await;
         Ok(())
+    }
+
+    /// The CLI's MCP servers: ours (in-process, over the control protocol)
+    /// and the front end's.
+    fn mcp_config(&self) -> String {
+        let mut servers = self.mcp_servers.clone();
+        servers.insert(
+            MCP_SERVER.into(),
+            json!({"type": "sdk", "name": MCP_SERVER}),
+        );
+        json!({"mcpServers": servers}).to_string()
+    }
+
+    /// The CLI's answer to `initialize`, kept for front ends: its slash
+    /// commands and the models it offers, as it gave them.
+    fn capabilities(&mut self, response: &Value) {
+        let pick = |key: &str| match &response[key] {
+            Value::Array(items) => {
+                Value::Array(items.iter().take(MAX_CAPABILITIES).cloned().collect())
+            }
+            _ => Value::Array(Vec::new()),
+        };
+        let data = json!({"commands": pick("commands"), "models": pick("models")});
+        self.record("capabilities", data);
     }
 
     /// Tells the user (once per session) that the repository ships Claude
@@ -751,10 +803,15 @@ impl Session {
     async fn cli_message(&mut self, message: CliMessage) {
         match message {
             CliMessage::StreamEvent { .. } => {
-                if let Some(text) = message.text_delta() {
+                if let Some(delta) = message.delta() {
+                    let (text, thinking) = match delta {
+                        Delta::Text(text) => (text, false),
+                        Delta::Thinking(text) => (text, true),
+                    };
                     let text = wire::TextParams {
                         session: self.id_text.clone(),
-                        text: text.to_owned(),
+                        text,
+                        thinking,
                     };
                     self.notify::<wire::TextNotification>(&text);
                 } else if let CliMessage::StreamEvent { raw } = &message
@@ -773,6 +830,12 @@ impl Session {
                 request_id,
                 outcome,
             } => {
+                if self.initialize_request.as_deref() == Some(request_id.as_str()) {
+                    self.initialize_request = None;
+                    if let Ok(response) = &outcome {
+                        self.capabilities(response);
+                    }
+                }
                 if let Some((reply, result)) = self.waiters.remove(&request_id) {
                     reply.send(
                         outcome

@@ -99,6 +99,8 @@ impl World {
                 damaged: None,
                 permission_mode: setup.mode,
                 model: None,
+                cwd: None,
+                mcp_servers: Default::default(),
                 spare: false,
             },
             hub,

@@ -1,0 +1,658 @@
+//! `moonkale-service acp`: the Agent Client Protocol (v1) front door. An
+//! ACP editor (Zed, JetBrains, CodeCompanion, agent-shell, Toad, acpx)
+//! starts this process as its agent and speaks JSON-RPC to it, one message
+//! per line on stdin/stdout. The process is a thin adapter: it connects to
+//! the workspace's service (local socket, started when none runs, or a
+//! remote `serve --listen`) as a front end, and turns ACP into
+//! `moonkale/agent/*` and the service's notifications into `session/update`.
+//!
+//! So an ACP session is a hosted session of the service: it lives on when
+//! the editor closes, several clients (ACP or not) follow one session, and
+//! its approvals are the service's, answered by whichever front end
+//! answers first (an ACP client's `session/request_permission`, an LSP
+//! editor's button, `agent answer`); the others are withdrawn
+//! (`$/cancel_request`).
+//!
+//! **Invariant:** stdout carries only ACP messages (logs go to stderr),
+//! and nothing an ACP client sends can panic the process or block the
+//! service: hostile lines get JSON-RPC errors, and a client that stops
+//! reading only fills this process's own queue, while the service drops
+//! what this connection does not read ([`Notification::Lagged`], after
+//! which the events are read again from the transcript).
+
+mod prompt;
+mod session;
+pub mod translate;
+mod wire;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use moonkale_client::{Client, Notification, Notifications};
+use moonkale_protocol::agent::{
+    AnswerParams, Approval, ApprovalStatus, Event, PermissionMode, StartParams,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+
+use self::session::{Attached, PermissionAsked};
+use self::translate::{DEFAULT_MODEL, MODEL_OPTION, SessionView};
+use self::wire::{Incoming, Outgoing, code};
+use crate::error::Result;
+
+/// The only ACP version there is (schema 1.x).
+pub const PROTOCOL_VERSION: u64 = 1;
+/// The mode an ACP session starts in: edits and commands ask, which is
+/// what an editor's agent panel is for (the service's own default, plan,
+/// would refuse every edit until the user switches).
+pub const ACP_DEFAULT_MODE: PermissionMode = PermissionMode::Default;
+
+/// Runs the ACP front door over `input`/`output` against a connected
+/// service, until the client closes its end. A session's turn goes on in
+/// the service when the client goes.
+pub async fn serve<R, W>(client: Client, input: R, output: W) -> Result<()>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let notifications = client.notifications().expect("a new client's");
+    let workspace = client.status().await?.workspace;
+    let (incoming_tx, mut incoming) = mpsc::channel(wire::QUEUE);
+    tokio::spawn(wire::read_lines(input, incoming_tx));
+    let (out, out_rx) = mpsc::channel(wire::QUEUE);
+    let writer = tokio::spawn(wire::write_lines(output, out_rx));
+    let mut bridge = Bridge {
+        client,
+        notes: notifications,
+        out,
+        workspace,
+        initialized: false,
+        sessions: HashMap::new(),
+        asked: HashMap::new(),
+        next_id: 0,
+    };
+    bridge.run(&mut incoming).await;
+    drop(bridge);
+    let _ = writer.await;
+    Ok(())
+}
+
+struct Bridge {
+    client: Client,
+    notes: Notifications,
+    out: mpsc::Sender<Vec<u8>>,
+    /// The service's workspace (sessions' `cwd` when listed).
+    workspace: PathBuf,
+    initialized: bool,
+    /// The sessions this client created or loaded.
+    sessions: HashMap<String, Attached>,
+    /// Our `session/request_permission` requests waiting for the client.
+    asked: HashMap<i64, PermissionAsked>,
+    next_id: i64,
+}
+
+impl Bridge {
+    async fn run(&mut self, incoming: &mut mpsc::Receiver<Incoming>) {
+        loop {
+            tokio::select! {
+                biased;
+                message = incoming.recv() => match message {
+                    Some(message) => self.incoming(message).await,
+                    None => break, // the client closed stdin
+                },
+                note = self.notes.next() => match note {
+                    Some(note) => self.notification(note).await,
+                    None => {
+                        self.service_gone().await;
+                        break;
+                    }
+                },
+            }
+        }
+    }
+
+    async fn send(&self, message: Outgoing) {
+        let _ = self.out.send(message.to_line()).await;
+    }
+
+    async fn update(&self, session: &str, update: Value) {
+        self.send(Outgoing::notification(
+            "session/update",
+            json!({"sessionId": session, "update": update}),
+        ))
+        .await;
+    }
+
+    async fn updates(&self, session: &str, updates: Vec<Value>) {
+        for update in updates {
+            self.update(session, update).await;
+        }
+    }
+
+    // ----- from the client ------------------------------------------------
+
+    async fn incoming(&mut self, message: Incoming) {
+        match message {
+            Incoming::Request { id, method, params } => {
+                let result = self.request(&method, params, id.clone()).await;
+                match result {
+                    Ok(Some(result)) => self.send(Outgoing::result(id, result)).await,
+                    Ok(None) => {} // answered later (a prompt)
+                    Err(error) => self.send(Outgoing::Error { id, error }).await,
+                }
+            }
+            Incoming::Notification { method, params } => {
+                if method == "session/cancel"
+                    && let Some(session) = params["sessionId"].as_str()
+                {
+                    self.cancel(session);
+                }
+            }
+            Incoming::Response { id, result } => self.permission_answered(id, result).await,
+            Incoming::Invalid { id, error } => self.send(Outgoing::Error { id, error }).await,
+        }
+    }
+
+    async fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        id: Value,
+    ) -> Result<Option<Value>, wire::Error> {
+        if method == "initialize" {
+            self.initialized = true;
+            return Ok(Some(initialize_result(&params)));
+        }
+        if !self.initialized {
+            return Err(wire::Error::new(
+                code::INVALID_REQUEST,
+                "send initialize first",
+            ));
+        }
+        let params = wire::Params(params);
+        match method {
+            "authenticate" => Err(wire::Error::new(
+                code::INVALID_REQUEST,
+                "no authentication is needed here: Claude Code uses your own login (run `claude login` once in a terminal)",
+            )),
+            "session/new" => self.new_session(&params).await.map(Some),
+            "session/load" => self.load_session(&params).await.map(Some),
+            "session/list" => self.list_sessions().await.map(Some),
+            "session/prompt" => self.prompt(&params, id).await.map(|()| None),
+            "session/set_mode" => {
+                let session = self.attached_id(&params)?;
+                let mode = params.string("modeId")?;
+                let mode = PermissionMode::parse(&mode).ok_or_else(|| {
+                    wire::Error::invalid_params(format!(
+                        "unknown mode {mode:?} (default, acceptEdits, plan or bypassPermissions)"
+                    ))
+                })?;
+                self.client
+                    .agent_set_permission_mode(&session, mode)
+                    .await
+                    .map_err(wire::Error::from_service)?;
+                Ok(Some(json!({})))
+            }
+            "session/set_config_option" => {
+                let session = self.attached_id(&params)?;
+                let option = params.string("configId")?;
+                if option != MODEL_OPTION {
+                    return Err(wire::Error::invalid_params(format!(
+                        "unknown config option {option:?} (model)"
+                    )));
+                }
+                let model = params.string("value")?;
+                self.set_model(&session, &model).await?;
+                let options = self.sessions[&session].view.config_options();
+                Ok(Some(json!({"configOptions": options})))
+            }
+            "session/set_model" => {
+                let session = self.attached_id(&params)?;
+                let model = params.string("modelId")?;
+                self.set_model(&session, &model).await?;
+                Ok(Some(json!({})))
+            }
+            _ => Err(wire::Error::new(
+                code::METHOD_NOT_FOUND,
+                format!(
+                    "{} is not an ACP method this agent serves",
+                    crate::printable::one_line(method)
+                ),
+            )),
+        }
+    }
+
+    /// The id of a session this client created or loaded.
+    fn attached_id(&self, params: &wire::Params) -> Result<String, wire::Error> {
+        let session = params.string("sessionId")?;
+        if self.sessions.contains_key(&session) {
+            Ok(session)
+        } else {
+            Err(wire::Error::invalid_params(format!(
+                "session {:?} is not open here: create it with session/new or open it with session/load",
+                crate::printable::one_line(&session)
+            )))
+        }
+    }
+
+    async fn set_model(&mut self, session: &str, model: &str) -> Result<(), wire::Error> {
+        let model = (model != DEFAULT_MODEL).then(|| model.to_owned());
+        let set = self
+            .client
+            .agent_set_model(session, model.as_deref())
+            .await
+            .map_err(wire::Error::from_service)?;
+        if let Some(attached) = self.sessions.get_mut(session) {
+            attached.view.model = set;
+        }
+        Ok(())
+    }
+
+    async fn new_session(&mut self, params: &wire::Params) -> Result<Value, wire::Error> {
+        let cwd = params.absolute_path("cwd")?;
+        let mcp_servers = wire::mcp_servers(&params.0["mcpServers"])?;
+        let started = self
+            .client
+            .request::<moonkale_protocol::agent::Start>(StartParams {
+                permission_mode: Some(ACP_DEFAULT_MODE),
+                cwd: (cwd != self.workspace).then_some(cwd),
+                mcp_servers,
+                ..StartParams::default()
+            })
+            .await
+            .map_err(wire::Error::from_service)?;
+        let session = started.session;
+        let view = SessionView::new(&self.workspace, ACP_DEFAULT_MODE, None);
+        let mut attached = Attached::new(view);
+        // A warm CLI already told its commands and models: read them now.
+        let page = self
+            .client
+            .agent_events(&session, 0)
+            .await
+            .map_err(wire::Error::from_service)?;
+        let mut later = Vec::new();
+        for event in &page.events {
+            later.extend(attached.event(event));
+        }
+        let reply = json!({
+            "sessionId": session,
+            "modes": attached.view.modes(),
+            "configOptions": attached.view.config_options(),
+        });
+        self.sessions.insert(session.clone(), attached);
+        // After the reply, so the client knows the session.
+        let out = self.out.clone();
+        let updates: Vec<Vec<u8>> = later
+            .into_iter()
+            .map(|u| {
+                Outgoing::notification("session/update", json!({"sessionId": session, "update": u}))
+                    .to_line()
+            })
+            .collect();
+        tokio::spawn(async move {
+            for line in updates {
+                let _ = out.send(line).await;
+            }
+        });
+        Ok(reply)
+    }
+
+    /// Replays a session as updates, then follows it live: subscribed
+    /// first, so what is stored meanwhile is in the notification queue,
+    /// where an event already replayed is skipped by its `seq`.
+    async fn load_session(&mut self, params: &wire::Params) -> Result<Value, wire::Error> {
+        let session = params.string("sessionId")?;
+        self.client
+            .agent_subscribe(Some(&session))
+            .await
+            .map_err(wire::Error::from_service)?;
+        let mut since = 0;
+        let mut view = SessionView::new(&self.workspace, PermissionMode::Plan, None);
+        let mut attached: Option<Attached> = None;
+        loop {
+            let page = self
+                .client
+                .agent_events(&session, since)
+                .await
+                .map_err(wire::Error::from_service)?;
+            let a = attached.get_or_insert_with(|| {
+                Attached::new(std::mem::replace(
+                    &mut view,
+                    SessionView::new(&self.workspace, PermissionMode::Plan, None),
+                ))
+            });
+            let mut updates = Vec::new();
+            for event in &page.events {
+                updates.extend(a.event(event));
+            }
+            a.replaying_pending = page.pending_approvals.clone();
+            for update in updates {
+                self.update(&session, update).await;
+            }
+            if page.next >= page.total || page.events.is_empty() {
+                break;
+            }
+            since = page.next;
+        }
+        let attached = attached.expect("one page at least");
+        let reply = json!({
+            "modes": attached.view.modes(),
+            "configOptions": attached.view.config_options(),
+        });
+        let mut attached = attached;
+        let pending = std::mem::take(&mut attached.replaying_pending);
+        self.sessions.insert(session.clone(), attached);
+        self.catch_up(&session).await;
+        for approval in pending {
+            self.ask_permission(&session, approval).await;
+        }
+        Ok(reply)
+    }
+
+    /// After a replay: what the service sent meanwhile is already queued.
+    /// Events replayed are skipped by their `seq`; streamed text that came
+    /// before such an event is part of what the replay showed, so it is
+    /// dropped too. The rest is shown as it comes.
+    async fn catch_up(&mut self, session: &str) {
+        let mut queued = Vec::new();
+        while let Some(note) = self.notes.try_next() {
+            queued.push(note);
+        }
+        let attached = &self.sessions[session];
+        let replayed_until = queued.iter().rposition(|n| {
+            matches!(n, Notification::AgentEvent { session: s, event } if s == session && attached.seen(event.seq))
+        });
+        for (i, note) in queued.into_iter().enumerate() {
+            let old_text = matches!(&note, Notification::AgentText { session: s, .. } if s == session)
+                && replayed_until.is_some_and(|last| i < last);
+            if !old_text {
+                Box::pin(self.notification(note)).await;
+            }
+        }
+    }
+
+    async fn list_sessions(&self) -> Result<Value, wire::Error> {
+        let sessions = self
+            .client
+            .agent_list()
+            .await
+            .map_err(wire::Error::from_service)?;
+        let listed: Vec<Value> = sessions
+            .iter()
+            .map(|s| {
+                json!({
+                    "sessionId": s.session,
+                    "cwd": self.workspace,
+                    "title": if s.title.is_empty() { None } else { Some(&s.title) },
+                    "updatedAt": wire::iso8601(s.updated),
+                })
+            })
+            .collect();
+        Ok(json!({"sessions": listed}))
+    }
+
+    async fn prompt(&mut self, params: &wire::Params, id: Value) -> Result<(), wire::Error> {
+        let session = self.attached_id(params)?;
+        if self.sessions[&session].prompt.is_some() {
+            return Err(wire::Error::new(
+                code::INVALID_REQUEST,
+                "a prompt of this session is still running: wait for its reply or cancel it",
+            ));
+        }
+        let text = prompt::text_of(&params.0["prompt"])?;
+        let sent = self
+            .client
+            .agent_send(&session, &text)
+            .await
+            .map_err(wire::Error::from_service)?;
+        let attached = self.sessions.get_mut(&session).expect("checked");
+        attached.view.sent_prompt(sent);
+        attached.prompt = Some(session::PendingPrompt {
+            id,
+            seq: sent,
+            cancelled: false,
+        });
+        Ok(())
+    }
+
+    fn cancel(&mut self, session: &str) {
+        let Some(attached) = self.sessions.get_mut(session) else {
+            return;
+        };
+        if let Some(prompt) = &mut attached.prompt {
+            prompt.cancelled = true;
+        }
+        let interrupt = self.client.agent_interrupt(session);
+        tokio::spawn(async move {
+            if let Err(e) = interrupt.await {
+                tracing::warn!("interrupting the turn failed: {e}");
+            }
+        });
+    }
+
+    // ----- from the service -----------------------------------------------
+
+    async fn notification(&mut self, note: Notification) {
+        match note {
+            Notification::AgentText {
+                session,
+                text,
+                thinking,
+            } => {
+                let Some(attached) = self.sessions.get_mut(&session) else {
+                    return;
+                };
+                let updates = attached.text(&text, thinking);
+                self.updates(&session, updates).await;
+            }
+            Notification::AgentEvent { session, event } => self.event(&session, &event).await,
+            Notification::Approval {
+                session,
+                approval,
+                status,
+            } => match status {
+                ApprovalStatus::Pending if self.sessions.contains_key(&session) => {
+                    self.ask_permission(&session, *approval).await;
+                }
+                ApprovalStatus::Pending => {}
+                ApprovalStatus::Closed => self.withdraw(&approval.approval).await,
+            },
+            Notification::Lagged { missed } => {
+                tracing::warn!(
+                    "{missed} notifications of the service were dropped; reading the events again"
+                );
+                let sessions: Vec<String> = self.sessions.keys().cloned().collect();
+                for session in sessions {
+                    self.reread(&session).await;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn event(&mut self, session: &str, event: &Event) {
+        let Some(attached) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let updates = attached.event(event);
+        let finished = attached.turn_finished();
+        self.updates(session, updates).await;
+        if let Some((id, outcome)) = finished {
+            let message = match outcome {
+                Ok(stop) => Outgoing::result(id, json!({"stopReason": stop})),
+                Err(why) => Outgoing::Error {
+                    id,
+                    error: wire::Error::new(code::INTERNAL_ERROR, prompt::turn_error(&why))
+                        .with_data(json!({"session": session})),
+                },
+            };
+            self.send(message).await;
+        }
+    }
+
+    /// The events since the last one seen, after the service dropped some
+    /// notifications of this connection.
+    async fn reread(&mut self, session: &str) {
+        let Some(since) = self.sessions.get(session).map(Attached::next_seq) else {
+            return;
+        };
+        let mut since = since;
+        loop {
+            let Ok(page) = self.client.agent_events(session, since).await else {
+                return;
+            };
+            for event in &page.events {
+                Box::pin(self.event(session, event)).await;
+            }
+            if page.next >= page.total || page.events.is_empty() {
+                return;
+            }
+            since = page.next;
+        }
+    }
+
+    async fn ask_permission(&mut self, session: &str, approval: Approval) {
+        if self
+            .asked
+            .values()
+            .any(|a| a.approval.approval == approval.approval)
+        {
+            return;
+        }
+        let Some(attached) = self.sessions.get(session) else {
+            return;
+        };
+        let tool_call = attached.view.tool_call_for(&approval);
+        let asked = PermissionAsked::new(session, approval, tool_call);
+        self.send_permission(asked).await;
+    }
+
+    async fn send_permission(&mut self, asked: PermissionAsked) {
+        self.next_id += 1;
+        let id = self.next_id;
+        let params = asked.params();
+        self.asked.insert(id, asked);
+        self.send(Outgoing::Request {
+            id,
+            method: "session/request_permission",
+            params,
+        })
+        .await;
+    }
+
+    /// An approval was decided elsewhere (or withdrawn by the CLI): the
+    /// client's question is cancelled.
+    async fn withdraw(&mut self, approval: &str) {
+        let ids: Vec<i64> = self
+            .asked
+            .iter()
+            .filter(|(_, a)| a.approval.approval == approval)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.asked.remove(&id);
+            self.send(Outgoing::notification(
+                "$/cancel_request",
+                json!({"requestId": id}),
+            ))
+            .await;
+        }
+    }
+
+    async fn permission_answered(&mut self, id: Value, result: Result<Value, Value>) {
+        let Some(asked) = id.as_i64().and_then(|id| self.asked.remove(&id)) else {
+            return; // withdrawn already, or not ours
+        };
+        let outcome = match result {
+            Ok(result) => result["outcome"].clone(),
+            Err(_) => json!({"outcome": "cancelled"}),
+        };
+        match asked.answer(&outcome) {
+            session::Answered::Done(answer) => self.answer(answer).await,
+            session::Answered::Next(next) => self.send_permission(next).await,
+        }
+    }
+
+    async fn answer(&self, answer: AnswerParams) {
+        let approval = answer.approval.clone();
+        if let Err(e) = self.client.agent_answer(answer).await {
+            // Another front end was first, or the turn ended.
+            tracing::info!(approval = %approval, "the answer was not taken: {e}");
+        }
+    }
+
+    async fn service_gone(&mut self) {
+        let pending: Vec<Value> = self
+            .sessions
+            .values_mut()
+            .filter_map(|a| a.prompt.take().map(|p| p.id))
+            .collect();
+        for id in pending {
+            let error = wire::Error::new(
+                code::INTERNAL_ERROR,
+                "the moonkale service closed the connection; the session goes on when it is back (session/load)",
+            );
+            self.send(Outgoing::Error { id, error }).await;
+        }
+    }
+}
+
+/// The answer to `initialize`: version 1 whatever was asked (the client
+/// decides whether it speaks it), no authentication (the CLI uses the
+/// user's own login), sessions that load and list.
+fn initialize_result(_params: &Value) -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": true,
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": true, "sse": true},
+            "sessionCapabilities": {"list": {}},
+        },
+        "authMethods": [],
+        "agentInfo": {
+            "name": "moonkale-service",
+            "title": "Claude Code (Moonkale)",
+            "version": env!("CARGO_PKG_VERSION"),
+        },
+    })
+}
+
+/// Where an `acp` process finds its service.
+pub enum Target {
+    /// The workspace's own service, started when none runs.
+    Local {
+        workspace: PathBuf,
+        service_bin: PathBuf,
+    },
+    /// A remote `serve --listen`.
+    Remote(crate::remote::client::RemoteTarget),
+}
+
+/// The name this front end goes by in the service's editor list.
+const NAME: &str = "ACP client";
+
+/// Connects to the service and serves ACP on this process's stdin/stdout.
+pub async fn run(target: Target) -> Result<()> {
+    let client = connect(&target).await?;
+    serve(client, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+async fn connect(target: &Target) -> Result<Client> {
+    use moonkale_client::Role;
+    match target {
+        Target::Local {
+            workspace,
+            service_bin,
+        } => {
+            let (stream, _) = crate::client::connect_or_start(workspace, service_bin).await?;
+            let (read, write) = stream.into_split();
+            Ok(Client::over(read, write, Role::AgentPanel, NAME).await?)
+        }
+        Target::Remote(remote) => {
+            let (read, write) = crate::remote::client::connect(remote).await?;
+            Ok(Client::over(read, write, Role::AgentPanel, NAME).await?)
+        }
+    }
+}

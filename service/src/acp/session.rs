@@ -1,0 +1,247 @@
+//! One session as one ACP client follows it (pure): its view, the prompt
+//! waiting for its turn to end, and the permission questions asked.
+
+use std::collections::VecDeque;
+
+use moonkale_protocol::agent::{AnswerParams, Approval, ApprovalKind, Event};
+use serde_json::{Map, Value, json};
+
+use super::prompt;
+use super::translate::SessionView;
+
+/// A `session/prompt` whose reply waits for the end of its turn.
+#[derive(Debug)]
+pub struct PendingPrompt {
+    /// The client's request id.
+    pub id: Value,
+    /// The `seq` of the stored `prompt` event.
+    pub seq: u64,
+    /// `session/cancel` came: the turn ends `cancelled`.
+    pub cancelled: bool,
+}
+
+/// How a prompt's turn ended: ACP's stop reason, or the error to answer.
+pub type TurnOutcome = Result<&'static str, String>;
+
+#[derive(Debug)]
+pub struct Attached {
+    pub view: SessionView,
+    pub prompt: Option<PendingPrompt>,
+    /// The newest event seen: older ones (replayed already) are skipped.
+    last_seq: Option<u64>,
+    /// Prompts stored whose turn has not ended, oldest first: a `result`
+    /// ends the oldest.
+    open_turns: VecDeque<u64>,
+    finished: Option<(Value, TurnOutcome)>,
+    /// Approvals waiting when the session was loaded: asked after the
+    /// `session/load` reply.
+    pub replaying_pending: Vec<Approval>,
+}
+
+impl Attached {
+    pub fn new(view: SessionView) -> Attached {
+        Attached {
+            view,
+            prompt: None,
+            last_seq: None,
+            open_turns: VecDeque::new(),
+            finished: None,
+            replaying_pending: Vec::new(),
+        }
+    }
+
+    /// The first `seq` not seen yet.
+    pub fn next_seq(&self) -> u64 {
+        self.last_seq.map_or(0, |s| s + 1)
+    }
+
+    /// Whether the event was seen already (in a replay).
+    pub fn seen(&self, seq: u64) -> bool {
+        self.last_seq.is_some_and(|last| seq <= last)
+    }
+
+    pub fn text(&mut self, text: &str, thinking: bool) -> Vec<Value> {
+        self.view.text(text, thinking)
+    }
+
+    /// A stored event: the updates it shows, once; a turn it ends is
+    /// taken by [`Attached::turn_finished`].
+    pub fn event(&mut self, event: &Event) -> Vec<Value> {
+        if self.seen(event.seq) {
+            return Vec::new();
+        }
+        self.last_seq = Some(event.seq);
+        match event.kind.as_str() {
+            "prompt" => self.open_turns.push_back(event.seq),
+            "cli" if event.data["type"] == "result" => {
+                let ended = self.open_turns.pop_front();
+                if let Some(p) = &self.prompt
+                    && ended.is_none_or(|seq| seq >= p.seq)
+                {
+                    let p = self.prompt.take().expect("checked");
+                    let outcome = prompt::stop_reason(&event.data, p.cancelled);
+                    self.finished = Some((p.id, outcome));
+                }
+            }
+            "state" if event.data["state"] == "failed" => {
+                // The CLI ended without a `result` (it died, or never
+                // started): every open turn is over.
+                self.open_turns.clear();
+                if let Some(p) = self.prompt.take() {
+                    let why = event.data["error"]
+                        .as_str()
+                        .unwrap_or("the turn failed")
+                        .to_owned();
+                    self.finished = Some((
+                        p.id,
+                        if p.cancelled {
+                            Ok("cancelled")
+                        } else {
+                            Err(why)
+                        },
+                    ));
+                }
+            }
+            _ => {}
+        }
+        self.view.event(event)
+    }
+
+    /// The prompt whose turn the last event ended, with how it ended.
+    pub fn turn_finished(&mut self) -> Option<(Value, TurnOutcome)> {
+        self.finished.take()
+    }
+}
+
+/// A `session/request_permission` sent for one approval; a question of
+/// several is asked one question at a time.
+#[derive(Debug)]
+pub struct PermissionAsked {
+    pub session: String,
+    pub approval: Approval,
+    tool_call: Value,
+    /// The question being asked (a question approval).
+    question: usize,
+    answers: Map<String, Value>,
+}
+
+/// What an answer to a permission request leads to.
+pub enum Answered {
+    /// The service's answer to the approval.
+    Done(AnswerParams),
+    /// The next question of the same approval.
+    Next(PermissionAsked),
+}
+
+const ALLOW: &str = "allow";
+const ALWAYS: &str = "always";
+const REJECT: &str = "reject";
+
+impl PermissionAsked {
+    pub fn new(session: &str, approval: Approval, tool_call: Value) -> PermissionAsked {
+        PermissionAsked {
+            session: session.to_owned(),
+            approval,
+            tool_call,
+            question: 0,
+            answers: Map::new(),
+        }
+    }
+
+    /// The options: allow once, always (never for a destructive command),
+    /// reject; a plan's modes to go on in; a question's choices.
+    fn options(&self) -> Vec<Value> {
+        let option =
+            |id: &str, name: &str, kind: &str| json!({"optionId": id, "name": name, "kind": kind});
+        match &self.approval.kind {
+            ApprovalKind::Tool => {
+                let mut options = vec![option(ALLOW, "Allow", "allow_once")];
+                if !self.approval.destructive {
+                    let name = format!("Always allow {} in this session", self.approval.tool);
+                    options.push(option(ALWAYS, &name, "allow_always"));
+                }
+                options.push(option(REJECT, "Reject", "reject_once"));
+                options
+            }
+            ApprovalKind::Plan { choices, .. } => {
+                let mut options: Vec<Value> = choices
+                    .iter()
+                    .map(|c| option(&format!("mode:{}", c.mode), &c.label, "allow_once"))
+                    .collect();
+                options.push(option(REJECT, "Keep planning", "reject_once"));
+                options
+            }
+            ApprovalKind::Question { questions } => {
+                let mut options: Vec<Value> = questions
+                    .get(self.question)
+                    .and_then(|q| q.options.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(i, o)| option(&format!("option:{i}"), &o.label, "allow_once"))
+                    .collect();
+                options.push(option(REJECT, "Decline to answer", "reject_once"));
+                options
+            }
+        }
+    }
+
+    /// The request's params.
+    pub fn params(&self) -> Value {
+        let mut tool_call = self.tool_call.clone();
+        if let ApprovalKind::Question { questions } = &self.approval.kind
+            && let Some(q) = questions.get(self.question)
+        {
+            tool_call["title"] = json!(q.question);
+        }
+        json!({"sessionId": self.session, "toolCall": tool_call, "options": self.options()})
+    }
+
+    /// The client's `outcome`: `{"outcome": "selected", "optionId"}` or
+    /// `{"outcome": "cancelled"}`; anything else counts as a rejection.
+    pub fn answer(mut self, outcome: &Value) -> Answered {
+        let id = self.approval.approval.clone();
+        let chosen = (outcome["outcome"] == "selected")
+            .then(|| outcome["optionId"].as_str())
+            .flatten();
+        let deny = |why: &str| Answered::Done(AnswerParams::deny(id.clone()).with_message(why));
+        let Some(chosen) = chosen else {
+            return deny("The user cancelled the question.");
+        };
+        match &self.approval.kind {
+            ApprovalKind::Tool => match chosen {
+                ALLOW => Answered::Done(AnswerParams::allow(id)),
+                ALWAYS if !self.approval.destructive => {
+                    Answered::Done(AnswerParams::allow(id).always())
+                }
+                _ => deny("The user rejected this."),
+            },
+            ApprovalKind::Plan { choices, .. } => {
+                let mode = chosen.strip_prefix("mode:");
+                match choices.iter().find(|c| Some(c.mode.as_str()) == mode) {
+                    Some(choice) => Answered::Done(AnswerParams::allow(id).with_mode(choice.mode)),
+                    None => deny("The user wants to keep planning."),
+                }
+            }
+            ApprovalKind::Question { questions } => {
+                let question = &questions[self.question.min(questions.len().saturating_sub(1))];
+                let label = chosen
+                    .strip_prefix("option:")
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| question.options.as_ref()?.get(i))
+                    .map(|o| o.label.clone());
+                let Some(label) = label else {
+                    return deny("The user declined to answer.");
+                };
+                self.answers
+                    .insert(question.question.clone(), Value::String(label));
+                self.question += 1;
+                if self.question < questions.len() {
+                    Answered::Next(self)
+                } else {
+                    Answered::Done(AnswerParams::allow(id).with_answers(self.answers))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,548 @@
+//! What an ACP client is shown of one hosted session (pure): the session's
+//! stored events and streamed text in, `session/update` payloads out.
+//!
+//! The same translation serves a live turn and a replay (`session/load`):
+//! a stored `assistant` message carries the whole text the CLI streamed
+//! before it, so the text already streamed to this client is left out of
+//! it, and a replay (nothing streamed) shows it whole. A client that
+//! joined in the middle of a message saw only its end streamed; the
+//! stored message then adds nothing, so the client sees the rest of the
+//! turn once, without repeats.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use moonkale_protocol::agent::{Approval, ApprovalKind, Event, PermissionMode};
+use serde_json::{Value, json};
+
+use crate::agent::policy;
+
+/// The modes a session offers, in the order a client lists them.
+pub const MODES: [(PermissionMode, &str, &str); 4] = [
+    (
+        PermissionMode::Default,
+        "Default",
+        "Ask before edits and commands",
+    ),
+    (
+        PermissionMode::AcceptEdits,
+        "Accept edits",
+        "Edit files without asking; commands still ask",
+    ),
+    (
+        PermissionMode::Plan,
+        "Plan",
+        "Read only: Claude plans, and asks before it leaves plan mode",
+    ),
+    (
+        PermissionMode::BypassPermissions,
+        "Bypass permissions",
+        "Everything without asking",
+    ),
+];
+
+/// The config option of the model.
+pub const MODEL_OPTION: &str = "model";
+/// The value that means the CLI's own default model.
+pub const DEFAULT_MODEL: &str = "default";
+
+/// One tool call as the CLI announced it.
+#[derive(Clone, Debug)]
+struct ToolUse {
+    name: String,
+    input: Value,
+}
+
+/// One session as one client follows it.
+#[derive(Debug)]
+pub struct SessionView {
+    workspace: PathBuf,
+    /// Text and thinking streamed to this client and not yet matched by a
+    /// stored message.
+    streamed_text: String,
+    streamed_thinking: String,
+    tools: HashMap<String, ToolUse>,
+    /// The order tool calls were announced, to find the one an approval
+    /// asks about.
+    tool_order: Vec<String>,
+    pub mode: PermissionMode,
+    pub model: Option<String>,
+    /// The models the CLI offers: (value, name, description).
+    pub models: Vec<(String, String, Option<String>)>,
+    commands: Option<Value>,
+    /// `seq`s of prompts this client sent itself: they are not echoed.
+    own_prompts: Vec<u64>,
+}
+
+impl SessionView {
+    pub fn new(workspace: &Path, mode: PermissionMode, model: Option<String>) -> SessionView {
+        SessionView {
+            workspace: workspace.to_owned(),
+            streamed_text: String::new(),
+            streamed_thinking: String::new(),
+            tools: HashMap::new(),
+            tool_order: Vec::new(),
+            mode,
+            model,
+            models: Vec::new(),
+            commands: None,
+            own_prompts: Vec::new(),
+        }
+    }
+
+    /// A prompt this client sent: its stored event is not shown back.
+    pub fn sent_prompt(&mut self, seq: u64) {
+        self.own_prompts.push(seq);
+    }
+
+    /// Streamed text (not stored).
+    pub fn text(&mut self, text: &str, thinking: bool) -> Vec<Value> {
+        if text.is_empty() {
+            return Vec::new();
+        }
+        let (buffer, kind) = if thinking {
+            (&mut self.streamed_thinking, "agent_thought_chunk")
+        } else {
+            (&mut self.streamed_text, "agent_message_chunk")
+        };
+        buffer.push_str(text);
+        vec![chunk(kind, text)]
+    }
+
+    /// A stored event.
+    pub fn event(&mut self, event: &Event) -> Vec<Value> {
+        let data = &event.data;
+        match event.kind.as_str() {
+            "prompt" => {
+                if let Some(i) = self.own_prompts.iter().position(|s| *s == event.seq) {
+                    self.own_prompts.swap_remove(i);
+                    return Vec::new();
+                }
+                let text = data["text"].as_str().unwrap_or_default();
+                vec![chunk("user_message_chunk", text)]
+            }
+            "note" => {
+                let text = data["text"].as_str().unwrap_or_default();
+                vec![chunk(
+                    "user_message_chunk",
+                    &format!("(why a change was undone) {text}"),
+                )]
+            }
+            "notice" => {
+                let text = data["message"].as_str().unwrap_or_default();
+                vec![chunk("agent_message_chunk", &format!("\n\n*{text}*\n\n"))]
+            }
+            "settings" | "session" => self.settings(data),
+            "capabilities" => self.capabilities(data),
+            "cli" => self.cli(data),
+            _ => Vec::new(),
+        }
+    }
+
+    fn settings(&mut self, data: &Value) -> Vec<Value> {
+        let mut out = Vec::new();
+        if let Some(mode) = data["permissionMode"]
+            .as_str()
+            .and_then(PermissionMode::parse)
+            && mode != self.mode
+        {
+            self.mode = mode;
+            out.push(
+                json!({"sessionUpdate": "current_mode_update", "currentModeId": mode.as_str()}),
+            );
+        }
+        if data.get("model").is_some() {
+            let model = data["model"].as_str().map(str::to_owned);
+            if model != self.model {
+                self.model = model;
+                out.push(self.config_update());
+            }
+        }
+        out
+    }
+
+    fn capabilities(&mut self, data: &Value) -> Vec<Value> {
+        let mut out = Vec::new();
+        let models: Vec<_> = data["models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| {
+                let value = m["value"].as_str()?.to_owned();
+                let name = m["displayName"].as_str().unwrap_or(&value).to_owned();
+                let description = m["description"].as_str().map(str::to_owned);
+                Some((value, name, description))
+            })
+            .collect();
+        if !models.is_empty() && models != self.models {
+            self.models = models;
+            out.push(self.config_update());
+        }
+        let commands: Vec<Value> = data["commands"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let name = c["name"].as_str()?;
+                let description = c["description"].as_str().unwrap_or_default();
+                let mut command = json!({"name": name, "description": description});
+                if let Some(hint) = c["argumentHint"].as_str().filter(|h| !h.is_empty()) {
+                    command["input"] = json!({"hint": hint});
+                }
+                Some(command)
+            })
+            .collect();
+        out.extend(self.commands_update(Value::Array(commands)));
+        out
+    }
+
+    fn commands_update(&mut self, commands: Value) -> Option<Value> {
+        if self.commands.as_ref() == Some(&commands) {
+            return None;
+        }
+        self.commands = Some(commands.clone());
+        Some(json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}))
+    }
+
+    /// The session's config options: the model, with what the CLI offers.
+    pub fn config_options(&self) -> Value {
+        let current = self.model.as_deref().unwrap_or(DEFAULT_MODEL);
+        let mut options = vec![json!({"value": DEFAULT_MODEL, "name": "Default model"})];
+        for (value, name, description) in &self.models {
+            if value != DEFAULT_MODEL {
+                let mut option = json!({"value": value, "name": name});
+                if let Some(d) = description {
+                    option["description"] = json!(d);
+                }
+                options.push(option);
+            }
+        }
+        if !options.iter().any(|o| o["value"] == current) {
+            options.push(json!({"value": current, "name": current}));
+        }
+        json!([{
+            "id": MODEL_OPTION, "name": "Model", "category": "model", "type": "select",
+            "currentValue": current, "options": options,
+        }])
+    }
+
+    /// The session's modes, for `session/new` and `session/load`.
+    pub fn modes(&self) -> Value {
+        let available: Vec<Value> = MODES
+            .iter()
+            .map(|(mode, name, description)| {
+                json!({"id": mode.as_str(), "name": name, "description": description})
+            })
+            .collect();
+        json!({"currentModeId": self.mode.as_str(), "availableModes": available})
+    }
+
+    fn config_update(&self) -> Value {
+        json!({"sessionUpdate": "config_option_update", "configOptions": self.config_options()})
+    }
+
+    fn cli(&mut self, message: &Value) -> Vec<Value> {
+        match message["type"].as_str() {
+            Some("assistant") => self.assistant(message),
+            Some("user") => self.tool_results(message),
+            Some("system") if message["subtype"] == "init" && self.commands.is_none() => {
+                // Names only; the `capabilities` event, when there, has more.
+                let commands: Vec<Value> = message["slash_commands"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(|name| json!({"name": name, "description": format!("/{name}")}))
+                    .collect();
+                self.commands_update(Value::Array(commands))
+                    .into_iter()
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn assistant(&mut self, message: &Value) -> Vec<Value> {
+        let mut out = Vec::new();
+        let blocks = message
+            .pointer("/message/content")
+            .and_then(Value::as_array);
+        for block in blocks.into_iter().flatten() {
+            match block["type"].as_str() {
+                Some("text") => {
+                    let text = block["text"].as_str().unwrap_or_default();
+                    let rest = unstreamed(&mut self.streamed_text, text);
+                    if !rest.is_empty() {
+                        out.push(chunk("agent_message_chunk", &rest));
+                    }
+                }
+                Some("thinking") => {
+                    let text = block["thinking"].as_str().unwrap_or_default();
+                    let rest = unstreamed(&mut self.streamed_thinking, text);
+                    if !rest.is_empty() {
+                        out.push(chunk("agent_thought_chunk", &rest));
+                    }
+                }
+                Some("tool_use") => out.extend(self.tool_use(block)),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn tool_use(&mut self, block: &Value) -> Vec<Value> {
+        let (Some(id), Some(name)) = (block["id"].as_str(), block["name"].as_str()) else {
+            return Vec::new();
+        };
+        let input = block["input"].clone();
+        let mut call = json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": id,
+            "title": policy::title(name, &input, &self.workspace),
+            "kind": tool_kind(name),
+            "status": "pending",
+            "rawInput": input,
+        });
+        let locations = locations(&input);
+        if !locations.is_empty() {
+            call["locations"] = Value::Array(locations);
+        }
+        let content = proposed_content(name, &input);
+        if !content.is_empty() {
+            call["content"] = Value::Array(content);
+        }
+        let mut out = vec![call];
+        if name == "TodoWrite" {
+            out.push(plan(&input));
+        }
+        self.tools.insert(
+            id.to_owned(),
+            ToolUse {
+                name: name.to_owned(),
+                input,
+            },
+        );
+        self.tool_order.push(id.to_owned());
+        out
+    }
+
+    fn tool_results(&mut self, message: &Value) -> Vec<Value> {
+        let mut out = Vec::new();
+        let blocks = message
+            .pointer("/message/content")
+            .and_then(Value::as_array);
+        for block in blocks.into_iter().flatten() {
+            if block["type"] != "tool_result" {
+                continue;
+            }
+            let Some(id) = block["tool_use_id"].as_str() else {
+                continue;
+            };
+            let failed = block["is_error"] == true;
+            let mut update = json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": id,
+                "status": if failed { "failed" } else { "completed" },
+            });
+            let content = self.result_content(id, block, &message["tool_use_result"], failed);
+            if !content.is_empty() {
+                update["content"] = Value::Array(content);
+            }
+            if !message["tool_use_result"].is_null() {
+                update["rawOutput"] = message["tool_use_result"].clone();
+            }
+            self.tool_order.retain(|t| t != id);
+            out.push(update);
+        }
+        out
+    }
+
+    /// What a finished tool shows: the whole file's diff for an edit (from
+    /// the CLI's own report of the file before and the patch), else the
+    /// tool's output as text.
+    fn result_content(&self, id: &str, block: &Value, report: &Value, failed: bool) -> Vec<Value> {
+        let edit = self.tools.get(id).is_some_and(|t| is_edit(&t.name));
+        if edit
+            && !failed
+            && let Some(Ok(edit)) = moonkale_claude::edits::edit_from_tool_result(report)
+        {
+            return vec![json!({
+                "type": "diff",
+                "path": edit.path,
+                "oldText": edit.before,
+                "newText": edit.after,
+            })];
+        }
+        let text = result_text(&block["content"]);
+        if text.is_empty() {
+            return Vec::new();
+        }
+        let text = if self.tools.get(id).is_some_and(|t| t.name == "Bash") {
+            format!("```\n{text}\n```")
+        } else {
+            text
+        };
+        vec![json!({"type": "content", "content": {"type": "text", "text": text}})]
+    }
+
+    /// The tool call an approval asks about: the newest unfinished call of
+    /// that tool with that input, else one made up from the approval.
+    pub fn tool_call_for(&self, approval: &Approval) -> Value {
+        let found = self.tool_order.iter().rev().find(|id| {
+            self.tools
+                .get(*id)
+                .is_some_and(|t| t.name == approval.tool && t.input == approval.input)
+        });
+        let id = match found {
+            Some(id) => id.clone(),
+            None => format!("approval-{}", approval.approval),
+        };
+        let kind = match approval.kind {
+            ApprovalKind::Plan { .. } => "switch_mode",
+            ApprovalKind::Question { .. } => "think",
+            ApprovalKind::Tool => tool_kind(&approval.tool),
+        };
+        let mut call = json!({
+            "toolCallId": id,
+            "title": approval.title,
+            "kind": kind,
+            "status": "pending",
+            "rawInput": approval.input,
+        });
+        let content = match &approval.kind {
+            ApprovalKind::Plan { plan, .. } => {
+                vec![json!({"type": "content", "content": {"type": "text", "text": plan}})]
+            }
+            _ => proposed_content(&approval.tool, &approval.input),
+        };
+        if !content.is_empty() {
+            call["content"] = Value::Array(content);
+        }
+        let locations = locations(&approval.input);
+        if !locations.is_empty() {
+            call["locations"] = Value::Array(locations);
+        }
+        call
+    }
+}
+
+fn chunk(kind: &str, text: &str) -> Value {
+    json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+}
+
+/// What of `whole` was not streamed yet; forgets what was streamed. When
+/// the streamed text is not its start (the client joined mid-message) the
+/// client saw the end already: nothing is added.
+fn unstreamed(streamed: &mut String, whole: &str) -> String {
+    let seen = std::mem::take(streamed);
+    if seen.is_empty() {
+        whole.to_owned()
+    } else if let Some(rest) = whole.strip_prefix(seen.as_str()) {
+        rest.to_owned()
+    } else {
+        String::new()
+    }
+}
+
+fn is_edit(tool: &str) -> bool {
+    matches!(tool, "Edit" | "MultiEdit" | "Write" | "NotebookEdit")
+}
+
+/// ACP's category of a Claude Code tool.
+pub fn tool_kind(tool: &str) -> &'static str {
+    match tool {
+        "Read" | "NotebookRead" | "LS" => "read",
+        t if is_edit(t) => "edit",
+        "Bash" | "BashOutput" | "KillShell" | "KillBash" => "execute",
+        "Grep" | "Glob" => "search",
+        "WebFetch" | "WebSearch" => "fetch",
+        "Task" | "Agent" | "TodoWrite" => "think",
+        "ExitPlanMode" | "EnterPlanMode" => "switch_mode",
+        t if t.starts_with("mcp__moonkale__") => "read",
+        _ => "other",
+    }
+}
+
+fn locations(input: &Value) -> Vec<Value> {
+    let path = input["file_path"]
+        .as_str()
+        .or(input["notebook_path"].as_str());
+    match path {
+        Some(path) => {
+            let mut location = json!({"path": path});
+            if let Some(line) = input["offset"].as_u64() {
+                location["line"] = json!(line);
+            }
+            vec![location]
+        }
+        None => Vec::new(),
+    }
+}
+
+/// What an edit proposes, before it runs: the replaced text and its
+/// replacement, or a written file's new text.
+fn proposed_content(tool: &str, input: &Value) -> Vec<Value> {
+    let Some(path) = input["file_path"].as_str() else {
+        return match input["command"].as_str() {
+            Some(command) if tool == "Bash" => vec![json!({
+                "type": "content", "content": {"type": "text", "text": format!("```sh\n{command}\n```")},
+            })],
+            _ => Vec::new(),
+        };
+    };
+    let diff = |old: Option<&str>, new: &str| json!({"type": "diff", "path": path, "oldText": old, "newText": new});
+    match tool {
+        "Write" => vec![diff(None, input["content"].as_str().unwrap_or_default())],
+        "Edit" => vec![diff(
+            input["old_string"].as_str(),
+            input["new_string"].as_str().unwrap_or_default(),
+        )],
+        "MultiEdit" => input["edits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                diff(
+                    e["old_string"].as_str(),
+                    e["new_string"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The CLI's todo list as an ACP plan.
+fn plan(input: &Value) -> Value {
+    let entries: Vec<Value> = input["todos"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|todo| {
+            let status = match todo["status"].as_str() {
+                Some("in_progress") => "in_progress",
+                Some("completed") => "completed",
+                _ => "pending",
+            };
+            let content = todo["content"].as_str().unwrap_or_default();
+            json!({"content": content, "priority": "medium", "status": status})
+        })
+        .collect();
+    json!({"sessionUpdate": "plan", "entries": entries})
+}
+
+/// A tool result's text: a string, or the text of its blocks.
+fn result_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -22,6 +22,8 @@ pub enum Notification {
         text: String,
         /// The model's thinking, not its answer.
         thinking: bool,
+        /// Where `text` starts in what was streamed of the message.
+        offset: u64,
     },
     /// A stored event of a session, as it is stored.
     AgentEvent {
@@ -117,6 +119,7 @@ pub(crate) fn typed(method: String, params: &RawValue) -> Notification {
                 session: p.session,
                 text: p.text,
                 thinking: p.thinking,
+                offset: p.offset,
             })
         }
         m if m == agent::EventNotification::METHOD => parse::<agent::EventNotification>(params)

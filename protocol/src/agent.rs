@@ -331,6 +331,18 @@ pub struct EventsPage {
     pub error: Option<String>,
     #[serde(default)]
     pub pending_approvals: Vec<Approval>,
+    /// What the CLI streamed of the message it is writing now (not stored
+    /// yet): a front end that joins mid-turn shows it, then the
+    /// `moonkale/agent/text` past its `offset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<Streaming>,
+}
+
+/// The text and thinking streamed of the message being written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Streaming {
+    pub text: String,
+    pub thinking: String,
 }
 
 request!(
@@ -531,6 +543,10 @@ pub struct TextParams {
     /// The model's thinking rather than its answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub thinking: bool,
+    /// Where `text` starts, in bytes, in what was streamed of the message
+    /// being written (its answer or its thinking, apart).
+    #[serde(default)]
+    pub offset: u64,
 }
 
 notification!(

@@ -83,6 +83,7 @@ pub async fn send(
                 session: s,
                 text,
                 thinking: false,
+                ..
             } if s == session => {
                 let _ = write!(stdout, "{}", for_terminal(&text));
                 let _ = stdout.flush();

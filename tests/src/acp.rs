@@ -197,6 +197,25 @@ impl AcpAgent {
             .collect()
     }
 
+    /// Waits until the joined text of `session`'s `kind` updates passes
+    /// `pred`; that text.
+    pub async fn wait_text(
+        &mut self,
+        session: &str,
+        kind: &str,
+        what: &str,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = tokio::time::Instant::now() + STEP;
+        loop {
+            let text = self.chunks(session, kind);
+            if pred(&text) {
+                return text;
+            }
+            self.pull(what, deadline).await;
+        }
+    }
+
     pub fn stderr_text(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }

@@ -165,6 +165,7 @@ async fn agent_sessions() {
             session: s,
             text,
             thinking: false,
+            ..
         } if *s == session => Some(text.clone()),
         _ => None,
     })

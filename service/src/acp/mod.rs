@@ -303,45 +303,44 @@ impl Bridge {
     /// where an event already replayed is skipped by its `seq`.
     async fn load_session(&mut self, params: &wire::Params) -> Result<Value, wire::Error> {
         let session = params.string("sessionId")?;
+        if self.sessions.contains_key(&session) {
+            return Err(wire::Error::invalid_params(
+                "this session is open here already",
+            ));
+        }
         self.client
             .agent_subscribe(Some(&session))
             .await
             .map_err(wire::Error::from_service)?;
+        let view = SessionView::new(&self.workspace, PermissionMode::Plan, None);
+        let mut attached = Attached::new(view);
         let mut since = 0;
-        let mut view = SessionView::new(&self.workspace, PermissionMode::Plan, None);
-        let mut attached: Option<Attached> = None;
-        loop {
+        let (pending, streaming) = loop {
             let page = self
                 .client
                 .agent_events(&session, since)
                 .await
                 .map_err(wire::Error::from_service)?;
-            let a = attached.get_or_insert_with(|| {
-                Attached::new(std::mem::replace(
-                    &mut view,
-                    SessionView::new(&self.workspace, PermissionMode::Plan, None),
-                ))
-            });
             let mut updates = Vec::new();
             for event in &page.events {
-                updates.extend(a.event(event));
+                updates.extend(attached.event(event));
             }
-            a.replaying_pending = page.pending_approvals.clone();
-            for update in updates {
-                self.update(&session, update).await;
-            }
+            self.updates(&session, updates).await;
             if page.next >= page.total || page.events.is_empty() {
-                break;
+                break (page.pending_approvals, page.streaming);
             }
             since = page.next;
+        };
+        if let Some(streaming) = streaming {
+            let updates = attached
+                .view
+                .streaming(&streaming.text, &streaming.thinking);
+            self.updates(&session, updates).await;
         }
-        let attached = attached.expect("one page at least");
         let reply = json!({
             "modes": attached.view.modes(),
             "configOptions": attached.view.config_options(),
         });
-        let mut attached = attached;
-        let pending = std::mem::take(&mut attached.replaying_pending);
         self.sessions.insert(session.clone(), attached);
         self.catch_up(&session).await;
         for approval in pending {
@@ -439,11 +438,12 @@ impl Bridge {
                 session,
                 text,
                 thinking,
+                offset,
             } => {
                 let Some(attached) = self.sessions.get_mut(&session) else {
                     return;
                 };
-                let updates = attached.text(&text, thinking);
+                let updates = attached.text(&text, thinking, offset);
                 self.updates(&session, updates).await;
             }
             Notification::AgentEvent { session, event } => self.event(&session, &event).await,

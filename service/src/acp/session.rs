@@ -33,9 +33,6 @@ pub struct Attached {
     /// ends the oldest.
     open_turns: VecDeque<u64>,
     finished: Option<(Value, TurnOutcome)>,
-    /// Approvals waiting when the session was loaded: asked after the
-    /// `session/load` reply.
-    pub replaying_pending: Vec<Approval>,
 }
 
 impl Attached {
@@ -46,7 +43,6 @@ impl Attached {
             last_seq: None,
             open_turns: VecDeque::new(),
             finished: None,
-            replaying_pending: Vec::new(),
         }
     }
 
@@ -60,8 +56,8 @@ impl Attached {
         self.last_seq.is_some_and(|last| seq <= last)
     }
 
-    pub fn text(&mut self, text: &str, thinking: bool) -> Vec<Value> {
-        self.view.text(text, thinking)
+    pub fn text(&mut self, text: &str, thinking: bool, offset: u64) -> Vec<Value> {
+        self.view.text(text, thinking, offset)
     }
 
     /// A stored event: the updates it shows, once; a turn it ends is

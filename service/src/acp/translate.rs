@@ -95,18 +95,33 @@ impl SessionView {
         self.own_prompts.push(seq);
     }
 
-    /// Streamed text (not stored).
-    pub fn text(&mut self, text: &str, thinking: bool) -> Vec<Value> {
-        if text.is_empty() {
-            return Vec::new();
-        }
+    /// Streamed text (not stored), `offset` bytes into the message: what
+    /// this client was shown already (the partial message a replay showed)
+    /// is left out.
+    pub fn text(&mut self, text: &str, thinking: bool, offset: u64) -> Vec<Value> {
         let (buffer, kind) = if thinking {
             (&mut self.streamed_thinking, "agent_thought_chunk")
         } else {
             (&mut self.streamed_text, "agent_message_chunk")
         };
-        buffer.push_str(text);
-        vec![chunk(kind, text)]
+        let shown = (buffer.len() as u64).saturating_sub(offset);
+        let new = usize::try_from(shown)
+            .ok()
+            .and_then(|skip| text.get(skip..))
+            .unwrap_or_default();
+        if new.is_empty() {
+            return Vec::new();
+        }
+        buffer.push_str(new);
+        vec![chunk(kind, new)]
+    }
+
+    /// What was streamed of the message being written when this client
+    /// joined (from the events page).
+    pub fn streaming(&mut self, text: &str, thinking: &str) -> Vec<Value> {
+        let mut out = self.text(thinking, true, 0);
+        out.extend(self.text(text, false, 0));
+        out
     }
 
     /// A stored event.
@@ -132,7 +147,17 @@ impl SessionView {
                 let text = data["message"].as_str().unwrap_or_default();
                 vec![chunk("agent_message_chunk", &format!("\n\n*{text}*\n\n"))]
             }
-            "settings" | "session" => self.settings(data),
+            "session" => {
+                // The settings it started with: the client is told them
+                // in the reply.
+                self.mode = data["permissionMode"]
+                    .as_str()
+                    .and_then(PermissionMode::parse)
+                    .unwrap_or(self.mode);
+                self.model = data["model"].as_str().map(str::to_owned);
+                Vec::new()
+            }
+            "settings" => self.settings(data),
             "capabilities" => self.capabilities(data),
             "cli" => self.cli(data),
             _ => Vec::new(),

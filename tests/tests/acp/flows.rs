@@ -64,3 +64,450 @@ async fn a_prompt_streams_its_answer_before_the_turn_ends() {
     assert!(garbage.is_empty(), "not ACP on stdout: {garbage:?}");
     assert_eq!(acp.close().await, Some(0));
 }
+
+/// The model writes `content` to `path` with the Write tool when asked
+/// `prompt`, then says `done`.
+fn write_script(prompt: &str, path: &std::path::Path, content: &str, done: &str) -> Script {
+    Script::new()
+        .on_prompt(
+            prompt,
+            Reply::tool_use(
+                "Write",
+                json!({"file_path": path.display().to_string(), "content": content}),
+            ),
+        )
+        .after_tool("Write", Reply::text(done))
+}
+
+fn text_prompt(session: &str, text: &str) -> serde_json::Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+fn option_ids(ask: &serde_json::Value) -> Vec<String> {
+    ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["optionId"].as_str().unwrap(),
+                o["kind"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// A session starts in `default` mode: the model's Write is asked in the
+/// panel (allow once, always, reject) with the file it writes as a diff;
+/// allowed, the file is on disk, the tool call completes with the whole
+/// file's diff, the prompt ends `end_turn`, and the change stays
+/// reviewable in an LSP editor as the session's change set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_allowed_in_the_panel_is_written_and_shown_as_its_diff() {
+    let mut w = World::builder().agent().start().await;
+    let path = w.path("notes.txt");
+    w.fake.set_script(write_script(
+        "write the notes",
+        &path,
+        "ACP NOTES\n",
+        "NOTES_DONE",
+    ));
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let prompt = acp
+        .request("session/prompt", text_prompt(&session, "write the notes"))
+        .await;
+    let ask = acp
+        .wait_for(
+            "the permission request",
+            moonkale_tests::acp::is_permission_request,
+        )
+        .await;
+    assert_eq!(
+        option_ids(&ask),
+        [
+            "allow allow_once",
+            "always allow_always",
+            "reject reject_once"
+        ]
+    );
+    let call = &ask["params"]["toolCall"];
+    assert_eq!(call["kind"], "edit");
+    assert_eq!(call["title"], "Write notes.txt");
+    assert_eq!(call["content"][0]["type"], "diff");
+    assert_eq!(call["content"][0]["newText"], "ACP NOTES\n");
+    assert!(!path.exists(), "written before it was allowed");
+    acp.respond(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow"}}),
+    )
+    .await;
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "ACP NOTES\n");
+    let updates = acp.updates(&session);
+    let done = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .unwrap_or_else(|| panic!("no completed tool call in {updates:?}"));
+    assert_eq!(done["toolCallId"], call["toolCallId"]);
+    assert_eq!(
+        done["content"][0],
+        json!({"type": "diff", "path": path, "oldText": null, "newText": "ACP NOTES\n"})
+    );
+    assert!(
+        acp.chunks(&session, "agent_message_chunk")
+            .contains("NOTES_DONE")
+    );
+    let sets = w.ed.call("moonkale/changes/list", json!({})).await;
+    let set = &sets["sets"][0];
+    assert_eq!(set["source"]["kind"], "agent", "{sets}");
+    assert_eq!(set["source"]["session"], session.as_str(), "{sets}");
+}
+
+/// Rejected in the panel, the Write does not happen: the file is not
+/// there, the tool call fails, and the turn still ends `end_turn` with the
+/// model's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_rejected_in_the_panel_leaves_the_file_untouched() {
+    let w = World::builder()
+        .agent()
+        .file("notes.txt", "MINE\n")
+        .start()
+        .await;
+    let path = w.path("notes.txt");
+    w.fake.set_script(write_script(
+        "write the notes",
+        &path,
+        "THEIRS\n",
+        "NOTES_DONE",
+    ));
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let prompt = acp
+        .request("session/prompt", text_prompt(&session, "write the notes"))
+        .await;
+    let ask = acp
+        .wait_for(
+            "the permission request",
+            moonkale_tests::acp::is_permission_request,
+        )
+        .await;
+    acp.respond(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
+    )
+    .await;
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "MINE\n");
+    let updates = acp.updates(&session);
+    assert!(
+        updates
+            .iter()
+            .any(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "failed"),
+        "{updates:?}"
+    );
+}
+
+/// `session/cancel` while the answer streams: the turn is interrupted and
+/// the prompt ends `cancelled`; the session takes the next prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_mid_stream_ends_the_prompt_cancelled() {
+    let gate = Gate::new();
+    let w = World::builder()
+        .agent()
+        .script(
+            Script::new()
+                .on_prompt(
+                    "long answer",
+                    Reply::text("CANCEL_ME slowly, in pieces, never whole").gated(&gate, 1),
+                )
+                .on_prompt("again", Reply::text("AGAIN_OK")),
+        )
+        .start()
+        .await;
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let prompt = acp
+        .request("session/prompt", text_prompt(&session, "long answer"))
+        .await;
+    acp.wait_for("the first chunk", |m| {
+        m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    })
+    .await;
+    acp.notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply, json!({"stopReason": "cancelled"}));
+    gate.open();
+    let again = acp
+        .call("session/prompt", text_prompt(&session, "again"))
+        .await;
+    assert_eq!(again.expect("the next prompt")["stopReason"], "end_turn");
+    assert!(
+        acp.chunks(&session, "agent_message_chunk")
+            .ends_with("AGAIN_OK")
+    );
+}
+
+/// A permission question pending when the user cancels: the service
+/// withdraws it from the panel (`$/cancel_request`) and the prompt ends
+/// `cancelled`; nothing was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_withdraws_the_pending_permission_request() {
+    let w = World::builder().agent().start().await;
+    let path = w.path("notes.txt");
+    w.fake
+        .set_script(write_script("write the notes", &path, "NO\n", "NOTES_DONE"));
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let prompt = acp
+        .request("session/prompt", text_prompt(&session, "write the notes"))
+        .await;
+    let ask = acp
+        .wait_for(
+            "the permission request",
+            moonkale_tests::acp::is_permission_request,
+        )
+        .await;
+    acp.notify("session/cancel", json!({"sessionId": session}))
+        .await;
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply, json!({"stopReason": "cancelled"}));
+    let withdrawn = acp
+        .wait_for("the withdrawn permission request", |m| {
+            m["method"] == "$/cancel_request"
+        })
+        .await;
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
+    assert!(!path.exists());
+}
+
+/// A user plans, approves the plan in the panel choosing "ask before
+/// edits", and the plan's write is then asked and written: the mode goes
+/// plan → default (`current_mode_update`), as the CLI reports it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_approved_in_the_panel_then_its_write_asked_and_written() {
+    let w = World::builder().agent().start().await;
+    let path = w.path("plan.txt");
+    w.fake
+        .set_script(moonkale_tests::agent::plan_then_write_script(
+            "plan it", &path,
+        ));
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let set = acp
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "plan"}),
+        )
+        .await;
+    assert_eq!(set, Ok(json!({})));
+    acp.wait_for("the switch to plan mode", |m| {
+        m["params"]["update"]["sessionUpdate"] == "current_mode_update"
+            && m["params"]["update"]["currentModeId"] == "plan"
+    })
+    .await;
+    let prompt = acp
+        .request("session/prompt", text_prompt(&session, "plan it"))
+        .await;
+    let plan = acp
+        .next_matching(
+            "the plan's question",
+            moonkale_tests::acp::is_permission_request,
+        )
+        .await;
+    assert_eq!(plan["params"]["toolCall"]["kind"], "switch_mode");
+    assert_eq!(
+        plan["params"]["toolCall"]["content"][0]["content"]["text"],
+        "1. Write plan.txt saying DONE"
+    );
+    assert_eq!(
+        option_ids(&plan),
+        [
+            "mode:default allow_once",
+            "mode:acceptEdits allow_once",
+            "reject reject_once"
+        ]
+    );
+    acp.respond(
+        &plan["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "mode:default"}}),
+    )
+    .await;
+    acp.next_matching("the switch to default mode", |m| {
+        m["params"]["update"]["sessionUpdate"] == "current_mode_update"
+            && m["params"]["update"]["currentModeId"] == "default"
+    })
+    .await;
+    let write = acp
+        .next_matching(
+            "the write's question",
+            moonkale_tests::acp::is_permission_request,
+        )
+        .await;
+    assert_eq!(write["params"]["toolCall"]["title"], "Write plan.txt");
+    assert!(!path.exists());
+    acp.respond(
+        &write["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow"}}),
+    )
+    .await;
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "DONE\n");
+    assert!(
+        acp.chunks(&session, "agent_message_chunk")
+            .contains("PLAN_CARRIED_OUT")
+    );
+}
+
+/// A second client opens the session (`session/load`) while its turn
+/// streams: it is shown the conversation so far, then the rest of the
+/// turn; both clients end with the model's whole answer exactly once, in
+/// order, and the second sees the first's prompt as the user's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_client_loading_mid_turn_sees_the_rest_once() {
+    let gate = Gate::new();
+    let text = "LOAD_ALPHA the first piece LOAD_BETA the second LOAD_GAMMA the end";
+    let w = World::builder()
+        .agent()
+        .script(Script::new().on_prompt("two watch", Reply::text(text).gated(&gate, 1)))
+        .start()
+        .await;
+    let mut a = acp_agent(&w, "a").await;
+    let session = a.new_session(&w.sb.workspace).await;
+    let prompt = a
+        .request("session/prompt", text_prompt(&session, "two watch"))
+        .await;
+    a.wait_for("the first chunk", |m| {
+        m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    })
+    .await;
+    let mut b = acp_agent(&w, "b").await;
+    let loaded = b
+        .call(
+            "session/load",
+            json!({"sessionId": session, "cwd": w.sb.workspace, "mcpServers": []}),
+        )
+        .await
+        .expect("session/load");
+    assert_eq!(loaded["modes"]["currentModeId"], "default");
+    assert_eq!(b.chunks(&session, "user_message_chunk"), "two watch");
+    gate.open();
+    a.response(prompt, STEP).await.expect("the prompt's reply");
+    b.wait_text(&session, "agent_message_chunk", "the whole answer", |t| {
+        t.len() >= text.len()
+    })
+    .await;
+    assert_eq!(a.chunks(&session, "agent_message_chunk"), text);
+    assert_eq!(b.chunks(&session, "agent_message_chunk"), text);
+}
+
+/// The client is killed while its turn runs: the turn goes on in the
+/// service and ends in the transcript; a new client loads it and is shown
+/// the whole conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_killed_mid_turn_leaves_the_turn_to_finish() {
+    let gate = Gate::new();
+    let text = "KILLED_ALPHA still finishing KILLED_OMEGA";
+    let mut w = World::builder()
+        .agent()
+        .script(Script::new().on_prompt("finish anyway", Reply::text(text).gated(&gate, 1)))
+        .start()
+        .await;
+    let mut a = acp_agent(&w, "a").await;
+    let session = a.new_session(&w.sb.workspace).await;
+    a.request("session/prompt", text_prompt(&session, "finish anyway"))
+        .await;
+    a.wait_for("the first chunk", |m| {
+        m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    })
+    .await;
+    a.child.kill().await.unwrap();
+    // Subscribed before it looks, the editor cannot miss the turn's end.
+    w.ed.call("moonkale/agent/subscribe", json!({"session": session}))
+        .await;
+    gate.open();
+    let seq = w.ed.last_prompt_seq(&session).await;
+    if w.ed.events_page(&session, 0, 1).await["state"] != "idle" {
+        w.ed.turn_idle(&session, seq).await;
+    }
+    let mut b = acp_agent(&w, "b").await;
+    b.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": w.sb.workspace, "mcpServers": []}),
+    )
+    .await
+    .expect("session/load");
+    assert_eq!(b.chunks(&session, "user_message_chunk"), "finish anyway");
+    assert_eq!(b.chunks(&session, "agent_message_chunk"), text);
+    let listed = b
+        .call("session/list", json!({}))
+        .await
+        .expect("session/list");
+    assert_eq!(listed["sessions"][0]["sessionId"], session.as_str());
+    assert_eq!(listed["sessions"][0]["title"], "finish anyway");
+}
+
+/// The same question shown in the panel and in an LSP editor: the editor
+/// answers first, the write happens, and the panel's question is withdrawn
+/// (`$/cancel_request`); the panel's late answer changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_answers_first_and_the_panels_question_is_withdrawn() {
+    let mut w = World::builder().agent().start().await;
+    let path = w.path("notes.txt");
+    w.fake.set_script(write_script(
+        "write the notes",
+        &path,
+        "BY EDITOR\n",
+        "NOTES_DONE",
+    ));
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let prompt = acp
+        .request("session/prompt", text_prompt(&session, "write the notes"))
+        .await;
+    let ask = acp
+        .wait_for(
+            "the permission request",
+            moonkale_tests::acp::is_permission_request,
+        )
+        .await;
+    let button = w.ed.server_request("window/showMessageRequest", STEP).await;
+    w.ed.respond(&button["id"], json!({"title": "Allow"})).await;
+    let withdrawn = acp
+        .wait_for("the withdrawn permission request", |m| {
+            m["method"] == "$/cancel_request"
+        })
+        .await;
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
+    acp.respond(
+        &ask["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
+    )
+    .await;
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "BY EDITOR\n");
+}

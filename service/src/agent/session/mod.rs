@@ -308,6 +308,8 @@ struct Session {
     /// Where the CLI runs when not in `workspace`.
     cwd: Option<PathBuf>,
     mcp_servers: Map<String, Value>,
+    /// What the CLI streamed of the message it is writing.
+    streaming: wire::Streaming,
     /// Our `initialize` request to the CLI: its answer (commands, models)
     /// is stored as the `capabilities` event.
     initialize_request: Option<String>,
@@ -404,6 +406,7 @@ impl Session {
             cwd: start.cwd,
             mcp_servers: start.mcp_servers,
             initialize_request: None,
+            streaming: wire::Streaming::default(),
             hub,
             config,
             log: start.log,
@@ -626,6 +629,8 @@ impl Session {
             state: self.state,
             error: self.error.clone().or_else(|| self.store_error.clone()),
             pending_approvals: self.approvals.objects(),
+            streaming: (self.streaming != wire::Streaming::default())
+                .then(|| self.streaming.clone()),
         };
         let mut page = to_json(&page);
         page["events"] = Value::Array(events);
@@ -804,14 +809,17 @@ impl Session {
         match message {
             CliMessage::StreamEvent { .. } => {
                 if let Some(delta) = message.delta() {
-                    let (text, thinking) = match delta {
-                        Delta::Text(text) => (text, false),
-                        Delta::Thinking(text) => (text, true),
+                    let (text, thinking, streamed) = match delta {
+                        Delta::Text(text) => (text, false, &mut self.streaming.text),
+                        Delta::Thinking(text) => (text, true, &mut self.streaming.thinking),
                     };
+                    let offset = streamed.len() as u64;
+                    streamed.push_str(&text);
                     let text = wire::TextParams {
                         session: self.id_text.clone(),
                         text,
                         thinking,
+                        offset,
                     };
                     self.notify::<wire::TextNotification>(&text);
                 } else if let CliMessage::StreamEvent { raw } = &message
@@ -850,6 +858,7 @@ impl Session {
                 }
             }
             CliMessage::Result(result) => {
+                self.streaming = wire::Streaming::default();
                 self.record("cli", result.raw.clone());
                 self.turn_ended(&result);
             }
@@ -877,6 +886,8 @@ impl Session {
                 let value = other.to_value();
                 if value["type"] == "assistant" {
                     self.approvals.remember_plan(&value);
+                    // It holds what was streamed of it.
+                    self.streaming = wire::Streaming::default();
                 }
                 if let Some(result) = value.get("tool_use_result") {
                     self.tool_result(result);

@@ -393,7 +393,7 @@ mod tests {
             (r#"{"id":1,"method":7}"#, "invalid -32600"),
             (r#"{"id":1}"#, "invalid -32600"),
             (r#"{}"#, "invalid -32600"),
-            ("\"\\ud800\"", "invalid -32600"),
+            ("\"\\ud800\"", "invalid -32700"),
         ];
         for (line, want) in cases {
             let got = match parse(line.as_bytes()) {

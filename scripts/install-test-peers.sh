@@ -221,8 +221,8 @@ echo "ACP SDK and schema: $acp/node_modules/@agentclientprotocol/sdk"
 # .peers/toad-venv. It says Requires-Python >=3.14, which no registry here
 # has: the venv takes the newest of 3.14, 3.13, 3.12 found on PATH or under
 # pyenv (or $TOAD_PYTHON), pip is told --ignore-requires-python, and below
-# 3.14 scripts/toad/_moonkale_toad_compat.py (loaded by a .pth file) compiles
-# toad's modules with PEP 563 annotations, the one 3.14 feature it needs.
+# 3.14 scripts/toad/_moonkale_toad_compat.py (loaded by a .pth file) stands
+# in for the 3.14 features it uses (lazy annotations, InterpreterPoolExecutor).
 TOAD_VERSION=0.6.20
 toad_venv="$peers/toad-venv"
 toad="$toad_venv/bin/toad"

@@ -13,7 +13,7 @@
 // Commands in (stdin):
 //   {"id":1,"call":"initialize","params":{...}}      -> {"reply":1,"result":...}
 //     call: initialize, authenticate, newSession, loadSession, listSessions,
-//     resumeSession, closeSession, prompt, setSessionMode,
+//     resumeSession, closeSession, deleteSession, prompt, setSessionMode,
 //     setSessionConfigOption, or any method name ("session/list", "_x/y").
 //     A failed call:                                  -> {"reply":1,"error":{"code","message","data"?}}
 //   {"id":2,"notify":"cancel","params":{...}}         (session/cancel; or a method name)

@@ -32,6 +32,13 @@
 # into .peers/pylsp-venv, for tests/tests/shim_wrap.rs (the shim wrapping a
 # real language server). The tests look for it at .peers/pylsp-venv/bin/pylsp,
 # or at $MOONKALE_PYLSP when that is set. ~75 MB, ~10 s.
+#
+# The ACP peers, for the `moonkale-service acp` tests: from npm into
+# .peers/acp (~135 MB, ~10 s) acpx 0.19.1, @agentclientprotocol/sdk 2.4.0
+# (its ACP v1 JSON schema is schema/v1/schema.json), claude-agent-acp 0.23.1,
+# ajv and ajv-formats (tests/acp/driver.mjs validates the wire against that
+# schema with them); from PyPI into .peers/toad-venv (~70 MB, ~20 s) Toad
+# (batrachian-toad 0.6.20), on Python 3.13 or 3.12 with a small shim (below).
 set -euo pipefail
 
 NVIM_VERSION=0.11.4
@@ -161,6 +168,119 @@ fi
 for version in "${OLD_CLAUDE_VERSIONS[@]}"; do
     install_claude "$version" "$peers/claude-$version"
 done
+
+# ACP peers for the `moonkale-service acp` tests, from npm into .peers/acp
+# (one package.json of its own, exact versions): the official SDK (whose
+# ClientSideConnection drives the agent in tests/acp/driver.mjs, and whose
+# schema/schema.json the driver validates every wire message against, with
+# ajv and ajv-formats), acpx (a headless ACP client; it wants node >= 22.13,
+# so npm warns on node 20) and claude-agent-acp (Zed's ACP agent around the
+# Claude Agent SDK, the reference our translation is held against).
+ACP_NPM_PACKAGES=(
+    acpx@0.19.1
+    @agentclientprotocol/sdk@2.4.0
+    @zed-industries/claude-agent-acp@0.23.1
+    ajv@8.20.0
+    ajv-formats@3.0.1
+)
+acp="$peers/acp"
+
+installed_npm_version() {
+    # $1: package name. Prints the version installed in $acp, or nothing.
+    "$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' \
+        "$acp/node_modules/$1/package.json" 2>/dev/null || true
+}
+
+acp_missing=()
+for spec in "${ACP_NPM_PACKAGES[@]}"; do
+    name=${spec%@*} version=${spec##*@}
+    [[ "$(installed_npm_version "$name")" == "$version" ]] || acp_missing+=("$spec")
+done
+if ((${#acp_missing[@]})); then
+    echo "installing ${acp_missing[*]} into $acp"
+    mkdir -p "$acp"
+    [[ -f "$acp/package.json" ]] ||
+        echo '{"name": "moonkale-acp-test-peers", "private": true}' >"$acp/package.json"
+    "$NPM" install --prefix "$acp" --no-audit --no-fund --save-exact "${ACP_NPM_PACKAGES[@]}"
+    for spec in "${ACP_NPM_PACKAGES[@]}"; do
+        name=${spec%@*} version=${spec##*@}
+        got=$(installed_npm_version "$name")
+        if [[ "$got" != "$version" ]]; then
+            echo "error: $acp has $name '${got:-none}', wanted $version" >&2
+            exit 1
+        fi
+    done
+else
+    echo "already installed: ${ACP_NPM_PACKAGES[*]}"
+fi
+echo "acpx: $acp/node_modules/.bin/acpx"
+echo "claude-agent-acp: $acp/node_modules/.bin/claude-agent-acp"
+echo "ACP SDK and schema: $acp/node_modules/@agentclientprotocol/sdk"
+
+# Toad (batrachian-toad, a Textual TUI that is an ACP client) from PyPI into
+# .peers/toad-venv. It says Requires-Python >=3.14, which no registry here
+# has: the venv takes the newest of 3.14, 3.13, 3.12 found on PATH or under
+# pyenv (or $TOAD_PYTHON), pip is told --ignore-requires-python, and below
+# 3.14 scripts/toad/_moonkale_toad_compat.py (loaded by a .pth file) stands
+# in for the 3.14 features it uses (lazy annotations, InterpreterPoolExecutor).
+TOAD_VERSION=0.6.20
+toad_venv="$peers/toad-venv"
+toad="$toad_venv/bin/toad"
+
+toad_python() {
+    # Prints the interpreter for the Toad venv, or nothing.
+    if [[ -n "${TOAD_PYTHON:-}" ]]; then
+        echo "$TOAD_PYTHON"
+        return
+    fi
+    local v p found
+    for v in 3.14 3.13 3.12; do
+        if p=$(command -v "python$v") && "$p" -c '' 2>/dev/null; then
+            echo "$p"
+            return
+        fi
+        if command -v pyenv >/dev/null &&
+            found=$(pyenv versions --bare 2>/dev/null | grep -E "^${v//./\\.}(\.[0-9]+)?$" | tail -1) &&
+            [[ -n "$found" ]] && p="$(pyenv root)/versions/$found/bin/python$v" && [[ -x "$p" ]]; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+installed_toad_version() {
+    # Prints e.g. 0.6.20 when the venv's toad starts (and the shim is there).
+    [[ -x "$toad" ]] || return 0
+    cmp -s "$repo/scripts/toad/_moonkale_toad_compat.py" \
+        "$("$toad_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_moonkale_toad_compat.py" ||
+        return 0
+    "$toad" --version 2>/dev/null || true
+}
+
+if [[ "$(installed_toad_version)" == "$TOAD_VERSION" ]]; then
+    echo "batrachian-toad $TOAD_VERSION already installed"
+else
+    py=$(toad_python)
+    if [[ -z "$py" ]]; then
+        echo "error: Toad needs Python >= 3.12 (set TOAD_PYTHON)" >&2
+        exit 1
+    fi
+    echo "installing batrachian-toad $TOAD_VERSION into $toad_venv (with $py)"
+    rm -rf "$toad_venv"
+    "$py" -m venv "$toad_venv"
+    # --no-compile: toad's .pyc files must come from the shim's compiler.
+    "$toad_venv/bin/pip" install --quiet --no-compile --ignore-requires-python \
+        "batrachian-toad==$TOAD_VERSION"
+    site=$("$toad_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    cp "$repo/scripts/toad/_moonkale_toad_compat.py" "$site/"
+    echo "import _moonkale_toad_compat" >"$site/_moonkale_toad_compat.pth"
+    got=$(installed_toad_version)
+    if [[ "$got" != "$TOAD_VERSION" ]]; then
+        echo "error: $toad reports version '${got:-none}', wanted $TOAD_VERSION" >&2
+        exit 1
+    fi
+fi
+echo "toad: $toad"
 
 # VS Code for tests/tests/vscode.rs: code-server 4.100.3 from npm, Debian's
 # chromium, the extension's and the driver's npm dependencies (pinned by

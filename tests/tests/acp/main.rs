@@ -8,6 +8,7 @@
 //! they share.
 
 mod flows;
+mod hostile;
 
 use moonkale_tests::acp::AcpAgent;
 use moonkale_tests::world::World;

@@ -19,11 +19,7 @@ enum In {
 }
 
 fn run(inputs: Vec<In>, want: Expect) {
-    let mut view = SessionView::new(
-        std::path::Path::new("/w"),
-        PermissionMode::Default,
-        None,
-    );
+    let mut view = SessionView::new(std::path::Path::new("/w"), PermissionMode::Default, None);
     let mut out = String::new();
     let mut seq = 0;
     for input in inputs {
@@ -115,7 +111,10 @@ fn a_client_joining_mid_message_sees_the_partial_then_only_what_is_new() {
             In::Text("Hel", 0),
             In::Text("lo w", 3),
             In::Text("orld", 7),
-            In::Event("cli", assistant(json!([{"type": "text", "text": "Hello world"}]))),
+            In::Event(
+                "cli",
+                assistant(json!([{"type": "text", "text": "Hello world"}])),
+            ),
         ],
         expect![[r#"
             > prompt
@@ -187,9 +186,18 @@ fn modes_models_and_commands_are_updated_when_they_change() {
                        "models": [{"value": "default", "displayName": "Default"},
                                   {"value": "opus", "displayName": "Opus", "description": "Most capable"}]}),
             ),
-            In::Event("cli", json!({"type": "system", "subtype": "init", "slash_commands": ["ignored"]})),
-            In::Event("settings", json!({"permissionMode": "acceptEdits", "model": null})),
-            In::Event("settings", json!({"permissionMode": "acceptEdits", "model": "opus"})),
+            In::Event(
+                "cli",
+                json!({"type": "system", "subtype": "init", "slash_commands": ["ignored"]}),
+            ),
+            In::Event(
+                "settings",
+                json!({"permissionMode": "acceptEdits", "model": null}),
+            ),
+            In::Event(
+                "settings",
+                json!({"permissionMode": "acceptEdits", "model": "opus"}),
+            ),
             In::Event("notice", json!({"message": "Claude Code restarts"})),
         ],
         expect![[r#"
@@ -216,7 +224,9 @@ fn an_approval_finds_the_tool_call_it_asks_about() {
         seq: 0,
         at: 0,
         kind: "cli".into(),
-        data: assistant(json!([{"type": "tool_use", "id": "toolu_9", "name": "Write", "input": input}])),
+        data: assistant(
+            json!([{"type": "tool_use", "id": "toolu_9", "name": "Write", "input": input}]),
+        ),
     });
     let approval = |tool: &str, input: Value| Approval {
         approval: "s/1".into(),

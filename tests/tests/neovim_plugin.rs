@@ -23,14 +23,25 @@ fn repo() -> PathBuf {
 
 /// The user's config: the plugin and its setup, nothing else. The prompt
 /// Neovim shows for a proposal (`vim.ui.select`) is recorded and left
-/// unanswered, as by a user who decides with the commands instead.
+/// unanswered, as by a user who decides with the commands instead; when a
+/// test sets `PluginTest.choose`, the user picks the first item whose text
+/// holds it (a code action menu).
 const INIT: &str = r#"
 vim.opt.rtp:prepend(vim.env.MOONKALE_PLUGIN_DIR)
 vim.opt.swapfile = false
 vim.opt.shadafile = 'NONE'
 PluginTest = { asked = {}, told = {} }
-vim.ui.select = function(_, opts)
+vim.ui.select = function(items, opts, on_choice)
   table.insert(PluginTest.asked, opts.prompt or '')
+  local want = PluginTest.choose
+  if not want then return end
+  for i, item in ipairs(items) do
+    local text = opts.format_item and opts.format_item(item) or tostring(item)
+    if text:find(want, 1, true) then
+      PluginTest.choose = nil
+      return on_choice(item, i)
+    end
+  end
 end
 -- What the plugin told the user (vim.notify), as a user would read it.
 local notify = vim.notify
@@ -806,4 +817,69 @@ async fn plugin_forwards_other_diagnostics() {
     })
     .await;
     assert_eq!(nvim.eval("v:errmsg").await, "");
+}
+
+/// An ACP panel (an editor's agent panel through `moonkale-service acp`)
+/// shows Claude's question to write a file; the user answers it in Neovim
+/// instead, from the code action menu ("Claude: allow …"). The file is
+/// written, the panel's question is withdrawn (`$/cancel_request`), and the
+/// panel's turn ends with the model's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_answers_the_question_an_acp_panel_shows() {
+    use moonkale_tests::acp::{AcpAgent, is_permission_request};
+    use moonkale_tests::fakeapi::{Reply, Script};
+    let w = moonkale_tests::world::World::builder()
+        .agent()
+        .file("README.md", "readme\n")
+        .start()
+        .await;
+    let path = w.path("notes.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "write the notes",
+                Reply::tool_use(
+                    "Write",
+                    json!({"file_path": path.display().to_string(), "content": "FROM NEOVIM\n"}),
+                ),
+            )
+            .after_tool("Write", Reply::text("NOTES_WRITTEN")),
+    );
+    let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), "README.md").await;
+    let mut cmd = w.command(&["acp", "--workspace"]);
+    cmd.arg(&w.sb.workspace);
+    let mut acp = AcpAgent::spawn(cmd, &w.sb.root.join("acp.log"));
+    acp.initialize().await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let prompt = acp
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "write the notes"}]}),
+        )
+        .await;
+    let ask = acp
+        .wait_for("the panel's question", is_permission_request)
+        .await;
+    assert_eq!(ask["params"]["toolCall"]["title"], "Write notes.txt");
+
+    // What the user will pick from the menu.
+    nvim.send_keys(":lua PluginTest.choose = 'Claude: allow Write notes.txt'<CR>")
+        .await;
+    nvim.send_keys(":lua vim.lsp.buf.code_action()<CR>").await;
+    let withdrawn = acp
+        .wait_for("the panel's question withdrawn", |m| {
+            m["method"] == "$/cancel_request"
+        })
+        .await;
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
+    let reply = acp
+        .response(prompt, moonkale_tests::STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "FROM NEOVIM\n");
+    assert!(
+        acp.chunks(&session, "agent_message_chunk")
+            .contains("NOTES_WRITTEN")
+    );
 }

@@ -51,7 +51,11 @@ pub const ACP_DEFAULT_MODE: PermissionMode = PermissionMode::Default;
 /// Runs the ACP front door over `input`/`output` against a connected
 /// service, until the client closes its end. A session's turn goes on in
 /// the service when the client goes.
-pub async fn serve<R, W>(client: Client, input: R, output: W) -> Result<()>
+///
+/// `remote`: the service runs on another machine, whose folders the
+/// client's paths do not name; a session whose `cwd` is not inside the
+/// service's workspace runs in the workspace itself.
+pub async fn serve<R, W>(client: Client, input: R, output: W, remote: bool) -> Result<()>
 where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
@@ -67,6 +71,7 @@ where
         notes: notifications,
         out,
         workspace,
+        remote,
         initialized: false,
         sessions: HashMap::new(),
         asked: HashMap::new(),
@@ -84,6 +89,8 @@ struct Bridge {
     out: mpsc::Sender<Vec<u8>>,
     /// The service's workspace (sessions' `cwd` when listed).
     workspace: PathBuf,
+    /// The service is remote: the client's paths are not its paths.
+    remote: bool,
     initialized: bool,
     /// The sessions this client created or loaded.
     sessions: HashMap<String, Attached>,
@@ -250,7 +257,10 @@ impl Bridge {
     }
 
     async fn new_session(&mut self, params: &wire::Params) -> Result<Value, wire::Error> {
-        let cwd = params.absolute_path("cwd")?;
+        let mut cwd = params.absolute_path("cwd")?;
+        if self.remote && !cwd.starts_with(&self.workspace) {
+            cwd = self.workspace.clone(); // a folder of the client's machine
+        }
         let mcp_servers = wire::mcp_servers(&params.0["mcpServers"])?;
         let started = self
             .client
@@ -636,7 +646,8 @@ const NAME: &str = "ACP client";
 /// Connects to the service and serves ACP on this process's stdin/stdout.
 pub async fn run(target: Target) -> Result<()> {
     let client = connect(&target).await?;
-    serve(client, tokio::io::stdin(), tokio::io::stdout()).await
+    let remote = matches!(target, Target::Remote(_));
+    serve(client, tokio::io::stdin(), tokio::io::stdout(), remote).await
 }
 
 async fn connect(target: &Target) -> Result<Client> {

@@ -9,6 +9,7 @@
 
 mod flows;
 mod hostile;
+mod remote;
 
 use moonkale_tests::acp::AcpAgent;
 use moonkale_tests::world::World;

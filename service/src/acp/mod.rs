@@ -73,6 +73,7 @@ where
         workspace,
         remote,
         initialized: false,
+        forms: false,
         sessions: HashMap::new(),
         asked: HashMap::new(),
         next_id: 0,
@@ -92,6 +93,8 @@ struct Bridge {
     /// The service is remote: the client's paths are not its paths.
     remote: bool,
     initialized: bool,
+    /// The client takes `elicitation/create` forms (`AskUserQuestion`).
+    forms: bool,
     /// The sessions this client created or loaded.
     sessions: HashMap<String, Attached>,
     /// Our `session/request_permission` requests waiting for the client.
@@ -169,6 +172,8 @@ impl Bridge {
     ) -> Result<Option<Value>, wire::Error> {
         if method == "initialize" {
             self.initialized = true;
+            let forms = params.pointer("/clientCapabilities/elicitation/form");
+            self.forms = forms.is_some_and(Value::is_object);
             return Ok(Some(initialize_result(&params)));
         }
         if !self.initialized {
@@ -534,21 +539,16 @@ impl Bridge {
             return;
         };
         let tool_call = attached.view.tool_call_for(&approval);
-        let asked = PermissionAsked::new(session, approval, tool_call);
+        let asked = PermissionAsked::new(session, approval, tool_call, self.forms);
         self.send_permission(asked).await;
     }
 
     async fn send_permission(&mut self, asked: PermissionAsked) {
         self.next_id += 1;
         let id = self.next_id;
-        let params = asked.params();
+        let (method, params) = (asked.method(), asked.params());
         self.asked.insert(id, asked);
-        self.send(Outgoing::Request {
-            id,
-            method: "session/request_permission",
-            params,
-        })
-        .await;
+        self.send(Outgoing::Request { id, method, params }).await;
     }
 
     /// An approval was decided elsewhere (or withdrawn by the CLI): the
@@ -574,11 +574,8 @@ impl Bridge {
         let Some(asked) = id.as_i64().and_then(|id| self.asked.remove(&id)) else {
             return; // withdrawn already, or not ours
         };
-        let outcome = match result {
-            Ok(result) => result["outcome"].clone(),
-            Err(_) => json!({"outcome": "cancelled"}),
-        };
-        match asked.answer(&outcome) {
+        let result = result.unwrap_or_else(|_| json!({"outcome": {"outcome": "cancelled"}}));
+        match asked.answer(&result) {
             session::Answered::Done(answer) => self.answer(answer).await,
             session::Answered::Next(next) => self.send_permission(next).await,
         }

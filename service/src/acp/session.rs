@@ -110,12 +110,15 @@ impl Attached {
 }
 
 /// A `session/request_permission` sent for one approval; a question of
-/// several is asked one question at a time.
+/// several is asked one question at a time. `AskUserQuestion` goes to a
+/// client that takes forms as one `elicitation/create` instead.
 #[derive(Debug)]
 pub struct PermissionAsked {
     pub session: String,
     pub approval: Approval,
     tool_call: Value,
+    /// Asked as a form (`elicitation/create`).
+    form: bool,
     /// The question being asked (a question approval).
     question: usize,
     answers: Map<String, Value>,
@@ -134,13 +137,30 @@ const ALWAYS: &str = "always";
 const REJECT: &str = "reject";
 
 impl PermissionAsked {
-    pub fn new(session: &str, approval: Approval, tool_call: Value) -> PermissionAsked {
+    /// `forms`: the client takes `elicitation/create` forms.
+    pub fn new(
+        session: &str,
+        approval: Approval,
+        tool_call: Value,
+        forms: bool,
+    ) -> PermissionAsked {
+        let form = forms && matches!(approval.kind, ApprovalKind::Question { .. });
         PermissionAsked {
             session: session.to_owned(),
             approval,
             tool_call,
+            form,
             question: 0,
             answers: Map::new(),
+        }
+    }
+
+    /// The client method that asks it.
+    pub fn method(&self) -> &'static str {
+        if self.form {
+            "elicitation/create"
+        } else {
+            "session/request_permission"
         }
     }
 
@@ -184,6 +204,9 @@ impl PermissionAsked {
 
     /// The request's params.
     pub fn params(&self) -> Value {
+        if self.form {
+            return self.form_params();
+        }
         let mut tool_call = self.tool_call.clone();
         if let ApprovalKind::Question { questions } = &self.approval.kind
             && let Some(q) = questions.get(self.question)
@@ -193,9 +216,84 @@ impl PermissionAsked {
         json!({"sessionId": self.session, "toolCall": tool_call, "options": self.options()})
     }
 
-    /// The client's `outcome`: `{"outcome": "selected", "optionId"}` or
-    /// `{"outcome": "cancelled"}`; anything else counts as a rejection.
-    pub fn answer(mut self, outcome: &Value) -> Answered {
+    /// A question approval as one form: a field per question, its
+    /// options to pick from (several for a multi-select question).
+    fn form_params(&self) -> Value {
+        let ApprovalKind::Question { questions } = &self.approval.kind else {
+            unreachable!("only questions are forms");
+        };
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        for (i, q) in questions.iter().enumerate() {
+            let choices: Vec<Value> = q
+                .options
+                .iter()
+                .flatten()
+                .map(|o| {
+                    let mut choice = json!({"const": o.label, "title": o.label});
+                    if let Some(d) = &o.description {
+                        choice["description"] = json!(d);
+                    }
+                    choice
+                })
+                .collect();
+            let title = q.header.clone().unwrap_or_else(|| q.question.clone());
+            let field = if q.multi_select == Some(true) {
+                json!({"type": "array", "title": title, "description": q.question,
+                       "items": {"anyOf": choices}})
+            } else {
+                json!({"type": "string", "title": title, "description": q.question, "oneOf": choices})
+            };
+            properties.insert(format!("q{i}"), field);
+            required.push(json!(format!("q{i}")));
+        }
+        json!({
+            "sessionId": self.session,
+            "toolCallId": self.tool_call["toolCallId"],
+            "mode": "form",
+            "message": self.approval.title,
+            "requestedSchema": {"type": "object", "properties": properties, "required": required},
+        })
+    }
+
+    /// The client's answer: a permission's `{"outcome": {"outcome":
+    /// "selected", "optionId"}}` (or `cancelled`), a form's `{"action":
+    /// "accept", "content"}` (or `decline`, `cancel`); anything else counts
+    /// as a rejection.
+    pub fn answer(self, result: &Value) -> Answered {
+        if self.form {
+            return self.form_answer(result);
+        }
+        self.option_answer(&result["outcome"])
+    }
+
+    fn form_answer(self, result: &Value) -> Answered {
+        let id = self.approval.approval.clone();
+        let ApprovalKind::Question { questions } = &self.approval.kind else {
+            unreachable!("only questions are forms");
+        };
+        let content = &result["content"];
+        let mut answers = Map::new();
+        for (i, q) in questions.iter().enumerate() {
+            let answer = &content[format!("q{i}")];
+            let ok = match answer {
+                Value::String(s) => !s.is_empty(),
+                Value::Array(items) => !items.is_empty() && items.iter().all(Value::is_string),
+                _ => false,
+            };
+            if !ok {
+                break;
+            }
+            answers.insert(q.question.clone(), answer.clone());
+        }
+        if result["action"] == "accept" && answers.len() == questions.len() {
+            Answered::Done(AnswerParams::allow(id).with_answers(answers))
+        } else {
+            Answered::Done(AnswerParams::deny(id).with_message("The user declined to answer."))
+        }
+    }
+
+    fn option_answer(mut self, outcome: &Value) -> Answered {
         let id = self.approval.approval.clone();
         let chosen = (outcome["outcome"] == "selected")
             .then(|| outcome["optionId"].as_str())

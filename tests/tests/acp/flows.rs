@@ -511,3 +511,171 @@ async fn an_editor_answers_first_and_the_panels_question_is_withdrawn() {
     assert_eq!(reply["stopReason"], "end_turn");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "BY EDITOR\n");
 }
+
+fn question_script() -> Script {
+    let questions = json!([
+        {"question": "Which database should the tests use?", "header": "Database", "multiSelect": false,
+         "options": [{"label": "SQLite", "description": "in memory"}, {"label": "Postgres", "description": "a server"}]},
+        {"question": "Which checks should run?", "header": "Checks", "multiSelect": true,
+         "options": [{"label": "lint", "description": "style"}, {"label": "unit", "description": "fast"},
+                     {"label": "e2e", "description": "slow"}]},
+    ]);
+    Script::new()
+        .on_prompt(
+            "ask me",
+            Reply::tool_use("AskUserQuestion", json!({"questions": questions})),
+        )
+        .after_tool("AskUserQuestion", Reply::text("NOTED"))
+}
+
+/// Claude's `AskUserQuestion` in a panel without forms: one permission
+/// request per question, its options to pick; the model gets the labels
+/// picked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claudes_question_is_a_choice_of_its_options_in_the_panel() {
+    let w = World::builder()
+        .agent()
+        .script(question_script())
+        .start()
+        .await;
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let prompt = acp
+        .request("session/prompt", text_prompt(&session, "ask me"))
+        .await;
+    let first = acp
+        .next_matching(
+            "the first question",
+            moonkale_tests::acp::is_permission_request,
+        )
+        .await;
+    assert_eq!(
+        first["params"]["toolCall"]["title"],
+        "Which database should the tests use?"
+    );
+    assert_eq!(
+        option_ids(&first),
+        [
+            "option:0 allow_once",
+            "option:1 allow_once",
+            "reject reject_once"
+        ]
+    );
+    acp.respond(
+        &first["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "option:1"}}),
+    )
+    .await;
+    let second = acp
+        .next_matching(
+            "the second question",
+            moonkale_tests::acp::is_permission_request,
+        )
+        .await;
+    assert_eq!(
+        second["params"]["toolCall"]["title"],
+        "Which checks should run?"
+    );
+    acp.respond(
+        &second["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "option:2"}}),
+    )
+    .await;
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
+    assert!(
+        !result.is_error && result.text.contains("Postgres") && result.text.contains("e2e"),
+        "{}",
+        result.text
+    );
+}
+
+/// A panel that takes forms (`elicitation.form`) gets the question as one
+/// `elicitation/create`, a field per question (a multi-select one takes
+/// several labels); the model gets what the user filled in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claudes_question_is_a_form_in_a_panel_that_takes_forms() {
+    let w = World::builder()
+        .agent()
+        .script(question_script())
+        .start()
+        .await;
+    let mut cmd = w.command(&["acp", "--workspace"]);
+    cmd.arg(&w.sb.workspace);
+    let mut acp = moonkale_tests::acp::AcpAgent::spawn(cmd, &w.sb.root.join("acp-forms.log"));
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"elicitation": {"form": {}}}}),
+    )
+    .await
+    .expect("initialize");
+    let session = acp.new_session(&w.sb.workspace).await;
+    let prompt = acp
+        .request("session/prompt", text_prompt(&session, "ask me"))
+        .await;
+    let form = acp
+        .wait_for("the form", |m| m["method"] == "elicitation/create")
+        .await;
+    let schema = &form["params"]["requestedSchema"];
+    assert_eq!(form["params"]["mode"], "form");
+    assert_eq!(schema["properties"]["q0"]["oneOf"][1]["const"], "Postgres");
+    assert_eq!(schema["properties"]["q1"]["type"], "array");
+    acp.respond(
+        &form["id"],
+        json!({"action": "accept", "content": {"q0": "SQLite", "q1": ["lint", "unit"]}}),
+    )
+    .await;
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
+    assert!(
+        !result.is_error && result.text.contains("SQLite") && result.text.contains("unit"),
+        "{}",
+        result.text
+    );
+}
+
+/// An API error ends the prompt with a JSON-RPC error carrying the CLI's
+/// message; a 401 also says how to log in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_error_is_a_json_rpc_error_with_the_clis_message() {
+    let w = World::builder()
+        .agent()
+        .script(
+            Script::new()
+                .on_prompt(
+                    "who am i",
+                    Reply::error(401, "authentication_error", "invalid x-api-key"),
+                )
+                .on_prompt("busy", Reply::error(529, "overloaded_error", "Overloaded")),
+        )
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .start()
+        .await;
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let denied = acp
+        .call("session/prompt", text_prompt(&session, "who am i"))
+        .await;
+    let error = denied.expect_err("a 401 is an error");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("claude login"), "{error}");
+    // A new session: a CLI once refused its key does not ask again.
+    let session = acp.new_session(&w.sb.workspace).await;
+    let busy = acp
+        .call("session/prompt", text_prompt(&session, "busy"))
+        .await;
+    let error = busy.expect_err("a 529 is an error");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("verloaded") || message.contains("529"),
+        "{error}"
+    );
+}

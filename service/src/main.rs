@@ -81,7 +81,8 @@ enum Command {
     /// Toad): its sessions are the workspace service's hosted Claude Code
     /// sessions (the service is started if none runs).
     Acp {
-        /// The workspace folder [default: the current directory].
+        /// The workspace folder [default: the folder of the client's first
+        /// session].
         #[arg(long, value_name = "DIR", conflicts_with = "connect")]
         workspace: Option<PathBuf>,
         /// A remote service (`serve --listen`) instead: `ws://host:port/`
@@ -521,7 +522,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                     acp::Target::Remote(remote::client::RemoteTarget { url, token, ca })
                 }
                 None => acp::Target::Local {
-                    workspace: runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?,
+                    workspace: match workspace {
+                        Some(w) => Some(runtime::canonical_workspace(&w)?),
+                        None => None,
+                    },
                     service_bin: std::env::current_exe().context("finding this program")?,
                 },
             };

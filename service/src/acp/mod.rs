@@ -48,40 +48,36 @@ pub const PROTOCOL_VERSION: u64 = 1;
 /// would refuse every edit until the user switches).
 pub const ACP_DEFAULT_MODE: PermissionMode = PermissionMode::Default;
 
-/// Runs the ACP front door over `input`/`output` against a connected
-/// service, until the client closes its end. A session's turn goes on in
-/// the service when the client goes.
-///
-/// `remote`: the service runs on another machine, whose folders the
-/// client's paths do not name; a session whose `cwd` is not inside the
-/// service's workspace runs in the workspace itself.
-pub async fn serve<R, W>(client: Client, input: R, output: W, remote: bool) -> Result<()>
-where
-    R: AsyncRead + Send + Unpin + 'static,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    let notifications = client.notifications().expect("a new client's");
-    let workspace = client.status().await?.workspace;
-    let (incoming_tx, mut incoming) = mpsc::channel(wire::QUEUE);
-    tokio::spawn(wire::read_lines(input, incoming_tx));
-    let (out, out_rx) = mpsc::channel(wire::QUEUE);
-    let writer = tokio::spawn(wire::write_lines(output, out_rx));
-    let mut bridge = Bridge {
-        client,
-        notes: notifications,
-        out,
-        workspace,
-        remote,
-        initialized: false,
-        forms: false,
-        sessions: HashMap::new(),
-        asked: HashMap::new(),
-        next_id: 0,
-    };
-    bridge.run(&mut incoming).await;
-    drop(bridge);
-    let _ = writer.await;
-    Ok(())
+/// The client's two ends: its messages, parsed, and the queue of lines to
+/// it.
+struct Pipes {
+    incoming: mpsc::Receiver<Incoming>,
+    out: mpsc::Sender<Vec<u8>>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl Pipes {
+    fn new<R, W>(input: R, output: W) -> Pipes
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let (incoming_tx, incoming) = mpsc::channel(wire::QUEUE);
+        tokio::spawn(wire::read_lines(input, incoming_tx));
+        let (out, out_rx) = mpsc::channel(wire::QUEUE);
+        let writer = tokio::spawn(wire::write_lines(output, out_rx));
+        Pipes {
+            incoming,
+            out,
+            writer,
+        }
+    }
+
+    /// Waits until every line queued reached the client.
+    async fn finish(self) {
+        drop(self.out);
+        let _ = self.writer.await;
+    }
 }
 
 struct Bridge {
@@ -103,6 +99,35 @@ struct Bridge {
 }
 
 impl Bridge {
+    async fn new(client: Client, out: mpsc::Sender<Vec<u8>>, remote: bool) -> Result<Bridge> {
+        let notes = client.notifications().expect("a new client's");
+        let workspace = client.status().await?.workspace;
+        Ok(Bridge {
+            client,
+            notes,
+            out,
+            workspace,
+            remote,
+            initialized: false,
+            forms: false,
+            sessions: HashMap::new(),
+            asked: HashMap::new(),
+            next_id: 0,
+        })
+    }
+
+    /// Serves the client: `init`, the `initialize` params it was already
+    /// answered, and `first`, a message that came before the connection.
+    async fn serve(mut self, pipes: &mut Pipes, started: Option<(Option<Value>, Incoming)>) {
+        if let Some((init, first)) = started {
+            if let Some(init) = init {
+                self.initialize(&init);
+            }
+            self.incoming(first).await;
+        }
+        self.run(&mut pipes.incoming).await;
+    }
+
     async fn run(&mut self, incoming: &mut mpsc::Receiver<Incoming>) {
         loop {
             tokio::select! {
@@ -171,10 +196,7 @@ impl Bridge {
         id: Value,
     ) -> Result<Option<Value>, wire::Error> {
         if method == "initialize" {
-            self.initialized = true;
-            let forms = params.pointer("/clientCapabilities/elicitation/form");
-            self.forms = forms.is_some_and(Value::is_object);
-            return Ok(Some(initialize_result(&params)));
+            return Ok(Some(self.initialize(&params)));
         }
         if !self.initialized {
             return Err(wire::Error::new(
@@ -233,6 +255,13 @@ impl Bridge {
                 ),
             )),
         }
+    }
+
+    fn initialize(&mut self, params: &Value) -> Value {
+        self.initialized = true;
+        let forms = params.pointer("/clientCapabilities/elicitation/form");
+        self.forms = forms.is_some_and(Value::is_object);
+        initialize_result(params)
     }
 
     /// The id of a session this client created or loaded.
@@ -628,9 +657,10 @@ fn initialize_result(_params: &Value) -> Value {
 
 /// Where an `acp` process finds its service.
 pub enum Target {
-    /// The workspace's own service, started when none runs.
+    /// The service of `workspace` (or, when `None`, of the folder the
+    /// client's first session is in), started when none runs.
     Local {
-        workspace: PathBuf,
+        workspace: Option<PathBuf>,
         service_bin: PathBuf,
     },
     /// A remote `serve --listen`.
@@ -641,26 +671,108 @@ pub enum Target {
 const NAME: &str = "ACP client";
 
 /// Connects to the service and serves ACP on this process's stdin/stdout.
+/// Without a workspace named, the service is the one of the first
+/// session's `cwd` (an editor need not start its agent in the project):
+/// `initialize` is answered before that.
 pub async fn run(target: Target) -> Result<()> {
-    let client = connect(&target).await?;
+    let mut pipes = Pipes::new(tokio::io::stdin(), tokio::io::stdout());
     let remote = matches!(target, Target::Remote(_));
-    serve(client, tokio::io::stdin(), tokio::io::stdout(), remote).await
+    let (client, started) = match target {
+        Target::Local {
+            workspace: None,
+            service_bin,
+        } => {
+            let Some((init, first)) = before_a_session(&mut pipes).await else {
+                pipes.finish().await;
+                return Ok(());
+            };
+            let folder = match first_folder(&first) {
+                Some(folder) => folder,
+                None => std::env::current_dir().map_err(|e| {
+                    crate::Error::Invalid(format!("reading the current directory: {e}"))
+                })?,
+            };
+            match connect_local(&folder, &service_bin).await {
+                Ok(client) => (client, Some((init, first))),
+                Err(e) => {
+                    if let Incoming::Request { id, .. } = first {
+                        let error = wire::Error::new(code::INTERNAL_ERROR, e.to_string());
+                        let _ = pipes
+                            .out
+                            .send(Outgoing::Error { id, error }.to_line())
+                            .await;
+                    }
+                    pipes.finish().await;
+                    return Err(e);
+                }
+            }
+        }
+        target => (connect(&target).await?, None),
+    };
+    let bridge = Bridge::new(client, pipes.out.clone(), remote).await?;
+    bridge.serve(&mut pipes, started).await;
+    pipes.finish().await;
+    Ok(())
+}
+
+/// Answers `initialize` until the first other message comes; that message
+/// and the `initialize` params. `None`: the client went first.
+async fn before_a_session(pipes: &mut Pipes) -> Option<(Option<Value>, Incoming)> {
+    let mut init = None;
+    loop {
+        match pipes.incoming.recv().await? {
+            Incoming::Request { id, method, params } if method == "initialize" => {
+                let line = Outgoing::result(id, initialize_result(&params)).to_line();
+                let _ = pipes.out.send(line).await;
+                init = Some(params);
+            }
+            other => return Some((init, other)),
+        }
+    }
+}
+
+/// The folder a session request names (`session/new`, `session/load`,
+/// `session/list`'s `cwd`), if absolute and there.
+fn first_folder(message: &Incoming) -> Option<PathBuf> {
+    let Incoming::Request { params, .. } = message else {
+        return None;
+    };
+    let cwd = PathBuf::from(params["cwd"].as_str()?);
+    (cwd.is_absolute() && cwd.is_dir())
+        .then(|| crate::runtime::canonical_workspace(&cwd).ok())
+        .flatten()
+}
+
+async fn connect_local(
+    workspace: &std::path::Path,
+    service_bin: &std::path::Path,
+) -> Result<Client> {
+    let (stream, _) = crate::client::connect_or_start(workspace, service_bin).await?;
+    let (read, write) = stream.into_split();
+    Ok(Client::over(read, write, moonkale_client::Role::AgentPanel, NAME).await?)
 }
 
 async fn connect(target: &Target) -> Result<Client> {
-    use moonkale_client::Role;
     match target {
         Target::Local {
             workspace,
             service_bin,
         } => {
-            let (stream, _) = crate::client::connect_or_start(workspace, service_bin).await?;
-            let (read, write) = stream.into_split();
-            Ok(Client::over(read, write, Role::AgentPanel, NAME).await?)
+            let here;
+            let workspace = match workspace {
+                Some(w) => w,
+                None => {
+                    here = std::env::current_dir().map_err(|e| {
+                        crate::Error::Invalid(format!("reading the current directory: {e}"))
+                    })?;
+                    &here
+                }
+            };
+            connect_local(workspace, service_bin).await
         }
         Target::Remote(remote) => {
             let (read, write) = crate::remote::client::connect(remote).await?;
-            Ok(Client::over(read, write, Role::AgentPanel, NAME).await?)
+            Ok(Client::over(read, write, moonkale_client::Role::AgentPanel, NAME).await?)
         }
     }
 }

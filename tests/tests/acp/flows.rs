@@ -679,3 +679,36 @@ async fn an_api_error_is_a_json_rpc_error_with_the_clis_message() {
         "{error}"
     );
 }
+
+/// An editor that starts its agent somewhere else than the project (no
+/// `--workspace`): the service is the one of the first session's folder,
+/// and `initialize` is answered before any service is reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_sessions_folder_names_the_workspace() {
+    let mut w = World::builder()
+        .agent()
+        .script(Script::new().on_prompt("where am i", Reply::text("IN_THE_PROJECT")))
+        .file("src/main.rs", "fn main() {}\n")
+        .start()
+        .await;
+    let mut cmd = w.command(&["acp"]);
+    cmd.current_dir(&w.sb.root);
+    let mut acp = moonkale_tests::acp::AcpAgent::spawn(cmd, &w.sb.root.join("acp-nowhere.log"));
+    acp.initialize().await;
+    let session = acp.new_session(&w.path("src")).await;
+    let reply = acp
+        .call("session/prompt", text_prompt(&session, "where am i"))
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    let listed =
+        w.ed.call("moonkale/agent/list", serde_json::Value::Null)
+            .await;
+    assert_eq!(
+        listed["sessions"][0]["session"],
+        session.as_str(),
+        "the world's service"
+    );
+    let page = w.ed.events_page(&session, 0, 1).await;
+    assert_eq!(page["events"][0]["data"]["cwd"], json!(w.path("src")));
+}

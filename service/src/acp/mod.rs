@@ -93,6 +93,9 @@ struct Bridge {
     forms: bool,
     /// The sessions this client created or loaded.
     sessions: HashMap<String, Attached>,
+    /// The models the CLI offered last, for a new session's reply before
+    /// its own CLI says.
+    models: Vec<(String, String, Option<String>)>,
     /// Our `session/request_permission` requests waiting for the client.
     asked: HashMap<i64, PermissionAsked>,
     next_id: i64,
@@ -111,6 +114,7 @@ impl Bridge {
             initialized: false,
             forms: false,
             sessions: HashMap::new(),
+            models: Vec::new(),
             asked: HashMap::new(),
             next_id: 0,
         })
@@ -307,7 +311,8 @@ impl Bridge {
             .await
             .map_err(wire::Error::from_service)?;
         let session = started.session;
-        let view = SessionView::new(&self.workspace, ACP_DEFAULT_MODE, None);
+        let mut view = SessionView::new(&self.workspace, ACP_DEFAULT_MODE, None);
+        view.models = self.models.clone();
         let mut attached = Attached::new(view);
         // A warm CLI already told its commands and models: read them now.
         let page = self
@@ -520,6 +525,9 @@ impl Bridge {
             return;
         };
         let updates = attached.event(event);
+        if event.kind == "capabilities" {
+            self.models = attached.view.models.clone();
+        }
         let finished = attached.turn_finished();
         self.updates(session, updates).await;
         if let Some((id, outcome)) = finished {

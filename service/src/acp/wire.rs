@@ -13,13 +13,8 @@ pub const QUEUE: usize = 1024;
 /// The longest line taken from the client (a prompt with embedded files).
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
-}
+use moonkale_protocol::jsonrpc::MAX_ID_LEN;
+pub use moonkale_protocol::jsonrpc::code;
 
 /// A JSON-RPC error to send.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,13 +101,18 @@ pub fn parse(line: &[u8]) -> Incoming {
         );
     };
     let id = message.remove("id");
+    let fits = |id: &Value| match id {
+        Value::Number(_) => true,
+        Value::String(s) => s.len() <= MAX_ID_LEN,
+        _ => false,
+    };
     if let Some(id) = &id
-        && !matches!(id, Value::Number(_) | Value::String(_))
+        && !fits(id)
     {
         return invalid(
             Value::Null,
             code::INVALID_REQUEST,
-            "an id is a number or a string",
+            "an id is a number or a string of at most 256 bytes",
         );
     }
     let params = message.remove("params").unwrap_or(Value::Null);
@@ -390,6 +390,10 @@ mod tests {
             ("not json", "invalid -32700"),
             ("[1,2]", "invalid -32600"),
             (r#"{"id":{"a":1},"method":"x"}"#, "invalid -32600"),
+            (
+                &format!(r#"{{"id":"{}","method":"x"}}"#, "i".repeat(300)),
+                "invalid -32600",
+            ),
             (r#"{"id":1,"method":7}"#, "invalid -32600"),
             (r#"{"id":1}"#, "invalid -32600"),
             (r#"{}"#, "invalid -32600"),

@@ -4,6 +4,7 @@
 //! client killed mid-turn, and the same question answered from an editor.
 
 use moonkale_tests::STEP;
+use moonkale_tests::agent::write_script;
 use moonkale_tests::fakeapi::{Gate, Reply, Script};
 use moonkale_tests::world::World;
 use serde_json::json;
@@ -63,20 +64,6 @@ async fn a_prompt_streams_its_answer_before_the_turn_ends() {
     }
     assert!(garbage.is_empty(), "not ACP on stdout: {garbage:?}");
     assert_eq!(acp.close().await, Some(0));
-}
-
-/// The model writes `content` to `path` with the Write tool when asked
-/// `prompt`, then says `done`.
-fn write_script(prompt: &str, path: &std::path::Path, content: &str, done: &str) -> Script {
-    Script::new()
-        .on_prompt(
-            prompt,
-            Reply::tool_use(
-                "Write",
-                json!({"file_path": path.display().to_string(), "content": content}),
-            ),
-        )
-        .after_tool("Write", Reply::text(done))
 }
 
 fn text_prompt(session: &str, text: &str) -> serde_json::Value {

@@ -27,7 +27,6 @@ mod warm_spare;
 
 use std::path::{Path, PathBuf};
 
-use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::world::World;
 use moonkale_tests::{Client, STEP};
 use serde_json::{Value, json};
@@ -48,19 +47,7 @@ fn is_event_of(m: &Value, session: &str, pred: impl Fn(&Value) -> bool) -> bool 
         && pred(&m["params"]["event"])
 }
 
-/// The model writes `content` to `path` with the CLI's Write tool, then
-/// says `done`.
-fn write_script(prompt: &str, path: &Path, content: &str, done: &str) -> Script {
-    Script::new()
-        .on_prompt(
-            prompt,
-            Reply::tool_use(
-                "Write",
-                json!({"file_path": path.display().to_string(), "content": content}),
-            ),
-        )
-        .after_tool("Write", Reply::text(done))
-}
+use moonkale_tests::agent::write_script;
 
 /// The model, asked "write the file", writes `content` to the workspace's
 /// `name` with the CLI's Write tool (then says `WRITE_DONE`), and a session

@@ -99,6 +99,30 @@ impl AcpAgent {
             .await;
     }
 
+    /// Sends `text` as a prompt of `session`; the request's id (its
+    /// answer comes at the end of the turn).
+    pub async fn prompt(&mut self, session: &str, text: &str) -> i64 {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+
+    /// The next `session/request_permission` (after those taken).
+    pub async fn permission(&mut self, what: &str) -> Value {
+        self.next_matching(what, is_permission_request).await
+    }
+
+    /// Answers a permission request with the option `option`.
+    pub async fn choose(&mut self, ask: &Value, option: &str) {
+        self.respond(
+            &ask["id"],
+            json!({"outcome": {"outcome": "selected", "optionId": option}}),
+        )
+        .await;
+    }
+
     /// A request and its answer: the result, or the error object.
     pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let id = self.request(method, params).await;

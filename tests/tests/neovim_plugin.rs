@@ -826,7 +826,7 @@ async fn plugin_forwards_other_diagnostics() {
 /// panel's turn ends with the model's answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_answers_the_question_an_acp_panel_shows() {
-    use moonkale_tests::acp::{AcpAgent, is_permission_request};
+    use moonkale_tests::acp::AcpAgent;
     use moonkale_tests::fakeapi::{Reply, Script};
     let w = moonkale_tests::world::World::builder()
         .agent()
@@ -851,15 +851,8 @@ async fn plugin_answers_the_question_an_acp_panel_shows() {
     let mut acp = AcpAgent::spawn(cmd, &w.sb.root.join("acp.log"));
     acp.initialize().await;
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "write the notes"}]}),
-        )
-        .await;
-    let ask = acp
-        .wait_for("the panel's question", is_permission_request)
-        .await;
+    let prompt = acp.prompt(&session, "write the notes").await;
+    let ask = acp.permission("the panel's question").await;
     assert_eq!(ask["params"]["toolCall"]["title"], "Write notes.txt");
 
     // What the user will pick from the menu.

@@ -25,12 +25,7 @@ async fn a_prompt_streams_its_answer_before_the_turn_ends() {
         .await;
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "stream please"}]}),
-        )
-        .await;
+    let prompt = acp.prompt(&session, "stream please").await;
     let first = acp
         .wait_for("the first agent_message_chunk", |m| {
             m["method"] == "session/update"
@@ -102,15 +97,8 @@ async fn a_write_allowed_in_the_panel_is_written_and_shown_as_its_diff() {
     ));
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request("session/prompt", text_prompt(&session, "write the notes"))
-        .await;
-    let ask = acp
-        .wait_for(
-            "the permission request",
-            moonkale_tests::acp::is_permission_request,
-        )
-        .await;
+    let prompt = acp.prompt(&session, "write the notes").await;
+    let ask = acp.permission("the permission request").await;
     assert_eq!(
         option_ids(&ask),
         [
@@ -125,11 +113,7 @@ async fn a_write_allowed_in_the_panel_is_written_and_shown_as_its_diff() {
     assert_eq!(call["content"][0]["type"], "diff");
     assert_eq!(call["content"][0]["newText"], "ACP NOTES\n");
     assert!(!path.exists(), "written before it was allowed");
-    acp.respond(
-        &ask["id"],
-        json!({"outcome": {"outcome": "selected", "optionId": "allow"}}),
-    )
-    .await;
+    acp.choose(&ask, "allow").await;
     let reply = acp
         .response(prompt, STEP)
         .await
@@ -175,20 +159,9 @@ async fn a_write_rejected_in_the_panel_leaves_the_file_untouched() {
     ));
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request("session/prompt", text_prompt(&session, "write the notes"))
-        .await;
-    let ask = acp
-        .wait_for(
-            "the permission request",
-            moonkale_tests::acp::is_permission_request,
-        )
-        .await;
-    acp.respond(
-        &ask["id"],
-        json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
-    )
-    .await;
+    let prompt = acp.prompt(&session, "write the notes").await;
+    let ask = acp.permission("the permission request").await;
+    acp.choose(&ask, "reject").await;
     let reply = acp
         .response(prompt, STEP)
         .await
@@ -223,9 +196,7 @@ async fn cancel_mid_stream_ends_the_prompt_cancelled() {
         .await;
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request("session/prompt", text_prompt(&session, "long answer"))
-        .await;
+    let prompt = acp.prompt(&session, "long answer").await;
     acp.wait_for("the first chunk", |m| {
         m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
     })
@@ -259,15 +230,8 @@ async fn cancel_withdraws_the_pending_permission_request() {
         .set_script(write_script("write the notes", &path, "NO\n", "NOTES_DONE"));
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request("session/prompt", text_prompt(&session, "write the notes"))
-        .await;
-    let ask = acp
-        .wait_for(
-            "the permission request",
-            moonkale_tests::acp::is_permission_request,
-        )
-        .await;
+    let prompt = acp.prompt(&session, "write the notes").await;
+    let ask = acp.permission("the permission request").await;
     acp.notify("session/cancel", json!({"sessionId": session}))
         .await;
     let reply = acp
@@ -309,15 +273,8 @@ async fn a_plan_approved_in_the_panel_then_its_write_asked_and_written() {
             && m["params"]["update"]["currentModeId"] == "plan"
     })
     .await;
-    let prompt = acp
-        .request("session/prompt", text_prompt(&session, "plan it"))
-        .await;
-    let plan = acp
-        .next_matching(
-            "the plan's question",
-            moonkale_tests::acp::is_permission_request,
-        )
-        .await;
+    let prompt = acp.prompt(&session, "plan it").await;
+    let plan = acp.permission("the plan's question").await;
     assert_eq!(plan["params"]["toolCall"]["kind"], "switch_mode");
     assert_eq!(
         plan["params"]["toolCall"]["content"][0]["content"]["text"],
@@ -331,29 +288,16 @@ async fn a_plan_approved_in_the_panel_then_its_write_asked_and_written() {
             "reject reject_once"
         ]
     );
-    acp.respond(
-        &plan["id"],
-        json!({"outcome": {"outcome": "selected", "optionId": "mode:default"}}),
-    )
-    .await;
+    acp.choose(&plan, "mode:default").await;
     acp.next_matching("the switch to default mode", |m| {
         m["params"]["update"]["sessionUpdate"] == "current_mode_update"
             && m["params"]["update"]["currentModeId"] == "default"
     })
     .await;
-    let write = acp
-        .next_matching(
-            "the write's question",
-            moonkale_tests::acp::is_permission_request,
-        )
-        .await;
+    let write = acp.permission("the write's question").await;
     assert_eq!(write["params"]["toolCall"]["title"], "Write plan.txt");
     assert!(!path.exists());
-    acp.respond(
-        &write["id"],
-        json!({"outcome": {"outcome": "selected", "optionId": "allow"}}),
-    )
-    .await;
+    acp.choose(&write, "allow").await;
     let reply = acp
         .response(prompt, STEP)
         .await
@@ -381,9 +325,7 @@ async fn a_second_client_loading_mid_turn_sees_the_rest_once() {
         .await;
     let mut a = acp_agent(&w, "a").await;
     let session = a.new_session(&w.sb.workspace).await;
-    let prompt = a
-        .request("session/prompt", text_prompt(&session, "two watch"))
-        .await;
+    let prompt = a.prompt(&session, "two watch").await;
     a.wait_for("the first chunk", |m| {
         m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
     })
@@ -422,8 +364,7 @@ async fn a_client_killed_mid_turn_leaves_the_turn_to_finish() {
         .await;
     let mut a = acp_agent(&w, "a").await;
     let session = a.new_session(&w.sb.workspace).await;
-    a.request("session/prompt", text_prompt(&session, "finish anyway"))
-        .await;
+    a.prompt(&session, "finish anyway").await;
     a.wait_for("the first chunk", |m| {
         m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
     })
@@ -469,15 +410,8 @@ async fn an_editor_answers_first_and_the_panels_question_is_withdrawn() {
     ));
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request("session/prompt", text_prompt(&session, "write the notes"))
-        .await;
-    let ask = acp
-        .wait_for(
-            "the permission request",
-            moonkale_tests::acp::is_permission_request,
-        )
-        .await;
+    let prompt = acp.prompt(&session, "write the notes").await;
+    let ask = acp.permission("the permission request").await;
     let button = w.ed.server_request("window/showMessageRequest", STEP).await;
     w.ed.respond(&button["id"], json!({"title": "Allow"})).await;
     let withdrawn = acp
@@ -486,11 +420,7 @@ async fn an_editor_answers_first_and_the_panels_question_is_withdrawn() {
         })
         .await;
     assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
-    acp.respond(
-        &ask["id"],
-        json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
-    )
-    .await;
+    acp.choose(&ask, "reject").await;
     let reply = acp
         .response(prompt, STEP)
         .await
@@ -527,15 +457,8 @@ async fn claudes_question_is_a_choice_of_its_options_in_the_panel() {
         .await;
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request("session/prompt", text_prompt(&session, "ask me"))
-        .await;
-    let first = acp
-        .next_matching(
-            "the first question",
-            moonkale_tests::acp::is_permission_request,
-        )
-        .await;
+    let prompt = acp.prompt(&session, "ask me").await;
+    let first = acp.permission("the first question").await;
     assert_eq!(
         first["params"]["toolCall"]["title"],
         "Which database should the tests use?"
@@ -548,26 +471,13 @@ async fn claudes_question_is_a_choice_of_its_options_in_the_panel() {
             "reject reject_once"
         ]
     );
-    acp.respond(
-        &first["id"],
-        json!({"outcome": {"outcome": "selected", "optionId": "option:1"}}),
-    )
-    .await;
-    let second = acp
-        .next_matching(
-            "the second question",
-            moonkale_tests::acp::is_permission_request,
-        )
-        .await;
+    acp.choose(&first, "option:1").await;
+    let second = acp.permission("the second question").await;
     assert_eq!(
         second["params"]["toolCall"]["title"],
         "Which checks should run?"
     );
-    acp.respond(
-        &second["id"],
-        json!({"outcome": {"outcome": "selected", "optionId": "option:2"}}),
-    )
-    .await;
+    acp.choose(&second, "option:2").await;
     let reply = acp
         .response(prompt, STEP)
         .await
@@ -601,9 +511,7 @@ async fn claudes_question_is_a_form_in_a_panel_that_takes_forms() {
     .await
     .expect("initialize");
     let session = acp.new_session(&w.sb.workspace).await;
-    let prompt = acp
-        .request("session/prompt", text_prompt(&session, "ask me"))
-        .await;
+    let prompt = acp.prompt(&session, "ask me").await;
     let form = acp
         .wait_for("the form", |m| m["method"] == "elicitation/create")
         .await;

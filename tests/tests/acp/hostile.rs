@@ -5,7 +5,7 @@
 use std::process::Stdio;
 
 use moonkale_tests::STEP;
-use moonkale_tests::acp::{AcpAgent, is_permission_request};
+use moonkale_tests::acp::AcpAgent;
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::world::World;
 use serde_json::{Value, json};
@@ -262,21 +262,10 @@ async fn a_strangers_repository_opened_in_the_panel_runs_nothing() {
         .expect("session/new");
     assert_eq!(created["modes"]["currentModeId"], "default");
     let session = created["sessionId"].as_str().unwrap().to_owned();
-    let prompt = acp
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "tidy the readme"}]}),
-        )
-        .await;
-    let ask = acp
-        .wait_for("the Write's question", is_permission_request)
-        .await;
+    let prompt = acp.prompt(&session, "tidy the readme").await;
+    let ask = acp.permission("the Write's question").await;
     assert_eq!(ask["params"]["toolCall"]["title"], "Write README.md");
-    acp.respond(
-        &ask["id"],
-        json!({"outcome": {"outcome": "selected", "optionId": "reject"}}),
-    )
-    .await;
+    acp.choose(&ask, "reject").await;
     let reply = acp
         .response(prompt, STEP)
         .await

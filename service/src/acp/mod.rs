@@ -16,13 +16,14 @@
 //! **Invariant:** stdout carries only ACP messages (logs go to stderr),
 //! and nothing an ACP client sends can panic the process or block the
 //! service: hostile lines get JSON-RPC errors, and a client that stops
-//! reading only fills this process's own queue, while the service drops
-//! what this connection does not read ([`Notification::Lagged`], after
-//! which the events are read again from the transcript).
+//! reading stalls only this process, whose connection to the service
+//! keeps reading and drops what it cannot pass on
+//! ([`Notification::Lagged`], after which the events are read again from
+//! the transcript).
 
 mod prompt;
 mod session;
-pub mod translate;
+mod translate;
 mod wire;
 
 use std::collections::HashMap;

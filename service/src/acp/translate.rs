@@ -369,12 +369,15 @@ impl SessionView {
                 "toolCallId": id,
                 "status": if failed { "failed" } else { "completed" },
             });
-            let content = self.result_content(id, block, &message["tool_use_result"], failed);
+            let report = &message["tool_use_result"];
+            let content = self.result_content(id, block, report, failed);
+            // An edit's report holds the whole file, which its diff shows.
+            let diff = content.first().is_some_and(|c| c["type"] == "diff");
+            if !report.is_null() && !diff {
+                update["rawOutput"] = report.clone();
+            }
             if !content.is_empty() {
                 update["content"] = Value::Array(content);
-            }
-            if !message["tool_use_result"].is_null() {
-                update["rawOutput"] = message["tool_use_result"].clone();
             }
             self.tool_order.retain(|t| t != id);
             out.push(update);

@@ -168,7 +168,7 @@ fn tools_become_tool_calls_with_diffs_plans_and_output() {
               {"kind":"think","rawInput":{"todos":[{"content":"read","status":"completed"},{"content":"write","status":"in_progress"}]},"sessionUpdate":"tool_call","status":"pending","title":"TodoWrite","toolCallId":"t3"}
               {"entries":[{"content":"read","priority":"medium","status":"completed"},{"content":"write","priority":"medium","status":"in_progress"}],"sessionUpdate":"plan"}
             > cli
-              {"content":[{"newText":"b\n","oldText":"a\n","path":"/w/a.rs","type":"diff"}],"rawOutput":{"filePath":"/w/a.rs","originalFile":"a\n","structuredPatch":[{"lines":["-a","+b"],"newLines":1,"newStart":1,"oldLines":1,"oldStart":1}]},"sessionUpdate":"tool_call_update","status":"completed","toolCallId":"t1"}
+              {"content":[{"newText":"b\n","oldText":"a\n","path":"/w/a.rs","type":"diff"}],"sessionUpdate":"tool_call_update","status":"completed","toolCallId":"t1"}
             > cli
               {"content":[{"content":{"text":"```\nno such dir\n```","type":"text"},"type":"content"}],"sessionUpdate":"tool_call_update","status":"failed","toolCallId":"t2"}
         "#]],

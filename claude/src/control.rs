@@ -21,6 +21,27 @@ pub fn user_message(prompt: &str) -> Vec<u8> {
     }))
 }
 
+/// A user turn with images (`(media type, base64 data)`) before its text,
+/// as content blocks of the Messages API.
+pub fn user_message_with_images(prompt: &str, images: &[(&str, &str)]) -> Vec<u8> {
+    if images.is_empty() {
+        return user_message(prompt);
+    }
+    let mut content: Vec<Value> = images
+        .iter()
+        .map(|(media_type, data)| {
+            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+        })
+        .collect();
+    content.push(json!({"type": "text", "text": prompt}));
+    line(json!({
+        "type": "user",
+        "message": {"role": "user", "content": content},
+        "parent_tool_use_id": null,
+        "session_id": "default",
+    }))
+}
+
 /// A control request from the host (`initialize`, `interrupt`,
 /// `set_permission_mode`, `set_model`, …); `request` holds `subtype` and its
 /// fields.

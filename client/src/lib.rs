@@ -374,9 +374,21 @@ impl Client {
         session: &str,
         prompt: &str,
     ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        self.agent_send_with_images(session, prompt, Vec::new())
+    }
+
+    /// Sends a prompt with images before its text; the `seq` of its
+    /// stored event.
+    pub fn agent_send_with_images(
+        &self,
+        session: &str,
+        prompt: &str,
+        images: Vec<agent::Image>,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
         let sent = self.request::<agent::Send>(agent::SendParams {
             session: session.to_owned(),
             prompt: prompt.to_owned(),
+            images,
         });
         async move { Ok(sent.await?.seq) }
     }

@@ -449,10 +449,10 @@ impl Bridge {
                 "a prompt of this session is still running: wait for its reply or cancel it",
             ));
         }
-        let text = prompt::text_of(&params.0["prompt"])?;
+        let (text, images) = prompt::text_of(&params.0["prompt"])?;
         let sent = self
             .client
-            .agent_send(&session, &text)
+            .agent_send_with_images(&session, &text, images)
             .await
             .map_err(wire::Error::from_service)?;
         let attached = self.sessions.get_mut(&session).expect("checked");
@@ -651,7 +651,7 @@ fn initialize_result(_params: &Value) -> Value {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": true,
-            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": true, "sse": true},
             "sessionCapabilities": {"list": {}},
         },

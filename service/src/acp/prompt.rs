@@ -1,19 +1,22 @@
 //! A `session/prompt`'s content as the one text the service's session
 //! takes, and how a turn's end reads to the client (pure).
 
+use moonkale_protocol::agent::Image;
 use serde_json::Value;
 
 use super::wire::Error;
 
-/// The prompt's blocks as one text: text as it is, a resource link as an
-/// `@` mention of its file (Claude Code reads it), an embedded resource
-/// as its text in a `<context>` block. Images and audio are not taken
+/// The prompt's blocks as one text and its images: text as it is, a
+/// resource link as an `@` mention of its file (Claude Code reads it), an
+/// embedded resource as its text in a `<context>` block, images as they
+/// are (before the text, as the CLI takes them). Audio is not taken
 /// (`promptCapabilities` says so).
-pub fn text_of(blocks: &Value) -> Result<String, Error> {
+pub fn text_of(blocks: &Value) -> Result<(String, Vec<Image>), Error> {
     let Some(blocks) = blocks.as_array() else {
         return Err(Error::invalid_params("prompt is a list of content blocks"));
     };
     let mut text = String::new();
+    let mut images = Vec::new();
     for block in blocks {
         match block["type"].as_str() {
             Some("text") => text.push_str(block["text"].as_str().unwrap_or_default()),
@@ -38,10 +41,23 @@ pub fn text_of(blocks: &Value) -> Result<String, Error> {
                 };
                 text.push_str(&format!("\n<context uri={uri:?}>\n{body}\n</context>\n"));
             }
-            Some(kind @ ("image" | "audio")) => {
-                return Err(Error::invalid_params(format!(
-                    "{kind} content is not taken by this agent (see promptCapabilities)"
-                )));
+            Some("image") => {
+                let (Some(media_type), Some(data)) =
+                    (block["mimeType"].as_str(), block["data"].as_str())
+                else {
+                    return Err(Error::invalid_params(
+                        "an image block needs its mimeType and base64 data",
+                    ));
+                };
+                images.push(Image {
+                    media_type: media_type.to_owned(),
+                    data: data.to_owned(),
+                });
+            }
+            Some("audio") => {
+                return Err(Error::invalid_params(
+                    "audio content is not taken by this agent (see promptCapabilities)",
+                ));
             }
             _ => {
                 return Err(Error::invalid_params(
@@ -50,10 +66,10 @@ pub fn text_of(blocks: &Value) -> Result<String, Error> {
             }
         }
     }
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && images.is_empty() {
         return Err(Error::invalid_params("the prompt is empty"));
     }
-    Ok(text)
+    Ok((text, images))
 }
 
 /// ACP's stop reason for the CLI's `result` of a turn, or the error the
@@ -120,13 +136,17 @@ mod tests {
             {"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}"}},
         ]);
         assert_eq!(
-            text_of(&prompt).unwrap(),
+            text_of(&prompt).unwrap().0,
             "Explain @/w/a.rs \n<context uri=\"file:///w/b.rs\">\nfn b() {}\n</context>\n"
         );
+        let (text, images) =
+            text_of(&json!([{"type": "image", "data": "AA==", "mimeType": "image/png"}])).unwrap();
+        assert_eq!((text.as_str(), images[0].data.as_str()), ("", "AA=="));
         for bad in [
             json!("hi"),
             json!([]),
-            json!([{"type": "image", "data": "", "mimeType": "image/png"}]),
+            json!([{"type": "image", "mimeType": "image/png"}]),
+            json!([{"type": "audio", "data": "AA==", "mimeType": "audio/wav"}]),
             json!([{"type": "resource", "resource": {"uri": "x", "blob": "AA=="}}]),
             json!([{"type": "video"}]),
         ] {

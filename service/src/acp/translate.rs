@@ -133,8 +133,20 @@ impl SessionView {
                     self.own_prompts.swap_remove(i);
                     return Vec::new();
                 }
+                let mut out: Vec<Value> = data["images"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|image| {
+                        json!({"sessionUpdate": "user_message_chunk", "content": {
+                            "type": "image", "mimeType": image["mediaType"], "data": image["data"]}})
+                    })
+                    .collect();
                 let text = data["text"].as_str().unwrap_or_default();
-                vec![chunk("user_message_chunk", text)]
+                if !text.is_empty() {
+                    out.push(chunk("user_message_chunk", text));
+                }
+                out
             }
             "note" => {
                 let text = data["text"].as_str().unwrap_or_default();

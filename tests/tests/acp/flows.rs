@@ -607,3 +607,44 @@ async fn the_first_sessions_folder_names_the_workspace() {
     let page = w.ed.events_page(&session, 0, 1).await;
     assert_eq!(page["events"][0]["data"]["cwd"], json!(w.path("src")));
 }
+
+/// A screenshot pasted into the panel reaches the model as an image block
+/// before the text, and a panel that opens the session later is shown it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_in_the_prompt_reaches_the_model() {
+    // A 1×1 transparent PNG.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+    let w = World::builder()
+        .agent()
+        .script(Script::new().on_prompt("what is in it", Reply::text("A_PIXEL")))
+        .start()
+        .await;
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let reply = acp
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [
+                {"type": "image", "mimeType": "image/png", "data": png},
+                {"type": "text", "text": "what is in it"}]}),
+        )
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    let request = w.fake.main_requests().last().cloned().expect("a request");
+    let body = request.body_text();
+    assert!(body.contains(png) && body.contains("\"image\""), "{body}");
+    let mut b = acp_agent(&w, "b").await;
+    b.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": w.sb.workspace, "mcpServers": []}),
+    )
+    .await
+    .expect("session/load");
+    let shown = b.updates(&session);
+    assert_eq!(
+        shown[0],
+        json!({"sessionUpdate": "user_message_chunk", "content": {"type": "image", "mimeType": "image/png", "data": png}})
+    );
+    assert_eq!(b.chunks(&session, "user_message_chunk"), "what is in it");
+}

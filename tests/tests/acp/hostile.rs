@@ -117,7 +117,7 @@ async fn bad_lines_get_errors_and_the_agent_goes_on() {
     let image = acp
         .call(
             "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "image", "data": "AA==", "mimeType": "image/png"}]}),
+            json!({"sessionId": session, "prompt": [{"type": "image", "data": "AA==", "mimeType": "image/tiff"}]}),
         )
         .await;
     assert_eq!(error_code(&image), -32602);

@@ -147,10 +147,15 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
         })
         .on::<agent::Send>(|p| {
             check_prompt(&p.prompt)?;
-            let text = p.prompt;
+            check_images(&p.images)?;
+            let (text, images) = (p.prompt, p.images);
             Ok(Routed::ToSession {
                 session: p.session,
-                command: Box::new(|reply| SessionCommand::Prompt { text, reply }),
+                command: Box::new(|reply| SessionCommand::Prompt {
+                    text,
+                    images,
+                    reply,
+                }),
                 subscribe: true,
             })
         })
@@ -213,6 +218,45 @@ fn check_prompt(prompt: &str) -> Result<(), ResponseError> {
             "the prompt has {} bytes; at most {MAX_PROMPT_BYTES} are accepted",
             prompt.len()
         )));
+    }
+    Ok(())
+}
+
+/// Most images a prompt takes, and their base64 size each (the API's
+/// limit for one image is 5 MB).
+const MAX_IMAGES: usize = 20;
+const MAX_IMAGE_BYTES: usize = 7 * 1024 * 1024;
+
+/// A prompt's images: of a type the API takes, base64, not too many or
+/// too large.
+fn check_images(images: &[agent::Image]) -> Result<(), ResponseError> {
+    let refuse = |why: String| Err(ResponseError::invalid_params(why));
+    if images.len() > MAX_IMAGES {
+        return refuse(format!("at most {MAX_IMAGES} images per prompt"));
+    }
+    for image in images {
+        if !matches!(
+            image.media_type.as_str(),
+            "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+        ) {
+            return refuse(format!(
+                "{:?} images are not taken (png, jpeg, gif or webp)",
+                crate::printable::one_line(&image.media_type)
+            ));
+        }
+        if image.data.len() > MAX_IMAGE_BYTES {
+            return refuse(format!(
+                "an image is at most {MAX_IMAGE_BYTES} bytes of base64"
+            ));
+        }
+        if image.data.is_empty()
+            || !image
+                .data
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        {
+            return refuse("an image's data is base64".into());
+        }
     }
     Ok(())
 }
@@ -371,7 +415,14 @@ impl Host {
                     topic: Topic::Session(session.clone()),
                 });
                 match prompt {
-                    Some(text) => self.forward(&session, SessionCommand::Prompt { text, reply }),
+                    Some(text) => self.forward(
+                        &session,
+                        SessionCommand::Prompt {
+                            text,
+                            images: Vec::new(),
+                            reply,
+                        },
+                    ),
                     None => {
                         let started = StartResult {
                             session,

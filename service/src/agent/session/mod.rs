@@ -183,6 +183,7 @@ impl Restored {
 pub enum SessionCommand {
     Prompt {
         text: String,
+        images: Vec<wire::Image>,
         reply: Responder,
     },
     Events {
@@ -290,10 +291,23 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
 struct Sent {
     /// What the CLI was sent (the prompt, after any notes for Claude).
     text: String,
+    images: Vec<wire::Image>,
     /// The change-set turn key: the session and the prompt's `seq`.
     turn: String,
     /// The prompt, shortened.
     title: String,
+}
+
+impl Sent {
+    /// The user turn for the CLI.
+    fn user_message(&self) -> Vec<u8> {
+        let images: Vec<(&str, &str)> = self
+            .images
+            .iter()
+            .map(|i| (i.media_type.as_str(), i.data.as_str()))
+            .collect();
+        control::user_message_with_images(&self.text, &images)
+    }
 }
 
 /// Answers from work the session handed to other tasks.
@@ -489,7 +503,11 @@ impl Session {
 
     async fn command(&mut self, command: SessionCommand) {
         match command {
-            SessionCommand::Prompt { text, reply } => self.prompt(text, reply).await,
+            SessionCommand::Prompt {
+                text,
+                images,
+                reply,
+            } => self.prompt(text, images, reply).await,
             SessionCommand::Events {
                 since,
                 limit,
@@ -568,7 +586,7 @@ impl Session {
         });
     }
 
-    async fn prompt(&mut self, text: String, reply: Responder) {
+    async fn prompt(&mut self, text: String, images: Vec<wire::Image>, reply: Responder) {
         if self.store_error.is_some() {
             let why = self.store_error.clone().unwrap_or_default();
             reply.send(Err(ResponseError::new(
@@ -583,7 +601,11 @@ impl Session {
             reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
             return;
         }
-        let Some(seq) = self.record("prompt", json!({"text": text})) else {
+        let mut stored = json!({"text": text});
+        if !images.is_empty() {
+            stored["images"] = to_json(&images);
+        }
+        let Some(seq) = self.record("prompt", stored) else {
             let why = self.store_error.clone().unwrap_or_default();
             reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
             return;
@@ -594,12 +616,14 @@ impl Session {
         }
         let first_turn = self.unanswered.is_empty();
         let text = with_notes(std::mem::take(&mut self.notes), text);
-        self.write(control::user_message(&text)).await;
-        self.unanswered.push_back(Sent {
+        let sent = Sent {
             text,
+            images,
             turn: format!("{}:{seq}", self.id_text),
             title,
-        });
+        };
+        self.write(sent.user_message()).await;
+        self.unanswered.push_back(sent);
         if first_turn {
             self.error = None;
             let begin = self.unanswered[0].title.clone();
@@ -988,10 +1012,10 @@ impl Session {
             self.has_conversation = matches!(start, SessionStart::Resume(_));
             match self.launch(start, true).await {
                 Ok(()) => {
-                    let prompts: Vec<String> =
-                        self.unanswered.iter().map(|s| s.text.clone()).collect();
+                    let prompts: Vec<Vec<u8>> =
+                        self.unanswered.iter().map(Sent::user_message).collect();
                     for prompt in prompts {
-                        self.write(control::user_message(&prompt)).await;
+                        self.write(prompt).await;
                     }
                     return;
                 }

@@ -133,8 +133,12 @@ impl World {
 
     async fn prompt(&mut self, text: &str) -> Result<Value, ResponseError> {
         let text = text.to_owned();
-        self.ask(|reply| SessionCommand::Prompt { text, reply })
-            .await
+        self.ask(|reply| SessionCommand::Prompt {
+            text,
+            images: Vec::new(),
+            reply,
+        })
+        .await
     }
 
     async fn answer(&mut self, approval: &str, answer: Answer) -> Result<Value, ResponseError> {

@@ -648,3 +648,56 @@ async fn an_image_in_the_prompt_reaches_the_model() {
     );
     assert_eq!(b.chunks(&session, "user_message_chunk"), "what is in it");
 }
+
+/// In plan mode the model's write is refused without a question; the user
+/// switches the panel to "Accept edits" (`session/set_mode`) and the same
+/// write is done without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_refuses_the_write_and_accept_edits_then_writes_it() {
+    let w = World::builder().agent().start().await;
+    let path = w.path("notes.txt");
+    w.fake.set_script(write_script(
+        "write the notes",
+        &path,
+        "ACCEPTED\n",
+        "NOTES_DONE",
+    ));
+    let mut acp = acp_agent(&w, "a").await;
+    let session = acp.new_session(&w.sb.workspace).await;
+    let plan = acp
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "plan"}),
+        )
+        .await;
+    assert_eq!(plan, Ok(json!({})));
+    let id = acp.prompt(&session, "write the notes").await;
+    let reply = acp.response(id, STEP).await.expect("the plan-mode turn");
+    assert_eq!(reply["stopReason"], "end_turn");
+    assert!(!path.exists(), "written in plan mode");
+    let edits = acp
+        .call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "acceptEdits"}),
+        )
+        .await;
+    assert_eq!(edits, Ok(json!({})));
+    let id = acp.prompt(&session, "write the notes").await;
+    let reply = acp.response(id, STEP).await.expect("the acceptEdits turn");
+    assert_eq!(reply["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "ACCEPTED\n");
+    acp.drain();
+    assert!(
+        !acp.log
+            .iter()
+            .any(moonkale_tests::acp::is_permission_request),
+        "nothing was asked"
+    );
+    let modes: Vec<String> = acp
+        .updates(&session)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "current_mode_update")
+        .map(|u| u["currentModeId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(modes, ["plan", "acceptEdits"]);
+}

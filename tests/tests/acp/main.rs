@@ -8,6 +8,7 @@
 //! they share.
 
 mod flows;
+mod peers;
 
 use moonkale_tests::acp::AcpAgent;
 use moonkale_tests::world::World;

@@ -658,18 +658,21 @@ async fn toad_in_a_terminal_asks_streams_and_writes() {
     cmd.args(["acp", &agent_line(&w)]);
     cmd.arg(&w.sb.workspace);
     let mut toad = Tui::spawn(cmd);
-    toad.wait_text("How can I help you today?", 2 * STEP).await;
+    // As a person does, wait until it says the agent is connected (it
+    // refuses prompts before).
+    toad.wait_screen("the prompt box and the agent connected", 2 * STEP, |s| {
+        s.contains("How can I help you today?") && s.contains(" connected")
+    })
+    .await;
     toad.submit("hello toad").await;
     toad.wait_text("TOAD_HELLO streamed to the screen", STEP)
         .await;
 
     toad.submit("write the toad file").await;
-    let asked = toad
-        .wait_screen("the permission prompt", STEP, |s| {
-            s.contains("Allow") && s.contains("Reject")
-        })
-        .await;
-    assert!(asked.contains("toad.txt"), "{asked}");
+    toad.wait_screen("the permission prompt", STEP, |s| {
+        s.contains("Approval request") && s.contains("a Allow") && s.contains("r Reject")
+    })
+    .await;
     assert!(!path.exists(), "written before it was allowed");
     toad.keys(b"a");
     toad.wait_text("TOAD_WROTE_IT", STEP).await;

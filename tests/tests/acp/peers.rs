@@ -137,7 +137,10 @@ impl AcpxRun {
             .iter()
             .find(|m| m.get("method").is_none() && m["id"] == request["id"])
             .unwrap_or_else(|| {
-                panic!("acpx: no response to {method} on the wire\n{}", self.describe())
+                panic!(
+                    "acpx: no response to {method} on the wire\n{}",
+                    self.describe()
+                )
             });
         (request, reply)
     }
@@ -454,7 +457,12 @@ async fn acpx_prompt_after_the_agent_was_replaced_loads_the_session() {
     let session = &first.exchange("session/prompt").0["params"]["sessionId"];
     assert!(second.exchange("initialize").1.get("result").is_some());
     let (load, loaded) = second.exchange("session/load");
-    assert_eq!(&load["params"]["sessionId"], session, "{}", second.describe());
+    assert_eq!(
+        &load["params"]["sessionId"],
+        session,
+        "{}",
+        second.describe()
+    );
     assert!(loaded.get("result").is_some(), "{}", second.describe());
     assert!(
         !second.wire.iter().any(|m| m["method"] == "session/new"),
@@ -464,7 +472,12 @@ async fn acpx_prompt_after_the_agent_was_replaced_loads_the_session() {
     let (prompt, reply) = second.exchange("session/prompt");
     assert_eq!(&prompt["params"]["sessionId"], session);
     assert_eq!(reply["result"]["stopReason"], "end_turn");
-    assert_eq!(second.answer(), "SECOND_ACPX_ANSWER", "{}", second.describe());
+    assert_eq!(
+        second.answer(),
+        "SECOND_ACPX_ANSWER",
+        "{}",
+        second.describe()
+    );
     let request = w.fake.wait_prompt("second acpx question", STEP).await;
     let history = request.body_text();
     assert!(
@@ -878,7 +891,7 @@ async fn the_sdk_client_drives_every_method_and_the_wire_fits_the_schema() {
             m.get("permission").is_some()
         })
         .await;
-    assert_eq!(ask["params"]["toolCall"]["title"], "Write sdk.txt");
+    assert_eq!(ask["params"]["toolCall"]["title"], "Write sub/sdk.txt");
     a.command(json!({"answer": ask["permission"],
         "outcome": {"outcome": "selected", "optionId": "allow"}}))
         .await

@@ -67,7 +67,12 @@ async fn a_prompt_streams_its_answer_before_the_turn_ends() {
 
 /// The model writes `content` to `path` with the Write tool when asked
 /// `prompt`, then says `done`.
-fn write_script(prompt: &str, path: &std::path::Path, content: &str, done: &str) -> Script {
+pub(crate) fn write_script(
+    prompt: &str,
+    path: &std::path::Path,
+    content: &str,
+    done: &str,
+) -> Script {
     Script::new()
         .on_prompt(
             prompt,

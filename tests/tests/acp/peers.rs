@@ -8,6 +8,7 @@
 //! The peers are pinned by `scripts/install-test-peers.sh`; a missing one
 //! fails the test with that advice (nothing is skipped).
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -19,6 +20,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
+
+use crate::flows::write_script;
 
 // ---------------------------------------------------------------------------
 // Shared
@@ -35,12 +38,21 @@ fn agent_line(w: &World) -> String {
     )
 }
 
-/// `program` with the environment `moonkale-service` gets in this world
-/// (the sandbox's HOME and runtime directory, the CLI to run), so that the
-/// agent it starts finds the world's service; its cwd is the workspace.
+/// The environment `moonkale-service` gets in this world (the sandbox's
+/// HOME and runtime directory, the CLI to run; some variables removed):
+/// given to a peer, the agent it starts finds the world's service.
+fn world_env(w: &World) -> Vec<(OsString, Option<OsString>)> {
+    let cmd = w.command(&[]);
+    cmd.as_std()
+        .get_envs()
+        .map(|(k, v)| (k.to_owned(), v.map(OsStr::to_owned)))
+        .collect()
+}
+
+/// `program` with [`world_env`], in the workspace.
 fn peer_command(w: &World, program: &Path) -> Command {
     let mut cmd = Command::new(program);
-    for (k, v) in w.command(&[]).as_std().get_envs() {
+    for (k, v) in world_env(w) {
         match v {
             Some(v) => cmd.env(k, v),
             None => cmd.env_remove(k),
@@ -48,20 +60,6 @@ fn peer_command(w: &World, program: &Path) -> Command {
     }
     cmd.current_dir(&w.sb.workspace).kill_on_drop(true);
     cmd
-}
-
-/// The model writes `content` to `path` with the Write tool when asked
-/// `prompt`, then says `done`.
-fn write_script(prompt: &str, path: &Path, content: &str, done: &str) -> Script {
-    Script::new()
-        .on_prompt(
-            prompt,
-            Reply::tool_use(
-                "Write",
-                json!({"file_path": path.display().to_string(), "content": content}),
-            ),
-        )
-        .after_tool("Write", Reply::text(done))
 }
 
 // ---------------------------------------------------------------------------
@@ -376,6 +374,14 @@ async fn acpx_cancel_from_another_process_ends_the_turn_cancelled() {
     let session = chunk["params"]["sessionId"].clone();
     let cancel = run_acpx(&w, &["--format", "json", "cancel"]).await;
     assert_eq!(cancel.code, Some(0), "{}", cancel.describe());
+    assert!(
+        cancel
+            .wire
+            .iter()
+            .any(|m| m["action"] == "cancel_result" && m["cancelled"] == true),
+        "{}",
+        cancel.describe()
+    );
     let cancelled = prompt
         .wait_for("the prompt's reply", STEP, |m| {
             m.get("method").is_none() && m["result"]["stopReason"].is_string()
@@ -653,13 +659,13 @@ async fn toad_in_a_terminal_asks_streams_and_writes() {
         ),
     );
     let mut cmd = portable_pty::CommandBuilder::new(toad_bin());
-    for (k, v) in w.command(&[]).as_std().get_envs() {
+    for (k, v) in world_env(&w) {
         match v {
             Some(v) => cmd.env(k, v),
             None => cmd.env_remove(k),
         }
     }
-    // Its config and data go to the sandbox's home.
+    // Its config and data go to the sandbox's home too.
     for k in ["XDG_DATA_HOME", "XDG_CACHE_HOME"] {
         cmd.env_remove(k);
     }

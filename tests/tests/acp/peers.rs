@@ -905,9 +905,15 @@ async fn the_sdk_client_drives_every_method_and_the_wire_fits_the_schema() {
     let done = a.reply(prompt).await.expect("the prompt's reply");
     assert_eq!(done["stopReason"], "end_turn", "{}", a.peer.describe());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "FROM THE SDK\n");
+    assert_eq!(a.text(&session, "agent_message_chunk"), "SDK_WROTE_IT");
+    let pieces = a
+        .updates(&session)
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .count();
     assert!(
-        a.text(&session, "agent_message_chunk")
-            .contains("SDK_WROTE_IT")
+        pieces > 1,
+        "the answer came in {pieces} piece(s), not streamed"
     );
     assert!(
         a.updates(&session)

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use moonkale_tests::fakeapi::{Gate, Reply, Script};
+use moonkale_tests::fakeapi::{Block, Gate, Reply, Script};
 use moonkale_tests::world::World;
 use moonkale_tests::{STEP, peer_bin, repo_root};
 use serde_json::{Value, json};
@@ -247,6 +247,8 @@ struct JsonPeer {
     /// Everything it printed so far, in order (a line that is not JSON is
     /// kept as a string).
     log: Vec<Value>,
+    /// How much of `log` a [`JsonPeer::next`] went past.
+    seen: usize,
     stderr: PathBuf,
 }
 
@@ -276,6 +278,7 @@ impl JsonPeer {
             stdin,
             lines,
             log: Vec::new(),
+            seen: 0,
             stderr: stderr.to_owned(),
         }
     }
@@ -302,11 +305,33 @@ impl JsonPeer {
             if let Some(m) = self.log.iter().find(|m| pred(m)) {
                 return m.clone();
             }
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(m)) => self.log.push(m),
-                Ok(None) => panic!("{} ended before {what}\n{}", self.name, self.describe()),
-                Err(_) => panic!("no {what} from {} in time\n{}", self.name, self.describe()),
+            self.pull(what, deadline).await;
+        }
+    }
+
+    /// The first line after those a previous `next` took that matches
+    /// `pred`, waiting up to `timeout` for it.
+    async fn next(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(i) = self.log[self.seen..].iter().position(&pred) {
+                self.seen += i + 1;
+                return self.log[self.seen - 1].clone();
             }
+            self.pull(what, deadline).await;
+        }
+    }
+
+    async fn pull(&mut self, what: &str, deadline: tokio::time::Instant) {
+        match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+            Ok(Some(m)) => self.log.push(m),
+            Ok(None) => panic!("{} ended before {what}\n{}", self.name, self.describe()),
+            Err(_) => panic!("no {what} from {} in time\n{}", self.name, self.describe()),
         }
     }
 
@@ -1028,4 +1053,160 @@ async fn the_sdk_client_drives_every_method_and_the_wire_fits_the_schema() {
 
     let checked = a.finish().await + b.finish().await;
     assert!(checked > 20, "only {checked} messages validated");
+}
+
+/// The rest of what the agent sends, through the SDK and validated: a
+/// command asked (`execute`) and answered first in an LSP editor (the
+/// client's question withdrawn with `$/cancel_request`), a command
+/// rejected (a failed tool call), thinking (`agent_thought_chunk`) and a
+/// todo list (`plan`), a question with its options, and a plan approved
+/// into `acceptEdits` (`switch_mode`, `current_mode_update`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_client_validates_commands_thoughts_questions_and_plans() {
+    let mut w = World::builder().agent().start().await;
+    let ran = w.path("ran.txt");
+    let refused = w.path("refused.txt");
+    let planned = w.path("plan.txt");
+    let bash = |path: &Path| {
+        Reply::tool_use(
+            "Bash",
+            json!({"command": format!("echo ran > {}", path.display()), "description": "write a file"}),
+        )
+    };
+    let thought = Reply {
+        blocks: vec![
+            Block::Thinking {
+                thinking: "SDK_THOUGHT about the list".into(),
+                signature: "sig".into(),
+            },
+            Block::ToolUse {
+                id: None,
+                name: "TodoWrite".into(),
+                input: json!({"todos": [
+                    {"content": "First step", "status": "completed", "activeForm": "Doing the first"},
+                    {"content": "Second step", "status": "in_progress", "activeForm": "Doing the second"},
+                ]}),
+            },
+        ],
+        ..Reply::default()
+    };
+    let questions = json!([{
+        "question": "Which database should the tests use?",
+        "header": "Database",
+        "options": [{"label": "SQLite", "description": "in memory"},
+                    {"label": "Postgres", "description": "a server"}],
+        "multiSelect": false,
+    }]);
+    let script = moonkale_tests::agent::plan_then_write_script("plan it", &planned)
+        .on_prompt("run the command", bash(&ran))
+        .on_prompt("refuse the command", bash(&refused))
+        .after_tool("Bash", Reply::text("BASH_DONE"))
+        .on_prompt("think first", thought)
+        .after_tool("TodoWrite", Reply::text("LISTED"))
+        .on_prompt(
+            "ask me",
+            Reply::tool_use("AskUserQuestion", json!({"questions": questions})),
+        )
+        .after_tool("AskUserQuestion", Reply::text("NOTED"));
+    w.fake.set_script(script);
+    let mut a = Driver::start(&w, "a");
+    a.initialize().await;
+    let new = a
+        .ok(
+            "newSession",
+            json!({"cwd": w.sb.workspace, "mcpServers": []}),
+        )
+        .await;
+    let session = new["sessionId"].as_str().unwrap().to_owned();
+    let prompt = |text: &str| {
+        json!({"call": "prompt", "params": {"sessionId": session,
+            "prompt": [{"type": "text", "text": text}]}})
+    };
+    let is_asked = |m: &Value| m.get("permission").is_some();
+
+    // Answered in the editor first: the client's question is withdrawn.
+    let turn = a.send(prompt("run the command")).await;
+    let ask = a.peer.next("the command's question", STEP, is_asked).await;
+    assert_eq!(ask["params"]["toolCall"]["kind"], "execute", "{ask}");
+    let button = w.ed.server_request("window/showMessageRequest", STEP).await;
+    w.ed.respond(&button["id"], json!({"title": "Allow"})).await;
+    let withdrawn = a
+        .peer
+        .wait_for("the withdrawn question", STEP, |m| {
+            m.get("cancelled_request").is_some()
+        })
+        .await;
+    assert_eq!(withdrawn["cancelled_request"], ask["permission"]);
+    assert_eq!(a.reply(turn).await.unwrap()["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n");
+
+    // Rejected in the client: the tool call fails.
+    let turn = a.send(prompt("refuse the command")).await;
+    let ask = a.peer.next("the command's question", STEP, is_asked).await;
+    a.command(json!({"answer": ask["permission"],
+        "outcome": {"outcome": "selected", "optionId": "reject"}}))
+        .await
+        .unwrap();
+    assert_eq!(a.reply(turn).await.unwrap()["stopReason"], "end_turn");
+    assert!(!refused.exists());
+    a.update("the failed command", |u| {
+        u["sessionUpdate"] == "tool_call_update" && u["status"] == "failed"
+    })
+    .await;
+
+    // Thinking and a todo list.
+    let turn = a.send(prompt("think first")).await;
+    assert_eq!(a.reply(turn).await.unwrap()["stopReason"], "end_turn");
+    assert!(
+        a.text(&session, "agent_thought_chunk")
+            .contains("SDK_THOUGHT")
+    );
+    let plan = a
+        .update("the todo list", |u| u["sessionUpdate"] == "plan")
+        .await;
+    assert_eq!(plan["entries"][1]["status"], "in_progress", "{plan}");
+
+    // A question: its options, one picked.
+    let turn = a.send(prompt("ask me")).await;
+    let ask = a.peer.next("the question", STEP, is_asked).await;
+    let options: Vec<&str> = ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    assert!(options.contains(&"Postgres"), "{ask}");
+    a.command(json!({"answer": ask["permission"],
+        "outcome": {"outcome": "selected", "optionId": "option:1"}}))
+        .await
+        .unwrap();
+    assert_eq!(a.reply(turn).await.unwrap()["stopReason"], "end_turn");
+    let (_, answer) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
+    assert!(answer.text.contains("Postgres"), "{}", answer.text);
+
+    // Plan mode, the plan approved into acceptEdits: its write is not asked.
+    a.ok(
+        "setSessionMode",
+        json!({"sessionId": session, "modeId": "plan"}),
+    )
+    .await;
+    let turn = a.send(prompt("plan it")).await;
+    let ask = a.peer.next("the plan's question", STEP, is_asked).await;
+    assert_eq!(ask["params"]["toolCall"]["kind"], "switch_mode", "{ask}");
+    a.command(json!({"answer": ask["permission"],
+        "outcome": {"outcome": "selected", "optionId": "mode:acceptEdits"}}))
+        .await
+        .unwrap();
+    assert_eq!(a.reply(turn).await.unwrap()["stopReason"], "end_turn");
+    assert_eq!(std::fs::read_to_string(&planned).unwrap(), "DONE\n");
+    a.update("the switch to acceptEdits", |u| {
+        u["sessionUpdate"] == "current_mode_update" && u["currentModeId"] == "acceptEdits"
+    })
+    .await;
+    assert!(
+        !a.peer.log[a.peer.seen..].iter().any(is_asked),
+        "the write after the plan was asked"
+    );
+
+    a.finish().await;
 }

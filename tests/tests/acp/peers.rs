@@ -421,15 +421,25 @@ async fn acpx_cancel_from_another_process_ends_the_turn_cancelled() {
     prompt.finish(STEP).await;
 }
 
-/// The `moonkale-service acp` processes acpx started in this world.
-fn acp_agents(w: &World) -> Vec<i32> {
+/// The processes of this world with `arg` among their arguments.
+fn processes_with_arg(w: &World, arg: &str) -> Vec<i32> {
+    let arg = format!("\0{arg}\0");
     moonkale_tests::agent::processes_in(&w.sb.root)
         .into_iter()
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.windows(16).any(|w| w == b"\0acp\0--workspace"))
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = [b"\0", c.as_slice()].concat();
+                c.windows(arg.len()).any(|w| w == arg.as_bytes())
+            })
         })
         .collect()
+}
+
+/// acpx's queue owners in this world, and the agents they started.
+fn acpx_owners_and_agents(w: &World) -> Vec<i32> {
+    let mut pids = processes_with_arg(w, "__queue-owner");
+    pids.extend(processes_with_arg(w, "acp"));
+    pids
 }
 
 /// A persistent acpx session outlives its agent process: once the queue
@@ -464,12 +474,14 @@ async fn acpx_prompt_after_the_agent_was_replaced_loads_the_session() {
     .await;
     assert_eq!(first.code, Some(0), "{}", first.describe());
     assert_eq!(first.answer(), "FIRST_ACPX_ANSWER", "{}", first.describe());
-    let gone =
-        moonkale_tests::poll_until(STEP, async || acp_agents(&w).is_empty().then_some(())).await;
+    let gone = moonkale_tests::poll_until(STEP, async || {
+        acpx_owners_and_agents(&w).is_empty().then_some(())
+    })
+    .await;
     assert!(
         gone.is_some(),
-        "the idle queue owner kept its agent: {:?}",
-        acp_agents(&w)
+        "the idle queue owner did not stop: {:?}",
+        acpx_owners_and_agents(&w)
     );
     let second = run_acpx(
         &w,
@@ -702,10 +714,12 @@ async fn toad_in_a_terminal_asks_streams_and_writes() {
     cmd.args(["acp", &agent_line(&w)]);
     cmd.arg(&w.sb.workspace);
     let mut toad = Tui::spawn(cmd);
-    // As a person does, wait until it says the agent is connected (it
-    // refuses prompts before).
-    toad.wait_screen("the prompt box and the agent connected", 2 * STEP, |s| {
-        s.contains("How can I help you today?") && s.contains(" connected")
+    // As a person does, wait until the status line names the agent instead
+    // of "Initializing…" (it refuses prompts before).
+    toad.wait_screen("the prompt box and the agent ready", 2 * STEP, |s| {
+        s.contains("How can I help you today?")
+            && !s.contains("Initializing…")
+            && s.contains("moonkale-service")
     })
     .await;
     toad.submit("hello toad").await;

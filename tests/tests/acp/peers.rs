@@ -62,6 +62,140 @@ fn peer_command(w: &World, program: &Path) -> Command {
     cmd
 }
 
+/// A peer process whose stdout is one JSON value per line (acpx
+/// `--format json`, the SDK driver's events), read as it comes; every
+/// wait has a deadline.
+struct JsonPeer {
+    name: &'static str,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<Value>,
+    /// Everything it printed so far, in order (a line that is not JSON is
+    /// kept as a string).
+    log: Vec<Value>,
+    /// How much of `log` a [`JsonPeer::next`] went past.
+    seen: usize,
+    stderr: PathBuf,
+}
+
+impl JsonPeer {
+    /// Starts `cmd` with piped stdin and stdout; its stderr goes to
+    /// `stderr`.
+    fn spawn(name: &'static str, mut cmd: Command, stderr: &Path) -> JsonPeer {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(stderr).unwrap());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                let _ = tx.send(value);
+            }
+        });
+        JsonPeer {
+            name,
+            child,
+            stdin,
+            lines,
+            log: Vec::new(),
+            seen: 0,
+            stderr: stderr.to_owned(),
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// The first line (from the start) matching `pred`, waiting up to
+    /// `timeout` for it.
+    async fn wait_for(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(m) = self.log.iter().find(|m| pred(m)) {
+                return m.clone();
+            }
+            self.pull(what, deadline).await;
+        }
+    }
+
+    /// The first line after those a previous `next` took that matches
+    /// `pred`, waiting up to `timeout` for it.
+    async fn next(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(i) = self.log[self.seen..].iter().position(&pred) {
+                self.seen += i + 1;
+                return self.log[self.seen - 1].clone();
+            }
+            self.pull(what, deadline).await;
+        }
+    }
+
+    async fn pull(&mut self, what: &str, deadline: tokio::time::Instant) {
+        match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+            Ok(Some(m)) => self.log.push(m),
+            Ok(None) => panic!("{} ended before {what}\n{}", self.name, self.describe()),
+            Err(_) => panic!("no {what} from {} in time\n{}", self.name, self.describe()),
+        }
+    }
+
+    /// Closes its stdin, reads its stdout to the end and waits for it to
+    /// exit; its exit code.
+    async fn finish(&mut self, timeout: Duration) -> Option<i32> {
+        drop(self.stdin.take());
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(m)) => self.log.push(m),
+                Ok(None) => break,
+                Err(_) => panic!("{} did not end in time\n{}", self.name, self.describe()),
+            }
+        }
+        let status = tokio::time::timeout_at(deadline, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} did not exit in time", self.name))
+            .unwrap();
+        status.code()
+    }
+
+    fn describe(&self) -> String {
+        let mut out = String::from("--- stdout ---\n");
+        for m in &self.log {
+            out += &moonkale_tests::short(&m.to_string(), 600);
+            out.push('\n');
+        }
+        out += "--- stderr ---\n";
+        out += &std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        out
+    }
+}
+
+fn is_update(m: &Value, kind: &str) -> bool {
+    m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == kind
+}
+
 // ---------------------------------------------------------------------------
 // acpx
 
@@ -234,140 +368,6 @@ async fn acpx_exec_without_a_tty_rejects_the_write() {
         run.describe()
     );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "MINE\n");
-}
-
-/// A peer process whose stdout is one JSON value per line (acpx
-/// `--format json`, the SDK driver's events), read as it comes; every
-/// wait has a deadline.
-struct JsonPeer {
-    name: &'static str,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<Value>,
-    /// Everything it printed so far, in order (a line that is not JSON is
-    /// kept as a string).
-    log: Vec<Value>,
-    /// How much of `log` a [`JsonPeer::next`] went past.
-    seen: usize,
-    stderr: PathBuf,
-}
-
-impl JsonPeer {
-    /// Starts `cmd` with piped stdin and stdout; its stderr goes to
-    /// `stderr`.
-    fn spawn(name: &'static str, mut cmd: Command, stderr: &Path) -> JsonPeer {
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(stderr).unwrap());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
-                let _ = tx.send(value);
-            }
-        });
-        JsonPeer {
-            name,
-            child,
-            stdin,
-            lines,
-            log: Vec::new(),
-            seen: 0,
-            stderr: stderr.to_owned(),
-        }
-    }
-
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin is open");
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    /// The first line (from the start) matching `pred`, waiting up to
-    /// `timeout` for it.
-    async fn wait_for(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(m) = self.log.iter().find(|m| pred(m)) {
-                return m.clone();
-            }
-            self.pull(what, deadline).await;
-        }
-    }
-
-    /// The first line after those a previous `next` took that matches
-    /// `pred`, waiting up to `timeout` for it.
-    async fn next(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(i) = self.log[self.seen..].iter().position(&pred) {
-                self.seen += i + 1;
-                return self.log[self.seen - 1].clone();
-            }
-            self.pull(what, deadline).await;
-        }
-    }
-
-    async fn pull(&mut self, what: &str, deadline: tokio::time::Instant) {
-        match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-            Ok(Some(m)) => self.log.push(m),
-            Ok(None) => panic!("{} ended before {what}\n{}", self.name, self.describe()),
-            Err(_) => panic!("no {what} from {} in time\n{}", self.name, self.describe()),
-        }
-    }
-
-    /// Closes its stdin, reads its stdout to the end and waits for it to
-    /// exit; its exit code.
-    async fn finish(&mut self, timeout: Duration) -> Option<i32> {
-        drop(self.stdin.take());
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(m)) => self.log.push(m),
-                Ok(None) => break,
-                Err(_) => panic!("{} did not end in time\n{}", self.name, self.describe()),
-            }
-        }
-        let status = tokio::time::timeout_at(deadline, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("{} did not exit in time", self.name))
-            .unwrap();
-        status.code()
-    }
-
-    fn describe(&self) -> String {
-        let mut out = String::from("--- stdout ---\n");
-        for m in &self.log {
-            out += &moonkale_tests::short(&m.to_string(), 600);
-            out.push('\n');
-        }
-        out += "--- stderr ---\n";
-        out += &std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        out
-    }
-}
-
-fn is_update(m: &Value, kind: &str) -> bool {
-    m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == kind
 }
 
 /// A persistent `acpx prompt` streams while a second acpx process runs

@@ -780,11 +780,14 @@ impl Driver {
 
     /// The reply to command `id`: the result or the error.
     async fn reply(&mut self, id: u64) -> Result<Value, Value> {
+        self.reply_within(id, STEP).await
+    }
+
+    async fn reply_within(&mut self, id: u64, timeout: Duration) -> Result<Value, Value> {
+        let what = format!("the reply to command {id}");
         let reply = self
             .peer
-            .wait_for(&format!("the reply to command {id}"), STEP, |m| {
-                m["reply"] == id
-            })
+            .wait_for(&what, timeout, |m| m["reply"] == id)
             .await;
         match reply.get("error") {
             Some(e) => Err(e.clone()),
@@ -807,14 +810,19 @@ impl Driver {
         result.unwrap_or_else(|e| panic!("{method} failed: {e}\n{}", self.peer.describe()))
     }
 
+    /// `initialize`, given two steps: node, the SDK and the schema's
+    /// compilation come before the agent's start.
     async fn initialize(&mut self) -> Value {
-        self.ok(
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {
-                "fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-                "clientInfo": {"name": "sdk-driver", "version": "2.4.0"}}),
-        )
-        .await
+        let id = self
+            .send(
+                json!({"call": "initialize", "params": {"protocolVersion": 1,
+                "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false},
+                    "terminal": false},
+                "clientInfo": {"name": "sdk-driver", "version": "2.4.0"}}}),
+            )
+            .await;
+        let result = self.reply_within(id, 2 * STEP).await;
+        result.unwrap_or_else(|e| panic!("initialize failed: {e}\n{}", self.peer.describe()))
     }
 
     /// The updates of `session` so far, in order.

@@ -384,6 +384,7 @@ async fn acpx_cancel_from_another_process_ends_the_turn_cancelled() {
         ))
         .start()
         .await;
+    // A persistent prompt goes to the cwd's session, made first.
     let created = run_acpx(&w, &["--format", "json", "sessions", "new"]).await;
     assert_eq!(created.code, Some(0), "{}", created.describe());
     let mut prompt = JsonPeer::spawn(
@@ -418,7 +419,7 @@ async fn acpx_cancel_from_another_process_ends_the_turn_cancelled() {
         .await;
     assert_eq!(notice["params"]["sessionId"], session);
     gate.open();
-    prompt.finish(STEP).await;
+    assert_eq!(prompt.finish(STEP).await, Some(0), "{}", prompt.describe());
 }
 
 /// The processes of this world with `arg` among their arguments.

@@ -9,6 +9,7 @@
 
 mod flows;
 mod hostile;
+mod peers;
 mod remote;
 
 use moonkale_tests::acp::AcpAgent;

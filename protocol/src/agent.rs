@@ -110,6 +110,9 @@ pub struct SessionSummary {
     pub model: Option<String>,
     /// `None` when not known (a long transcript listed from its start).
     pub events: Option<usize>,
+    /// The folder the CLI runs in, when it is not the workspace itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
 }
 
 /// One stored event of a session: `kind` names what `data` holds

@@ -432,7 +432,7 @@ impl Bridge {
             .map(|s| {
                 json!({
                     "sessionId": s.session,
-                    "cwd": self.workspace,
+                    "cwd": s.cwd.as_ref().unwrap_or(&self.workspace),
                     "title": if s.title.is_empty() { None } else { Some(&s.title) },
                     "updatedAt": wire::iso8601(s.updated),
                 })

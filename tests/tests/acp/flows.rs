@@ -606,6 +606,11 @@ async fn the_first_sessions_folder_names_the_workspace() {
     );
     let page = w.ed.events_page(&session, 0, 1).await;
     assert_eq!(page["events"][0]["data"]["cwd"], json!(w.path("src")));
+    let listed = acp
+        .call("session/list", json!({}))
+        .await
+        .expect("session/list");
+    assert_eq!(listed["sessions"][0]["cwd"], json!(w.path("src")));
 }
 
 /// A screenshot pasted into the panel reaches the model as an image block

@@ -86,8 +86,6 @@ pub(super) struct Restored {
     pub error: Option<String>,
     pub has_conversation: bool,
     pub always: HashSet<String>,
-    /// Where the CLI ran, when not in the workspace.
-    pub cwd: Option<PathBuf>,
     /// Approval id → tool, to find what an "always" decision allowed.
     tools: HashMap<String, String>,
     /// Notes for Claude stored after the last prompt: the next one carries them.
@@ -108,11 +106,11 @@ impl Restored {
                 permission_mode: PermissionMode::Plan,
                 model: None,
                 events: Some(0),
+                cwd: None,
             },
             error: None,
             has_conversation: false,
             always: HashSet::new(),
-            cwd: None,
             tools: HashMap::new(),
             notes: Vec::new(),
             seen: 0,
@@ -142,7 +140,7 @@ impl Restored {
                     summary.model = data["model"].as_str().map(str::to_owned);
                 }
                 if let Some(cwd) = data["cwd"].as_str() {
-                    self.cwd = Some(PathBuf::from(cwd));
+                    summary.cwd = Some(PathBuf::from(cwd));
                 }
             }
             Some("prompt") => {
@@ -413,6 +411,7 @@ impl Session {
         let mut summary = Restored::new(&id_text).summary;
         summary.permission_mode = start.permission_mode;
         summary.model = start.model.clone();
+        summary.cwd = start.cwd.clone();
         let mut session = Session {
             id: start.id,
             id_text,
@@ -458,8 +457,8 @@ impl Session {
         self.state = summary.state;
         self.error = restored.error;
         self.has_conversation = restored.has_conversation;
-        if restored.cwd.is_some() {
-            self.cwd = restored.cwd;
+        if summary.cwd.is_some() {
+            self.cwd = summary.cwd.clone();
         }
         self.approvals.restore_always(restored.always);
         self.notes = restored.notes;

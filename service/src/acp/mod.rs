@@ -216,7 +216,13 @@ impl Bridge {
                 "no authentication is needed here: Claude Code uses your own login (run `claude login` once in a terminal)",
             )),
             "session/new" => self.new_session(&params).await.map(Some),
-            "session/load" => self.load_session(&params).await.map(Some),
+            "session/load" => self.open_session(&params, true).await.map(Some),
+            "session/resume" => self.open_session(&params, false).await.map(Some),
+            "session/close" => {
+                let session = self.attached_id(&params)?;
+                self.close_session(&session).await;
+                Ok(Some(json!({})))
+            }
             "session/list" => self.list_sessions().await.map(Some),
             "session/prompt" => self.prompt(&params, id).await.map(|()| None),
             "session/set_mode" => {
@@ -351,7 +357,13 @@ impl Bridge {
     /// Replays a session as updates, then follows it live: subscribed
     /// first, so what is stored meanwhile is in the notification queue,
     /// where an event already replayed is skipped by its `seq`.
-    async fn load_session(&mut self, params: &wire::Params) -> Result<Value, wire::Error> {
+    /// `session/load` (`replay`: its history is shown first) or
+    /// `session/resume` (the client has it: only what comes next).
+    async fn open_session(
+        &mut self,
+        params: &wire::Params,
+        replay: bool,
+    ) -> Result<Value, wire::Error> {
         let session = params.string("sessionId")?;
         if self.sessions.contains_key(&session) {
             return Err(wire::Error::invalid_params(
@@ -375,7 +387,9 @@ impl Bridge {
             for event in &page.events {
                 updates.extend(attached.event(event));
             }
-            self.updates(&session, updates).await;
+            if replay {
+                self.updates(&session, updates).await;
+            }
             if page.next >= page.total || page.events.is_empty() {
                 break (page.pending_approvals, page.streaming);
             }
@@ -385,7 +399,9 @@ impl Bridge {
             let updates = attached
                 .view
                 .streaming(&streaming.text, &streaming.thinking);
-            self.updates(&session, updates).await;
+            if replay {
+                self.updates(&session, updates).await;
+            }
         }
         let reply = json!({
             "modes": attached.view.modes(),
@@ -397,6 +413,31 @@ impl Bridge {
             self.ask_permission(&session, approval).await;
         }
         Ok(reply)
+    }
+
+    /// The client closes a session: it stops following it here (its
+    /// questions are withdrawn, a prompt waiting is answered `cancelled`);
+    /// the session itself lives on in the service.
+    async fn close_session(&mut self, session: &str) {
+        let Some(attached) = self.sessions.remove(session) else {
+            return;
+        };
+        if let Err(e) = self.client.agent_unsubscribe(Some(session)).await {
+            tracing::info!("unsubscribing from a closed session failed: {e}");
+        }
+        if let Some(prompt) = attached.prompt {
+            let reply = Outgoing::result(prompt.id, json!({"stopReason": "cancelled"}));
+            self.send(reply).await;
+        }
+        let approvals: Vec<String> = self
+            .asked
+            .values()
+            .filter(|a| a.session == session)
+            .map(|a| a.approval.approval.clone())
+            .collect();
+        for approval in approvals {
+            self.withdraw(&approval).await;
+        }
     }
 
     /// After a replay: what the service sent meanwhile is already queued.
@@ -653,7 +694,7 @@ fn initialize_result(_params: &Value) -> Value {
             "loadSession": true,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": true, "sse": true},
-            "sessionCapabilities": {"list": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
         "authMethods": [],
         "agentInfo": {

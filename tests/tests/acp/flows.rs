@@ -706,3 +706,54 @@ async fn plan_mode_refuses_the_write_and_accept_edits_then_writes_it() {
         .collect();
     assert_eq!(modes, ["plan", "acceptEdits"]);
 }
+
+/// A panel that has the conversation already resumes the session
+/// (`session/resume`): nothing is replayed, its next prompt goes on in
+/// the same conversation; closed (`session/close`), the session is no
+/// longer open in that panel but lives on in the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_resumed_is_not_replayed_and_a_closed_one_lives_on() {
+    let mut w = World::builder()
+        .agent()
+        .script(
+            Script::new()
+                .on_prompt("first", Reply::text("FIRST_ANSWER"))
+                .on_prompt("second", Reply::text("SECOND_ANSWER")),
+        )
+        .start()
+        .await;
+    let mut a = acp_agent(&w, "a").await;
+    let session = a.new_session(&w.sb.workspace).await;
+    let id = a.prompt(&session, "first").await;
+    a.response(id, STEP).await.expect("the first prompt");
+    assert_eq!(a.close().await, Some(0));
+
+    let mut b = acp_agent(&w, "b").await;
+    let resumed = b
+        .call(
+            "session/resume",
+            json!({"sessionId": session, "cwd": w.sb.workspace, "mcpServers": []}),
+        )
+        .await
+        .expect("session/resume");
+    assert_eq!(resumed["modes"]["currentModeId"], "default");
+    assert!(b.updates(&session).is_empty(), "nothing replayed");
+    let id = b.prompt(&session, "second").await;
+    b.response(id, STEP).await.expect("the second prompt");
+    assert_eq!(b.chunks(&session, "agent_message_chunk"), "SECOND_ANSWER");
+    let history = w.fake.wait_prompt("second", STEP).await.body_text();
+    assert!(history.contains("FIRST_ANSWER"), "{history}");
+    let closed = b.call("session/close", json!({"sessionId": session})).await;
+    assert_eq!(closed, Ok(json!({})));
+    let after = b
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "third"}]}),
+        )
+        .await;
+    assert_eq!(after.unwrap_err()["code"], -32602);
+    let listed =
+        w.ed.call("moonkale/agent/list", serde_json::Value::Null)
+            .await;
+    assert_eq!(listed["sessions"][0]["session"], session.as_str());
+}

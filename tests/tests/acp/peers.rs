@@ -445,11 +445,12 @@ fn acpx_owners_and_agents(w: &World) -> Vec<i32> {
 
 /// A persistent acpx session outlives its agent process: once the queue
 /// owner has gone idle and stopped its agent (`--ttl 1`), the next
-/// `acpx prompt` starts a new one that reconnects with `session/load` (we
-/// do not advertise `session/resume`), and the conversation goes on: the
-/// same session, and the model is sent the earlier exchange.
+/// `acpx prompt` starts a new one that reconnects with `session/resume`
+/// (acpx has the history; it would use `session/load` without it), and the
+/// conversation goes on: the same session, and the model is sent the
+/// earlier exchange.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acpx_prompt_after_the_agent_was_replaced_loads_the_session() {
+async fn acpx_prompt_after_the_agent_was_replaced_resumes_the_session() {
     let w = World::builder()
         .agent()
         .script(
@@ -500,7 +501,7 @@ async fn acpx_prompt_after_the_agent_was_replaced_loads_the_session() {
     // A new agent process (initialized anew) is handed the same session.
     let session = &first.exchange("session/prompt").0["params"]["sessionId"];
     assert!(second.exchange("initialize").1.get("result").is_some());
-    let (load, loaded) = second.exchange("session/load");
+    let (load, loaded) = second.exchange("session/resume");
     assert_eq!(
         &load["params"]["sessionId"],
         session,

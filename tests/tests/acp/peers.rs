@@ -897,8 +897,9 @@ impl Driver {
 /// in a subfolder with a stdio MCP server (the CLI is given both),
 /// session/prompt (streamed, its Write asked and allowed),
 /// session/set_mode, session/set_config_option (the model), session/list,
-/// session/cancel mid-stream, a hostile line, and session/load from a
-/// second client (the conversation replayed).
+/// session/cancel mid-stream, a hostile line, session/load from a second
+/// client (the conversation replayed), and session/resume and
+/// session/close from a third.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdk_client_drives_every_method_and_the_wire_fits_the_schema() {
     let gate = Gate::new();
@@ -1076,7 +1077,24 @@ async fn the_sdk_client_drives_every_method_and_the_wire_fits_the_schema() {
             .any(|u| u["sessionUpdate"] == "tool_call")
     );
 
-    let checked = a.finish().await + b.finish().await;
+    // A third one that has the conversation resumes it (nothing
+    // replayed) and closes it again.
+    let mut c = Driver::start(&w, "c");
+    c.initialize().await;
+    let resumed = c
+        .ok(
+            "resumeSession",
+            json!({"sessionId": session, "cwd": sub, "mcpServers": []}),
+        )
+        .await;
+    assert_eq!(
+        resumed["modes"]["currentModeId"], "acceptEdits",
+        "{resumed}"
+    );
+    assert!(c.updates(&session).is_empty(), "resume replays nothing");
+    c.ok("closeSession", json!({"sessionId": session})).await;
+
+    let checked = a.finish().await + b.finish().await + c.finish().await;
     assert!(checked > 20, "only {checked} messages validated");
 }
 

@@ -81,6 +81,14 @@ impl Pipes {
     }
 }
 
+/// What is sent once a request's reply is out: a new session's first
+/// updates, a loaded session's questions (the client knows the session
+/// from the reply).
+enum AfterReply {
+    Update(String, Value),
+    Ask(String, Approval),
+}
+
 struct Bridge {
     client: Client,
     notes: Notifications,
@@ -97,6 +105,8 @@ struct Bridge {
     /// The models the CLI offered last, for a new session's reply before
     /// its own CLI says.
     models: Vec<(String, String, Option<String>)>,
+    /// What must follow the reply being sent.
+    after_reply: Vec<AfterReply>,
     /// Our `session/request_permission` requests waiting for the client.
     asked: HashMap<i64, PermissionAsked>,
     next_id: i64,
@@ -116,6 +126,7 @@ impl Bridge {
             forms: false,
             sessions: HashMap::new(),
             models: Vec::new(),
+            after_reply: Vec::new(),
             asked: HashMap::new(),
             next_id: 0,
         })
@@ -180,6 +191,14 @@ impl Bridge {
                     Ok(Some(result)) => self.send(Outgoing::result(id, result)).await,
                     Ok(None) => {} // answered later (a prompt)
                     Err(error) => self.send(Outgoing::Error { id, error }).await,
+                }
+                for next in std::mem::take(&mut self.after_reply) {
+                    match next {
+                        AfterReply::Update(session, update) => self.update(&session, update).await,
+                        AfterReply::Ask(session, approval) => {
+                            self.ask_permission(&session, approval).await;
+                        }
+                    }
                 }
             }
             Incoming::Notification { method, params } => {
@@ -338,27 +357,18 @@ impl Bridge {
         });
         self.sessions.insert(session.clone(), attached);
         // After the reply, so the client knows the session.
-        let out = self.out.clone();
-        let updates: Vec<Vec<u8>> = later
+        self.after_reply = later
             .into_iter()
-            .map(|u| {
-                Outgoing::notification("session/update", json!({"sessionId": session, "update": u}))
-                    .to_line()
-            })
+            .map(|u| AfterReply::Update(session.clone(), u))
             .collect();
-        tokio::spawn(async move {
-            for line in updates {
-                let _ = out.send(line).await;
-            }
-        });
         Ok(reply)
     }
 
-    /// Replays a session as updates, then follows it live: subscribed
-    /// first, so what is stored meanwhile is in the notification queue,
-    /// where an event already replayed is skipped by its `seq`.
     /// `session/load` (`replay`: its history is shown first) or
-    /// `session/resume` (the client has it: only what comes next).
+    /// `session/resume` (the client has it: only what comes next), then
+    /// the session live: subscribed first, so what is stored meanwhile is
+    /// in the notification queue, where an event already seen is skipped
+    /// by its `seq`.
     async fn open_session(
         &mut self,
         params: &wire::Params,
@@ -409,9 +419,10 @@ impl Bridge {
         });
         self.sessions.insert(session.clone(), attached);
         self.catch_up(&session).await;
-        for approval in pending {
-            self.ask_permission(&session, approval).await;
-        }
+        self.after_reply = pending
+            .into_iter()
+            .map(|a| AfterReply::Ask(session.clone(), a))
+            .collect();
         Ok(reply)
     }
 

@@ -757,3 +757,52 @@ async fn a_session_resumed_is_not_replayed_and_a_closed_one_lives_on() {
             .await;
     assert_eq!(listed["sessions"][0]["session"], session.as_str());
 }
+
+/// A second panel opens the session while Claude waits for an answer: it
+/// is asked the same question once the session is open, answers it, the
+/// file is written, and the first panel's question is withdrawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panel_that_opens_a_waiting_session_is_asked_its_question() {
+    let w = World::builder().agent().start().await;
+    let path = w.path("notes.txt");
+    w.fake.set_script(write_script(
+        "write the notes",
+        &path,
+        "BY B\n",
+        "NOTES_DONE",
+    ));
+    let mut a = acp_agent(&w, "a").await;
+    let session = a.new_session(&w.sb.workspace).await;
+    let prompt = a.prompt(&session, "write the notes").await;
+    let asked_a = a.permission("the first panel's question").await;
+    let mut b = acp_agent(&w, "b").await;
+    let load = b
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": w.sb.workspace, "mcpServers": []}),
+        )
+        .await;
+    let asked_b = b.permission("the second panel's question").await;
+    let reply_at = b.log.iter().position(|m| m["id"] == load);
+    let asked_at = b
+        .log
+        .iter()
+        .position(|m| m["id"] == asked_b["id"] && m.get("method").is_some());
+    assert!(
+        reply_at.is_some() && reply_at < asked_at,
+        "asked after the reply"
+    );
+    assert_eq!(
+        asked_b["params"]["toolCall"]["toolCallId"],
+        asked_a["params"]["toolCall"]["toolCallId"]
+    );
+    b.choose(&asked_b, "allow").await;
+    let withdrawn = a
+        .wait_for("the first panel's question withdrawn", |m| {
+            m["method"] == "$/cancel_request"
+        })
+        .await;
+    assert_eq!(withdrawn["params"]["requestId"], asked_a["id"]);
+    a.response(prompt, STEP).await.expect("the prompt's reply");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "BY B\n");
+}

@@ -233,17 +233,29 @@ fn rss(pid: u32) -> u64 {
     moonkale_tests::try_rss_kib(pid as i32).unwrap_or(0) * 1024
 }
 
-/// Memory of `pid` no other process shares (`Private_Clean` +
-/// `Private_Dirty` of smaps_rollup), in bytes: RSS less the pages of the
-/// binary and libraries that other processes map too.
-fn private(pid: u32) -> u64 {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    let kib: u64 = rollup
+/// The anonymous memory of `pid` (`RssAnon`: its heap and stacks), in
+/// bytes: what is its own, beside the binary's and libraries' pages that
+/// RSS also counts (shared with any other process of the same binary).
+fn anon(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = status
         .lines()
-        .filter(|l| l.starts_with("Private_"))
-        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .sum();
-    kib * 1024
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
+    kib.unwrap_or(0) * 1024
+}
+
+/// CPU time used so far by the processes under `root`, in clock ticks.
+fn tree_ticks(root: u32) -> u64 {
+    descendants(root)
+        .into_iter()
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+            // utime and stime: fields 14 and 15 of stat, 12 and 13 here.
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
 }
 
 /// The processes under `root` except `skip`'s subtree: how many, and
@@ -393,8 +405,8 @@ enum Agent {
     /// `acp` process per run.
     Ours {
         sb: Sandbox,
-        service: Service,
-        editor: RawLsp,
+        service: Box<Service>,
+        editor: Box<RawLsp>,
         spare: Option<u32>,
     },
     /// Zed's adapter with the same CLI, one per run.
@@ -422,8 +434,8 @@ impl Agent {
             .await;
         Agent::Ours {
             sb,
-            service,
-            editor,
+            service: Box::new(service),
+            editor: Box::new(editor),
             spare: None,
         }
     }
@@ -565,6 +577,8 @@ struct Run {
     prompt_chunk: f64,
     /// `session/new` sent → that first chunk (the new session's wait).
     new_to_chunk: f64,
+    /// Spawn → that first chunk (an editor's first use of the agent).
+    spawn_to_chunk: f64,
     /// The prompt → its reply (`end_turn`).
     prompt_reply: f64,
     /// The prompt → the CLI's request at the fake.
@@ -576,7 +590,7 @@ struct Run {
     /// With one session, its turn over: the adapter's RSS, and what of it
     /// is its own.
     adapter_rss: u64,
-    adapter_private: u64,
+    adapter_anon: u64,
     /// The CLI processes serving it (count, RSS).
     cli: (usize, u64),
 }
@@ -609,11 +623,12 @@ async fn run_once(
             spawn_to_new: ms(spawned, new_replied),
             prompt_chunk: ms(turn.sent, turn.first_chunk),
             new_to_chunk: ms(new_sent, turn.first_chunk),
+            spawn_to_chunk: ms(spawned, turn.first_chunk),
             prompt_reply: ms(turn.sent, turn.reply),
             to_api: ms(turn.sent, split.api),
             service_text: split.service_text.map_or(0.0, |t| ms(turn.sent, t)),
             adapter_rss: rss(peer.pid()),
-            adapter_private: private(peer.pid()),
+            adapter_anon: anon(peer.pid()),
             cli: agent.session_cli_rss(peer.pid()),
             ..Run::default()
         };
@@ -642,7 +657,7 @@ struct Crowd {
     chunk_each: Vec<f64>,
     adapter_before: u64,
     adapter_after: u64,
-    adapter_private: u64,
+    adapter_anon: u64,
     service_before: Option<u64>,
     service_after: Option<u64>,
     cli: (usize, u64),
@@ -722,7 +737,7 @@ async fn crowd(agent: &mut Agent, claude: &Path, name: &str) -> Result<Crowd, St
             .fold(0.0, f64::max);
         out.chunk_each = each;
         out.adapter_after = rss(peer.pid());
-        out.adapter_private = private(peer.pid());
+        out.adapter_anon = anon(peer.pid());
         out.service_after = agent.service_rss();
         out.cli = agent.cli_rss(peer.pid()).await;
         Ok(out)
@@ -747,6 +762,9 @@ fn load() -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// A row of the table: its name, and its figure in a run.
+type Row = (&'static str, fn(&Run) -> f64);
 
 /// p50 and p90 of one figure of the runs.
 fn stats(runs: &[Run], f: impl Fn(&Run) -> f64) -> (f64, f64) {
@@ -808,6 +826,17 @@ pub async fn bench() {
     // its limit of 16): its growth per live session.
     let live = (2 * (n + 1)).min(16) as u64;
     let service_after = ours.service_rss().unwrap_or(0);
+    // What ours' live sessions (idle CLIs, the spare) cost the machine
+    // meanwhile, as the anchor's runs end theirs.
+    let service_pid = match &ours {
+        Agent::Ours { service, .. } => service.pid() as u32,
+        Agent::Anchor { .. } => 0,
+    };
+    let ticks = tree_ticks(service_pid);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let idle_cpu = (tree_ticks(service_pid) - ticks) as f64 / hz / 5.0 * 100.0;
     let load_after = load();
     println!(
         "claude {}, claude-agent-acp {}, {n} runs each after a warm-up, alternating; load before {load_before}, after {load_after}",
@@ -818,13 +847,14 @@ pub async fn bench() {
         "ms, p50 / p90               {:>19} {:>19}",
         "moonkale acp", "claude-agent-acp"
     );
-    let rows: [(&str, fn(&Run) -> f64); 8] = [
+    let rows: [Row; 9] = [
         ("spawn -> initialize reply", |r| r.init),
         ("session/new -> reply", |r| r.new),
         ("spawn -> session/new reply", |r| r.spawn_to_new),
         ("prompt -> request at the fake", |r| r.to_api),
         ("prompt -> first chunk", |r| r.prompt_chunk),
         ("session/new -> first chunk", |r| r.new_to_chunk),
+        ("spawn -> first chunk", |r| r.spawn_to_chunk),
         ("prompt -> reply (end_turn)", |r| r.prompt_reply),
         ("settled 3 s: prompt -> chunk", |r| r.settled_chunk),
     ];
@@ -849,12 +879,12 @@ pub async fn bench() {
     );
     let med = |runs: &[Run], f: fn(&Run) -> u64| median_u64(runs.iter().map(f).collect());
     println!(
-        "one session, RSS (medians): adapter {} (moonkale acp; {} its own) vs {} (node; {} its own); \
+        "one session, RSS (medians): adapter {} (moonkale acp; {} anon) vs {} (node; {} anon); \
          CLIs {} in {} process(es) vs {} in {}",
         mib(med(&our_runs, |r| r.adapter_rss)),
-        mib(med(&our_runs, |r| r.adapter_private)),
+        mib(med(&our_runs, |r| r.adapter_anon)),
         mib(med(&anchor_runs, |r| r.adapter_rss)),
-        mib(med(&anchor_runs, |r| r.adapter_private)),
+        mib(med(&anchor_runs, |r| r.adapter_anon)),
         mib(med(&our_runs, |r| r.cli.1)),
         med(&our_runs, |r| r.cli.0 as u64),
         mib(med(&anchor_runs, |r| r.cli.1)),
@@ -865,6 +895,10 @@ pub async fn bench() {
         mib(service_idle),
         mib(service_after),
         mib(service_after.saturating_sub(service_idle) / live)
+    );
+    println!(
+        "its {} CLI processes (the live sessions' and the spare) used {idle_cpu:.1} % of a core over 5 s idle",
+        descendants(service_pid).len()
     );
     drop(ours);
 
@@ -909,13 +943,13 @@ fn print_crowd(a: &Crowd, b: &Crowd) {
     }
     let per = |before: u64, after: u64| mib(after.saturating_sub(before) / CONCURRENT as u64);
     println!(
-        "adapter RSS: {} -> {} (moonkale acp; {} its own), {} -> {} (node; {} its own): {} vs {} more per session",
+        "adapter RSS: {} -> {} (moonkale acp; {} anon), {} -> {} (node; {} anon): {} vs {} more per session",
         mib(a.adapter_before),
         mib(a.adapter_after),
-        mib(a.adapter_private),
+        mib(a.adapter_anon),
         mib(b.adapter_before),
         mib(b.adapter_after),
-        mib(b.adapter_private),
+        mib(b.adapter_anon),
         per(a.adapter_before, a.adapter_after),
         per(b.adapter_before, b.adapter_after),
     );

@@ -896,9 +896,10 @@ pub async fn bench() {
         mib(service_after),
         mib(service_after.saturating_sub(service_idle) / live)
     );
+    let (clis, clis_rss) = tree_rss(service_pid, None);
     println!(
-        "its {} CLI processes (the live sessions' and the spare) used {idle_cpu:.1} % of a core over 5 s idle",
-        descendants(service_pid).len()
+        "its {clis} CLI processes (the live sessions' and the spare), {} in all, used {idle_cpu:.1} % of a core over 5 s idle",
+        mib(clis_rss)
     );
     drop(ours);
 

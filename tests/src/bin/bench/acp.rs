@@ -455,6 +455,21 @@ impl Agent {
         }
     }
 
+    /// Stops ours' service and waits for it and its CLIs to be gone, so
+    /// that their shutdown does not slow what is timed next.
+    async fn stop(self) {
+        let Agent::Ours { service, .. } = &self else {
+            return;
+        };
+        let mut tree = descendants(service.pid() as u32);
+        tree.push(service.pid() as u32);
+        drop(self);
+        let deadline = Instant::now() + TURN_DEADLINE;
+        while tree.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Before a new session is timed: ours waits for a fresh spare and
     /// lets it settle, as `first-token` does.
     async fn ready(&mut self) -> Result<(), String> {
@@ -523,7 +538,7 @@ async fn spare_pid(editor: &mut RawLsp) -> Option<u32> {
 }
 
 /// The anchor adapter, as its README runs it, offline: the same CLI, the
-/// fake API, a private HOME (whose settings also point at the fake), and
+/// fake API, a private HOME (the same settings as ours: the fake, its key), and
 /// `IS_SANDBOX=1` (as root its CLI refuses to start without it).
 fn anchor_command(sb: &Sandbox, claude: &Path, fake_url: &str) -> Command {
     let mut cmd = Command::new(anchor_bin());
@@ -533,7 +548,9 @@ fn anchor_command(sb: &Sandbox, claude: &Path, fake_url: &str) -> Command {
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_STATE_HOME")
         .env("ANTHROPIC_BASE_URL", fake_url)
-        .env("ANTHROPIC_API_KEY", "sk-test-dummy")
+        // The key comes from the settings' `apiKeyHelper`, as for ours
+        // (whose service never passes ANTHROPIC_API_KEY to the CLI).
+        .env_remove("ANTHROPIC_API_KEY")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_ERROR_REPORTING", "1")
@@ -901,13 +918,13 @@ pub async fn bench() {
         "its {clis} CLI processes (the live sessions' and the spare), {} in all, used {idle_cpu:.1} % of a core over 5 s idle",
         mib(clis_rss)
     );
-    drop(ours);
+    ours.stop().await;
 
     // (4) on a fresh service, so that only these sessions are live.
     let load_crowd = load();
     let mut ours = Agent::ours(&claude, &fake).await;
     let a = crowd(&mut ours, &claude, "ours").await;
-    drop(ours);
+    ours.stop().await;
     let b = crowd(&mut anchor, &claude, "anchor").await;
     println!(
         "\n{CONCURRENT} sessions at once, one adapter process each (ours: one `moonkale-service acp`, a fresh service with its spare); load before {load_crowd}"

@@ -16,7 +16,7 @@
 //! Then (4) 10 sessions created and prompted at once in one adapter
 //! process each (ours: one `acp` process, on a fresh service).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -592,9 +592,11 @@ struct Run {
     spawn_to_new: f64,
     /// The prompt sent on the `session/new` reply → its first chunk.
     prompt_chunk: f64,
-    /// `session/new` sent → that first chunk (the new session's wait).
+    /// `session/new` sent → that first chunk (the new session's wait):
+    /// `new` + `prompt_chunk`.
     new_to_chunk: f64,
-    /// Spawn → that first chunk (an editor's first use of the agent).
+    /// Spawn → that first chunk (an editor's first use of the agent):
+    /// `spawn_to_new` + `prompt_chunk`.
     spawn_to_chunk: f64,
     /// The prompt → its reply (`end_turn`).
     prompt_reply: f64,
@@ -639,8 +641,9 @@ async fn run_once(
             new: ms(new_sent, new_replied),
             spawn_to_new: ms(spawned, new_replied),
             prompt_chunk: ms(turn.sent, turn.first_chunk),
-            new_to_chunk: ms(new_sent, turn.first_chunk),
-            spawn_to_chunk: ms(spawned, turn.first_chunk),
+            // Without the watcher's set-up between the two (ours only).
+            new_to_chunk: ms(new_sent, new_replied) + ms(turn.sent, turn.first_chunk),
+            spawn_to_chunk: ms(spawned, new_replied) + ms(turn.sent, turn.first_chunk),
             prompt_reply: ms(turn.sent, turn.reply),
             to_api: ms(turn.sent, split.api),
             service_text: split.service_text.map_or(0.0, |t| ms(turn.sent, t)),
@@ -670,7 +673,7 @@ struct Crowd {
     all_new: f64,
     all_chunks: f64,
     all_replies: f64,
-    /// Per session, `session/new` sent → its first chunk (sorted).
+    /// Per session, the start → its first chunk (sorted).
     chunk_each: Vec<f64>,
     adapter_before: u64,
     adapter_after: u64,
@@ -692,12 +695,12 @@ async fn crowd(agent: &mut Agent, claude: &Path, name: &str) -> Result<Crowd, St
         };
         let cwd = agent.sb().workspace.clone();
         let start = Instant::now();
-        let mut news = HashMap::new();
+        let mut news = HashSet::new();
         for _ in 0..CONCURRENT {
             let (id, _) = peer
                 .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
                 .await?;
-            news.insert(id, ());
+            news.insert(id);
         }
         // session → (first chunk, reply); prompt id → session.
         let mut sessions: HashMap<String, (Option<Instant>, Option<Instant>)> = HashMap::new();
@@ -720,7 +723,7 @@ async fn crowd(agent: &mut Agent, claude: &Path, name: &str) -> Result<Crowd, St
             if let Some(e) = m.get("error") {
                 return Err(format!("request {id}: {e}"));
             }
-            if news.remove(&id).is_some() {
+            if news.remove(&id) {
                 last_new = at;
                 let session = m["result"]["sessionId"]
                     .as_str()

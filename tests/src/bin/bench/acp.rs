@@ -343,12 +343,19 @@ async fn split_turn(
     };
     let service_text = async {
         let watcher = watcher?;
-        loop {
-            let m = watcher.recv().await;
-            if m["method"] == "moonkale/agent/text" && m["params"]["session"] == session {
-                return Some(Instant::now());
+        let text = async {
+            loop {
+                let m = watcher.recv().await;
+                if m["method"] == "moonkale/agent/text" && m["params"]["session"] == session {
+                    return Instant::now();
+                }
             }
-        }
+        };
+        // Within `recv`'s own deadline, so that a failed turn is an error
+        // of `prompt_turn`, not a panic here.
+        tokio::time::timeout(moonkale_tests::TIMEOUT / 2, text)
+            .await
+            .ok()
     };
     let (turn, api, service_text) =
         tokio::join!(prompt_turn(peer, session, text), api, service_text);
@@ -856,7 +863,7 @@ pub async fn bench() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     // SAFETY: sysconf has no memory-safety preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let idle_cpu = (tree_ticks(service_pid) - ticks) as f64 / hz / 5.0 * 100.0;
+    let idle_cpu = tree_ticks(service_pid).saturating_sub(ticks) as f64 / hz / 5.0 * 100.0;
     let load_after = load();
     println!(
         "claude {}, claude-agent-acp {}, {n} runs each after a warm-up, alternating; load before {load_before}, after {load_after}",

@@ -24,11 +24,17 @@
 //!    host's memory, beside `git diff --stat` and `git add -p`'s hunk
 //!    listing of the same change.
 //!
+//! 8. `moonkale-service acp` beside Zed's `claude-agent-acp` 0.23.1 with the
+//!    same CLI and fake API: `initialize` → `session/new`, prompt → first
+//!    `agent_message_chunk`, memory, and 10 sessions at once (`bench/acp.rs`).
+//!
 //! Run with `scripts/bench.sh` (release build of every binary first).
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+#[path = "bench/acp.rs"]
+mod acp;
 #[path = "bench/editors.rs"]
 mod editors;
 
@@ -135,6 +141,9 @@ async fn main() {
     if want("vscode-keys") {
         editors::vscode_keys().await;
     }
+    if want("acp") {
+        acp::bench().await;
+    }
 }
 
 /// The sections `moonkale-bench` can run alone, by name.
@@ -181,6 +190,10 @@ const SECTIONS: &[(&str, &str)] = &[
         "Neovim keystrokes -> selection_changed (beside claudecode.nvim)",
     ),
     ("vscode-keys", "VS Code keystrokes -> selection_changed"),
+    (
+        "acp",
+        "moonkale-service acp beside claude-agent-acp: new session, first chunk, memory, 10 at once",
+    ),
 ];
 
 /// Security.md 56: 10 Claude Code clients receiving selection updates at

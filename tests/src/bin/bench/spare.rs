@@ -138,7 +138,7 @@ pub async fn fresh_cli_first_turns(
 
 /// Waits for a spare other than `old` in `moonkale/status`, then lets it
 /// settle; returns its pid.
-async fn next_spare(ed: &mut RawLsp, old: Option<u32>) -> Result<u32, String> {
+pub async fn next_spare(ed: &mut RawLsp, old: Option<u32>) -> Result<u32, String> {
     let deadline = Instant::now() + TURN_DEADLINE;
     while Instant::now() < deadline {
         let status = ed.request("moonkale/status", Value::Null).await;

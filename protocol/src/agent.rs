@@ -489,6 +489,25 @@ impl AnswerParams {
 }
 
 request!(
+    /// A front end says with which settings it will start sessions (an
+    /// editor's agent panel opening): the warm spare is made ready for
+    /// them now.
+    Prepare,
+    "moonkale/agent/prepare",
+    PrepareParams => Empty
+);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrepareParams {
+    /// `plan` when absent, as for `start`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<PermissionMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+request!(
     /// The user's trust decision for the workspace.
     Trust,
     "moonkale/agent/trust",

@@ -100,6 +100,7 @@ pub const ALL_METHODS: &[&str] = &[
     <agent::SetModel as Request>::METHOD,
     <agent::Answer as Request>::METHOD,
     <agent::Trust as Request>::METHOD,
+    <agent::Prepare as Request>::METHOD,
     <agent::Subscribe as Request>::METHOD,
     <agent::Unsubscribe as Request>::METHOD,
     <agent::EventNotification as Notification>::METHOD,

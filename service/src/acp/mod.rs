@@ -116,6 +116,17 @@ impl Bridge {
     async fn new(client: Client, out: mpsc::Sender<Vec<u8>>, remote: bool) -> Result<Bridge> {
         let notes = client.notifications().expect("a new client's");
         let workspace = client.status().await?.workspace;
+        // The panel's sessions start in its mode: a warm CLI for them.
+        let prepare = moonkale_protocol::agent::PrepareParams {
+            permission_mode: Some(ACP_DEFAULT_MODE),
+            model: None,
+        };
+        if let Err(e) = client
+            .request::<moonkale_protocol::agent::Prepare>(prepare)
+            .await
+        {
+            tracing::info!("the service did not prepare a warm CLI: {e}");
+        }
         Ok(Bridge {
             client,
             notes,

@@ -116,6 +116,11 @@ enum Routed {
     Trust {
         trusted: bool,
     },
+    /// Sessions with these settings are coming: the spare is made ready.
+    Prepare {
+        mode: PermissionMode,
+        model: Option<String>,
+    },
 }
 
 /// Parses a request once, into its typed params, and checks what the
@@ -175,6 +180,13 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
         })
         .on::<agent::List>(|_| Ok(Routed::List))
         .on::<agent::Trust>(|p| Ok(Routed::Trust { trusted: p.trusted }))
+        .on::<agent::Prepare>(|p| {
+            check_model(p.model.as_deref())?;
+            Ok(Routed::Prepare {
+                mode: p.permission_mode.unwrap_or(PermissionMode::Plan),
+                model: p.model,
+            })
+        })
         .on::<agent::Interrupt>(|p| {
             to(
                 p.session,
@@ -452,6 +464,10 @@ impl Host {
             Routed::Answer { approval, answer } => self.answer(approval, answer, Some(reply)),
             Routed::Trust { trusted } => {
                 reply.send(self.set_trust(trusted));
+            }
+            Routed::Prepare { mode, model } => {
+                self.predict_spare(mode, model);
+                reply.send(Ok(to_json(&moonkale_protocol::Empty {})));
             }
         }
     }

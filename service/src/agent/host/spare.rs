@@ -231,6 +231,16 @@ impl Host {
         Some((spare.id, spare.handle))
     }
 
+    /// A front end will start sessions with these settings: the spare is
+    /// made for them now (unless one is held back after a start).
+    pub(super) fn predict_spare(&mut self, mode: PermissionMode, model: Option<String>) {
+        if self.spares.predicted != (mode, model.clone()) {
+            self.spares.failures = 0;
+            self.spares.predicted = (mode, model);
+        }
+        self.refresh_spare();
+    }
+
     /// The trust decision changed: the next spare runs under the new one.
     pub(super) fn trust_changed(&mut self) {
         self.spares.failures = 0;

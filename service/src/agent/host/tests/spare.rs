@@ -165,6 +165,44 @@ async fn a_start_with_other_settings_starts_cold_and_the_spare_follows_them() {
     w.stop().await;
 }
 
+/// An agent panel opening says its sessions start in `default` mode: the
+/// plan-mode spare is replaced by a `default` one at once, which the
+/// panel's first session adopts.
+#[tokio::test(start_paused = true)]
+async fn a_front_end_that_prepares_gets_a_spare_of_its_settings() {
+    let mut w = spare_world();
+    w.editors(1).await;
+    let (mut plan, plan_id) = w.launched().await;
+    expect!["--permission-mode=plan --session-id=ID"].assert_eq(&flags(&plan, &plan_id));
+    let prepared = w
+        .raw(
+            "moonkale/agent/prepare",
+            json!({"permissionMode": "default"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(prepared, json!({}));
+    stopped(&mut plan).await;
+    let (mut ready, id) = w.launched().await;
+    expect!["--permission-mode=default --session-id=ID"].assert_eq(&flags(&ready, &id));
+    expect![[r#"control_request "initialize""#]].assert_eq(&told(&mut ready).await);
+    let started = w
+        .raw("moonkale/agent/start", json!({"permissionMode": "default"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        started["session"],
+        id.as_str(),
+        "the prepared spare is taken"
+    );
+    let refused = w
+        .raw("moonkale/agent/prepare", json!({"model": "--evil"}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, -32602);
+    w.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_trust_change_replaces_the_spare() {
     let mut w = spare_world();

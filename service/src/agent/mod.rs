@@ -57,6 +57,9 @@ pub struct AgentConfig {
     /// Whether a warm spare CLI is kept for the next new session, and how
     /// long without an editor.
     pub spare: SpareConfig,
+    /// How long a session's CLI is kept with nothing to do: then it is
+    /// stopped, and the next prompt resumes the conversation in a new one.
+    pub cli_idle: Duration,
 }
 
 /// The warm spare: one `claude` started ahead with the settings the next
@@ -91,7 +94,8 @@ impl SpareConfig {
 
 impl AgentConfig {
     /// From the service's environment: `MOONKALE_CLAUDE_BIN`,
-    /// `MOONKALE_APPROVAL_TIMEOUT_MS` and the spare's ([`SpareConfig::from_env`]).
+    /// `MOONKALE_APPROVAL_TIMEOUT_MS`, `MOONKALE_CLI_IDLE_MS` and the
+    /// spare's ([`SpareConfig::from_env`]).
     pub fn from_env(claude_bin: Option<PathBuf>) -> AgentConfig {
         let claude_bin = claude_bin.or_else(|| {
             std::env::var_os("MOONKALE_CLAUDE_BIN")
@@ -102,6 +106,10 @@ impl AgentConfig {
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(Duration::from_secs(600), Duration::from_millis);
+        let cli_idle = std::env::var("MOONKALE_CLI_IDLE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(DEFAULT_CLI_IDLE, Duration::from_millis);
         AgentConfig {
             claude_bin,
             approval_timeout,
@@ -113,6 +121,11 @@ impl AgentConfig {
             launcher: Launcher::Claude,
             sources: Default::default(),
             spare: SpareConfig::from_env(),
+            cli_idle,
         }
     }
 }
+
+/// A session's CLI with nothing to do for this long is stopped (a quarter
+/// of an hour: a pause to read, not a session left behind).
+pub const DEFAULT_CLI_IDLE: Duration = Duration::from_secs(15 * 60);

@@ -54,6 +54,7 @@ impl World {
             launcher: Launcher::Script(scripts),
             sources: Default::default(),
             spare,
+            cli_idle: crate::agent::DEFAULT_CLI_IDLE,
         };
         let (hub, events) = HubHandle::detached(workspace);
         let (commands, rx) = agent_channel();

@@ -358,6 +358,9 @@ struct Session {
     cli_tx: watch::Sender<CliSeen>,
     /// A spare not adopted yet: it announces nothing.
     spare: bool,
+    /// The last command or CLI output (the idle CLI is stopped after
+    /// `cli_idle` without either).
+    last_activity: Instant,
 }
 
 fn now_ms() -> u64 {
@@ -442,6 +445,7 @@ impl Session {
             summary_tx: watch::channel(summary).0,
             cli_tx: watch::channel(CliSeen::NotStarted).0,
             spare: start.spare,
+            last_activity: Instant::now(),
         };
         if let Some(restored) = start.restored {
             session.restore(restored);
@@ -478,12 +482,20 @@ impl Session {
         }
         loop {
             let deadline = self.approvals.next_deadline();
+            let idle = self.idle_deadline();
             tokio::select! {
                 command = rx.recv() => match command {
-                    Some(command) => self.command(command).await,
+                    Some(command) => {
+                        self.last_activity = Instant::now();
+                        self.command(command).await;
+                    }
                     None => break,
                 },
-                message = self.cli.next() => self.cli_output(message).await,
+                message = self.cli.next() => {
+                    self.last_activity = Instant::now();
+                    self.cli_output(message).await;
+                }
+                () = sleep_until(idle) => self.stop_idle_cli().await,
                 Some(done) = internal.recv() => match done {
                     Internal::McpReply { request_id, reply } => {
                         self.write(control::mcp_response(&request_id, Some(reply))).await;
@@ -767,6 +779,27 @@ impl Session {
         };
         let data = json!({"commands": pick("commands"), "models": pick("models")});
         self.record("capabilities", data);
+    }
+
+    /// When the CLI has had nothing to do long enough to be stopped: no
+    /// turn, no question, no request of ours open (a spare waits to be
+    /// adopted instead).
+    fn idle_deadline(&self) -> Option<Instant> {
+        let idle = self.cli.is_running()
+            && !self.spare
+            && self.unanswered.is_empty()
+            && self.waiters.is_empty()
+            && self.approvals.is_empty();
+        idle.then(|| self.last_activity + self.config.cli_idle)
+    }
+
+    /// Stops a CLI with nothing to do; the conversation is the CLI's own
+    /// (on disk), so the next prompt resumes it in a new process.
+    async fn stop_idle_cli(&mut self) {
+        let Some(cli) = self.cli.take() else { return };
+        tracing::info!(session = %self.id, "claude idle for {:?}: stopped", self.config.cli_idle);
+        cli.link.shutdown().await;
+        self.cli_tx.send_replace(CliSeen::Ended);
     }
 
     /// Tells the user (once per session) that the repository ships Claude

@@ -44,6 +44,7 @@ struct Setup {
     /// The CLI already has the conversation (a stored `system/init`).
     has_conversation: bool,
     approval_timeout: Duration,
+    cli_idle: Duration,
 }
 
 impl Default for Setup {
@@ -53,6 +54,7 @@ impl Default for Setup {
             trusted: true,
             has_conversation: false,
             approval_timeout: Duration::from_secs(600),
+            cli_idle: crate::agent::DEFAULT_CLI_IDLE,
         }
     }
 }
@@ -80,6 +82,7 @@ impl World {
                 sessions: Default::default(),
             },
             spare: SpareConfig::OFF,
+            cli_idle: setup.cli_idle,
         };
         let id = Uuid::from_u128(0x5e55);
         let transcript = Transcript::open(dir.path().join("chat.jsonl")).unwrap();
@@ -544,6 +547,43 @@ async fn an_unanswered_approval_is_denied_at_its_deadline() {
     );
     let shown = w.shown("question closed").await;
     assert!(shown.contains(r#""by":"timeout""#), "{shown}");
+}
+
+/// A CLI with nothing to do for `cli_idle` is stopped (its stdin closed),
+/// and the next prompt resumes the conversation in a new one. A turn that
+/// runs, however long, keeps it.
+#[tokio::test(start_paused = true)]
+async fn an_idle_cli_is_stopped_and_the_next_prompt_resumes_it() {
+    let mut w = World::new(Setup {
+        cli_idle: Duration::from_secs(30),
+        ..Setup::default()
+    });
+    w.prompt("Think long").await.unwrap();
+    w.launched().await;
+    w.told("user").await;
+    w.cli_says(init());
+    // Longer than the idle limit, inside a turn: the CLI stays.
+    tokio::time::sleep(Duration::from_secs(45)).await;
+    w.cli_says(success("Done"));
+    w.shown("\"idle\"").await;
+    let cli = w.cli.as_mut().expect("a CLI runs");
+    let closed = tokio::time::timeout(DEADLINE, async {
+        while cli.lines.recv().await.is_some() {}
+    })
+    .await;
+    assert!(closed.is_ok(), "the idle CLI was not stopped");
+    w.cli = None;
+    w.prompt("Go on").await.unwrap();
+    check(
+        &w.launched().await,
+        expect!["--permission-mode=default --resume=ID"],
+    );
+    check(
+        &w.told("user").await,
+        expect![[r#"
+        control_request "initialize"
+        user "Go on""#]],
+    );
 }
 
 #[tokio::test]

@@ -22,13 +22,16 @@ pub enum Launcher {
 }
 
 impl Launcher {
-    /// Starts a CLI with `args` in `workspace`. In a workspace the user
-    /// does not trust, a `claude` too old to honour `--setting-sources` is
-    /// refused: the error says what to do.
+    /// Starts a CLI with `args` in `cwd`, a folder of `workspace` (whose
+    /// `PATH` entries never name the `claude` to run, wherever in it the
+    /// CLI runs). In a workspace the user does not trust, a `claude` too
+    /// old to honour `--setting-sources` is refused: the error says what
+    /// to do.
     pub(super) async fn start(
         &self,
         config: &AgentConfig,
         workspace: &Path,
+        cwd: &Path,
         args: Vec<String>,
         trusted: bool,
     ) -> Result<CliLink, String> {
@@ -47,7 +50,7 @@ impl Launcher {
                 CliProcess::spawn(ProcessConfig {
                     program: program.clone(),
                     args,
-                    cwd: workspace.to_owned(),
+                    cwd: cwd.to_owned(),
                     env,
                     grace: config.shutdown_grace,
                 })

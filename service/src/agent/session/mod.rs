@@ -737,6 +737,7 @@ impl Session {
             .launcher
             .start(
                 &self.config,
+                &self.workspace,
                 self.cwd.as_ref().unwrap_or(&self.workspace),
                 args,
                 trusted,

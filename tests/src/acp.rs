@@ -4,79 +4,209 @@
 //! kept in order (`log`), so a test asserts on what a user would have
 //! seen; every wait has a deadline.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin};
+use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use crate::STEP;
 
-/// One running `moonkale-service acp` and what it sent.
-pub struct AcpAgent {
+/// A child process whose stdout is one JSON value per line (the ACP agent,
+/// acpx `--format json`, the SDK driver's events), read as it comes and
+/// kept in order; every wait has a deadline.
+pub struct JsonPeer {
+    name: &'static str,
     pub child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<Value>,
-    /// Every message the agent sent, in order (responses included).
+    /// Everything it printed so far, in order (a line that is not JSON is
+    /// kept as a string).
     pub log: Vec<Value>,
-    /// How many of `log` were taken by a `wait_for`.
-    seen: usize,
-    next_id: i64,
-    /// Lines on its stdout that were not JSON (must stay empty).
-    pub garbage: mpsc::UnboundedReceiver<String>,
-    stderr: std::path::PathBuf,
+    /// How much of `log` a [`JsonPeer::next_within`] went past.
+    pub seen: usize,
+    stderr: PathBuf,
 }
 
-impl AcpAgent {
-    /// Starts `cmd` (a `moonkale-service acp …` command) with piped stdio;
-    /// its stderr goes to `stderr`.
-    pub fn spawn(mut cmd: tokio::process::Command, stderr: &Path) -> AcpAgent {
-        let log = std::fs::File::create(stderr).unwrap();
+impl JsonPeer {
+    /// Starts `cmd` with piped stdin and stdout; its stderr goes to
+    /// `stderr`.
+    pub fn spawn(name: &'static str, mut cmd: Command, stderr: &Path) -> JsonPeer {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(log)
+            .stderr(std::fs::File::create(stderr).unwrap())
             .kill_on_drop(true);
-        let mut child = cmd.spawn().expect("starting moonkale-service acp");
-        let stdin = child.stdin.take().unwrap();
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::unbounded_channel();
-        let (bad, garbage) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut reader = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = reader.next_line().await {
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(v) => {
-                        let _ = tx.send(v);
-                    }
-                    Err(_) => {
-                        let _ = bad.send(line);
-                    }
-                }
+                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                let _ = tx.send(value);
             }
         });
-        AcpAgent {
+        JsonPeer {
+            name,
             child,
             stdin,
             lines,
             log: Vec::new(),
             seen: 0,
-            next_id: 0,
-            garbage,
             stderr: stderr.to_owned(),
         }
     }
 
     pub async fn send_line(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).await.unwrap();
-        self.stdin.write_all(b"\n").await.unwrap();
-        self.stdin.flush().await.unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
     }
 
-    async fn send(&mut self, message: Value) {
+    pub async fn send(&mut self, message: Value) {
         self.send_line(&message.to_string()).await;
+    }
+
+    /// Where in `log` (from its start) the first line matching `pred` is,
+    /// waiting up to `timeout` for it.
+    pub async fn position_within(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> usize {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(i) = self.log.iter().position(&pred) {
+                return i;
+            }
+            self.pull(what, deadline).await;
+        }
+    }
+
+    /// The first line (from the start) matching `pred`, waiting up to
+    /// `timeout` for it.
+    pub async fn wait_for_within(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let i = self.position_within(what, timeout, pred).await;
+        self.log[i].clone()
+    }
+
+    /// The first line after those a previous `next_within` took that
+    /// matches `pred`, waiting up to `timeout` for it.
+    pub async fn next_within(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(i) = self.log[self.seen..].iter().position(&pred) {
+                self.seen += i + 1;
+                return self.log[self.seen - 1].clone();
+            }
+            self.pull(what, deadline).await;
+        }
+    }
+
+    async fn pull(&mut self, what: &str, deadline: tokio::time::Instant) {
+        match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+            Ok(Some(m)) => self.log.push(m),
+            Ok(None) => panic!("{} ended before {what}\n{}", self.name, self.describe()),
+            Err(_) => panic!("no {what} from {} in time\n{}", self.name, self.describe()),
+        }
+    }
+
+    /// Takes what arrived without waiting.
+    pub fn drain(&mut self) {
+        while let Ok(m) = self.lines.try_recv() {
+            self.log.push(m);
+        }
+    }
+
+    /// The lines it printed that were not JSON.
+    pub fn non_json(&mut self) -> Vec<String> {
+        self.drain();
+        self.log
+            .iter()
+            .filter_map(|m| m.as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// Closes its stdin, reads its stdout to the end and waits for it to
+    /// exit; its exit code.
+    pub async fn finish(&mut self, timeout: Duration) -> Option<i32> {
+        drop(self.stdin.take());
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(m)) => self.log.push(m),
+                Ok(None) => break,
+                Err(_) => panic!("{} did not end in time\n{}", self.name, self.describe()),
+            }
+        }
+        let status = tokio::time::timeout_at(deadline, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} did not exit in time", self.name))
+            .unwrap();
+        status.code()
+    }
+
+    /// What it printed (the last 40 lines, each cut at 600 bytes) and its
+    /// stderr, for a failure message.
+    pub fn describe(&self) -> String {
+        let mut out = String::from("--- stdout ---\n");
+        for m in self.log.iter().rev().take(40).rev() {
+            out += &crate::short(&m.to_string(), 600);
+            out.push('\n');
+        }
+        out += "--- stderr ---\n";
+        out += &std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        out
+    }
+}
+
+/// One running `moonkale-service acp` and what it sent ([`JsonPeer`]'s
+/// `log`, `child`), with the client's side of ACP's JSON-RPC.
+pub struct AcpAgent {
+    peer: JsonPeer,
+    next_id: i64,
+}
+
+impl std::ops::Deref for AcpAgent {
+    type Target = JsonPeer;
+
+    fn deref(&self) -> &JsonPeer {
+        &self.peer
+    }
+}
+
+impl std::ops::DerefMut for AcpAgent {
+    fn deref_mut(&mut self) -> &mut JsonPeer {
+        &mut self.peer
+    }
+}
+
+impl AcpAgent {
+    /// Starts `cmd` (a `moonkale-service acp …` command) with piped stdio;
+    /// its stderr goes to `stderr`.
+    pub fn spawn(cmd: Command, stderr: &Path) -> AcpAgent {
+        AcpAgent {
+            peer: JsonPeer::spawn("the acp agent", cmd, stderr),
+            next_id: 0,
+        }
     }
 
     /// Sends a request; its id.
@@ -144,22 +274,15 @@ impl AcpAgent {
     }
 
     /// The first message from the start of the log matching `pred`
-    /// (waiting up to [`STEP`] for it).
+    /// (waiting up to [`STEP`] for it); later `next_matching` calls look
+    /// past it.
     pub async fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         self.wait_any(what, STEP, pred).await
     }
 
     /// The first message after those a previous wait took that matches.
     pub async fn next_matching(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let from = self.seen;
-        let deadline = tokio::time::Instant::now() + STEP;
-        loop {
-            if let Some(i) = self.log[from..].iter().position(&pred) {
-                self.seen = from + i + 1;
-                return self.log[from + i].clone();
-            }
-            self.pull(what, deadline).await;
-        }
+        self.peer.next_within(what, STEP, pred).await
     }
 
     async fn wait_any(
@@ -168,37 +291,9 @@ impl AcpAgent {
         timeout: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(i) = self.log.iter().position(&pred) {
-                self.seen = self.seen.max(i + 1);
-                return self.log[i].clone();
-            }
-            self.pull(what, deadline).await;
-        }
-    }
-
-    async fn pull(&mut self, what: &str, deadline: tokio::time::Instant) {
-        match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-            Ok(Some(m)) => self.log.push(m),
-            Ok(None) => panic!(
-                "the acp agent closed its stdout while waiting for {what}\nit sent:\n{}\nits stderr:\n{}",
-                self.describe(),
-                self.stderr_text()
-            ),
-            Err(_) => panic!(
-                "no {what} from the acp agent in time\nit sent:\n{}\nits stderr:\n{}",
-                self.describe(),
-                self.stderr_text()
-            ),
-        }
-    }
-
-    /// Takes what arrived without waiting.
-    pub fn drain(&mut self) {
-        while let Ok(m) = self.lines.try_recv() {
-            self.log.push(m);
-        }
+        let i = self.peer.position_within(what, timeout, pred).await;
+        self.peer.seen = self.peer.seen.max(i + 1);
+        self.peer.log[i].clone()
     }
 
     /// The `session/update`s of `session` so far, in order.
@@ -240,24 +335,6 @@ impl AcpAgent {
         }
     }
 
-    pub fn stderr_text(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn describe(&self) -> String {
-        let mut out = String::new();
-        for m in self.log.iter().rev().take(40).rev() {
-            let mut line = m.to_string();
-            if line.len() > 400 {
-                line.truncate(400);
-                line.push('…');
-            }
-            out += &line;
-            out.push('\n');
-        }
-        out
-    }
-
     /// `initialize` as an editor's panel sends it.
     pub async fn initialize(&mut self) -> Value {
         self.call(
@@ -281,12 +358,7 @@ impl AcpAgent {
 
     /// Closes its stdin and waits for it to exit; its exit code.
     pub async fn close(mut self) -> Option<i32> {
-        drop(self.stdin);
-        tokio::time::timeout(STEP, self.child.wait())
-            .await
-            .expect("the acp agent exits when its stdin closes")
-            .ok()?
-            .code()
+        self.peer.finish(STEP).await
     }
 }
 

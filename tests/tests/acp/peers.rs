@@ -17,10 +17,9 @@ use moonkale_tests::fakeapi::{Block, Gate, Reply, Script};
 use moonkale_tests::world::World;
 use moonkale_tests::{STEP, peer_bin, repo_root};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::process::Command;
 
+use moonkale_tests::acp::JsonPeer;
 use moonkale_tests::agent::write_script;
 
 // ---------------------------------------------------------------------------
@@ -60,136 +59,6 @@ fn peer_command(w: &World, program: &Path) -> Command {
     }
     cmd.current_dir(&w.sb.workspace).kill_on_drop(true);
     cmd
-}
-
-/// A peer process whose stdout is one JSON value per line (acpx
-/// `--format json`, the SDK driver's events), read as it comes; every
-/// wait has a deadline.
-struct JsonPeer {
-    name: &'static str,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<Value>,
-    /// Everything it printed so far, in order (a line that is not JSON is
-    /// kept as a string).
-    log: Vec<Value>,
-    /// How much of `log` a [`JsonPeer::next`] went past.
-    seen: usize,
-    stderr: PathBuf,
-}
-
-impl JsonPeer {
-    /// Starts `cmd` with piped stdin and stdout; its stderr goes to
-    /// `stderr`.
-    fn spawn(name: &'static str, mut cmd: Command, stderr: &Path) -> JsonPeer {
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(stderr).unwrap());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
-                let _ = tx.send(value);
-            }
-        });
-        JsonPeer {
-            name,
-            child,
-            stdin,
-            lines,
-            log: Vec::new(),
-            seen: 0,
-            stderr: stderr.to_owned(),
-        }
-    }
-
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin is open");
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    /// The first line (from the start) matching `pred`, waiting up to
-    /// `timeout` for it.
-    async fn wait_for(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(m) = self.log.iter().find(|m| pred(m)) {
-                return m.clone();
-            }
-            self.pull(what, deadline).await;
-        }
-    }
-
-    /// The first line after those a previous `next` took that matches
-    /// `pred`, waiting up to `timeout` for it.
-    async fn next(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(i) = self.log[self.seen..].iter().position(&pred) {
-                self.seen += i + 1;
-                return self.log[self.seen - 1].clone();
-            }
-            self.pull(what, deadline).await;
-        }
-    }
-
-    async fn pull(&mut self, what: &str, deadline: tokio::time::Instant) {
-        match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-            Ok(Some(m)) => self.log.push(m),
-            Ok(None) => panic!("{} ended before {what}\n{}", self.name, self.describe()),
-            Err(_) => panic!("no {what} from {} in time\n{}", self.name, self.describe()),
-        }
-    }
-
-    /// Closes its stdin, reads its stdout to the end and waits for it to
-    /// exit; its exit code.
-    async fn finish(&mut self, timeout: Duration) -> Option<i32> {
-        drop(self.stdin.take());
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(m)) => self.log.push(m),
-                Ok(None) => break,
-                Err(_) => panic!("{} did not end in time\n{}", self.name, self.describe()),
-            }
-        }
-        let status = tokio::time::timeout_at(deadline, self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("{} did not exit in time", self.name))
-            .unwrap();
-        status.code()
-    }
-
-    fn describe(&self) -> String {
-        let mut out = String::from("--- stdout ---\n");
-        for m in &self.log {
-            out += &moonkale_tests::short(&m.to_string(), 600);
-            out.push('\n');
-        }
-        out += "--- stderr ---\n";
-        out += &std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        out
-    }
 }
 
 fn is_update(m: &Value, kind: &str) -> bool {
@@ -393,7 +262,7 @@ async fn acpx_cancel_from_another_process_ends_the_turn_cancelled() {
         &w.sb.root.join("acpx-prompt.stderr"),
     );
     let chunk = prompt
-        .wait_for("the first chunk", STEP, |m| {
+        .wait_for_within("the first chunk", STEP, |m| {
             is_update(m, "agent_message_chunk")
         })
         .await;
@@ -409,13 +278,13 @@ async fn acpx_cancel_from_another_process_ends_the_turn_cancelled() {
         cancel.describe()
     );
     let cancelled = prompt
-        .wait_for("the prompt's reply", STEP, |m| {
+        .wait_for_within("the prompt's reply", STEP, |m| {
             m.get("method").is_none() && m["result"]["stopReason"].is_string()
         })
         .await;
     assert_eq!(cancelled["result"]["stopReason"], "cancelled");
     let notice = prompt
-        .wait_for("session/cancel", STEP, |m| m["method"] == "session/cancel")
+        .wait_for_within("session/cancel", STEP, |m| m["method"] == "session/cancel")
         .await;
     assert_eq!(notice["params"]["sessionId"], session);
     gate.open();
@@ -790,7 +659,7 @@ impl Driver {
         let what = format!("the reply to command {id}");
         let reply = self
             .peer
-            .wait_for(&what, timeout, |m| m["reply"] == id)
+            .wait_for_within(&what, timeout, |m| m["reply"] == id)
             .await;
         match reply.get("error") {
             Some(e) => Err(e.clone()),
@@ -850,7 +719,7 @@ impl Driver {
     async fn update(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let m = self
             .peer
-            .wait_for(what, STEP, |m| {
+            .wait_for_within(what, STEP, |m| {
                 m.get("update").is_some() && pred(&m["update"]["update"])
             })
             .await;
@@ -944,7 +813,7 @@ async fn the_sdk_client_drives_every_method_and_the_wire_fits_the_schema() {
         .await;
     let ask = a
         .peer
-        .wait_for("the permission request", STEP, |m| {
+        .wait_for_within("the permission request", STEP, |m| {
             m.get("permission").is_some()
         })
         .await;
@@ -1048,7 +917,7 @@ async fn the_sdk_client_drives_every_method_and_the_wire_fits_the_schema() {
         .unwrap();
     let raw = a
         .peer
-        .wait_for("the answer to the hostile line", STEP, |m| {
+        .wait_for_within("the answer to the hostile line", STEP, |m| {
             m.get("raw").is_some()
         })
         .await;
@@ -1169,13 +1038,16 @@ async fn the_sdk_client_validates_commands_thoughts_questions_and_plans() {
 
     // Answered in the editor first: the client's question is withdrawn.
     let turn = a.send(prompt("run the command")).await;
-    let ask = a.peer.next("the command's question", STEP, is_asked).await;
+    let ask = a
+        .peer
+        .next_within("the command's question", STEP, is_asked)
+        .await;
     assert_eq!(ask["params"]["toolCall"]["kind"], "execute", "{ask}");
     let button = w.ed.server_request("window/showMessageRequest", STEP).await;
     w.ed.respond(&button["id"], json!({"title": "Allow"})).await;
     let withdrawn = a
         .peer
-        .wait_for("the withdrawn question", STEP, |m| {
+        .wait_for_within("the withdrawn question", STEP, |m| {
             m.get("cancelled_request").is_some()
         })
         .await;
@@ -1185,7 +1057,10 @@ async fn the_sdk_client_validates_commands_thoughts_questions_and_plans() {
 
     // Rejected in the client: the tool call fails.
     let turn = a.send(prompt("refuse the command")).await;
-    let ask = a.peer.next("the command's question", STEP, is_asked).await;
+    let ask = a
+        .peer
+        .next_within("the command's question", STEP, is_asked)
+        .await;
     a.command(json!({"answer": ask["permission"],
         "outcome": {"outcome": "selected", "optionId": "reject"}}))
         .await
@@ -1211,7 +1086,7 @@ async fn the_sdk_client_validates_commands_thoughts_questions_and_plans() {
 
     // A question: its options, one picked.
     let turn = a.send(prompt("ask me")).await;
-    let ask = a.peer.next("the question", STEP, is_asked).await;
+    let ask = a.peer.next_within("the question", STEP, is_asked).await;
     let options: Vec<&str> = ask["params"]["options"]
         .as_array()
         .unwrap()
@@ -1234,7 +1109,10 @@ async fn the_sdk_client_validates_commands_thoughts_questions_and_plans() {
     )
     .await;
     let turn = a.send(prompt("plan it")).await;
-    let ask = a.peer.next("the plan's question", STEP, is_asked).await;
+    let ask = a
+        .peer
+        .next_within("the plan's question", STEP, is_asked)
+        .await;
     assert_eq!(ask["params"]["toolCall"]["kind"], "switch_mode", "{ask}");
     a.command(json!({"answer": ask["permission"],
         "outcome": {"outcome": "selected", "optionId": "mode:acceptEdits"}}))

@@ -442,6 +442,26 @@ fn question_script() -> Script {
         .after_tool("AskUserQuestion", Reply::text("NOTED"))
 }
 
+/// The question's turn ends `end_turn`, and the model was told `labels`.
+async fn the_model_got(
+    acp: &mut moonkale_tests::acp::AcpAgent,
+    w: &World,
+    prompt: i64,
+    labels: [&str; 2],
+) {
+    let reply = acp
+        .response(prompt, STEP)
+        .await
+        .expect("the prompt's reply");
+    assert_eq!(reply["stopReason"], "end_turn");
+    let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
+    assert!(
+        !result.is_error && labels.iter().all(|l| result.text.contains(l)),
+        "{}",
+        result.text
+    );
+}
+
 /// Claude's `AskUserQuestion` in a panel without forms: one permission
 /// request per question, its options to pick; the model gets the labels
 /// picked.
@@ -475,17 +495,7 @@ async fn claudes_question_is_a_choice_of_its_options_in_the_panel() {
         "Which checks should run?"
     );
     acp.choose(&second, "option:2").await;
-    let reply = acp
-        .response(prompt, STEP)
-        .await
-        .expect("the prompt's reply");
-    assert_eq!(reply["stopReason"], "end_turn");
-    let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
-    assert!(
-        !result.is_error && result.text.contains("Postgres") && result.text.contains("e2e"),
-        "{}",
-        result.text
-    );
+    the_model_got(&mut acp, &w, prompt, ["Postgres", "e2e"]).await;
 }
 
 /// A panel that takes forms (`elicitation.form`) gets the question as one
@@ -521,17 +531,7 @@ async fn claudes_question_is_a_form_in_a_panel_that_takes_forms() {
         json!({"action": "accept", "content": {"q0": "SQLite", "q1": ["lint", "unit"]}}),
     )
     .await;
-    let reply = acp
-        .response(prompt, STEP)
-        .await
-        .expect("the prompt's reply");
-    assert_eq!(reply["stopReason"], "end_turn");
-    let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
-    assert!(
-        !result.is_error && result.text.contains("SQLite") && result.text.contains("unit"),
-        "{}",
-        result.text
-    );
+    the_model_got(&mut acp, &w, prompt, ["SQLite", "unit"]).await;
 }
 
 /// An API error ends the prompt with a JSON-RPC error carrying the CLI's

@@ -628,8 +628,7 @@ impl Client {
     ) -> impl Future<Output = Result<StartClaudeResult>> + Send + 'static {
         self.request::<terminal::StartClaude>(Some(terminal::StartClaudeParams {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
-            rows: None,
-            cols: None,
+            ..Default::default()
         }))
     }
 }

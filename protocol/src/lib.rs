@@ -109,6 +109,7 @@ pub const ALL_METHODS: &[&str] = &[
     // terminals
     <terminal::Open as Request>::METHOD,
     <terminal::StartClaude as Request>::METHOD,
+    <terminal::SandboxLink as Request>::METHOD,
     <terminal::List as Request>::METHOD,
     <terminal::Input as Request>::METHOD,
     <terminal::Resize as Request>::METHOD,

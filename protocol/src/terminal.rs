@@ -87,9 +87,21 @@ request!(
 );
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StartClaudeParams {
     #[serde(default)]
     pub args: Vec<String>,
+    /// Run Claude Code inside a sandbox: the command that runs `claude`
+    /// there (`["docker", "exec", "-it", "box", "claude"]`); the service
+    /// splices its in-sandbox relay in front of the `claude` word and links
+    /// it to the workspace through a sandbox link (closed with the
+    /// terminal). `args` follow the command's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox: Vec<String>,
+    /// With `sandbox`: where the sandbox sees `moonkale-service` [default:
+    /// the service's own path].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_bin: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,6 +114,25 @@ pub struct StartClaudeResult {
     pub info: TerminalInfo,
     /// How Claude Code runs there (its permission mode), for the user.
     pub message: String,
+}
+
+request!(
+    /// A sandbox link for a Claude Code the caller runs in a sandbox itself
+    /// (`moonkale-service claude --sandbox`): a unix socket in the
+    /// workspace and its token. The link lives as long as the caller's
+    /// connection (or until `closeSandboxLink`).
+    SandboxLink,
+    "moonkale/terminal/sandboxLink",
+    NoParams => SandboxLinkResult
+);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxLinkResult {
+    /// The socket, at the path the sandbox must see it at.
+    pub socket: PathBuf,
+    /// The link's own token, for `MOONKALE_LINK_TOKEN` in the sandbox.
+    pub token: String,
 }
 
 request!(

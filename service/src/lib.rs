@@ -36,6 +36,7 @@ pub mod mcp;
 pub mod peer;
 pub mod remote;
 pub mod runtime;
+pub mod sandbox_link;
 pub mod server;
 pub mod terminal;
 pub mod user_state;

@@ -9,7 +9,7 @@ use moonkale_service::agent::AgentConfig;
 use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
-use moonkale_service::terminal::host::claude_launch;
+use moonkale_service::terminal::host::{claude_launch, mode_args};
 use moonkale_service::{Error, acp, agent_client, doctor, hub, printable, remote, server};
 
 /// One long-running process per workspace: editors attach to it as a
@@ -99,13 +99,47 @@ enum Command {
     /// Run Claude Code in this terminal, connected to the workspace's
     /// service (started if none runs): its selection, diagnostics and diff
     /// review come from your editors.
+    ///
+    /// With --sandbox, Claude Code runs inside a sandbox (a devcontainer,
+    /// bubblewrap, `docker exec`) and keeps its IDE link there: the words
+    /// after `--` are the command that runs `claude` in the sandbox, e.g.
+    /// `moonkale-service claude --sandbox -- docker exec -it -e
+    /// MOONKALE_LINK_TOKEN box claude --model opus`. The sandbox must see
+    /// the workspace at the same path, and this program.
     Claude {
         /// The workspace folder [default: the current directory].
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
-        /// Arguments for `claude` (after `--` if they start with `-`).
+        /// Run Claude Code inside a sandbox, linked to the workspace
+        /// through a unix socket in it (see above).
+        #[arg(long)]
+        sandbox: bool,
+        /// With --sandbox: print the command to run inside a sandbox this
+        /// program cannot start, and keep the link open until interrupted
+        /// (the arguments are then claude's).
+        #[arg(long, requires = "sandbox")]
+        print: bool,
+        /// With --sandbox: where the sandbox sees moonkale-service
+        /// [default: this program's path].
+        #[arg(long, value_name = "PATH", requires = "sandbox")]
+        link_bin: Option<PathBuf>,
+        /// Arguments for `claude` (after `--` if they start with `-`); with
+        /// --sandbox, the sandbox command and then claude's arguments.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Inside a sandbox: link Claude Code to the workspace's service through
+    /// SOCKET (what `claude --sandbox` runs there): listens on the sandbox's
+    /// loopback, writes the sandbox's lock file, runs the command after
+    /// `--`, relays its IDE connection. The token comes from
+    /// MOONKALE_LINK_TOKEN.
+    SandboxLink {
+        /// The link's socket in the workspace.
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+        /// The command (claude and its arguments).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
     },
     /// The agent commands against a remote service (`serve --listen`):
     /// `connect ws://host:7000/ list`, `… follow SESSION`, `… answer ID allow`.
@@ -382,12 +416,15 @@ fn main() {
     // SAFETY: umask has no preconditions; set before any thread exists.
     unsafe { libc::umask(0o077) };
     let cli = Cli::try_parse().unwrap_or_else(|e| exit_on_bad_arguments(&e));
+    // In a sandbox link, stderr is the terminal Claude Code draws on.
+    let quiet = matches!(cli.command, Command::SandboxLink { .. });
+    let default_level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr) // stdout may carry LSP
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MOONKALE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .init();
     let code = match tokio::runtime::Runtime::new() {
@@ -400,6 +437,81 @@ fn main() {
         Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
     };
     std::process::exit(code.unwrap_or_else(|e| fail(&format!("{e:#}"))));
+}
+
+/// `claude --sandbox`: a sandbox link from the workspace's service (started
+/// if none runs), held by this process's connection, then the sandbox
+/// command with the relay spliced in (or, with `print`, the command to
+/// paste into one), until it ends.
+async fn claude_in_sandbox(
+    root: &std::path::Path,
+    me: &std::path::Path,
+    link_bin: PathBuf,
+    print: bool,
+    args: Vec<String>,
+) -> anyhow::Result<i32> {
+    use moonkale_service::sandbox_link::{in_sandbox_command, printable_command, with_token};
+    let (stream, _) = client::connect_or_start(root, me).await?;
+    let (read, write) = stream.into_split();
+    let front = moonkale_client::Client::over(
+        read,
+        write,
+        moonkale_client::Role::Observer,
+        "moonkale-claude-sandbox",
+    )
+    .await?;
+    let link = front
+        .request::<moonkale_protocol::terminal::SandboxLink>(moonkale_protocol::NoParams)
+        .await?;
+    let env: Vec<_> = std::env::vars_os().collect();
+    if print {
+        let mut args = args;
+        args.splice(0..0, mode_args(&env, &args));
+        let line = printable_command(&link.token, &link_bin, &link.socket, &args)?;
+        eprintln!(
+            "moonkale: run this inside the sandbox (it must see {} at the same path); the link stays open until you stop this command:",
+            printable::one_line(&root.display().to_string())
+        );
+        println!("{line}");
+        let mut notifications = front.notifications().expect("a new client's");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { while notifications.next().await.is_some() {} } => {
+                anyhow::bail!("the workspace's service went away; the link is closed")
+            }
+        }
+        return Ok(0);
+    }
+    let argv = in_sandbox_command(&args, &link_bin, &link.socket, &mode_args(&env, &args))?;
+    eprintln!(
+        "moonkale: Claude Code starts in the sandbox, linked to {}",
+        printable::one_line(&root.display().to_string())
+    );
+    let mut child = tokio::process::Command::new(&argv[0]);
+    child
+        .args(&argv[1..])
+        .env_clear()
+        .envs(with_token(env, &link.token))
+        .env_remove("CLAUDECODE");
+    let mut child = child.spawn().with_context(|| {
+        format!(
+            "running the sandbox command {}",
+            printable::one_line(&argv[0])
+        )
+    })?;
+    // Ctrl-C reaches the sandbox from the terminal; we stay to close the link.
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status?,
+            _ = int.recv() => {}
+        }
+    };
+    drop(front);
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
 /// Prints one line, `moonkale-service: <what happened and what to do>`,
@@ -532,7 +644,30 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             acp::run(target).await?;
             Ok(0)
         }
-        Command::Claude { workspace, args } => {
+        Command::SandboxLink { socket, command } => {
+            Ok(moonkale_service::sandbox_link::run(socket, command).await?)
+        }
+        Command::Claude {
+            workspace,
+            sandbox: true,
+            print,
+            link_bin,
+            args,
+        } => {
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let me = std::env::current_exe().context("finding this program")?;
+            claude_in_sandbox(
+                &root,
+                &me,
+                link_bin.unwrap_or_else(|| me.clone()),
+                print,
+                args,
+            )
+            .await
+        }
+        Command::Claude {
+            workspace, args, ..
+        } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
             let me = std::env::current_exe().context("finding this program")?;
             let (_, info) = client::connect_or_start(&root, &me).await?;

@@ -161,6 +161,7 @@ pub const TERMINAL_GRACE: std::time::Duration = std::time::Duration::from_secs(3
 fn terminal_config(
     agent: Option<&AgentConfig>,
     ide_port: Option<u16>,
+    links: Option<crate::ide::link::Links>,
     sessions: KnownSessions,
 ) -> TerminalConfig {
     TerminalConfig {
@@ -169,6 +170,8 @@ fn terminal_config(
         grace: TERMINAL_GRACE,
         claude_bin: agent.and_then(|a| a.claude_bin.clone()),
         ide_port,
+        links,
+        link_bin: std::env::current_exe().unwrap_or_else(|_| "moonkale-service".into()),
     }
 }
 
@@ -433,6 +436,7 @@ pub async fn start_workspace(
     workspace.start_terminals(terminal_config(
         agent,
         ide.as_ref().map(|i| i.port),
+        ide.as_ref().map(|i| i.links.clone()),
         workspace.sources.sessions.clone(),
     ));
     let info = ServiceInfo {
@@ -607,7 +611,7 @@ pub async fn run_stdio(
         None => {
             let mut w = Workspace::start(root, agent.as_ref());
             let sessions = w.sources.sessions.clone();
-            w.start_terminals(terminal_config(agent.as_ref(), None, sessions));
+            w.start_terminals(terminal_config(agent.as_ref(), None, None, sessions));
             (w.hub.clone(), Some(w))
         }
     };

@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::ide::paths::{self, Open, Root};
+use crate::ide::paths::{self, Open, Root, check, stat_at, unlink_at};
 
 /// The suffix of an undo's temporary file beside its target (a fixed name:
 /// one service per workspace, and a crash's leftover is found again).
@@ -162,39 +162,6 @@ fn temp_name(name: &CStr) -> CString {
     bytes.extend_from_slice(name.to_bytes());
     bytes.extend_from_slice(TEMP_SUFFIX.as_bytes());
     CString::new(bytes).expect("no NUL: built from a C string")
-}
-
-fn check(rc: libc::c_int) -> std::io::Result<()> {
-    if rc < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// `lstat` of `name` in `dir`; `None` if there is nothing by that name.
-fn stat_at(dir: &OwnedFd, name: &CStr) -> std::io::Result<Option<libc::stat>> {
-    // SAFETY: a zeroed `stat` is a valid out-buffer; valid descriptor and
-    // NUL-terminated name.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    match check(rc) {
-        Ok(()) => Ok(Some(st)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-fn unlink_at(dir: &OwnedFd, name: &CStr) -> std::io::Result<()> {
-    // SAFETY: valid descriptor and NUL-terminated name.
-    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) })
 }
 
 fn rename_at(dir: &OwnedFd, from: &CStr, to: &CStr) -> std::io::Result<()> {

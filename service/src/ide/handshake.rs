@@ -33,6 +33,7 @@ impl Refusal {
             403 => "Forbidden",
             404 => "Not Found",
             405 => "Method Not Allowed",
+            409 => "Conflict",
             426 => "Upgrade Required",
             429 => "Too Many Requests",
             431 => "Request Header Fields Too Large",
@@ -132,22 +133,45 @@ pub fn plain_upgrade(head: &Head) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Decides a parsed head for a server on `port` with `token`.
-pub fn decide(head: &Head, port: u16, token: &str) -> Result<(), Refusal> {
+/// Which `Host` a server accepts: its own loopback port, or (a sandbox
+/// link, reached through a relay on the sandbox's loopback, whose port we
+/// do not choose) any port on a loopback name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostRule {
+    Port(u16),
+    AnyLoopbackPort,
+}
+
+impl HostRule {
+    fn allows(self, host: &[u8]) -> bool {
+        let Ok(host) = std::str::from_utf8(host) else {
+            return false;
+        };
+        let host = host.to_ascii_lowercase();
+        let Some((name, port)) = host.rsplit_once(':') else {
+            return false;
+        };
+        let Ok(port) = port.parse::<u16>() else {
+            return false;
+        };
+        let loopback = matches!(name, "127.0.0.1" | "localhost" | "[::1]");
+        loopback
+            && match self {
+                HostRule::Port(ours) => port == ours,
+                HostRule::AnyLoopbackPort => port != 0,
+            }
+    }
+}
+
+/// Decides a parsed head for a server whose `Host` rule is `host_rule`,
+/// with `token`.
+pub fn decide(head: &Head, host_rule: HostRule, token: &str) -> Result<(), Refusal> {
     plain_upgrade(head)?;
     let host = head
         .single("host")
         .map_err(|()| Refusal::new(400, "Host given twice"))?;
     let host = host.ok_or(Refusal::new(400, "Host is required"))?;
-    let allowed = [
-        format!("127.0.0.1:{port}"),
-        format!("localhost:{port}"),
-        format!("[::1]:{port}"),
-    ];
-    if !allowed
-        .iter()
-        .any(|a| a.as_bytes().eq_ignore_ascii_case(host))
-    {
+    if !host_rule.allows(host) {
         return Err(Refusal::new(403, "Host must be this loopback server"));
     }
     let presented = head
@@ -210,7 +234,8 @@ mod tests {
     fn check(heads: &[&str], expect: Expect) {
         let mut out = String::new();
         for h in heads {
-            let outcome = parse_head(h.as_bytes()).and_then(|head| decide(&head, 4000, TOKEN));
+            let outcome = parse_head(h.as_bytes())
+                .and_then(|head| decide(&head, HostRule::Port(4000), TOKEN));
             match outcome {
                 Ok(()) => out.push_str("accept\n"),
                 Err(r) => out.push_str(&format!("{} {}\n", r.status, r.reason)),
@@ -291,6 +316,46 @@ mod tests {
                 400 not an HTTP request
             "#]],
         );
+    }
+
+    /// A sandbox link is reached through a relay on the sandbox's own
+    /// loopback, on a port we do not know: any loopback name and port is
+    /// its `Host`, nothing else.
+    #[test]
+    fn a_link_takes_any_loopback_port() {
+        let auth = format!("X-Claude-Code-Ide-Authorization: {TOKEN}\r\n");
+        let mut out = String::new();
+        for host in [
+            "127.0.0.1:4000",
+            "127.0.0.1:39123",
+            "LOCALHOST:1",
+            "[::1]:65535",
+            "127.0.0.1:0",
+            "127.0.0.1",
+            "127.0.0.1:x",
+            "evil.example:4000",
+            "127.0.0.2:4000",
+        ] {
+            let head = head_with(&auth).replace("127.0.0.1:4000", host);
+            let outcome = parse_head(head.as_bytes())
+                .and_then(|h| decide(&h, HostRule::AnyLoopbackPort, TOKEN));
+            out.push_str(&format!(
+                "{host}: {}\n",
+                outcome.map_or_else(|r| r.status.to_string(), |()| "accept".into())
+            ));
+        }
+        expect![[r#"
+            127.0.0.1:4000: accept
+            127.0.0.1:39123: accept
+            LOCALHOST:1: accept
+            [::1]:65535: accept
+            127.0.0.1:0: 403
+            127.0.0.1: 403
+            127.0.0.1:x: 403
+            evil.example:4000: 403
+            127.0.0.2:4000: 403
+        "#]]
+        .assert_eq(&out);
     }
 
     #[test]

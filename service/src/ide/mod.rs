@@ -8,6 +8,7 @@
 //! everything else.
 
 pub mod handshake;
+pub mod link;
 pub mod lockfile;
 pub mod mcp;
 pub mod paths;
@@ -66,6 +67,8 @@ impl IdeConfig {
 /// file (if it is still ours).
 pub struct IdeServer {
     pub port: u16,
+    /// Opens sandbox links to this workspace ([`link`]).
+    pub links: link::Links,
     pub lock_path: PathBuf,
     /// `None` once stopped, so the keeper cannot put the file back after
     /// the drop removed it.
@@ -207,6 +210,7 @@ pub async fn start(
         .abort_handle();
         return Ok(IdeServer {
             port,
+            links: link::Links::new(hub.clone(), cfg.limits.clone()),
             lock_path,
             lock,
             accept: accept.abort_handle(),

@@ -80,8 +80,14 @@ impl Root {
         &self.path
     }
 
+    /// A descriptor of the folder, for `*at` calls that never follow a
+    /// symlink.
+    pub(crate) fn dir(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.dir.try_clone()
+    }
+
     /// An error if the path no longer names the folder we hold.
-    fn check_still_here(&self) -> std::io::Result<()> {
+    pub(crate) fn check_still_here(&self) -> std::io::Result<()> {
         use std::os::unix::fs::MetadataExt;
         let here = std::fs::symlink_metadata(&self.path).ok();
         if here.is_none_or(|m| (m.dev(), m.ino()) != self.id) {
@@ -216,6 +222,42 @@ fn walk_beneath(
         }
     }
     Ok(file)
+}
+
+pub(crate) fn check(rc: libc::c_int) -> std::io::Result<()> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `lstat` of `name` in `dir`; `None` if there is nothing by that name.
+pub(crate) fn stat_at(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::CStr,
+) -> std::io::Result<Option<libc::stat>> {
+    // SAFETY: a zeroed `stat` is a valid out-buffer; valid descriptor and
+    // NUL-terminated name.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::fstatat(
+            std::os::fd::AsRawFd::as_raw_fd(dir),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    match check(rc) {
+        Ok(()) => Ok(Some(st)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) fn unlink_at(dir: &std::os::fd::OwnedFd, name: &std::ffi::CStr) -> std::io::Result<()> {
+    // SAFETY: valid descriptor and NUL-terminated name.
+    check(unsafe { libc::unlinkat(std::os::fd::AsRawFd::as_raw_fd(dir), name.as_ptr(), 0) })
 }
 
 #[cfg(test)]

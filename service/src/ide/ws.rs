@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -27,7 +28,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::handshake;
+use super::handshake::{self, HostRule, Refusal};
 use super::mcp::{self, ToolCall};
 use crate::http::{self, Prefixed};
 use crate::hub::{Event, HubHandle, IdeClientId, SelectionNotification};
@@ -110,40 +111,80 @@ impl Drop for Connected<'_> {
 }
 
 pub(super) async fn accept_loop(l: Listener) {
-    let pre_auth = Arc::new(Semaphore::new(l.limits.max_pre_auth));
-    let clients = Arc::new(Semaphore::new(l.limits.max_clients));
     let shared = Arc::new(Shared {
-        port: l.port,
+        host_rule: HostRule::Port(l.port),
         token: l.token,
         hub: l.hub,
         root: l.root,
         limits: l.limits,
         connected: l.connected,
         baseline: l.baseline,
+        one_session: None,
+        closed: None,
     });
+    let gates = Gates::new(&shared.limits);
     loop {
-        let (stream, _) = match l.listener.accept().await {
-            Ok(accepted) => accepted,
+        match l.listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                gates.spawn_client(stream, &shared);
+            }
             Err(e) => {
                 tracing::warn!("IDE accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
             }
-        };
-        let Ok(permit) = pre_auth.clone().try_acquire_owned() else {
+        }
+    }
+}
+
+/// A sandbox link's accept loop ([`super::link`]): the same handshake and
+/// client as the loopback port's, on a unix socket, for one linked session
+/// at a time.
+pub(super) async fn accept_link_loop(listener: UnixListener, shared: Arc<Shared>) {
+    let gates = Gates::new(&shared.limits);
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => gates.spawn_client(stream, &shared),
+            Err(e) => {
+                tracing::warn!("sandbox link accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// The limits on connections of one listener: how many may be in their
+/// handshake, how many may be served.
+struct Gates {
+    pre_auth: Arc<Semaphore>,
+    clients: Arc<Semaphore>,
+}
+
+impl Gates {
+    fn new(limits: &IdeLimits) -> Gates {
+        Gates {
+            pre_auth: Arc::new(Semaphore::new(limits.max_pre_auth)),
+            clients: Arc::new(Semaphore::new(limits.max_clients)),
+        }
+    }
+
+    fn spawn_client<S>(&self, stream: S, shared: &Arc<Shared>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Ok(permit) = self.pre_auth.clone().try_acquire_owned() else {
             tracing::warn!("too many Claude Code handshakes in progress; closing a new connection");
-            continue;
+            return;
         };
         let shared = shared.clone();
-        let clients = clients.clone();
+        let clients = self.clients.clone();
         tokio::spawn(async move {
-            let _ = stream.set_nodelay(true);
             let upgraded =
                 tokio::time::timeout(shared.limits.handshake_timeout, handshake(stream, &shared))
                     .await;
             drop(permit);
-            let ws = match upgraded {
-                Ok(Some(ws)) => ws,
+            let (ws, _session) = match upgraded {
+                Ok(Some(upgraded)) => upgraded,
                 Ok(None) => return,
                 Err(_) => {
                     tracing::info!("Claude Code handshake timed out");
@@ -160,21 +201,32 @@ pub(super) async fn accept_loop(l: Listener) {
     }
 }
 
-struct Shared {
-    port: u16,
-    token: Arc<String>,
-    hub: HubHandle,
-    root: super::paths::Root,
-    limits: IdeLimits,
-    connected: watch::Sender<usize>,
-    baseline: Option<watch::Receiver<u64>>,
+/// What every connection of one listener shares.
+pub(super) struct Shared {
+    pub host_rule: HostRule,
+    pub token: Arc<String>,
+    pub hub: HubHandle,
+    pub root: super::paths::Root,
+    pub limits: IdeLimits,
+    pub connected: watch::Sender<usize>,
+    pub baseline: Option<watch::Receiver<u64>>,
+    /// A sandbox link's single session: held by the upgraded client, so a
+    /// second one is refused (409) until the first has gone.
+    pub one_session: Option<Arc<Semaphore>>,
+    /// A sandbox link's life: its sender is dropped when the link closes,
+    /// which ends every client on it.
+    pub closed: Option<watch::Receiver<()>>,
 }
 
-type Ws = tokio_tungstenite::WebSocketStream<Prefixed<TcpStream>>;
+type Ws<S> = tokio_tungstenite::WebSocketStream<Prefixed<S>>;
 
 /// Reads and decides the request head, then lets tungstenite finish the
-/// upgrade. `None` when the client was refused or went away.
-async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
+/// upgrade, with the link's session slot if the listener has one. `None`
+/// when the client was refused or went away.
+async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    shared: &Shared,
+) -> Option<(Ws<S>, Option<OwnedSemaphorePermit>)> {
     let (head, head_len) = match http::read_head(&mut stream).await? {
         Ok(read) => read,
         Err(refusal) => {
@@ -184,7 +236,7 @@ async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
     };
     let parsed = handshake::parse_head(&head[..head_len]);
     let decision =
-        parsed.and_then(|h| handshake::decide(&h, shared.port, &shared.token).map(|()| h));
+        parsed.and_then(|h| handshake::decide(&h, shared.host_rule, &shared.token).map(|()| h));
     let parsed = match decision {
         Ok(h) => h,
         Err(refusal) => {
@@ -197,6 +249,18 @@ async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
             http::refuse(&mut stream, refusal).await;
             return None;
         }
+    };
+    let session = match &shared.one_session {
+        None => None,
+        Some(slot) => match slot.clone().try_acquire_owned() {
+            Ok(held) => Some(held),
+            Err(_) => {
+                tracing::warn!("refused a second Claude Code on a sandbox link");
+                let busy = Refusal::new(409, "a Claude Code is already linked here");
+                http::refuse(&mut stream, busy).await;
+                return None;
+            }
+        },
     };
     let offers_mcp = parsed.offers_mcp();
     let config = WebSocketConfig::default()
@@ -214,7 +278,7 @@ async fn handshake(mut stream: TcpStream, shared: &Shared) -> Option<Ws> {
     };
     let prefixed = Prefixed::new(head, stream);
     match tokio_tungstenite::accept_hdr_async_with_config(prefixed, echo, Some(config)).await {
-        Ok(ws) => Some(ws),
+        Ok(ws) => Some((ws, session)),
         Err(e) => {
             tracing::info!("Claude Code upgrade failed: {e}");
             None
@@ -294,7 +358,10 @@ impl Backlog {
     }
 }
 
-async fn serve_client(ws: Ws, shared: &Shared) {
+async fn serve_client<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    ws: Ws<S>,
+    shared: &Shared,
+) {
     let client = shared.hub.new_ide_client_id();
     tracing::info!(client = client.0, "Claude Code connected");
     let (sink, mut stream) = ws.split();
@@ -323,9 +390,14 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         attached: false,
     };
     let mut writer_done = false;
+    let mut closed = shared.closed.clone();
     loop {
         let frame = tokio::select! {
             frame = stream.next() => frame,
+            () = link_closed(&mut closed) => {
+                reader.close(CloseCode::Away, "the sandbox link was closed").await;
+                break;
+            }
             // The writer gave up (a silent client, a failed write): so do we.
             _ = &mut writer => {
                 writer_done = true;
@@ -374,6 +446,14 @@ async fn serve_client(ws: Ws, shared: &Shared) {
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
     }
     tracing::info!(client = client.0, "Claude Code disconnected");
+}
+
+/// Resolves once a sandbox link's sender is gone; never without a link.
+async fn link_closed(closed: &mut Option<watch::Receiver<()>>) {
+    match closed {
+        Some(rx) => while rx.changed().await.is_ok() {},
+        None => std::future::pending().await,
+    }
 }
 
 /// The close code RFC 6455 asks for after a read error, if one can be sent.
@@ -543,8 +623,8 @@ impl Reader<'_> {
     }
 }
 
-struct WriterState {
-    sink: futures_util::stream::SplitSink<Ws, Message>,
+struct WriterState<S> {
+    sink: futures_util::stream::SplitSink<Ws<S>, Message>,
     out_rx: mpsc::Receiver<Out>,
     hub_rx: mpsc::Receiver<String>,
     backlog: Arc<Backlog>,
@@ -555,7 +635,7 @@ struct WriterState {
     last_heard: Arc<std::sync::Mutex<Instant>>,
 }
 
-async fn write_loop(mut w: WriterState) {
+async fn write_loop<S: AsyncRead + AsyncWrite + Unpin + Send>(mut w: WriterState<S>) {
     let mut initialized = false;
     // A send of the current selection even if it is what we sent last.
     let mut resend_due: Option<Instant> = None;
@@ -673,7 +753,7 @@ const RESEND_AFTER_TOOLS_LIST: Duration = Duration::from_millis(500);
 /// Sends one frame; `false` if the connection is gone or the client passed
 /// the backlog's hard cap (a write to a client that does not read would
 /// otherwise wait forever).
-async fn send(w: &mut WriterState, msg: Message) -> bool {
+async fn send<S: AsyncRead + AsyncWrite + Unpin>(w: &mut WriterState<S>, msg: Message) -> bool {
     let backlog = w.backlog.clone();
     tokio::select! {
         sent = w.sink.send(msg) => sent.is_ok(),
@@ -686,7 +766,10 @@ async fn send(w: &mut WriterState, msg: Message) -> bool {
 
 /// Sends the current selection if it differs from the last one sent;
 /// `false` if the connection is gone.
-async fn send_selection(w: &mut WriterState, last: &mut Option<Arc<str>>) -> bool {
+async fn send_selection<S: AsyncRead + AsyncWrite + Unpin>(
+    w: &mut WriterState<S>,
+    last: &mut Option<Arc<str>>,
+) -> bool {
     let current = w
         .selection
         .borrow_and_update()

@@ -1,12 +1,15 @@
 //! The terminals of one workspace: opens them (programs by argv, in a
 //! folder inside the workspace, with a scrubbed environment), routes
 //! `moonkale/terminal/*` requests to them, closes them with their client or
-//! the service, and starts Claude Code wired to this service.
+//! the service, and starts Claude Code wired to this service, also inside
+//! a sandbox through a sandbox link ([`crate::ide::link`]), of which it
+//! owns every one: a terminal's until the terminal's program exits, a
+//! front end's (`moonkale/terminal/sandboxLink`) until it disconnects.
 //!
 //! **Invariant:** the host never waits for a terminal (commands are
 //! `try_send`); a terminal's screen and PTY belong to its task.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use super::pty::{Pty, Spawn, scrubbed_env};
 use super::session::{self, TerminalCommand, TerminalHandle, TerminalInfo};
 use crate::hub::ports::{Request, TerminalHostCommand};
 use crate::hub::{EditorId, Event, HubHandle, Responder, Topic};
+use crate::ide::link::{Link, Links};
 use crate::ide::transcripts::KnownSessions;
 use crate::lsp::message::{Params, ResponseError, code};
 
@@ -48,6 +52,11 @@ pub struct TerminalConfig {
     /// Where "Start Claude Code here" notes the session id it chose, so its
     /// transcript's edits are this terminal's.
     pub sessions: KnownSessions,
+    /// Opens sandbox links (`None`: no IDE server, so none).
+    pub links: Option<Links>,
+    /// Where a sandbox sees `moonkale-service` unless told otherwise: this
+    /// program's own path.
+    pub link_bin: PathBuf,
 }
 
 pub fn spawn(
@@ -61,6 +70,7 @@ pub fn spawn(
         config,
         terminals: BTreeMap::new(),
         next_id: 1,
+        editor_links: HashMap::new(),
     };
     tokio::spawn(host.run(commands))
 }
@@ -71,6 +81,8 @@ struct Host {
     config: TerminalConfig,
     terminals: BTreeMap<u64, Live>,
     next_id: u64,
+    /// Front ends' sandbox links, closed when they disconnect.
+    editor_links: HashMap<EditorId, Vec<Link>>,
 }
 
 struct Live {
@@ -103,6 +115,7 @@ impl Host {
                     Err(e) => reply.send(Err(e)),
                 },
                 TerminalHostCommand::Detach { editor } => {
+                    self.editor_links.remove(&editor);
                     let gone: Vec<u64> = self
                         .terminals
                         .iter()
@@ -157,6 +170,15 @@ impl Host {
                     info,
                     message,
                 })))
+            })
+            .on::<wire::SandboxLink>(|_| {
+                let link = self.open_link()?;
+                let result = wire::SandboxLinkResult {
+                    socket: link.socket.clone(),
+                    token: link.token().to_owned(),
+                };
+                self.editor_links.entry(editor).or_default().push(link);
+                Ok(Routed::Now(to_json(&result)))
             })
             .on::<wire::List>(|_| {
                 let terminals = self
@@ -254,6 +276,17 @@ impl Host {
     }
 
     fn open(&mut self, editor: EditorId, spec: OpenParams) -> Result<u64, ResponseError> {
+        self.open_with(editor, spec, Vec::new())
+    }
+
+    /// [`Host::open`], with variables of ours that the program must see
+    /// (a sandbox link's token), set after the scrubbing.
+    fn open_with(
+        &mut self,
+        editor: EditorId,
+        spec: OpenParams,
+        ours: Vec<(OsString, OsString)>,
+    ) -> Result<u64, ResponseError> {
         let OpenParams {
             argv,
             cwd,
@@ -283,6 +316,7 @@ impl Host {
         let mut env = scrubbed_env(self.config.env.iter().cloned());
         env.retain(|(k, _)| !extra_env.iter().any(|(e, _)| e == k));
         env.extend(scrubbed_env(extra_env));
+        env.extend(ours);
         env.retain(|(k, _)| k != "TERM");
         env.push(("TERM".into(), "xterm-256color".into()));
         let pty = Pty::spawn(&Spawn {
@@ -379,24 +413,72 @@ impl Host {
         editor: EditorId,
         p: StartClaudeParams,
     ) -> Result<(u64, String), ResponseError> {
+        let mut args = p.args;
+        let session = choose_session_id(&mut args);
+        let sandboxed = !p.sandbox.is_empty();
+        // In a sandbox the relay picks the port; the arguments are the same.
+        let port = if sandboxed {
+            Some(0)
+        } else {
+            self.config.ide_port
+        };
+        let launch = claude_launch(port, &self.config.env, args)
+            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
+        let rows = p.rows.unwrap_or(wire::default_rows());
+        let cols = p.cols.unwrap_or(wire::default_cols());
+        if sandboxed {
+            let link = self.open_link()?;
+            let bin = p.link_bin.as_ref().unwrap_or(&self.config.link_bin);
+            let argv = crate::sandbox_link::in_sandbox_command(
+                &p.sandbox,
+                bin,
+                &link.socket,
+                &launch.args,
+            )
+            .map_err(|e| ResponseError::invalid_params(e.to_string()))?;
+            let spec = OpenParams {
+                argv: Some(argv),
+                cwd: None,
+                env: BTreeMap::new(),
+                rows,
+                cols,
+                keep_alive: true,
+            };
+            let token = crate::sandbox_link::with_token(Vec::new(), link.token());
+            let id = self.open_with(editor, spec, token)?;
+            if let Some(session) = session {
+                self.config.sessions.insert_terminal(session, id);
+            }
+            // The link lives until the program exits or the terminal closes.
+            let mut info = self.terminals[&id].handle.info.clone();
+            tokio::spawn(async move {
+                while !info.borrow_and_update().exited {
+                    if info.changed().await.is_err() {
+                        break;
+                    }
+                }
+                drop(link);
+            });
+            let message = format!(
+                "Claude Code starts in the sandbox, linked to this workspace through {}.",
+                crate::printable::one_line(&self.workspace.display().to_string())
+            );
+            return Ok((id, message));
+        }
         let program = moonkale_claude::binary::find_in_env(
             self.config.claude_bin.as_deref(),
             &self.config.env,
             &self.workspace,
         )
         .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
-        let mut args = p.args;
-        let session = choose_session_id(&mut args);
-        let launch = claude_launch(self.config.ide_port, &self.config.env, args)
-            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
         let mut argv = vec![program.display().to_string()];
         argv.extend(launch.args);
         let spec = OpenParams {
             argv: Some(argv),
             cwd: None,
             env: launch.env,
-            rows: p.rows.unwrap_or(wire::default_rows()),
-            cols: p.cols.unwrap_or(wire::default_cols()),
+            rows,
+            cols,
             keep_alive: true,
         };
         let id = self.open(editor, spec)?;
@@ -404,6 +486,18 @@ impl Host {
             self.config.sessions.insert_terminal(session, id);
         }
         Ok((id, launch.message))
+    }
+
+    fn open_link(&self) -> Result<Link, ResponseError> {
+        let links = self.config.links.as_ref().ok_or_else(|| {
+            ResponseError::new(
+                code::REQUEST_FAILED,
+                "this service does not serve Claude Code's IDE protocol (--no-claude-ide)",
+            )
+        })?;
+        links
+            .open()
+            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))
     }
 }
 
@@ -482,35 +576,52 @@ pub fn claude_launch(
             "this service does not serve Claude Code's IDE protocol (--no-claude-ide)".into(),
         );
     };
-    let vars = [
-        ("CLAUDE_CODE_SSE_PORT", port.to_string()),
-        ("ENABLE_IDE_INTEGRATION", "true".into()),
-        ("CLAUDE_CODE_AUTO_CONNECT_IDE", "true".into()),
-        ("FORCE_CODE_TERMINAL", "true".into()),
-    ];
-    let chose_mode = args.iter().any(|a| {
-        a == "--permission-mode"
-            || a.starts_with("--permission-mode=")
-            || a == "--dangerously-skip-permissions"
-    }) || user_default_mode(env).is_some();
-    let message = if chose_mode {
+    let mode = mode_args(env, &args);
+    let message = if mode.is_empty() {
         format!(
             "Claude Code starts connected to this workspace (IDE port {port}), in the permission mode you chose."
         )
     } else {
-        args.splice(0..0, ["--permission-mode".to_owned(), "default".to_owned()]);
+        args.splice(0..0, mode);
         format!(
             "Claude Code starts connected to this workspace (IDE port {port}) in permission mode \"default\": every edit comes to your editor for review. Pass --permission-mode or set permissions.defaultMode to choose another."
         )
     };
     Ok(ClaudeLaunch {
         args,
-        env: vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
+        env: ide_env(port).into_iter().collect(),
         message,
     })
+}
+
+/// `--permission-mode default`, unless the user chose a mode (in `args` or
+/// as `permissions.defaultMode` in their settings): current CLIs otherwise
+/// start in "auto", where edits never reach the editor for review.
+pub fn mode_args(env: &[(OsString, OsString)], args: &[String]) -> Vec<String> {
+    let chose_mode = args.iter().any(|a| {
+        a == "--permission-mode"
+            || a.starts_with("--permission-mode=")
+            || a == "--dangerously-skip-permissions"
+    }) || user_default_mode(env).is_some();
+    if chose_mode {
+        Vec::new()
+    } else {
+        vec!["--permission-mode".to_owned(), "default".to_owned()]
+    }
+}
+
+/// The variables that make every CLI generation connect at once to the
+/// IDE on `port` (cli-matrix.md): the port, plus what older ones need.
+pub fn ide_env(port: u16) -> Vec<(String, String)> {
+    [
+        ("CLAUDE_CODE_SSE_PORT", port.to_string()),
+        ("ENABLE_IDE_INTEGRATION", "true".into()),
+        ("CLAUDE_CODE_AUTO_CONNECT_IDE", "true".into()),
+        ("FORCE_CODE_TERMINAL", "true".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
 }
 
 /// `permissions.defaultMode` from the user's Claude Code settings.
@@ -608,6 +719,8 @@ mod tests {
             claude_bin: None,
             ide_port: None,
             sessions: Default::default(),
+            links: None,
+            link_bin: PathBuf::from("/usr/bin/moonkale-service"),
         };
         let host = spawn(hub, rx, config);
         let answers = [

@@ -151,10 +151,10 @@ fn requests_go_to_the_hosts() {
         > the host answers moonkale/terminal/open
           #2 <- Ok {"terminal":1}
         > #3 ed1 workspace/executeCommand {"arguments":[["--model","opus"]],"command":"moonkale.startClaude"}
-          terminals <- Request ed1 moonkale/terminal/startClaude {"args":["--model","opus"]}
+          terminals <- Request ed1 moonkale/terminal/startClaude {"args":["--model","opus"],"sandbox":[]}
           #3 waits
         > #4 ed1 workspace/executeCommand {"arguments":[],"command":"moonkale.startClaude"}
-          terminals <- Request ed1 moonkale/terminal/startClaude {"args":[]}
+          terminals <- Request ed1 moonkale/terminal/startClaude {"args":[],"sandbox":[]}
           #4 waits
         > ed1 detaches
           terminals <- Detach ed1

@@ -95,16 +95,17 @@ impl Workspace {
         Ok(json!({}))
     }
 
-    /// `moonkale.startClaude [args?]` (also a code action): Claude Code in a
-    /// service terminal, connected to this workspace.
+    /// `moonkale.startClaude [args?, sandbox?]` (also a code action): Claude
+    /// Code in a service terminal, connected to this workspace; inside a
+    /// sandbox when `sandbox` is the command that runs `claude` there.
     pub(super) fn start_claude_command(
         &mut self,
         editor: EditorId,
         args: &[Value],
         reply: Responder,
     ) {
-        let params =
-            json!({"args": args.first().and_then(Value::as_array).cloned().unwrap_or_default()});
+        let list = |i: usize| args.get(i).and_then(Value::as_array).cloned().unwrap_or_default();
+        let params = json!({"args": list(0), "sandbox": list(1)});
         self.terminal_request(
             editor,
             "moonkale/terminal/startClaude",

@@ -354,27 +354,69 @@ impl IdeClient {
         ws_rpc::WsRpc::new(ws)
     }
 
+    /// The CLI's opening: initialize, initialized, ide_connected.
+    pub async fn initialize(&mut self, version: &str) -> Value {
+        claude_opening(self, version).await
+    }
+}
+
+/// The CLI's opening on the IDE WebSocket: initialize, initialized,
+/// ide_connected; the `initialize` result.
+async fn claude_opening<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    c: &mut ws_rpc::WsRpc<S>,
+    version: &str,
+) -> Value {
+    let resp = c
+        .request(
+            "initialize",
+            json!({"protocolVersion": version, "capabilities": {"roots": {"listChanged": true}},
+                   "clientInfo": {"name": "claude-code", "version": "2.1.332"}}),
+        )
+        .await;
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    c.send(json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": std::process::id()}})).await;
+    resp["result"].clone()
+}
+
+/// A Claude Code stand-in on a sandbox link's unix socket (what the relay
+/// inside a sandbox connects to).
+pub type LinkClient = ws_rpc::WsRpc<tokio::net::UnixStream>;
+
+impl LinkClient {
+    /// Connects with `token` as the relay would forward the CLI's
+    /// handshake (`Host` is the sandbox's loopback port); the refusal's
+    /// HTTP status if there is one.
+    pub async fn connect_link(socket: &Path, token: &str) -> Result<LinkClient, u16> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let stream = tokio::net::UnixStream::connect(socket)
+            .await
+            .expect("connect to the link socket");
+        let mut req = "ws://127.0.0.1:39001".into_client_request().unwrap();
+        req.headers_mut()
+            .insert("X-Claude-Code-Ide-Authorization", token.parse().unwrap());
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", "mcp".parse().unwrap());
+        match tokio_tungstenite::client_async(req, stream).await {
+            Ok((ws, _)) => Ok(ws_rpc::WsRpc::new(ws)),
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+            Err(e) => panic!("link handshake: {e}"),
+        }
+    }
+
+    /// The CLI's opening: initialize, initialized, ide_connected.
+    pub async fn initialize(&mut self, version: &str) -> Value {
+        claude_opening(self, version).await
+    }
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> ws_rpc::WsRpc<S> {
     /// `tools/call` and its `result` (failing on a JSON-RPC error).
     pub async fn tool(&mut self, name: &str, arguments: Value) -> Value {
         let resp = self
             .request("tools/call", json!({"name": name, "arguments": arguments}))
             .await;
         assert!(resp.get("error").is_none(), "{name} failed: {resp}");
-        resp["result"].clone()
-    }
-
-    /// The CLI's opening: initialize, initialized, ide_connected.
-    pub async fn initialize(&mut self, version: &str) -> Value {
-        let resp = self
-            .request(
-                "initialize",
-                json!({"protocolVersion": version, "capabilities": {"roots": {"listChanged": true}},
-                       "clientInfo": {"name": "claude-code", "version": "2.1.332"}}),
-            )
-            .await;
-        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        self.send(json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": std::process::id()}})).await;
         resp["result"].clone()
     }
 }

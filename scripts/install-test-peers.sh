@@ -282,6 +282,19 @@ else
 fi
 echo "toad: $toad"
 
+# The jail of tests/src/jail.rs (tests/tests/jail.rs): util-linux's unshare and
+# nsenter, iproute2's ip (Debian packages; installed only when missing).
+jail_missing=()
+command -v unshare >/dev/null && command -v nsenter >/dev/null || jail_missing+=(util-linux)
+command -v ip >/dev/null || [[ -x /usr/sbin/ip || -x /sbin/ip ]] || jail_missing+=(iproute2)
+if ((${#jail_missing[@]})); then
+    echo "installing ${jail_missing[*]}"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${jail_missing[@]}"
+else
+    echo "unshare, nsenter and ip already installed"
+fi
+
 # VS Code for tests/tests/vscode.rs: code-server 4.100.3 from npm, Debian's
 # chromium, the extension's and the driver's npm dependencies (pinned by
 # their package-lock.json files); see vscode-test-harness/install.sh.

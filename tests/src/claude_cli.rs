@@ -113,6 +113,10 @@ pub struct ClaudeConfig {
     /// The executable; `None`: [`claude_bin`] (2.1.332). Older generations
     /// (tests/tests/claude_cli_generations.rs) set their own.
     pub bin: Option<PathBuf>,
+    /// Words run before the executable (empty: the executable is run
+    /// directly): the argv is `launcher… <bin> [--debug-file X] args…`,
+    /// e.g. [`crate::jail::Jail::enter`].
+    pub launcher: Vec<String>,
     /// The CLI's HOME; seeded by [`Claude::spawn`]. Use the sandbox's home
     /// so that the CLI finds the lock file the service wrote there.
     pub home: PathBuf,
@@ -141,6 +145,7 @@ impl ClaudeConfig {
         let root = home.parent().unwrap_or(home);
         ClaudeConfig {
             bin: None,
+            launcher: Vec::new(),
             home: home.to_owned(),
             cwd: cwd.to_owned(),
             tmp: root.join("claude-tmp"),
@@ -164,6 +169,12 @@ impl ClaudeConfig {
         {
             self.args.drain(i..i + 2);
         }
+        self
+    }
+
+    /// Starts the executable through `words` (see [`ClaudeConfig::launcher`]).
+    pub fn launcher(mut self, words: Vec<String>) -> ClaudeConfig {
+        self.launcher = words;
         self
     }
 
@@ -251,7 +262,8 @@ pub struct Claude {
 }
 
 impl Claude {
-    /// Seeds the home and starts `claude <args>` on a fresh pty.
+    /// Seeds the home and starts `claude <args>` (after the config's
+    /// launcher words) on a fresh pty.
     pub fn spawn(config: ClaudeConfig) -> Claude {
         seed_home(&config.home, &[&config.cwd]);
         std::fs::create_dir_all(&config.tmp).expect("create TMPDIR");
@@ -263,7 +275,16 @@ impl Claude {
                 pixel_height: 0,
             })
             .expect("open a pty");
-        let mut cmd = CommandBuilder::new(config.bin.clone().unwrap_or_else(claude_bin));
+        let bin = config.bin.clone().unwrap_or_else(claude_bin);
+        let mut cmd = match config.launcher.split_first() {
+            Some((first, rest)) => {
+                let mut cmd = CommandBuilder::new(first);
+                cmd.args(rest);
+                cmd.arg(bin);
+                cmd
+            }
+            None => CommandBuilder::new(bin),
+        };
         cmd.env_clear();
         for (k, v) in config.environment() {
             cmd.env(k, v);
@@ -310,7 +331,9 @@ impl Claude {
         }
     }
 
-    /// The CLI's process id.
+    /// The process id of what was spawned: the CLI's, unless a launcher
+    /// stays in between ([`crate::jail::Jail::enter`] execs the CLI in
+    /// place).
     pub fn pid(&self) -> u32 {
         self.pid
     }
@@ -407,7 +430,7 @@ impl Claude {
     }
 
     /// Waits until the prompt input is ready for typing.
-    async fn wait_ready(&mut self, timeout: Duration) -> String {
+    pub async fn wait_ready(&mut self, timeout: Duration) -> String {
         // In auto mode the mode's banner takes the shortcuts hint's place.
         self.wait_screen("the prompt", timeout, |s| {
             (s.contains("? for shortcuts") || s.contains("auto mode on")) && s.contains('❯')

@@ -4,7 +4,8 @@
 //! pointed at it with `ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`, and it also
 //! serves as `HTTPS_PROXY`, so every attempt to reach an outside host arrives
 //! here as `CONNECT host:443`, is refused with 403 and is recorded
-//! (shared/docs/real-cli.md §2).
+//! (shared/docs/real-cli.md §2). [`FakeApi::start_in`] listens on a
+//! [`Jail`]'s own loopback instead of the host's.
 //!
 //! What it serves (real-cli.md §3):
 //! - `POST /v1/messages[?beta=true]`: streaming SSE (`message_start`, `ping`,
@@ -38,6 +39,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+use crate::jail::Jail;
 
 /// Longest a connection may stay silent while we wait for a request.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -609,9 +612,25 @@ impl Drop for FakeApi {
 impl FakeApi {
     /// Listens on 127.0.0.1 (any free port) and answers from `script`.
     pub async fn start(script: Script) -> FakeApi {
-        let listener = TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind the fake API");
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind the fake API");
+        FakeApi::with_listener(script, listener)
+    }
+
+    /// Listens on the 127.0.0.1 of `jail` (any free port: its loopback is
+    /// its own, the host cannot reach it) and answers from `script`.
+    pub async fn start_in(script: Script, jail: &Jail) -> FakeApi {
+        let listener = jail.bind_tcp(0).expect("bind the fake API in the jail");
+        FakeApi::with_listener(script, listener)
+    }
+
+    /// Answers from `script` on `listener` (bound by the caller, e.g. with
+    /// [`Jail::bind_tcp`]); [`FakeApi::port`] is the listener's port. Needs
+    /// a tokio runtime.
+    pub fn with_listener(script: Script, listener: std::net::TcpListener) -> FakeApi {
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
+        let listener = TcpListener::from_std(listener).expect("the fake API's listener");
         let port = listener.local_addr().expect("fake API address").port();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {

@@ -2,7 +2,8 @@
 //! binary: a private sandbox (runtime directory, home, workspace) per test,
 //! the real binaries, the LSP test client ([`lsp`]), the world of a test
 //! ([`world`]: the service, its first editor and the fake Anthropic API
-//! ([`fakeapi`])), the real `claude` CLI under a pty ([`claude_cli`]), and
+//! ([`fakeapi`])), the real `claude` CLI under a pty ([`claude_cli`]), a
+//! real sandbox with its own loopback and hidden folders ([`jail`]), and
 //! the agent's helpers ([`agent`]).
 //!
 //! Every wait has a deadline; nothing sleeps and hopes.
@@ -11,6 +12,7 @@ pub mod acp;
 pub mod agent;
 pub mod claude_cli;
 pub mod fakeapi;
+pub mod jail;
 pub mod load;
 pub mod lsp;
 pub mod nvim;

@@ -450,7 +450,12 @@ async fn claude_in_sandbox(
     print: bool,
     args: Vec<String>,
 ) -> anyhow::Result<i32> {
-    use moonkale_service::sandbox_link::{in_sandbox_command, printable_command, with_token};
+    use moonkale_service::sandbox_link::{
+        claude_word, in_sandbox_command, printable_command, with_token,
+    };
+    if !print {
+        claude_word(&args)?; // a wrong command opens no link
+    }
     let (stream, _) = client::connect_or_start(root, me).await?;
     let (read, write) = stream.into_split();
     let front = moonkale_client::Client::over(

@@ -240,18 +240,14 @@ pub fn relay_words(link_bin: &Path, socket: &Path) -> Result<Vec<String>> {
     ])
 }
 
-/// The command that runs Claude Code inside a sandbox, linked: the
-/// sandbox command's words up to its `claude` word (the first word after
-/// the sandbox program whose file name is `claude`), then
-/// [`relay_words`], then that word and the rest, then `claude_args`.
-pub fn in_sandbox_command(
-    sandbox: &[String],
-    link_bin: &Path,
-    socket: &Path,
-    claude_args: &[String],
-) -> Result<Vec<String>> {
+/// Where the CLI is in a sandbox command: the first word after the
+/// sandbox program whose file name is `claude`.
+pub fn claude_word(sandbox: &[String]) -> Result<usize> {
+    if sandbox.iter().any(|w| w.contains('\0')) {
+        return Err(Error::Invalid("the sandbox command contains a NUL".into()));
+    }
     let is_claude = |w: &String| w.rsplit('/').next() == Some("claude");
-    let at = sandbox
+    sandbox
         .iter()
         .skip(1)
         .position(is_claude)
@@ -260,10 +256,19 @@ pub fn in_sandbox_command(
             Error::Invalid(
                 "the sandbox command must run `claude` inside the sandbox, e.g. `-- docker exec -it box claude` or `-- bwrap --bind / / --unshare-net claude`".into(),
             )
-        })?;
-    if sandbox.iter().any(|w| w.contains('\0')) {
-        return Err(Error::Invalid("the sandbox command contains a NUL".into()));
-    }
+        })
+}
+
+/// The command that runs Claude Code inside a sandbox, linked: the
+/// sandbox command's words up to its [`claude_word`], then
+/// [`relay_words`], then that word and the rest, then `claude_args`.
+pub fn in_sandbox_command(
+    sandbox: &[String],
+    link_bin: &Path,
+    socket: &Path,
+    claude_args: &[String],
+) -> Result<Vec<String>> {
+    let at = claude_word(sandbox)?;
     let mut argv = sandbox[..at].to_vec();
     argv.extend(relay_words(link_bin, socket)?);
     argv.extend(sandbox[at..].iter().cloned());

@@ -377,7 +377,10 @@ async fn claude_opening<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>
         .await;
     c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
-    c.send(json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": std::process::id()}})).await;
+    c.send(
+        json!({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": std::process::id()}}),
+    )
+    .await;
     resp["result"].clone()
 }
 

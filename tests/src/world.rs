@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::agent::{processes_in, write_claude_settings};
 use crate::claude_cli::{claude_bin, claude_env};
 use crate::fakeapi::{FakeApi, Script};
+use crate::jail::Jail;
 use crate::lsp::{Client, Diag, buttons_caps, plain_caps};
 use crate::{STEP, Sandbox, Service};
 
@@ -33,6 +34,7 @@ pub struct WorldBuilder {
     args: Vec<String>,
     editor: String,
     caps: Value,
+    jailed: bool,
 }
 
 impl WorldBuilder {
@@ -108,6 +110,15 @@ impl WorldBuilder {
         self
     }
 
+    /// A [`Jail`] beside the world (its own loopback and HOME; the host's
+    /// HOME and runtime directory hidden), with the fake API listening on
+    /// the jail's loopback: a CLI started inside reaches the model, and
+    /// reaches the service only through a sandbox link.
+    pub fn jailed(mut self) -> WorldBuilder {
+        self.jailed = true;
+        self
+    }
+
     /// Builds the world in `sb`, which the test prepared (the default is a
     /// fresh sandbox).
     pub fn in_sandbox(mut self, sb: Sandbox) -> WorldBuilder {
@@ -124,7 +135,11 @@ impl WorldBuilder {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        let fake = FakeApi::start(self.script).await;
+        let jail = self.jailed.then(|| Jail::new(&sb));
+        let fake = match &jail {
+            Some(jail) => FakeApi::start_in(self.script, jail).await,
+            None => FakeApi::start(self.script).await,
+        };
         let mut env = Vec::new();
         if self.agent {
             write_claude_settings(&sb.home, fake.port);
@@ -142,6 +157,7 @@ impl WorldBuilder {
         let diag = diag(&sb, &fake);
         let ed = Client::connect(&svc, &self.editor, self.caps.clone(), diag).await;
         World {
+            jail,
             ed,
             svc: Some(svc),
             fake,
@@ -180,6 +196,8 @@ pub struct World {
     args: Vec<String>,
     /// The first editor's name and capabilities.
     editor: (String, Value),
+    /// The jail of a [`WorldBuilder::jailed`] world.
+    pub jail: Option<Jail>,
     pub sb: Sandbox,
 }
 
@@ -224,6 +242,11 @@ impl Drop for World {
 }
 
 impl World {
+    /// The jail of a [`WorldBuilder::jailed`] world.
+    pub fn jail(&self) -> &Jail {
+        self.jail.as_ref().expect("a jailed world")
+    }
+
     /// How to build a world: nothing in the workspace, an empty script, no
     /// agent, `editor-a` with buttons.
     pub fn builder() -> WorldBuilder {
@@ -238,6 +261,7 @@ impl World {
             args: Vec::new(),
             editor: "editor-a".to_owned(),
             caps: buttons_caps(),
+            jailed: false,
         }
     }
 

@@ -104,7 +104,12 @@ impl Workspace {
         args: &[Value],
         reply: Responder,
     ) {
-        let list = |i: usize| args.get(i).and_then(Value::as_array).cloned().unwrap_or_default();
+        let list = |i: usize| {
+            args.get(i)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
         let params = json!({"args": list(0), "sandbox": list(1)});
         self.terminal_request(
             editor,

@@ -1,0 +1,558 @@
+//! Claude Code inside a sandbox keeps its IDE link: the real CLI 2.1.332 in
+//! a real jail (its own network namespace, whose 127.0.0.1 is not the
+//! host's, and its own HOME; the host's HOME and the service's runtime
+//! directory hidden: `moonkale_tests::jail`), started with `moonkale-service
+//! claude --sandbox -- <enter the jail> claude`, linked to the workspace's
+//! service through a sandbox link (a unix socket in the workspace). And the
+//! hostile side: what a process in the sandbox can do to the link's socket,
+//! which is everything the sandbox can reach of the service.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use moonkale_tests::claude_cli::{Claude, ClaudeConfig, edit_result};
+use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::lsp::{Client, plain_caps};
+use moonkale_tests::world::World;
+use moonkale_tests::{IdeClient, LinkClient, STEP, TIMEOUT, bin, poll_until};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The link sockets in the workspace's root.
+fn link_sockets(ws: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(ws)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(".moonkale-link-") && n.ends_with(".sock"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The lock files in a HOME's `~/.claude/ide`.
+fn locks(home: &Path) -> Vec<Value> {
+    std::fs::read_dir(home.join(".claude/ide"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+        .collect()
+}
+
+/// A sandbox link opened by a front end of its own (dropping it closes
+/// the link): the socket and the token.
+async fn open_link(w: &World, name: &str) -> (Client, PathBuf, String) {
+    let mut opener = w.client(name, plain_caps()).await;
+    let link = opener
+        .call("moonkale/terminal/sandboxLink", Value::Null)
+        .await;
+    let socket = PathBuf::from(link["socket"].as_str().expect("a socket"));
+    let token = link["token"].as_str().expect("a token").to_owned();
+    (opener, socket, token)
+}
+
+/// (1) The whole flow, as a user who runs Claude Code jailed: the CLI in
+/// the jail cannot reach the service's IDE port, yet once started through
+/// `moonkale-service claude --sandbox` it is linked: the editor's
+/// selection reaches the model, the model's Edit opens as a proposal in
+/// the editor, the user's tweaked accept is written, `getDiagnostics`
+/// returns what the editor published; the lock file is the jail's (none
+/// is added on the host), and quitting Claude Code closes the link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_in_a_sandbox_keeps_its_ide_link() {
+    let mut w = World::builder()
+        .jailed()
+        .file("hello.txt", "hello world\nsecond line\n")
+        .start()
+        .await;
+    let path = w.path("hello.txt");
+    let file = path.display().to_string();
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "edit hello",
+                Reply::tool_use("Read", json!({"file_path": file})),
+            )
+            .after_tool(
+                "Read",
+                Reply::tool_use(
+                    "Edit",
+                    json!({"file_path": file, "old_string": "hello world",
+                           "new_string": "hello EDITED", "replace_all": false}),
+                ),
+            )
+            .after_tool(
+                "Edit",
+                Reply::tool_use("mcp__ide__getDiagnostics", json!({})),
+            )
+            .after_tool("mcp__ide__getDiagnostics", Reply::text("SANDBOX_DONE")),
+    );
+    // The jail's loopback is its own: the service's IDE port is not on it.
+    let ide_port = w.ide_port();
+    let probe = w.jail().run(&[
+        "bash",
+        "-c",
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{ide_port}"),
+    ]);
+    assert!(
+        !probe.status.success(),
+        "the service's IDE port is reachable from inside the jail"
+    );
+    let host_locks = locks(&w.sb.home);
+
+    let uri = w.open("hello.txt").await;
+    w.ed.notify(
+        "moonkale/publishDiagnostics",
+        json!({"uri": uri, "source": "lint", "diagnostics": [
+            {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 6}},
+             "severity": 2, "message": "DIAG_SEEN_IN_THE_SANDBOX", "source": "lint"}]}),
+    )
+    .await;
+    let mut launcher = vec![
+        bin("moonkale-service").display().to_string(),
+        "claude".into(),
+        "--sandbox".into(),
+        "--".into(),
+    ];
+    launcher.extend(w.jail().enter());
+    let config = ClaudeConfig::new(w.jail().home(), &w.sb.workspace, w.fake.port)
+        .launcher(launcher)
+        .env("XDG_RUNTIME_DIR", &w.sb.runtime.display().to_string())
+        .arg("--allowedTools")
+        .arg("mcp__ide__getDiagnostics");
+    let mut cli = Claude::spawn(config);
+    cli.wait_ready(STEP).await;
+
+    // The link: one 0600 socket in the workspace; the lock file the CLI
+    // read is in the jail's HOME, naming the workspace, with the link's
+    // own token; the host got no lock file of it.
+    let sockets = link_sockets(&w.sb.workspace);
+    assert_eq!(sockets.len(), 1, "{sockets:?}");
+    let meta = std::fs::symlink_metadata(&sockets[0]).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let jail_locks = locks(w.jail().home());
+    assert_eq!(jail_locks.len(), 1, "{jail_locks:?}");
+    assert_eq!(jail_locks[0]["workspaceFolders"], json!([w.sb.workspace]));
+    assert_ne!(jail_locks[0]["authToken"], json!(w.ide_token()));
+    assert_eq!(locks(&w.sb.home), host_locks);
+
+    // The selection made in the editor shows in the jailed CLI and reaches
+    // the model.
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 5), "⧉ 1 line selected")
+        .await;
+    cli.submit("edit hello", STEP).await;
+    let turn = w
+        .fake
+        .wait_prompt("edit hello", STEP)
+        .await
+        .latest_turn_text();
+    assert!(
+        turn.contains(&format!("lines 1 to 1 from {file}:\nhello")),
+        "the selection did not reach the model: {turn}"
+    );
+    // Its Edit opens in the editor; the user tweaks it and accepts.
+    let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
+    w.tweak_and_accept(&show).await;
+    let edit = edit_result(&w.fake).await;
+    assert!(
+        edit.text
+            .contains("The user modified your proposed changes"),
+        "{}",
+        edit.text
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "hello TWEAKED\nsecond line\n"
+    );
+    // The editor's diagnostics, read from inside the jail.
+    let (_, diagnostics) = w
+        .fake
+        .wait_tool_result("mcp__ide__getDiagnostics", STEP)
+        .await;
+    assert!(!diagnostics.is_error, "{}", diagnostics.text);
+    assert!(
+        diagnostics.text.contains("DIAG_SEEN_IN_THE_SANDBOX"),
+        "{}",
+        diagnostics.text
+    );
+    cli.wait_for_text("SANDBOX_DONE", STEP).await;
+
+    // Quitting Claude Code ends the relay and the host command: the link
+    // socket and the jail's lock file go.
+    cli.submit("/exit", STEP).await;
+    let closed = poll_until(STEP, async || {
+        (link_sockets(&w.sb.workspace).is_empty() && locks(w.jail().home()).is_empty())
+            .then_some(())
+    })
+    .await;
+    assert!(
+        closed.is_some(),
+        "the link outlived Claude Code: {:?} {:?}",
+        link_sockets(&w.sb.workspace),
+        locks(w.jail().home())
+    );
+}
+
+/// What a process inside the jail sends to `socket`, one connection each
+/// (`python3` is the jail's, the bytes go out from inside): the first line
+/// of each answer, or `closed`.
+const PROBE: &str = r#"
+import socket, sys
+path, link, ide = sys.argv[1:4]
+def head(token, port=39001):
+    return ("GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "X-Claude-Code-Ide-Authorization: %s\r\n\r\n" % (port, token)).encode()
+body = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{}}}'
+cases = [
+    ("lsp", b"Content-Length: %d\r\n\r\n" % len(body) + body),
+    ("junk", b"\xff" * 70000),
+    ("the IDE port's token", head(ide)),
+    ("no token", head("")),
+    ("the link's token", head(link)),
+]
+for name, data in cases:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(path)
+    try:
+        s.sendall(data)
+        got = s.recv(200)
+    except OSError:
+        got = b""
+    print("%s: %s" % (name, got.split(b"\r\n")[0].decode() if got else "closed"))
+    s.close()
+"#;
+
+/// (2) Hostile, from inside the jail: the editors' socket and the host's
+/// lock files are not there to see; on the link socket, LSP and junk are
+/// refused before any upgrade, only the link's token upgrades; then the
+/// jail swaps the live socket for a symlink to a file of the user's. When
+/// the link closes (its opener goes away) the symlink and the file are
+/// left as they were, the editors never noticed, and a new link works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_the_jail_reaches_only_its_link() {
+    let mut w = World::builder().jailed().start().await;
+    let (opener, socket, token) = open_link(&w, "opener").await;
+    let jail = w.jail();
+    let service_socket = w.svc().info.socket.display().to_string();
+    let ide_lock = w.sb.home.join(format!(".claude/ide/{}.lock", w.ide_port()));
+    assert!(ide_lock.exists());
+    for hidden in [service_socket.as_str(), &ide_lock.display().to_string()] {
+        let seen = jail.run(&["test", "-e", hidden]);
+        assert!(!seen.status.success(), "{hidden} is visible in the jail");
+    }
+    let probe = jail.run(&[
+        "python3",
+        "-c",
+        PROBE,
+        &socket.display().to_string(),
+        &token,
+        &w.ide_token(),
+    ]);
+    let answers = String::from_utf8_lossy(&probe.stdout);
+    expect_test::expect![[r#"
+        lsp: HTTP/1.1 400 Bad Request
+        junk: HTTP/1.1 431 Request Header Fields Too Large
+        the IDE port's token: HTTP/1.1 401 Unauthorized
+        no token: HTTP/1.1 401 Unauthorized
+        the link's token: HTTP/1.1 101 Switching Protocols
+    "#]]
+    .assert_eq(&answers);
+
+    // The jail plants a symlink to a file of the user's at the socket's name.
+    let secret = w.sb.root.join("outside-secret");
+    std::fs::write(&secret, "keep").unwrap();
+    let planted = jail.run(&[
+        "sh",
+        "-c",
+        r#"rm -f "$1" && ln -s "$2" "$1""#,
+        "sh",
+        &socket.display().to_string(),
+        &secret.display().to_string(),
+    ]);
+    assert!(planted.status.success(), "{planted:?}");
+    drop(opener);
+    let closed = poll_until(STEP, async || {
+        w.service_log()
+            .contains("sandbox link closed")
+            .then_some(())
+    })
+    .await;
+    assert!(closed.is_some(), "{}", w.service_log_tail(30));
+    assert!(std::fs::symlink_metadata(&socket).unwrap().is_symlink());
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "keep");
+
+    // The editors and the service carry on; another link works.
+    assert!(w.ed.call("moonkale/status", Value::Null).await["workspace"].is_string());
+    let (_again, socket, token) = open_link(&w, "again").await;
+    let mut c = LinkClient::connect_link(&socket, &token).await.unwrap();
+    c.initialize("2025-11-25").await;
+    let tools = c.request("tools/list", Value::Null).await;
+    assert!(tools.to_string().contains("openDiff"), "{tools}");
+}
+
+/// Sends `bytes` on a new connection to the link socket and returns the
+/// first line of the answer (`closed` if none).
+async fn answer_to(socket: &Path, bytes: &[u8]) -> String {
+    let mut s = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let _ = s.write_all(bytes).await;
+    let mut got = vec![0u8; 256];
+    let n = match tokio::time::timeout(TIMEOUT, s.read(&mut got)).await {
+        Ok(Ok(n)) => n,
+        _ => 0,
+    };
+    if n == 0 {
+        return "closed".into();
+    }
+    String::from_utf8_lossy(&got[..n])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn upgrade_head(token: &str) -> String {
+    format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:39001\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         X-Claude-Code-Ide-Authorization: {token}\r\n\r\n"
+    )
+}
+
+/// An upgraded raw connection on the link socket (the head read), once
+/// the link's one session is free: a session just closed frees it when
+/// the service has read the close, so a 409 is retried until [`STEP`].
+async fn upgraded_raw(socket: &Path, token: &str) -> tokio::net::UnixStream {
+    let upgraded = poll_until(STEP, async || {
+        let mut s = tokio::net::UnixStream::connect(socket).await.ok()?;
+        s.write_all(upgrade_head(token).as_bytes()).await.ok()?;
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            s.read_exact(&mut b).await.ok()?;
+            head.push(b[0]);
+        }
+        assert!(
+            head.starts_with(b"HTTP/1.1 101") || head.starts_with(b"HTTP/1.1 409"),
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        head.starts_with(b"HTTP/1.1 101").then_some(s)
+    })
+    .await;
+    upgraded.expect("the link's session stayed taken")
+}
+
+/// A [`LinkClient`] once the link's one session is free (as
+/// [`upgraded_raw`]).
+async fn link_client(socket: &Path, token: &str) -> LinkClient {
+    let client = poll_until(STEP, async || {
+        match LinkClient::connect_link(socket, token).await {
+            Ok(c) => Some(c),
+            Err(409) => None,
+            Err(status) => panic!("the link refused its own token: {status}"),
+        }
+    })
+    .await;
+    client.expect("the link's session stayed taken")
+}
+
+/// (3) Hostile, on the protocol: what the relay (or anything in the
+/// sandbox) may send to the link socket. One linked session: a second
+/// gets 409 and the first carries on; a session that goes silent is
+/// dropped and frees the slot. The socket speaks nothing but the IDE's
+/// tools: the front door's, the agent's and the terminals' methods are
+/// unknown there, a tool path outside the workspace is refused, malformed
+/// JSON gets an error and the session survives, an oversized frame closes
+/// it with 1009. Heads that stall, trickle or overflow are cut off. The
+/// link's token opens nothing else (the IDE port refuses it). Through all
+/// of it the editors and the IDE port are unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_the_link_socket_is_one_ide_session_and_nothing_more() {
+    let mut w = World::builder()
+        .env("MOONKALE_IDE_HANDSHAKE_MS", "1000")
+        .env("MOONKALE_IDE_PING_MS", "500")
+        .start()
+        .await;
+    let (_opener, socket, token) = open_link(&w, "opener").await;
+
+    // One session at a time.
+    let mut first = LinkClient::connect_link(&socket, &token).await.unwrap();
+    first.initialize("2025-11-25").await;
+    assert_eq!(
+        LinkClient::connect_link(&socket, &token).await.err(),
+        Some(409)
+    );
+    assert_eq!(
+        first.request("ping", Value::Null).await["result"],
+        json!({})
+    );
+
+    // Nothing but the IDE's tools.
+    for method in [
+        "moonkale/agent/start",
+        "moonkale/terminal/open",
+        "moonkale/terminal/sandboxLink",
+        "moonkale/status",
+        "workspace/executeCommand",
+        "textDocument/hover",
+    ] {
+        let resp = first
+            .request(method, json!({"prompt": "hi", "argv": ["sh"]}))
+            .await;
+        assert_eq!(resp["error"]["code"], -32601, "{method}: {resp}");
+    }
+    let outside = first
+        .request(
+            "tools/call",
+            json!({"name": "openDiff", "arguments": {"old_file_path": "/etc/passwd",
+                   "new_file_path": "/etc/passwd", "new_file_contents": "x", "tab_name": "t"}}),
+        )
+        .await;
+    assert_eq!(outside["result"]["isError"], true, "{outside}");
+    let code = first
+        .request(
+            "tools/call",
+            json!({"name": "executeCode", "arguments": {"code": "1"}}),
+        )
+        .await;
+    assert_eq!(code["result"]["isError"], true, "{code}");
+    // Malformed JSON: an error each, and the session goes on.
+    first.send_text("{nope").await;
+    assert_eq!(first.recv().await["error"]["code"], -32700);
+    first
+        .send_text(&format!("{}{}", "[".repeat(200_000), "]".repeat(200_000)))
+        .await;
+    assert!(first.recv().await["error"].is_object());
+    assert_eq!(
+        first.request("ping", Value::Null).await["result"],
+        json!({})
+    );
+    drop(first);
+
+    // A session that stops answering pings is dropped; the slot is free.
+    let silent = upgraded_raw(&socket, &token).await;
+    let mut second = link_client(&socket, &token).await;
+    drop(silent);
+    second.initialize("2025-11-25").await;
+    drop(second);
+
+    // An oversized frame closes the session with 1009, unread.
+    let mut big = upgraded_raw(&socket, &token).await;
+    let mut header = vec![0x81u8, 0x80 | 127];
+    header.extend((1u64 << 62).to_be_bytes());
+    header.extend([1, 2, 3, 4]);
+    big.write_all(&header).await.unwrap();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(TIMEOUT, big.read_to_end(&mut rest)).await;
+    let at = rest.iter().position(|&b| b == 0x88).expect("a close frame");
+    assert_eq!(u16::from_be_bytes([rest[at + 2], rest[at + 3]]), 1009);
+
+    // Heads: too big, stalled, trickled.
+    let mut huge = upgrade_head(&token).replace("\r\n\r\n", "\r\n");
+    huge.push_str(&format!("X-Pad: {}\r\n\r\n", "a".repeat(20_000)));
+    assert_eq!(
+        answer_to(&socket, huge.as_bytes()).await,
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        stalled.push(tokio::net::UnixStream::connect(&socket).await.unwrap());
+    }
+    // A fifth while four are in their handshake: closed at once.
+    assert_eq!(answer_to(&socket, b"GET").await, "closed");
+    for mut s in stalled {
+        let mut b = [0u8; 1];
+        let ended = tokio::time::timeout(TIMEOUT, s.read(&mut b)).await;
+        assert!(
+            matches!(ended, Ok(Ok(0)) | Ok(Err(_))),
+            "a stalled handshake was kept open"
+        );
+    }
+    let mut trickle = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let dropped = tokio::time::timeout(TIMEOUT, async {
+        for b in upgrade_head(&token).bytes().cycle() {
+            if trickle.write_all(&[b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(dropped.is_ok(), "a trickled head was kept open");
+
+    // The link's token opens only the link: the IDE port refuses it.
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", w.ide_port()))
+        .await
+        .unwrap();
+    tcp.write_all(
+        upgrade_head(&token)
+            .replace("39001", &w.ide_port().to_string())
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut got = vec![0u8; 64];
+    let n = tokio::time::timeout(TIMEOUT, tcp.read(&mut got))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        got[..n].starts_with(b"HTTP/1.1 401"),
+        "{}",
+        String::from_utf8_lossy(&got[..n])
+    );
+
+    // Unaffected: the editor, the IDE port, and the link itself.
+    assert!(w.ed.call("moonkale/status", Value::Null).await["workspace"].is_string());
+    let mut ide = IdeClient::connect(w.ide_port(), &w.ide_token()).await;
+    ide.initialize("2025-11-25").await;
+    let mut last = link_client(&socket, &token).await;
+    last.initialize("2025-11-25").await;
+}
+
+/// (4) Command-line faults are one sentence: a sandbox command that does
+/// not run `claude`, and the in-sandbox side without its token.
+#[tokio::test]
+async fn sandbox_command_faults_are_one_clear_line() {
+    let w = World::builder().start().await;
+    let out = w
+        .command(&["claude", "--sandbox", "--", "docker", "exec", "box", "sh"])
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("must run `claude` inside the sandbox"),
+        "{err}"
+    );
+    let socket = w.sb.workspace.join(".moonkale-link-0123456789abcdef.sock");
+    let out = w
+        .command(&[
+            "sandbox-link",
+            "--socket",
+            &socket.display().to_string(),
+            "--",
+            "claude",
+        ])
+        .env_remove("MOONKALE_LINK_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("MOONKALE_LINK_TOKEN is not set"), "{err}");
+    // No link was left behind by the refused command.
+    assert!(link_sockets(&w.sb.workspace).is_empty());
+}

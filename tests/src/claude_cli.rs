@@ -69,7 +69,7 @@ pub fn claude_bin() -> PathBuf {
 /// IDE's `openDiff`). A project entry also carries `allowedTools: []` (its
 /// default in every generation): 1.0.x iterates it at startup and dies with
 /// "B.allowedTools is not iterable" when the entry lacks it.
-fn seed_home(home: &Path, trusted: &[&Path]) {
+pub fn seed_home(home: &Path, trusted: &[&Path]) {
     std::fs::create_dir_all(home).expect("create the CLI's HOME");
     let projects: serde_json::Map<String, Value> = trusted
         .iter()

@@ -138,6 +138,15 @@ impl Sandbox {
         }
     }
 
+    /// [`Sandbox::new`] with the workspace folder named `name` (an odd name
+    /// for a hostile test).
+    pub fn with_workspace(name: &str) -> Sandbox {
+        let mut sb = Sandbox::new();
+        sb.workspace = sb.root.join(name);
+        std::fs::create_dir_all(&sb.workspace).expect("mkdir");
+        sb
+    }
+
     /// A command for one of our binaries, pointed at this sandbox.
     pub fn command(&self, name: &str) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(bin(name));

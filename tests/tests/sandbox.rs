@@ -11,11 +11,11 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use moonkale_tests::claude_cli::{Claude, ClaudeConfig, edit_result};
+use moonkale_tests::claude_cli::{Claude, ClaudeConfig, claude_bin, edit_result, seed_home};
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::lsp::{Client, plain_caps};
 use moonkale_tests::world::World;
-use moonkale_tests::{IdeClient, LinkClient, STEP, TIMEOUT, bin, poll_until};
+use moonkale_tests::{IdeClient, LinkClient, STEP, Sandbox, TIMEOUT, bin, poll_until};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -555,4 +555,77 @@ async fn sandbox_command_faults_are_one_clear_line() {
     assert!(err.contains("MOONKALE_LINK_TOKEN is not set"), "{err}");
     // No link was left behind by the refused command.
     assert!(link_sockets(&w.sb.workspace).is_empty());
+}
+
+/// (5) A sandbox the service cannot start: `claude --sandbox --print`
+/// prints the line to paste into it, for a workspace whose name is shell
+/// syntax. Pasted into a shell inside the jail it runs the real CLI linked
+/// (its answer comes from the model, which only the jail's loopback
+/// reaches) and nothing of the name runs; stopping the printer closes the
+/// link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printed_command_runs_claude_linked_and_nothing_else() {
+    use tokio::io::AsyncBufReadExt;
+    let name = "a'b $(touch PWNED1) `touch PWNED2` ;c,d:e\"f!x";
+    let w = World::builder()
+        .in_sandbox(Sandbox::with_workspace(name))
+        .jailed()
+        .script(Script::new().on_prompt("say the word", Reply::text("PRINTED_COMMAND_OK")))
+        .start()
+        .await;
+    let mut printer = w.command(&["claude", "--sandbox", "--print", "--", "-p", "say the word"]);
+    printer
+        .current_dir(&w.sb.workspace)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut printer = printer.spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(printer.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(STEP, lines.next_line())
+        .await
+        .expect("the printer printed nothing")
+        .unwrap()
+        .expect("a line");
+    assert!(line.starts_with("MOONKALE_LINK_TOKEN="), "{line}");
+    assert_eq!(link_sockets(&w.sb.workspace).len(), 1);
+
+    // Pasted into a shell inside the jail, in the workspace.
+    seed_home(w.jail().home(), &[&w.sb.workspace]);
+    let config = ClaudeConfig::new(w.jail().home(), &w.sb.workspace, w.fake.port);
+    let cli_dir = claude_bin().parent().unwrap().display().to_string();
+    let mut inside = tokio::process::Command::from(w.jail().command("sh"));
+    inside
+        .arg("-c")
+        .arg(&line)
+        .current_dir(&w.sb.workspace)
+        .env_clear()
+        .envs(config.environment())
+        .env("PATH", format!("{cli_dir}:/usr/bin:/bin"))
+        .stdin(std::process::Stdio::null());
+    let out = tokio::time::timeout(STEP * 3, inside.output())
+        .await
+        .expect("the pasted command did not finish")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("PRINTED_COMMAND_OK"),
+        "{out:?}"
+    );
+    for dir in [&w.sb.workspace, &w.sb.root] {
+        for pwned in ["PWNED1", "PWNED2"] {
+            assert!(!dir.join(pwned).exists(), "the workspace's name ran");
+        }
+    }
+    assert!(locks(w.jail().home()).is_empty(), "the relay left its lock");
+
+    // Stopping the printer closes the link.
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(printer.id().unwrap() as i32, libc::SIGINT) };
+    let status = tokio::time::timeout(STEP, printer.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let ws = w.sb.workspace.clone();
+    let closed = poll_until(STEP, async || link_sockets(&ws).is_empty().then_some(())).await;
+    assert!(closed.is_some(), "the link outlived its printer");
 }

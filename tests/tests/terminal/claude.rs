@@ -264,3 +264,97 @@ async fn start_claude_here_connects_older_generations() {
             .await;
     }
 }
+
+/// (15) "Start Claude Code here" inside a sandbox: `moonkale.startClaude`
+/// with the command that runs `claude` in the jail (its own loopback and
+/// HOME) opens a service terminal in which the real CLI runs jailed and
+/// linked: the editor's cursor shows in its prompt box, a prompt gets the
+/// model's reply (which only the jail's loopback reaches), and when the
+/// terminal is closed its link socket goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_claude_here_inside_a_sandbox() {
+    let mut w = world()
+        .jailed()
+        .claude_in_terminals()
+        .file("hello.txt", "hello world\nsecond line\n")
+        .script(Script::new().on_prompt("say the word", Reply::text("JAILED_TERMINAL_OK")))
+        .start()
+        .await;
+    let home = w.jail().home().to_owned();
+    moonkale_tests::claude_cli::seed_home(&home, &[&w.sb.workspace]);
+    let debug = w.sb.root.join("jailed-claude-debug.log");
+    let mut sandbox = w.jail().enter();
+    sandbox.extend([
+        "/usr/bin/env".to_owned(),
+        format!("HOME={}", home.display()),
+        claude_bin().display().to_string(),
+    ]);
+    let uri = w.open("hello.txt").await;
+    let c = &mut w.ed;
+    let info = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude",
+                   "arguments": [["--debug-file", debug.display().to_string()], sandbox]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("startClaude answered {info}"));
+    let argv = info["argv"].to_string();
+    assert!(argv.contains("\"sandbox-link\",\"--socket\""), "{argv}");
+    let sockets = |ws: &Path| {
+        std::fs::read_dir(ws)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".moonkale-link-")
+            })
+            .count()
+    };
+    assert_eq!(sockets(&w.sb.workspace), 1);
+    let ready = |s: &Value| {
+        let t = text(s);
+        t.contains("? for shortcuts") && t.contains('❯')
+    };
+    wait_screen_for(c, id, "the CLI's prompt", Duration::from_secs(20), ready).await;
+    // Linked: the cursor the editor reports shows in the jailed CLI. (The
+    // CLI may take the first push in before its UI listens: the cursor
+    // moves again, a real change each time, as `World::show_in_cli` does.)
+    let deadline = tokio::time::Instant::now() + STEP;
+    for line in [0u32, 1].into_iter().cycle() {
+        w.cursor(&uri, (line, 1)).await;
+        let shown = poll_until(Duration::from_secs(1), async || {
+            text(&screen(&mut w.ed, id).await)
+                .contains("⧉ In hello.txt")
+                .then_some(())
+        })
+        .await;
+        if shown.is_some() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the jailed CLI never showed the editor's file:\n{}",
+            text(&screen(&mut w.ed, id).await)
+        );
+    }
+    let c = &mut w.ed;
+    input_text(c, id, "say the word").await;
+    wait_screen(c, id, "the typed prompt", |s| {
+        text(s).contains("say the word")
+    })
+    .await;
+    keys(c, id, &["Enter"]).await;
+    wait_screen_for(c, id, "the model's reply", Duration::from_secs(15), |s| {
+        text(s).contains("JAILED_TERMINAL_OK")
+    })
+    .await;
+    c.call("moonkale/terminal/close", json!({"terminal": id}))
+        .await;
+    let ws = w.sb.workspace.clone();
+    let gone = poll_until(STEP, async || (sockets(&ws) == 0).then_some(())).await;
+    assert!(gone.is_some(), "the terminal's link outlived it");
+}

@@ -639,6 +639,32 @@ impl World {
         cli
     }
 
+    /// The CLI in the world's jail ([`crate::world::WorldBuilder::jailed`]),
+    /// started as a user of a sandbox does: `moonkale-service claude
+    /// --sandbox -- <enter the jail> claude <args>`, its HOME the jail's, in
+    /// `cwd`; returns once its prompt shows. Its IDE link can only be the
+    /// sandbox link: the jail's loopback has no IDE port.
+    pub async fn jailed_claude(
+        &self,
+        cwd: &Path,
+        configure: impl FnOnce(ClaudeConfig) -> ClaudeConfig,
+    ) -> Claude {
+        let jail = self.jail();
+        let mut launcher = vec![
+            crate::bin("moonkale-service").display().to_string(),
+            "claude".into(),
+            "--sandbox".into(),
+            "--".into(),
+        ];
+        launcher.extend(jail.enter());
+        let config = ClaudeConfig::new(jail.home(), cwd, self.fake.port)
+            .launcher(launcher)
+            .env("XDG_RUNTIME_DIR", &self.sb.runtime.display().to_string());
+        let mut cli = Claude::spawn(configure(config));
+        cli.wait_ready(STEP).await;
+        cli
+    }
+
     /// The CLI got only what [`ClaudeConfig::environment`] built: no lock
     /// token, no service token, no `MOONKALE_*`, nothing of ours.
     fn assert_env_clean(&self, cli: &Claude) {

@@ -563,6 +563,77 @@ async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
         .await;
 }
 
+/// 2b''. The same from inside a sandbox, as a user who runs Claude Code
+/// jailed (its own loopback and HOME) and Neovim outside: started with
+/// `moonkale-service claude --sandbox`, the CLI is linked through the
+/// workspace's link socket. Two lines selected in Neovim with `V` show in
+/// the jailed CLI's prompt box and reach the model; its Edit opens as a
+/// diff tab in Neovim, where the user keeps one hunk and reverts the other;
+/// the CLI in the jail writes exactly the kept hunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_decides_an_edit_of_claude_in_a_sandbox() {
+    use moonkale_tests::STEP;
+    use moonkale_tests::claude_cli::{assert_modified_edit_landed, edit_script};
+    use moonkale_tests::world::World;
+    let w = World::builder()
+        .jailed()
+        .file("hunks.txt", "a\nb\nc\nd\ne\nf\ng\nh\n")
+        .start()
+        .await;
+    let path = w.path("hunks.txt");
+    w.fake.set_script(edit_script(
+        "edit the hunks",
+        &path,
+        "b\nc\nd\ne\nf\ng\n",
+        "B\nc\nd\ne\nf\nG\n",
+        "EDIT_DONE",
+    ));
+    let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), "hunks.txt").await;
+    let mut cli = w.jailed_claude(&w.sb.workspace, |c| c).await;
+    // Lines 2 and 3, selected with real keys. (The CLI may take the first
+    // push in before its UI listens: the selection is made again.)
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        nvim.send_keys("<Esc>2GVj").await;
+        if cli
+            .shows("⧉ 2 lines selected", std::time::Duration::from_secs(1))
+            .await
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the jailed CLI never showed Neovim's selection:\n{}",
+            cli.screen()
+        );
+        nvim.send_keys("<Esc>G").await;
+    }
+    cli.submit("edit the hunks", STEP).await;
+    let turn = w
+        .fake
+        .wait_prompt("edit the hunks", STEP)
+        .await
+        .latest_turn_text();
+    assert!(
+        turn.contains(&format!("lines 2 to 3 from {}:\nb\nc", path.display())),
+        "Neovim's selection did not reach the model: {turn}"
+    );
+
+    let view = diff_tab(&nvim, "the proposal's diff tab").await;
+    assert_eq!(
+        view["windows"][1]["text"], "a\nB\nc\nd\ne\nf\nG\nh\n",
+        "{view}"
+    );
+    assert_all_in_diff_mode(&view);
+    nvim.send_keys("7G<Bslash>mu").await;
+    nvim.wait_for("the reverted hunk", "getline(7)", |v| v == "g")
+        .await;
+    nvim.send_keys("2G<Bslash>mk").await;
+    assert_modified_edit_landed(&w.fake, &mut cli, &path, "a\nB\nc\nd\ne\nf\ng\nh\n").await;
+    nvim.wait_for("the proposal's tab to close", "tabpagenr('$')", |v| v == 1)
+        .await;
+}
+
 /// Waits until the plugin told the user something containing `needle`
 /// (with vim.notify); returns all it said.
 async fn told(nvim: &Nvim, needle: &str) -> Value {

@@ -11,11 +11,11 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use moonkale_tests::claude_cli::{Claude, ClaudeConfig, claude_bin, edit_result, seed_home};
+use moonkale_tests::claude_cli::{ClaudeConfig, claude_bin, edit_result, seed_home};
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::lsp::{Client, plain_caps};
 use moonkale_tests::world::World;
-use moonkale_tests::{IdeClient, LinkClient, STEP, Sandbox, TIMEOUT, bin, poll_until};
+use moonkale_tests::{IdeClient, LinkClient, STEP, Sandbox, TIMEOUT, poll_until};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -114,20 +114,11 @@ async fn claude_in_a_sandbox_keeps_its_ide_link() {
              "severity": 2, "message": "DIAG_SEEN_IN_THE_SANDBOX", "source": "lint"}]}),
     )
     .await;
-    let mut launcher = vec![
-        bin("moonkale-service").display().to_string(),
-        "claude".into(),
-        "--sandbox".into(),
-        "--".into(),
-    ];
-    launcher.extend(w.jail().enter());
-    let config = ClaudeConfig::new(w.jail().home(), &w.sb.workspace, w.fake.port)
-        .launcher(launcher)
-        .env("XDG_RUNTIME_DIR", &w.sb.runtime.display().to_string())
-        .arg("--allowedTools")
-        .arg("mcp__ide__getDiagnostics");
-    let mut cli = Claude::spawn(config);
-    cli.wait_ready(STEP).await;
+    let mut cli = w
+        .jailed_claude(&w.sb.workspace, |c| {
+            c.arg("--allowedTools").arg("mcp__ide__getDiagnostics")
+        })
+        .await;
 
     // The link: one 0600 socket in the workspace; the lock file the CLI
     // read is in the jail's HOME, naming the workspace, with the link's

@@ -147,6 +147,44 @@ impl Drop for Link {
     }
 }
 
+/// Removes the link sockets a killed service left in the workspace root:
+/// sockets (never anything else) of ours (our uid) that nobody listens on.
+/// Called when a workspace starts being served.
+pub fn remove_stale(root: &Root) {
+    let Ok(dir) = root.dir() else { return };
+    let Ok(entries) = std::fs::read_dir(root.path()) else {
+        return;
+    };
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    for entry in entries.flatten() {
+        let Some(name) = entry
+            .file_name()
+            .to_str()
+            .filter(|n| is_socket_name(n))
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let cname = CString::new(name.as_str()).expect("no NUL in a checked name");
+        let Ok(Some(st)) = paths::stat_at(&dir, &cname) else {
+            continue;
+        };
+        if st.st_mode & libc::S_IFMT != libc::S_IFSOCK || st.st_uid != uid {
+            continue;
+        }
+        // Through the folder's descriptor: the name is short whatever the
+        // workspace's path, and a replaced root path is not followed.
+        let via = format!("/proc/self/fd/{}/{name}", dir.as_raw_fd());
+        if let Err(e) = std::os::unix::net::UnixStream::connect(&via)
+            && e.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            let _ = paths::unlink_at(&dir, &cname);
+            tracing::info!(name, "removed a sandbox link socket a stopped service left");
+        }
+    }
+}
+
 fn random_name() -> String {
     let mut raw = [0u8; 8];
     // Without randomness every name is the same, so the bind fails below
@@ -315,6 +353,30 @@ mod tests {
         // Every name taken: one clear error.
         let taken = bind_in(&root, names[..3].iter().cloned()).unwrap_err();
         assert!(taken.to_string().contains("taken"), "{taken}");
+    }
+
+    /// A socket left by a killed service goes when the workspace is served
+    /// again; a live link's socket, and files or other people's things by
+    /// such a name, stay.
+    #[test]
+    fn stale_sockets_are_cleaned_live_ones_kept() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = Root::open(ws.path()).unwrap();
+        let (stale, _) = bind_in(&root, std::iter::once(random_name())).unwrap();
+        drop(stale); // the name stays, nobody listens
+        let (_live, live) = bind_in(&root, std::iter::once(random_name())).unwrap();
+        let file = format!("{SOCKET_PREFIX}00000000000000ff{SOCKET_SUFFIX}");
+        std::fs::write(ws.path().join(&file), "x").unwrap();
+        remove_stale(&root);
+        let mut left: Vec<String> = std::fs::read_dir(ws.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut want = vec![file, live.name.to_str().unwrap().to_owned()];
+        want.sort();
+        assert_eq!(left, want);
     }
 
     /// The jail replaces the live socket with a symlink to a file of the

@@ -138,6 +138,7 @@ pub async fn start(
     // Held from now on: tool files are opened from it (`paths::Root`).
     let root = paths::Root::open(hub.root())
         .context(|| format!("opening workspace {}", hub.root().display()))?;
+    link::remove_stale(&root);
     // A name already taken in the lock directory is not ours to replace:
     // take another port.
     let mut last_err = None;

@@ -427,6 +427,8 @@ impl Host {
         let rows = p.rows.unwrap_or(wire::default_rows());
         let cols = p.cols.unwrap_or(wire::default_cols());
         if sandboxed {
+            crate::sandbox_link::claude_word(&p.sandbox)
+                .map_err(|e| ResponseError::invalid_params(e.to_string()))?;
             let link = self.open_link()?;
             let bin = p.link_bin.as_ref().unwrap_or(&self.config.link_bin);
             let argv = crate::sandbox_link::in_sandbox_command(
@@ -741,6 +743,7 @@ mod tests {
             ask(&tx, "moonkale/terminal/open", json!({"cwd": "/etc"})).await,
             ask(&tx, "moonkale/terminal/open", json!({"argv": []})).await,
             ask(&tx, "moonkale/terminal/reopen", json!({})).await,
+            ask(&tx, "moonkale/terminal/sandboxLink", json!(null)).await,
         ];
         let text = answers
             .join("\n")
@@ -752,8 +755,65 @@ mod tests {
             Err -32602 size 0x80 refused: 1..=1000 rows and 1..=4000 columns
             Err -32602 /etc is not a folder inside the workspace
             Err -32602 argv must name a program (and contain no NUL)
-            Err -32601 unknown method moonkale/terminal/reopen"#]]
+            Err -32601 unknown method moonkale/terminal/reopen
+            Err -32803 this service does not serve Claude Code's IDE protocol (--no-claude-ide)"#]]
         .assert_eq(&text);
+        tx.send(TerminalHostCommand::Shutdown).await.unwrap();
+        host.await.unwrap();
+    }
+
+    /// A front end's sandbox link lives while the front end does; a
+    /// sandbox command without `claude` is refused before any link opens.
+    #[tokio::test]
+    async fn sandbox_links_go_with_their_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (hub, _events) = HubHandle::detached(root.clone());
+        let (tx, rx) = terminal_channel();
+        let config = TerminalConfig {
+            env: Vec::new(),
+            grace: Duration::from_millis(100),
+            claude_bin: None,
+            ide_port: None,
+            sessions: Default::default(),
+            links: Some(Links::new(hub.clone(), crate::ide::IdeLimits::default())),
+            link_bin: PathBuf::from("/usr/bin/moonkale-service"),
+        };
+        let host = spawn(hub, rx, config);
+        let sockets = || {
+            std::fs::read_dir(&root)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().into_string().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let refused = ask(
+            &tx,
+            "moonkale/terminal/startClaude",
+            json!({"sandbox": ["docker", "exec", "box", "sh"]}),
+        )
+        .await;
+        assert!(
+            refused.starts_with("Err -32602 the sandbox command must run `claude`"),
+            "{refused}"
+        );
+        assert!(sockets().is_empty());
+        let link = ask(&tx, "moonkale/terminal/sandboxLink", json!(null)).await;
+        let link: Value = serde_json::from_str(link.strip_prefix("Ok ").unwrap()).unwrap();
+        let name = sockets();
+        assert_eq!(name.len(), 1);
+        assert!(crate::ide::link::is_socket_name(&name[0]), "{name:?}");
+        assert_eq!(link["socket"], json!(root.join(&name[0])));
+        assert_eq!(link["token"].as_str().unwrap().len(), 64);
+        tx.send(TerminalHostCommand::Detach {
+            editor: EditorId(1),
+        })
+        .await
+        .unwrap();
+        // Commands are handled in order: once this is answered, the
+        // detach was handled.
+        ask(&tx, "moonkale/terminal/list", json!({})).await;
+        assert!(sockets().is_empty());
         tx.send(TerminalHostCommand::Shutdown).await.unwrap();
         host.await.unwrap();
     }

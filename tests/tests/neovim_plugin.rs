@@ -521,7 +521,7 @@ async fn plugin_rejects_a_proposal_with_a_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
     use moonkale_tests::STEP;
-    use moonkale_tests::claude_cli::{assert_modified_edit_landed, edit_script};
+    use moonkale_tests::claude_cli::edit_script;
     use moonkale_tests::world::World;
     let mut w = World::start(
         &[("hunks.txt", "a\nb\nc\nd\ne\nf\ng\nh\n")],
@@ -548,17 +548,31 @@ async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
         view["windows"][0]["name"], "moonkale://original/hunks.txt",
         "{view}"
     );
+    keep_the_first_hunk_revert_the_second(&nvim, &view, &w, &mut cli, &path).await;
+}
+
+/// The user's side of the two-hunk proposal of `hunks.txt` shown in `view`:
+/// reverts the second hunk (line 7) and keeps the first (line 2) with the
+/// keymaps; the CLI writes exactly the kept hunk, tells the model the user
+/// modified its change, and the tab goes.
+async fn keep_the_first_hunk_revert_the_second(
+    nvim: &Nvim,
+    view: &Value,
+    w: &moonkale_tests::world::World,
+    cli: &mut moonkale_tests::claude_cli::Claude,
+    path: &std::path::Path,
+) {
+    use moonkale_tests::claude_cli::assert_modified_edit_landed;
     assert_eq!(
         view["windows"][1]["text"], "a\nB\nc\nd\ne\nf\nG\nh\n",
         "{view}"
     );
-    assert_all_in_diff_mode(&view);
+    assert_all_in_diff_mode(view);
     nvim.send_keys("7G<Bslash>mu").await;
     nvim.wait_for("the reverted hunk", "getline(7)", |v| v == "g")
         .await;
     nvim.send_keys("2G<Bslash>mk").await;
-
-    assert_modified_edit_landed(&w.fake, &mut cli, &path, "a\nB\nc\nd\ne\nf\ng\nh\n").await;
+    assert_modified_edit_landed(&w.fake, cli, path, "a\nB\nc\nd\ne\nf\ng\nh\n").await;
     nvim.wait_for("the proposal's tab to close", "tabpagenr('$')", |v| v == 1)
         .await;
 }
@@ -573,7 +587,7 @@ async fn plugin_decides_a_real_claude_edit_hunk_by_hunk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_decides_an_edit_of_claude_in_a_sandbox() {
     use moonkale_tests::STEP;
-    use moonkale_tests::claude_cli::{assert_modified_edit_landed, edit_script};
+    use moonkale_tests::claude_cli::edit_script;
     use moonkale_tests::world::World;
     let w = World::builder()
         .jailed()
@@ -620,18 +634,7 @@ async fn plugin_decides_an_edit_of_claude_in_a_sandbox() {
     );
 
     let view = diff_tab(&nvim, "the proposal's diff tab").await;
-    assert_eq!(
-        view["windows"][1]["text"], "a\nB\nc\nd\ne\nf\nG\nh\n",
-        "{view}"
-    );
-    assert_all_in_diff_mode(&view);
-    nvim.send_keys("7G<Bslash>mu").await;
-    nvim.wait_for("the reverted hunk", "getline(7)", |v| v == "g")
-        .await;
-    nvim.send_keys("2G<Bslash>mk").await;
-    assert_modified_edit_landed(&w.fake, &mut cli, &path, "a\nB\nc\nd\ne\nf\ng\nh\n").await;
-    nvim.wait_for("the proposal's tab to close", "tabpagenr('$')", |v| v == 1)
-        .await;
+    keep_the_first_hunk_revert_the_second(&nvim, &view, &w, &mut cli, &path).await;
 }
 
 /// Waits until the plugin told the user something containing `needle`

@@ -515,35 +515,30 @@ async fn hostile_the_link_socket_is_one_ide_session_and_nothing_more() {
 #[tokio::test]
 async fn sandbox_command_faults_are_one_clear_line() {
     let w = World::builder().start().await;
-    let out = w
-        .command(&["claude", "--sandbox", "--", "docker", "exec", "box", "sh"])
-        .output()
-        .await
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("must run `claude` inside the sandbox"),
-        "{err}"
-    );
+    let fails_saying = async |args: &[&str], needle: &str| {
+        let out = w
+            .command(args)
+            .env_remove("MOONKALE_LINK_TOKEN")
+            .output()
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{err}");
+    };
+    fails_saying(
+        &["claude", "--sandbox", "--", "docker", "exec", "box", "sh"],
+        "must run `claude` inside the sandbox",
+    )
+    .await;
     let socket = w.sb.workspace.join(".moonkale-link-0123456789abcdef.sock");
-    let out = w
-        .command(&[
-            "sandbox-link",
-            "--socket",
-            &socket.display().to_string(),
-            "--",
-            "claude",
-        ])
-        .env_remove("MOONKALE_LINK_TOKEN")
-        .output()
-        .await
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("MOONKALE_LINK_TOKEN is not set"), "{err}");
+    let socket = socket.display().to_string();
+    fails_saying(
+        &["sandbox-link", "--socket", &socket, "--", "claude"],
+        "MOONKALE_LINK_TOKEN is not set",
+    )
+    .await;
     // No link was left behind by the refused command.
     assert!(link_sockets(&w.sb.workspace).is_empty());
 }

@@ -697,6 +697,18 @@ mod tests {
         assert!(check_size(MAX_ROWS, MAX_COLS).is_ok());
     }
 
+    fn test_config(links: Option<Links>) -> TerminalConfig {
+        TerminalConfig {
+            env: Vec::new(),
+            grace: Duration::from_millis(100),
+            claude_bin: None,
+            ide_port: None,
+            sessions: Default::default(),
+            links,
+            link_bin: PathBuf::from("/usr/bin/moonkale-service"),
+        }
+    }
+
     async fn ask(tx: &mpsc::Sender<TerminalHostCommand>, method: &str, params: Value) -> String {
         let (reply, answered) = Responder::new();
         let params = crate::lsp::message::params(&params);
@@ -715,15 +727,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (hub, _events) = HubHandle::detached(dir.path().to_path_buf());
         let (tx, rx) = terminal_channel();
-        let config = TerminalConfig {
-            env: Vec::new(),
-            grace: Duration::from_millis(100),
-            claude_bin: None,
-            ide_port: None,
-            sessions: Default::default(),
-            links: None,
-            link_bin: PathBuf::from("/usr/bin/moonkale-service"),
-        };
+        let config = test_config(None);
         let host = spawn(hub, rx, config);
         let answers = [
             ask(&tx, "moonkale/terminal/list", json!({})).await,
@@ -770,15 +774,10 @@ mod tests {
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let (hub, _events) = HubHandle::detached(root.clone());
         let (tx, rx) = terminal_channel();
-        let config = TerminalConfig {
-            env: Vec::new(),
-            grace: Duration::from_millis(100),
-            claude_bin: None,
-            ide_port: None,
-            sessions: Default::default(),
-            links: Some(Links::new(hub.clone(), crate::ide::IdeLimits::default())),
-            link_bin: PathBuf::from("/usr/bin/moonkale-service"),
-        };
+        let config = test_config(Some(Links::new(
+            hub.clone(),
+            crate::ide::IdeLimits::default(),
+        )));
         let host = spawn(hub, rx, config);
         let sockets = || {
             std::fs::read_dir(&root)

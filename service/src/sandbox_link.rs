@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, UnixStream};
 
 use crate::error::{Error, IoContext, Result};
 use crate::ide::link::is_socket_name;
-use crate::ide::lockfile::{self, IDE_NAME, LockContents, LockFile};
+use crate::ide::lockfile::{self, LockContents, LockFile};
 
 /// The variable that carries the link's token into the sandbox.
 pub const TOKEN_VAR: &str = "MOONKALE_LINK_TOKEN";
@@ -152,14 +152,7 @@ async fn listen_and_lock(workspace: &Path, token: &str) -> Result<(TcpListener, 
             .local_addr()
             .context(|| "reading the port".into())?
             .port();
-        let contents = LockContents {
-            pid: std::process::id(),
-            workspace_folders: vec![workspace.to_owned()],
-            ide_name: IDE_NAME.into(),
-            transport: "ws".into(),
-            running_in_windows: false,
-            auth_token: token.to_owned(),
-        };
+        let contents = LockContents::ours(vec![workspace.to_owned()], token);
         match LockFile::create(&dir, port, &contents) {
             Ok(lock) => return Ok((listener, lock)),
             Err(e) => last = Some(e),

@@ -34,6 +34,20 @@ pub struct LockContents {
     pub auth_token: String,
 }
 
+impl LockContents {
+    /// Our lock for `folders`, held by this process, with `token`.
+    pub fn ours(folders: Vec<PathBuf>, token: &str) -> LockContents {
+        LockContents {
+            pid: std::process::id(),
+            workspace_folders: folders,
+            ide_name: IDE_NAME.into(),
+            transport: "ws".into(),
+            running_in_windows: false,
+            auth_token: token.to_owned(),
+        }
+    }
+}
+
 /// The lock directory: `$CLAUDE_CONFIG_DIR/ide`, else `~/.claude/ide`.
 pub fn lock_dir() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {

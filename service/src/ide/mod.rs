@@ -22,7 +22,7 @@ pub use ws::IdeLimits;
 
 use crate::error::{Error, IoContext, Result};
 use crate::hub::HubHandle;
-use lockfile::{IDE_NAME, LockContents, LockFile};
+use lockfile::{LockContents, LockFile};
 
 pub struct IdeConfig {
     /// Where lock files go (`lockfile::lock_dir()` by default).
@@ -150,14 +150,7 @@ pub async fn start(
             .local_addr()
             .context(|| "reading the IDE port".into())?
             .port();
-        let contents = LockContents {
-            pid: std::process::id(),
-            workspace_folders: roots.clone(),
-            ide_name: IDE_NAME.into(),
-            transport: "ws".into(),
-            running_in_windows: false,
-            auth_token: token.to_string(),
-        };
+        let contents = LockContents::ours(roots.clone(), &token);
         let lock = LockFile::new(&cfg.lock_dir, port, &contents);
         let placed = match lockfile::enclosing_lock(&cfg.lock_dir, hub.root(), lock.path()) {
             Some(outer) => {

@@ -67,7 +67,7 @@ pub fn ws_handshake(data: &[u8]) {
     let Ok(head) = handshake::parse_head(data) else {
         return;
     };
-    let ide = handshake::decide(&head, 45678, TOKEN);
+    let ide = handshake::decide(&head, handshake::HostRule::Port(45678), TOKEN);
     let remote = auth::decide(&head, TOKEN);
     if ide.is_ok() || remote.is_ok() {
         assert!(

@@ -166,6 +166,8 @@ async fn relay(listener: TcpListener, socket: PathBuf) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_RELAYED));
     loop {
         let Ok((mut tcp, _)) = listener.accept().await else {
+            // Out of descriptors, say: do not spin.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {

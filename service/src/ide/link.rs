@@ -52,7 +52,12 @@ pub fn is_socket_name(name: &str) -> bool {
 pub struct Links {
     hub: HubHandle,
     limits: IdeLimits,
+    /// Links open now (each holds a socket, a listener and a task).
+    open: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// Links one workspace may have open at once.
+pub const MAX_LINKS: usize = 16;
 
 impl std::fmt::Debug for Links {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,12 +74,24 @@ impl Links {
             max_pre_auth: 4,
             ..limits
         };
-        Links { hub, limits }
+        Links {
+            hub,
+            limits,
+            open: Arc::default(),
+        }
     }
 
     /// Binds a new link socket in the workspace and serves it until the
     /// returned [`Link`] is dropped.
     pub fn open(&self) -> Result<Link> {
+        use std::sync::atomic::Ordering;
+        if self.open.fetch_add(1, Ordering::AcqRel) >= MAX_LINKS {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::Invalid(format!(
+                "{MAX_LINKS} sandbox links are open in this workspace; close one first"
+            )));
+        }
+        let counted = Counted(self.open.clone());
         let root = Root::open(self.hub.root())
             .context(|| format!("opening workspace {}", self.hub.root().display()))?;
         let (listener, bound) = bind_in(&root, std::iter::repeat_with(random_name).take(8))?;
@@ -107,6 +124,7 @@ impl Links {
             bound,
             accept,
             _close: close,
+            _counted: counted,
         })
     }
 }
@@ -121,6 +139,17 @@ pub struct Link {
     bound: BoundSocket,
     accept: tokio::task::AbortHandle,
     _close: watch::Sender<()>,
+    _counted: Counted,
+}
+
+/// One of [`Links::open`]'s count, given back when dropped (also when
+/// opening fails half-way).
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl Link {
@@ -353,6 +382,21 @@ mod tests {
         // Every name taken: one clear error.
         let taken = bind_in(&root, names[..3].iter().cloned()).unwrap_err();
         assert!(taken.to_string().contains("taken"), "{taken}");
+    }
+
+    /// At most [`MAX_LINKS`] at once; a closed one makes room.
+    #[tokio::test]
+    async fn links_are_capped() {
+        let ws = tempfile::tempdir().unwrap();
+        let (hub, _events) = HubHandle::detached(ws.path().to_path_buf());
+        let links = Links::new(hub, IdeLimits::default());
+        let mut open: Vec<Link> = (0..MAX_LINKS).map(|_| links.open().unwrap()).collect();
+        let refused = links.open().unwrap_err().to_string();
+        assert!(refused.contains("sandbox links are open"), "{refused}");
+        open.pop();
+        open.push(links.open().unwrap());
+        drop(open);
+        assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
     }
 
     /// A socket left by a killed service goes when the workspace is served

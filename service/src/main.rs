@@ -451,7 +451,7 @@ async fn claude_in_sandbox(
     args: Vec<String>,
 ) -> anyhow::Result<i32> {
     use moonkale_service::sandbox_link::{
-        claude_word, in_sandbox_command, printable_command, with_token,
+        claude_word, exit_code, in_sandbox_command, printable_command, with_token,
     };
     if !print {
         claude_word(&args)?; // a wrong command opens no link
@@ -513,10 +513,7 @@ async fn claude_in_sandbox(
         }
     };
     drop(front);
-    use std::os::unix::process::ExitStatusExt;
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    Ok(exit_code(status))
 }
 
 /// Prints one line, `moonkale-service: <what happened and what to do>`,

@@ -88,10 +88,16 @@ pub async fn run(socket: PathBuf, command: Vec<String>) -> Result<i32> {
     relay.abort();
     drop(lock);
     let status = status.map_err(|e| Error::io(format!("waiting for {program}"), e))?;
+    Ok(exit_code(status))
+}
+
+/// A child's status as a shell reports it: its code, or 128 + the signal
+/// that ended it.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
-    Ok(status
+    status
         .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 /// Connects once to see the socket is there and is a socket: a clear

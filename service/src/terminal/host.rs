@@ -415,64 +415,36 @@ impl Host {
     ) -> Result<(u64, String), ResponseError> {
         let mut args = p.args;
         let session = choose_session_id(&mut args);
-        let sandboxed = !p.sandbox.is_empty();
-        // In a sandbox the relay picks the port; the arguments are the same.
-        let port = if sandboxed {
-            Some(0)
+        let size = (
+            p.rows.unwrap_or(wire::default_rows()),
+            p.cols.unwrap_or(wire::default_cols()),
+        );
+        let (id, message) = if p.sandbox.is_empty() {
+            self.claude_here(editor, args, size)?
         } else {
-            self.config.ide_port
+            self.claude_in_sandbox(editor, &p.sandbox, p.link_bin, args, size)?
         };
-        let launch = claude_launch(port, &self.config.env, args)
-            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
-        let rows = p.rows.unwrap_or(wire::default_rows());
-        let cols = p.cols.unwrap_or(wire::default_cols());
-        if sandboxed {
-            crate::sandbox_link::claude_word(&p.sandbox)
-                .map_err(|e| ResponseError::invalid_params(e.to_string()))?;
-            let link = self.open_link()?;
-            let bin = p.link_bin.as_ref().unwrap_or(&self.config.link_bin);
-            let argv = crate::sandbox_link::in_sandbox_command(
-                &p.sandbox,
-                bin,
-                &link.socket,
-                &launch.args,
-            )
-            .map_err(|e| ResponseError::invalid_params(e.to_string()))?;
-            let spec = OpenParams {
-                argv: Some(argv),
-                cwd: None,
-                env: BTreeMap::new(),
-                rows,
-                cols,
-                keep_alive: true,
-            };
-            let token = crate::sandbox_link::with_token(Vec::new(), link.token());
-            let id = self.open_with(editor, spec, token)?;
-            if let Some(session) = session {
-                self.config.sessions.insert_terminal(session, id);
-            }
-            // The link lives until the program exits or the terminal closes.
-            let mut info = self.terminals[&id].handle.info.clone();
-            tokio::spawn(async move {
-                while !info.borrow_and_update().exited {
-                    if info.changed().await.is_err() {
-                        break;
-                    }
-                }
-                drop(link);
-            });
-            let message = format!(
-                "Claude Code starts in the sandbox, linked to this workspace through {}.",
-                crate::printable::one_line(&self.workspace.display().to_string())
-            );
-            return Ok((id, message));
+        if let Some(session) = session {
+            self.config.sessions.insert_terminal(session, id);
         }
+        Ok((id, message))
+    }
+
+    /// `claude` itself in the terminal, told this service's IDE port.
+    fn claude_here(
+        &mut self,
+        editor: EditorId,
+        args: Vec<String>,
+        (rows, cols): (u16, u16),
+    ) -> Result<(u64, String), ResponseError> {
         let program = moonkale_claude::binary::find_in_env(
             self.config.claude_bin.as_deref(),
             &self.config.env,
             &self.workspace,
         )
         .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+        let launch = claude_launch(self.config.ide_port, &self.config.env, args)
+            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
         let mut argv = vec![program.display().to_string()];
         argv.extend(launch.args);
         let spec = OpenParams {
@@ -483,11 +455,51 @@ impl Host {
             cols,
             keep_alive: true,
         };
-        let id = self.open(editor, spec)?;
-        if let Some(session) = session {
-            self.config.sessions.insert_terminal(session, id);
-        }
-        Ok((id, launch.message))
+        Ok((self.open(editor, spec)?, launch.message))
+    }
+
+    /// The sandbox command, with the relay spliced in and a sandbox link of
+    /// the terminal's own, which lives until its program exits or the
+    /// terminal closes.
+    fn claude_in_sandbox(
+        &mut self,
+        editor: EditorId,
+        sandbox: &[String],
+        link_bin: Option<PathBuf>,
+        mut args: Vec<String>,
+        (rows, cols): (u16, u16),
+    ) -> Result<(u64, String), ResponseError> {
+        let invalid = |e: crate::Error| ResponseError::invalid_params(e.to_string());
+        crate::sandbox_link::claude_word(sandbox).map_err(invalid)?;
+        args.splice(0..0, mode_args(&self.config.env, &args));
+        let link = self.open_link()?;
+        let bin = link_bin.as_ref().unwrap_or(&self.config.link_bin);
+        let argv = crate::sandbox_link::in_sandbox_command(sandbox, bin, &link.socket, &args)
+            .map_err(invalid)?;
+        let spec = OpenParams {
+            argv: Some(argv),
+            cwd: None,
+            env: BTreeMap::new(),
+            rows,
+            cols,
+            keep_alive: true,
+        };
+        let token = crate::sandbox_link::with_token(Vec::new(), link.token());
+        let id = self.open_with(editor, spec, token)?;
+        let mut info = self.terminals[&id].handle.info.clone();
+        tokio::spawn(async move {
+            while !info.borrow_and_update().exited {
+                if info.changed().await.is_err() {
+                    break;
+                }
+            }
+            drop(link);
+        });
+        let message = format!(
+            "Claude Code starts in the sandbox, linked to this workspace through {}.",
+            crate::printable::one_line(&self.workspace.display().to_string())
+        );
+        Ok((id, message))
     }
 
     fn open_link(&self) -> Result<Link, ResponseError> {

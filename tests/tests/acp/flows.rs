@@ -4,12 +4,11 @@
 //! client killed mid-turn, and the same question answered from an editor.
 
 use moonkale_tests::STEP;
-use moonkale_tests::agent::write_script;
 use moonkale_tests::fakeapi::{Gate, Reply, Script};
 use moonkale_tests::world::World;
 use serde_json::json;
 
-use crate::acp_agent;
+use crate::{acp_agent, model_writes};
 
 /// The answer streams as `agent_message_chunk`s before the turn ends, and
 /// the prompt's reply is `end_turn` once it has; the chunks add up to the
@@ -85,13 +84,13 @@ fn option_ids(ask: &serde_json::Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_allowed_in_the_panel_is_written_and_shown_as_its_diff() {
     let mut w = World::builder().agent().start().await;
-    let path = w.path("notes.txt");
-    w.fake.set_script(write_script(
+    let path = model_writes(
+        &w,
         "write the notes",
-        &path,
+        "notes.txt",
         "ACP NOTES\n",
         "NOTES_DONE",
-    ));
+    );
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
     let prompt = acp.prompt(&session, "write the notes").await;
@@ -147,13 +146,7 @@ async fn a_write_rejected_in_the_panel_leaves_the_file_untouched() {
         .file("notes.txt", "MINE\n")
         .start()
         .await;
-    let path = w.path("notes.txt");
-    w.fake.set_script(write_script(
-        "write the notes",
-        &path,
-        "THEIRS\n",
-        "NOTES_DONE",
-    ));
+    let path = model_writes(&w, "write the notes", "notes.txt", "THEIRS\n", "NOTES_DONE");
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
     let prompt = acp.prompt(&session, "write the notes").await;
@@ -222,9 +215,7 @@ async fn cancel_mid_stream_ends_the_prompt_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_withdraws_the_pending_permission_request() {
     let w = World::builder().agent().start().await;
-    let path = w.path("notes.txt");
-    w.fake
-        .set_script(write_script("write the notes", &path, "NO\n", "NOTES_DONE"));
+    let path = model_writes(&w, "write the notes", "notes.txt", "NO\n", "NOTES_DONE");
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
     let prompt = acp.prompt(&session, "write the notes").await;
@@ -398,13 +389,13 @@ async fn a_client_killed_mid_turn_leaves_the_turn_to_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_editor_answers_first_and_the_panels_question_is_withdrawn() {
     let mut w = World::builder().agent().start().await;
-    let path = w.path("notes.txt");
-    w.fake.set_script(write_script(
+    let path = model_writes(
+        &w,
         "write the notes",
-        &path,
+        "notes.txt",
         "BY EDITOR\n",
         "NOTES_DONE",
-    ));
+    );
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
     let prompt = acp.prompt(&session, "write the notes").await;
@@ -657,13 +648,13 @@ async fn an_image_in_the_prompt_reaches_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_refuses_the_write_and_accept_edits_then_writes_it() {
     let w = World::builder().agent().start().await;
-    let path = w.path("notes.txt");
-    w.fake.set_script(write_script(
+    let path = model_writes(
+        &w,
         "write the notes",
-        &path,
+        "notes.txt",
         "ACCEPTED\n",
         "NOTES_DONE",
-    ));
+    );
     let mut acp = acp_agent(&w, "a").await;
     let session = acp.new_session(&w.sb.workspace).await;
     let plan = acp
@@ -761,13 +752,7 @@ async fn a_session_resumed_is_not_replayed_and_a_closed_one_lives_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panel_that_opens_a_waiting_session_is_asked_its_question() {
     let w = World::builder().agent().start().await;
-    let path = w.path("notes.txt");
-    w.fake.set_script(write_script(
-        "write the notes",
-        &path,
-        "BY B\n",
-        "NOTES_DONE",
-    ));
+    let path = model_writes(&w, "write the notes", "notes.txt", "BY B\n", "NOTES_DONE");
     let mut a = acp_agent(&w, "a").await;
     let session = a.new_session(&w.sb.workspace).await;
     let prompt = a.prompt(&session, "write the notes").await;

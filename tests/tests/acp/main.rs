@@ -12,8 +12,19 @@ mod hostile;
 mod peers;
 mod remote;
 
+use std::path::PathBuf;
+
 use moonkale_tests::acp::AcpAgent;
+use moonkale_tests::agent::write_script;
 use moonkale_tests::world::World;
+
+/// Scripts the model to answer `prompt` by writing `text` to `rel` (in the
+/// workspace), then saying `done`; the file's path.
+fn model_writes(w: &World, prompt: &str, rel: &str, text: &str, done: &str) -> PathBuf {
+    let path = w.path(rel);
+    w.fake.set_script(write_script(prompt, &path, text, done));
+    path
+}
 
 /// `moonkale-service acp --workspace <the world's workspace>`, started as
 /// an ACP client starts its agent, and initialized.

@@ -22,6 +22,8 @@ use tokio::process::Command;
 use moonkale_tests::acp::JsonPeer;
 use moonkale_tests::agent::write_script;
 
+use crate::model_writes;
+
 // ---------------------------------------------------------------------------
 // Shared
 
@@ -161,13 +163,13 @@ async fn run_acpx(w: &World, args: &[&str]) -> AcpxRun {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acpx_exec_approve_all_writes_the_file() {
     let w = World::builder().agent().start().await;
-    let path = w.path("acpx.txt");
-    w.fake.set_script(write_script(
+    let path = model_writes(
+        &w,
         "write the acpx file",
-        &path,
+        "acpx.txt",
         "FROM ACPX\n",
         "ACPX_WROTE_IT",
-    ));
+    );
     let run = run_acpx(
         &w,
         &[
@@ -214,13 +216,13 @@ async fn acpx_exec_without_a_tty_rejects_the_write() {
         .file("acpx.txt", "MINE\n")
         .start()
         .await;
-    let path = w.path("acpx.txt");
-    w.fake.set_script(write_script(
+    let path = model_writes(
+        &w,
         "write the acpx file",
-        &path,
+        "acpx.txt",
         "THEIRS\n",
         "ACPX_DONE",
-    ));
+    );
     let run = run_acpx(&w, &["--format", "json", "exec", "write the acpx file"]).await;
     assert_eq!(run.code, Some(5), "{}", run.describe());
     let (ask, answer) = run.exchange("session/request_permission");
@@ -331,18 +333,11 @@ async fn acpx_prompt_after_the_agent_was_replaced_resumes_the_session() {
         .await;
     let created = run_acpx(&w, &["--format", "json", "sessions", "new"]).await;
     assert_eq!(created.code, Some(0), "{}", created.describe());
-    let first = run_acpx(
-        &w,
-        &[
-            "--format",
-            "json",
-            "--ttl",
-            "1",
-            "prompt",
-            "first acpx question",
-        ],
-    )
-    .await;
+    // A queue owner that stops after a second idle.
+    let prompt_with_ttl = async |question: &str| {
+        run_acpx(&w, &["--format", "json", "--ttl", "1", "prompt", question]).await
+    };
+    let first = prompt_with_ttl("first acpx question").await;
     assert_eq!(first.code, Some(0), "{}", first.describe());
     assert_eq!(first.answer(), "FIRST_ACPX_ANSWER", "{}", first.describe());
     let gone = moonkale_tests::poll_until(STEP, async || {
@@ -354,18 +349,7 @@ async fn acpx_prompt_after_the_agent_was_replaced_resumes_the_session() {
         "the idle queue owner did not stop: {:?}",
         acpx_owners_and_agents(&w)
     );
-    let second = run_acpx(
-        &w,
-        &[
-            "--format",
-            "json",
-            "--ttl",
-            "1",
-            "prompt",
-            "second acpx question",
-        ],
-    )
-    .await;
+    let second = prompt_with_ttl("second acpx question").await;
     assert_eq!(second.code, Some(0), "{}", second.describe());
     // A new agent process (initialized anew) is handed the same session.
     let session = &first.exchange("session/prompt").0["params"]["sessionId"];

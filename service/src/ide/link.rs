@@ -51,6 +51,9 @@ pub fn is_socket_name(name: &str) -> bool {
 #[derive(Clone)]
 pub struct Links {
     hub: HubHandle,
+    /// The workspace folder the IDE server holds since it started: links
+    /// are bound in it, never in whatever has its path now.
+    root: Arc<Root>,
     limits: IdeLimits,
     /// Links open now (each holds a socket, a listener and a task).
     open: Arc<std::sync::atomic::AtomicUsize>,
@@ -68,7 +71,7 @@ impl std::fmt::Debug for Links {
 }
 
 impl Links {
-    pub fn new(hub: HubHandle, limits: IdeLimits) -> Links {
+    pub fn new(hub: HubHandle, root: Root, limits: IdeLimits) -> Links {
         let limits = IdeLimits {
             // As the claude-sandbox bridge: few handshakes at once.
             max_pre_auth: 4,
@@ -76,6 +79,7 @@ impl Links {
         };
         Links {
             hub,
+            root: Arc::new(root),
             limits,
             open: Arc::default(),
         }
@@ -92,8 +96,10 @@ impl Links {
             )));
         }
         let counted = Counted(self.open.clone());
-        let root = Root::open(self.hub.root())
-            .context(|| format!("opening workspace {}", self.hub.root().display()))?;
+        let root = self
+            .root
+            .try_clone()
+            .context(|| "opening a sandbox link".into())?;
         let (listener, bound) = bind_in(&root, std::iter::repeat_with(random_name).take(8))?;
         listener
             .set_nonblocking(true)
@@ -389,7 +395,8 @@ mod tests {
     async fn links_are_capped() {
         let ws = tempfile::tempdir().unwrap();
         let (hub, _events) = HubHandle::detached(ws.path().to_path_buf());
-        let links = Links::new(hub, IdeLimits::default());
+        let root = Root::open(ws.path()).unwrap();
+        let links = Links::new(hub, root, IdeLimits::default());
         let mut open: Vec<Link> = (0..MAX_LINKS).map(|_| links.open().unwrap()).collect();
         let refused = links.open().unwrap_err().to_string();
         assert!(refused.contains("sandbox links are open"), "{refused}");
@@ -397,6 +404,23 @@ mod tests {
         open.push(links.open().unwrap());
         drop(open);
         assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
+    }
+
+    /// The workspace moved away and something else took its path: no link
+    /// socket is made there.
+    #[tokio::test]
+    async fn no_link_in_a_folder_that_took_the_workspaces_path() {
+        let top = tempfile::tempdir().unwrap();
+        let ws = top.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let (hub, _events) = HubHandle::detached(ws.clone());
+        let links = Links::new(hub, Root::open(&ws).unwrap(), IdeLimits::default());
+        std::fs::rename(&ws, top.path().join("moved")).unwrap();
+        std::fs::create_dir(&ws).unwrap();
+        let refused = links.open().unwrap_err().to_string();
+        assert!(refused.contains("moved or deleted"), "{refused}");
+        assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
+        assert_eq!(std::fs::read_dir(top.path().join("moved")).unwrap().count(), 0);
     }
 
     /// A socket left by a killed service goes when the workspace is served

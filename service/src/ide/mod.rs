@@ -185,6 +185,12 @@ pub async fn start(
             ),
             _ => (None, None),
         };
+        let links = link::Links::new(
+            hub.clone(),
+            root.try_clone()
+                .context(|| format!("opening workspace {}", hub.root().display()))?,
+            cfg.limits.clone(),
+        );
         let accept = tokio::spawn(ws::accept_loop(ws::Listener {
             listener,
             port,
@@ -204,7 +210,7 @@ pub async fn start(
         .abort_handle();
         return Ok(IdeServer {
             port,
-            links: link::Links::new(hub.clone(), cfg.limits.clone()),
+            links,
             lock_path,
             lock,
             accept: accept.abort_handle(),

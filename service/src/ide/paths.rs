@@ -80,6 +80,15 @@ impl Root {
         &self.path
     }
 
+    /// The same folder, held by a descriptor of its own.
+    pub fn try_clone(&self) -> std::io::Result<Root> {
+        Ok(Root {
+            path: self.path.clone(),
+            dir: self.dir.try_clone()?,
+            id: self.id,
+        })
+    }
+
     /// A descriptor of the folder, for `*at` calls that never follow a
     /// symlink.
     pub(crate) fn dir(&self) -> std::io::Result<std::os::fd::OwnedFd> {

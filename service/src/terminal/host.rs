@@ -788,6 +788,7 @@ mod tests {
         let (tx, rx) = terminal_channel();
         let config = test_config(Some(Links::new(
             hub.clone(),
+            crate::ide::paths::Root::open(&root).unwrap(),
             crate::ide::IdeLimits::default(),
         )));
         let host = spawn(hub, rx, config);

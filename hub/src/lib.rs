@@ -395,7 +395,7 @@ pub fn spawn(root: PathBuf, hosts: Hosts, selection_interval: std::time::Duratio
         ws.set_terminals(hosts.terminals);
         ws.set_changes(hosts.changes);
         loop {
-            let due = ws.selection_due();
+            let due = ws.due();
             tokio::select! {
                 // Events first: the selection that goes out when the timer
                 // fires is then the newest.
@@ -405,7 +405,7 @@ pub fn spawn(root: PathBuf, hosts: Hosts, selection_interval: std::time::Duratio
                     None => break,
                 },
                 () = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => {
-                    ws.selection_due_fired(tokio::time::Instant::now());
+                    ws.timers_fired(tokio::time::Instant::now());
                 }
             }
         }

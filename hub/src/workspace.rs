@@ -61,7 +61,10 @@ pub const MAX_TOTAL_BYTES: usize = 512 << 20;
 /// Open documents per editor.
 pub const MAX_DOCUMENTS_PER_EDITOR: usize = 20_000;
 
-/// Caps on what editors may make the workspace hold.
+/// How long an editor has to answer a proposal's `window/showDocument`.
+const SHOW_DOCUMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Caps on what editors may make the workspace hold, and its timeouts.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Limits {
     pub total_bytes: usize,
@@ -71,6 +74,9 @@ pub(super) struct Limits {
     /// At most one `selection_changed` per this interval reaches Claude
     /// Code ([`crate::core::pacing`]).
     pub selection_interval: std::time::Duration,
+    /// An editor that has not answered a proposal's `window/showDocument`
+    /// by then is taken to have refused it.
+    pub show_document_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -80,6 +86,7 @@ impl Default for Limits {
             documents_per_editor: MAX_DOCUMENTS_PER_EDITOR,
             diagnostics_bytes: super::diagnostics::MAX_DIAGNOSTICS_BYTES,
             selection_interval: super::SELECTION_INTERVAL,
+            show_document_timeout: SHOW_DOCUMENT_TIMEOUT,
         }
     }
 }
@@ -117,6 +124,11 @@ pub(super) struct Workspace {
     /// paced for Claude Code.
     selection_tx: tokio::sync::watch::Sender<Option<SelectionNotification>>,
     selection_pacer: Pacer<Option<SelectionChanged>>,
+    /// The hub loop's clock at the event being handled.
+    now: Instant,
+    /// When each proposal's `window/showDocument` counts as refused if it
+    /// is still unanswered.
+    show_deadlines: Vec<(Instant, EditorId, message::RequestId)>,
 }
 
 struct IdeClient {
@@ -165,6 +177,8 @@ impl Workspace {
             subscriptions: Subscriptions::default(),
             selection_tx,
             selection_pacer: Pacer::new(limits.selection_interval, None),
+            now: Instant::now(),
+            show_deadlines: Vec::new(),
         }
     }
 
@@ -172,6 +186,7 @@ impl Workspace {
     /// workspace reads none).
     pub(super) fn handle(&mut self, event: Event, now: Instant) {
         tracing::trace!(?event, "hub event");
+        self.now = now;
         self.handle_event(event);
         // Every event may move the active editor or its selection; the
         // watchers (Claude Code connections) only hear of real changes, as
@@ -186,18 +201,32 @@ impl Workspace {
                 self.selection_tx.send_replace(paced);
             }
             // A flood of events must not starve the pacer's timer.
-            None => self.selection_due_fired(now),
+            None => self.fire_selection(now),
         }
     }
 
-    /// When a held-back selection is due ([`Workspace::selection_due_fired`]).
-    pub(super) fn selection_due(&self) -> Option<Instant> {
-        self.selection_pacer.due()
+    /// When the hub loop must call [`Workspace::timers_fired`]: a held-back
+    /// selection is due, or an editor's time to show a proposal ran out.
+    pub(super) fn due(&self) -> Option<Instant> {
+        let shows = self.show_deadlines.iter().map(|(at, _, _)| *at);
+        self.selection_pacer.due().into_iter().chain(shows).min()
     }
 
-    /// The timer of [`Workspace::selection_due`] fired: the newest
-    /// selection goes out.
-    pub(super) fn selection_due_fired(&mut self, now: Instant) {
+    /// The timer of [`Workspace::due`] fired: the newest selection goes
+    /// out, and proposals not shown in time count as refused.
+    pub(super) fn timers_fired(&mut self, now: Instant) {
+        self.now = now;
+        self.fire_selection(now);
+        let (expired, waiting) = std::mem::take(&mut self.show_deadlines)
+            .into_iter()
+            .partition(|(at, _, _)| *at <= now);
+        self.show_deadlines = waiting;
+        for (_, editor, asked) in expired {
+            self.show_proposal_timed_out(editor, asked);
+        }
+    }
+
+    fn fire_selection(&mut self, now: Instant) {
         if let Some(paced) = self.selection_pacer.fire(now) {
             let paced = paced.clone().map(SelectionNotification::new);
             self.selection_tx.send_replace(paced);
@@ -354,10 +383,14 @@ impl Workspace {
         }
         match method {
             "textDocument/didOpen" => {
-                self.did_open(editor, params);
+                let opened = self.did_open(editor, params);
                 self.proposals_after_sync();
-                // A newly opened document may have review diagnostics an
-                // editor attached since never got.
+                // Editors may drop diagnostics of documents they do not
+                // have open, so what concerns a document is sent again when
+                // an editor opens (or re-opens) it.
+                if let Some(uri) = opened {
+                    self.forget_review_sent(editor, &uri);
+                }
                 self.refresh_review_diagnostics();
             }
             "textDocument/didChange" => {

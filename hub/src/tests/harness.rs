@@ -191,14 +191,15 @@ impl World {
         self.settle();
     }
 
-    /// Lets `ms` milliseconds pass, firing the selection's pacing timer
-    /// when it is due on the way.
+    /// Lets `ms` milliseconds pass, firing the hub's timers (the
+    /// selection's pacing, proposals not shown in time) when they are due
+    /// on the way.
     pub fn wait_ms(&mut self, ms: u64) {
         self.log.push_str(&format!("> {ms} ms pass\n"));
         let until = self.now + std::time::Duration::from_millis(ms);
-        while let Some(due) = self.ws.selection_due().filter(|due| *due <= until) {
+        while let Some(due) = self.ws.due().filter(|due| *due <= until) {
             self.now = due;
-            self.ws.selection_due_fired(due);
+            self.ws.timers_fired(due);
             self.settle();
         }
         self.now = until;

@@ -56,7 +56,7 @@ fn hunks_on_the_target_kept_and_reverted_until_the_proposal_is_answered() {
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
         > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
           ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed1 <- window/showMessage {"message":"Claude Code proposes 2 change(s) to lib.rs: use the code actions to keep, revert, accept or reject them.","type":3}
+          ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
           #1 waits
@@ -66,8 +66,8 @@ fn hunks_on_the_target_kept_and_reverted_until_the_proposal_is_answered() {
           #3 <- Ok
               {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.acceptProposal","title":"Accept Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Accept Claude Code's edit to lib.rs"}
               {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.rejectProposal","title":"Reject Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Reject Claude Code's edit to lib.rs"}
-              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.keepHunk","title":"Keep this change (lines 2-2 of the proposal)"},"kind":"quickfix","title":"Keep this change (lines 2-2 of the proposal)"}
-              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.revertHunk","title":"Revert this change (lines 2-2 of the proposal)"},"kind":"quickfix","title":"Revert this change (lines 2-2 of the proposal)"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.keepHunk","title":"Keep this change (line 2 of the proposal)"},"kind":"quickfix","title":"Keep this change (line 2 of the proposal)"}
+              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.revertHunk","title":"Revert this change (line 2 of the proposal)"},"kind":"quickfix","title":"Revert this change (line 2 of the proposal)"}
               {"command":{"arguments":["file:///w/src/lib.rs",{"end":{"character":0,"line":1},"start":{"character":0,"line":1}}],"command":"moonkale.sendToClaude","title":"Send selection to Claude Code"},"kind":"source","title":"Send selection to Claude Code"}
               {"command":{"arguments":[],"command":"moonkale.startClaude","title":"Start Claude Code here"},"kind":"source","title":"Start Claude Code here"}
           selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":1},"isEmpty":true,"start":{"character":0,"line":1}},"text":""}
@@ -116,10 +116,11 @@ fn every_hunk_reverted_in_the_editor_rejects_the_proposal() {
         > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
           ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- request "moonkale-6" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/.moonkale/proposals/**","scheme":"file"}]}}]}
-          ed1 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed1 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #1 waits
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\n2\nthree\nfour\nfive\n","uri":"file:///w/.moonkale/proposals/1/lib.rs","version":1}}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
         > #2 ed1 textDocument/inlayHint {"range":{"end":{"character":0,"line":9},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs"}}
           #2 <- Ok
               {"label":" ← was: two (1 of 2)","paddingLeft":true,"position":{"character":1,"line":1},"tooltip":"- two"}
@@ -166,7 +167,7 @@ fn an_editor_that_refuses_to_show_the_proposal_sees_it_on_the_target() {
         > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
           ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- request "moonkale-6" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/.moonkale/proposals/**","scheme":"file"}]}}]}
-          ed1 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 change(s) to lib.rs. Edit the proposal if you like, then:","type":3}
+          ed1 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #1 waits
         > ed1 answers "moonkale-5" with {"success":false}
@@ -183,6 +184,62 @@ fn an_editor_that_refuses_to_show_the_proposal_sees_it_on_the_target() {
               text:
                 ✻ [Claude Code] lib.rs
           #2 <- Ok {"rejected":true}
+    "#]]);
+}
+
+/// An editor without `showDocument` (it answers with a null result) that
+/// keeps diagnostics only for documents it has open: the hunks go to the
+/// target, and are sent again when the user opens it there.
+#[test]
+fn a_null_show_document_puts_the_hunks_on_the_target_once_it_is_opened() {
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.attach(1, Caps::PLAIN);
+    w.ide_tool(9, "openDiff", open_diff());
+    w.answer(1, "window/showDocument", Value::Null);
+    w.did_open(1, TARGET, 1, OLD);
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ed1 attaches (Editor, utf-32)
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+          ed1 <- request "moonkale-3" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #1 waits
+        > ed1 answers "moonkale-3" with null
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+    "#]]);
+}
+
+/// An editor that never answers the `window/showDocument` of a proposal:
+/// once its time is up the hunks go on the target; a late success moves
+/// them back to the proposal.
+#[test]
+fn a_show_document_not_answered_in_time_counts_as_refused() {
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.attach(1, Caps::PLAIN);
+    w.did_open(1, TARGET, 1, OLD);
+    w.ide_tool(9, "openDiff", open_diff());
+    w.wait_ms(4_000);
+    w.wait_ms(1_000);
+    w.answer(1, "window/showDocument", json!({"success": true}));
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ed1 attaches (Editor, utf-32)
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #1 waits
+        > 4000 ms pass
+        > 1000 ms pass
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+        > ed1 answers "moonkale-5" with {"success":true}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/lib.rs"}
     "#]]);
 }
 

@@ -43,21 +43,14 @@ fn accepted_scheme(uri: &Url) -> bool {
 }
 
 impl Workspace {
-    pub(super) fn did_open(&mut self, editor: EditorId, params: Params) {
-        let Some(p) =
-            self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", &params)
-        else {
-            return;
-        };
+    /// `textDocument/didOpen`; the URI it opened, if it was taken.
+    pub(super) fn did_open(&mut self, editor: EditorId, params: Params) -> Option<Url> {
+        let p = self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", &params)?;
         let item = p.text_document;
         if !accepted_scheme(&item.uri) {
-            return self.violation(
-                editor,
-                format!(
-                    "didOpen of {} refused: only file: and untitled: URIs",
-                    item.uri
-                ),
-            );
+            let why = format!("didOpen of {} refused: only file: and untitled: URIs", item.uri);
+            self.violation(editor, why);
+            return None;
         }
         let ed = self.editors.get(&editor).expect("checked by caller");
         let old = ed.docs.get(&item.uri);
@@ -65,17 +58,20 @@ impl Workspace {
         let limits = self.limits;
         if old.is_none() && ed.docs.len() >= limits.documents_per_editor {
             let why = format!("over {} open documents", limits.documents_per_editor);
-            return self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
+            self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
+            return None;
         }
         let adds = item.uri.as_str().len() + item.language_id.len() + item.text.len();
         if self.held() - replaced + adds > limits.total_bytes {
             let why = format!("the workspace would hold over {} bytes", limits.total_bytes);
-            return self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
+            self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
+            return None;
         }
         let doc = match Document::open(&item.text, item.version, &item.language_id) {
             Ok(doc) => doc,
             Err(err) => {
-                return self.violation(editor, format!("didOpen of {} refused: {err}", item.uri));
+                self.violation(editor, format!("didOpen of {} refused: {err}", item.uri));
+                return None;
             }
         };
         self.clock += 1;
@@ -90,6 +86,7 @@ impl Workspace {
         );
         self.mark_active(editor);
         self.wake_version_waiters(&item.uri);
+        Some(item.uri)
     }
 
     pub(super) fn did_change(&mut self, editor: EditorId, params: Params) {

@@ -43,13 +43,17 @@ impl Workspace {
         id: RequestId,
         result: Result<Value, ResponseError>,
     ) {
-        let Some(awaited) = self.awaited_answers.remove(&(editor, id)) else {
+        let Some(awaited) = self.awaited_answers.remove(&(editor, id.clone())) else {
             return; // an answer nothing waits for (progress creation, …)
         };
         if let Awaited::ShowProposal(_) = awaited {
+            // Only `{"success": true}` says the document is on screen: a
+            // null result (an editor without `showDocument`), an error or
+            // `false` means the user would never see the proposal.
             let shown = result
                 .as_ref()
-                .is_ok_and(|v| v.get("success").and_then(Value::as_bool) != Some(false));
+                .is_ok_and(|v| v.get("success").and_then(Value::as_bool) == Some(true));
+            self.show_deadlines.retain(|(_, e, asked)| (*e, asked) != (editor, &id));
             return self.proposal_shown(editor, shown);
         }
         // The pressed button's title; none if the user dismissed the box.

@@ -34,6 +34,7 @@ use super::{Workspace, command_action, tool_result};
 use crate::core::diff::{Hunk, hunks};
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::{EditorId, IdeClientId, Responder};
+use moonkale_protocol::jsonrpc::RequestId;
 use moonkale_protocol::changes::LineRange;
 use moonkale_protocol::ide::CallToolResult;
 use moonkale_protocol::jsonrpc::{ResponseError, code};
@@ -143,24 +144,33 @@ impl Workspace {
         let id = self.clock;
         let name = super::file_name(&target);
         let found = hunks(&old_text, &proposed_text);
-        let count = found.len();
+        let changes = changes_named(found.len());
         for (editor, buttons) in self.editors_with_buttons() {
             // Sent to editors that did not advertise `showDocument` too:
-            // many handle it anyway. They also get the hunks on the target.
+            // many handle it anyway. Until one says it showed the proposal
+            // (in time), it also gets the hunks on the target.
             let asked = self.show_document(editor, document.clone(), true, None);
             self.awaited_answers
-                .insert((editor, asked), super::Awaited::ShowProposal(id));
+                .insert((editor, asked.clone()), super::Awaited::ShowProposal(id));
+            let deadline = self.now + self.limits.show_document_timeout;
+            self.show_deadlines.push((deadline, editor, asked));
             self.register_review_hints(editor);
             if buttons {
                 let message = format!(
-                    "Claude Code proposes {count} change(s) to {name}. Edit the proposal if you like, then:"
+                    "Claude Code proposes {changes} to {name}. Edit the proposal if you like, then accept or reject it."
                 );
                 let buttons = ["Accept".to_owned(), "Reject".to_owned()];
                 let awaited = super::Awaited::Proposal(id);
                 self.ask(editor, awaited, MessageType::INFO, message, buttons);
             } else {
+                // An editor without buttons decides with code actions only:
+                // say where they are and what they are called.
                 let tell = format!(
-                    "Claude Code proposes {count} change(s) to {name}: use the code actions to keep, revert, accept or reject them."
+                    "Claude Code proposes {changes} to {name}, each marked on its lines. \
+                     Decide with the code actions on {name}: \"{}\" or \"{}\", \
+                     or per change \"Keep this change\" and \"Revert this change\".",
+                    accept_title(&name),
+                    reject_title(&name),
                 );
                 self.show_message(editor, MessageType::INFO, tell);
             }
@@ -436,11 +446,28 @@ impl Workspace {
     }
 
     /// An editor answered the `window/showDocument` of a proposal: one that
-    /// could not show it sees the hunks on the target file from now on.
+    /// did not show it sees the hunks on the target file from now on (and
+    /// one that showed it after all, on the proposal only).
     pub(super) fn proposal_shown(&mut self, editor: EditorId, shown: bool) {
-        if !shown && let Some(ed) = self.editors.get_mut(&editor) {
-            ed.shows_documents = false;
+        if let Some(ed) = self.editors.get_mut(&editor)
+            && ed.shows_documents != shown
+        {
+            ed.shows_documents = shown;
             self.refresh_review_diagnostics();
+        }
+    }
+
+    /// The editor did not answer the `window/showDocument` `asked` in time:
+    /// it counts as refused. Its answer is still awaited; a late success
+    /// moves the hunks back to the proposal.
+    pub(super) fn show_proposal_timed_out(&mut self, editor: EditorId, asked: RequestId) {
+        if let Some(super::Awaited::ShowProposal(id)) = self.awaited_answers.get(&(editor, asked)) {
+            tracing::info!(
+                editor = editor.0,
+                proposal = id,
+                "the editor did not show the proposal in time; its hunks go on the target"
+            );
+            self.proposal_shown(editor, false);
         }
     }
 
@@ -627,16 +654,8 @@ impl Workspace {
             let action = |title: String, command: &str, arguments: Vec<Value>| {
                 command_action(title, CodeActionKind::QUICKFIX, command, arguments)
             };
-            actions.push(action(
-                format!("Accept Claude Code's edit to {name}"),
-                ACCEPT_COMMAND,
-                vec![arg.clone()],
-            ));
-            actions.push(action(
-                format!("Reject Claude Code's edit to {name}"),
-                REJECT_COMMAND,
-                vec![arg.clone()],
-            ));
+            actions.push(action(accept_title(&name), ACCEPT_COMMAND, vec![arg.clone()]));
+            actions.push(action(reject_title(&name), REJECT_COMMAND, vec![arg.clone()]));
             let on_proposal = &p.document == uri;
             let current = self.proposal_text(p);
             let (first, last) = (range.start.line as usize, range.end.line as usize);
@@ -649,11 +668,7 @@ impl Workspace {
                 if !touches {
                     continue;
                 }
-                let where_ = format!(
-                    "lines {}-{}",
-                    h.new.start + 1,
-                    h.new.end.max(h.new.start + 1)
-                );
+                let where_ = super::review::lines_named(h.new.start, h.new.end);
                 if !self.is_kept(p, h, &current) {
                     actions.push(action(
                         format!("Keep this change ({where_} of the proposal)"),
@@ -669,6 +684,25 @@ impl Workspace {
             }
         }
         actions
+    }
+}
+
+/// The code action that accepts a proposal for `name`.
+fn accept_title(name: &str) -> String {
+    format!("Accept Claude Code's edit to {name}")
+}
+
+/// The code action that rejects a proposal for `name`.
+fn reject_title(name: &str) -> String {
+    format!("Reject Claude Code's edit to {name}")
+}
+
+/// "1 change", "3 changes".
+fn changes_named(n: usize) -> String {
+    if n == 1 {
+        "1 change".to_owned()
+    } else {
+        format!("{n} changes")
     }
 }
 

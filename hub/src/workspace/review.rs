@@ -14,7 +14,9 @@
 //! **Invariant:** what each editor was last sent is kept per document, so a
 //! refresh sends only what changed and clears what went away; every
 //! document the hub ever sent review diagnostics for is cleared once
-//! nothing is left to decide in it.
+//! nothing is left to decide in it. An editor that opens a document is sent
+//! its review diagnostics again: editors may drop diagnostics of documents
+//! they do not have open.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -71,7 +73,7 @@ fn quote(text: &str, prefix: &str) -> String {
 }
 
 /// "line 3" or "lines 3-5" (1-based) of `start..end`.
-fn lines_named(start: usize, end: usize) -> String {
+pub(super) fn lines_named(start: usize, end: usize) -> String {
     if end <= start + 1 {
         format!("line {}", start + 1)
     } else {
@@ -242,6 +244,15 @@ impl Workspace {
         }
         self.review_published
             .retain(|editor, _| self.editors.contains_key(editor));
+    }
+
+    /// Forgets what `editor` was sent for `uri`, so the next refresh sends
+    /// it again (the editor opened the document and may have dropped what
+    /// came before).
+    pub(super) fn forget_review_sent(&mut self, editor: EditorId, uri: &Url) {
+        if let Some(sent) = self.review_published.get_mut(&editor) {
+            sent.remove(uri);
+        }
     }
 
     fn send_review(&self, editor: EditorId, uri: &Url, diagnostics: Vec<Diagnostic>) {

@@ -447,6 +447,15 @@ impl Client {
         }
     }
 
+    /// Forgets everything received so far, as an editor that keeps
+    /// diagnostics only for documents it has open drops those of a document
+    /// it opens later: from now on [`Client::take`] sees only what comes
+    /// next.
+    pub fn ignore_received(&mut self) {
+        self.drain();
+        self.taken.iter_mut().for_each(|t| *t = true);
+    }
+
     /// Sends a request and returns the whole response.
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;

@@ -179,7 +179,9 @@ async fn run(ed: &mut Client, action: &Value) -> Value {
 
 /// The review as a user of an editor with no plugin (Helix) does it, with
 /// the diagnostics and code actions alone, after [`script`]'s turn:
-/// [`FILE`] shows one hint per change, naming what was there; the user
+/// [`FILE`], opened only now, shows one hint per change, naming what was
+/// there (sent when it opens the file: Helix drops diagnostics of files it
+/// does not have open); the user
 /// changes Claude's last line and saves; "Undo Claude's change" on the
 /// first line restores exactly it (the other change and the user's text
 /// stay, the editor gets the new text); on the last line it is refused
@@ -189,6 +191,9 @@ pub async fn walk_in_a_plain_editor(ed: &mut Client, root: &Path) {
     let uri = format!("file://{}/{FILE}", root.display());
     let new_uri = format!("file://{}/{NEW_FILE}", root.display());
     let path = root.join(FILE);
+    // The editor keeps diagnostics only for documents it has open: what
+    // was sent before it opens the file does not count.
+    ed.ignore_received();
     ed.did_open(&uri, 1, AFTER).await;
     let hints = ed
         .take("the change hints on the file", crate::STEP, |m| {

@@ -526,3 +526,95 @@ async fn a_plain_editor_keeps_one_hunk_and_reverts_the_other() {
     })
     .await;
 }
+
+/// (5) An LSP editor with no `window/showDocument` (it answers the request
+/// with a null result) that keeps diagnostics only for documents it has
+/// open: the announcement names the file and the code actions; once the
+/// user opens the file after the proposal arrived, it shows one diagnostic
+/// per hunk; "Accept Claude Code's edit to …" there gives Claude Code
+/// `FILE_SAVED`, and the CLI writes exactly the proposal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_without_show_document_sees_the_proposal_on_the_file_it_opens() {
+    let text = "alpha\nbeta\ngamma\ndelta\nepsilon\n";
+    let mut w = World::builder()
+        .editor("plain-no-show-document", moonkale_tests::lsp::plain_caps())
+        .file("greek.txt", text)
+        .file("notes.txt", "where the cursor is\n")
+        .start()
+        .await;
+    let path = w.path("greek.txt");
+    let uri = w.sb.uri("greek.txt");
+    w.fake.set_script(edit_script(
+        "edit greek",
+        &path,
+        "alpha\nbeta\ngamma\ndelta",
+        "ALPHA\nbeta\ngamma\nDELTA",
+        "EDIT_DONE",
+    ));
+    // The user's cursor is in another file; greek.txt is not open.
+    let notes = w.open("notes.txt").await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    w.show_in_cli(&mut cli, &notes, (0, 0), (0, 0), "⧉ In notes.txt")
+        .await;
+    cli.submit("edit greek", STEP).await;
+
+    let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
+    w.ed.respond(&show["id"], Value::Null).await;
+    let told =
+        w.ed.take("the proposal announced", TIMEOUT, |m| {
+            m["method"] == "window/showMessage"
+                && m["params"]["message"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("Claude Code proposes"))
+        })
+        .await;
+    let told = told["params"]["message"].as_str().unwrap();
+    assert!(
+        told.contains("2 changes to greek.txt")
+            && told.contains("\"Accept Claude Code's edit to greek.txt\"")
+            && told.contains("\"Reject Claude Code's edit to greek.txt\""),
+        "{told}"
+    );
+    w.ed.barrier().await;
+
+    // The user opens the file: whatever came before is not shown there.
+    w.ed.ignore_received();
+    w.ed.did_open(&uri, 1, text).await;
+    let shown =
+        w.ed.take("one hunk diagnostic per change on greek.txt", TIMEOUT, |m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == uri.as_str()
+                && m["params"]["diagnostics"]
+                    .as_array()
+                    .is_some_and(|d| !d.is_empty())
+        })
+        .await;
+    let diags = shown["params"]["diagnostics"].as_array().unwrap();
+    assert_eq!(diags.len(), 2, "{diags:?}");
+    assert_eq!(diags[0]["range"]["start"]["line"], 0);
+    assert!(
+        diags[0]["message"].as_str().unwrap().contains("+ ALPHA"),
+        "{diags:?}"
+    );
+    assert_eq!(diags[1]["range"]["start"]["line"], 3);
+    assert!(
+        diags[1]["message"].as_str().unwrap().contains("+ DELTA"),
+        "{diags:?}"
+    );
+
+    w.ed.run_code_action(&uri, |t| t == "Accept Claude Code's edit to greek.txt")
+        .await;
+    let result = moonkale_tests::claude_cli::edit_result(&w.fake).await;
+    assert!(!result.is_error, "{}", result.text);
+    assert!(
+        result.text.contains("has been updated successfully")
+            && !result.text.contains("The user modified"),
+        "{}",
+        result.text
+    );
+    cli.wait_for_text("EDIT_DONE", STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "ALPHA\nbeta\ngamma\nDELTA\nepsilon\n"
+    );
+}

@@ -691,7 +691,7 @@ impl World {
     /// accepts it with `moonkale.acceptProposal`.
     pub async fn tweak_and_accept(&mut self, show: &Value) {
         let proposal = show["params"]["uri"].as_str().unwrap().to_owned();
-        assert!(proposal.contains("/.moonkale/proposals/"), "{proposal}");
+        assert!(proposal.contains(crate::PROPOSALS), "{proposal}");
         let proposed = std::fs::read_to_string(proposal.strip_prefix("file://").unwrap()).unwrap();
         assert_eq!(proposed, "hello EDITED\nsecond line\n");
         self.ed.did_open(&proposal, 1, &proposed).await;

@@ -69,6 +69,60 @@ pub fn bin(name: &str) -> PathBuf {
         })
 }
 
+/// What a hostile repository can ship at `.moonkale` to get in the way of
+/// the service's own files.
+#[derive(Clone, Copy, Debug)]
+pub enum PlantedMoonkale {
+    /// A regular file.
+    File,
+    /// A FIFO: opening it for writing would block.
+    Fifo,
+    /// A folder (with a `proposals` folder) nobody may write into.
+    ReadOnlyFolder,
+    /// A symlink to a folder outside the workspace.
+    SymlinkOutside,
+    /// A symlink to a file nobody can write (`/proc/version`).
+    SymlinkUnwritable,
+}
+
+impl PlantedMoonkale {
+    pub const ALL: [PlantedMoonkale; 5] = [
+        PlantedMoonkale::File,
+        PlantedMoonkale::Fifo,
+        PlantedMoonkale::ReadOnlyFolder,
+        PlantedMoonkale::SymlinkOutside,
+        PlantedMoonkale::SymlinkUnwritable,
+    ];
+
+    /// Plants it in `workspace`; `outside` is the folder a symlink points
+    /// at (it must stay empty).
+    pub fn plant(self, workspace: &Path, outside: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let at = workspace.join(".moonkale");
+        match self {
+            PlantedMoonkale::File => std::fs::write(&at, "not a folder\n").unwrap(),
+            PlantedMoonkale::Fifo => {
+                let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+            }
+            PlantedMoonkale::ReadOnlyFolder => {
+                std::fs::create_dir_all(at.join("proposals")).unwrap();
+                for dir in [at.join("proposals"), at.clone()] {
+                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+                }
+            }
+            PlantedMoonkale::SymlinkOutside => std::os::unix::fs::symlink(outside, &at).unwrap(),
+            PlantedMoonkale::SymlinkUnwritable => {
+                std::os::unix::fs::symlink("/proc/version", &at).unwrap()
+            }
+        }
+    }
+}
+
+/// What every proposal document's path holds: they are written in the
+/// service's runtime directory, never in the workspace.
+pub const PROPOSALS: &str = "/moonkale/proposals/";
+
 /// A private world for one test: its own runtime directory (so it never meets
 /// a real service), home and workspace folder.
 pub struct Sandbox {

@@ -540,7 +540,7 @@ async fn ask_user_question_is_answered_with_code_actions_one_question_at_a_time(
 
 /// `.moonkale` is a symlink to a folder outside the workspace: a turn and
 /// a proposal of Claude Code's leave that folder untouched (the proposal is
-/// refused with an error, not written through the link).
+/// written in the service's runtime directory and shown as usual).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_symlinked_moonkale_folder_receives_nothing() {
     let outside = tempfile::tempdir().unwrap();
@@ -558,16 +558,13 @@ async fn a_symlinked_moonkale_folder_receives_nothing() {
         moonkale_tests::IdeClient::connect(port, lock["authToken"].as_str().unwrap()).await;
     ide.initialize("2025-11-25").await;
     let target = w.path("a.txt").display().to_string();
-    let result = ide
-        .request(
-            "tools/call",
-            json!({"name": "openDiff", "arguments": {"old_file_path": target, "new_file_path": target, "new_file_contents": "new\n", "tab_name": "t"}}),
-        )
+    // Not awaited: openDiff answers only when the user decides.
+    ide.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "openDiff",
+        "arguments": {"old_file_path": target, "new_file_path": target, "new_file_contents": "new\n", "tab_name": "t"}}}))
         .await;
-    assert!(
-        result["result"]["isError"] == true || result.get("error").is_some(),
-        "a proposal went through the symlink: {result}"
-    );
+    let show = w.ed.server_request("window/showDocument", STEP).await;
+    let shown = show["params"]["uri"].as_str().unwrap();
+    assert!(shown.contains(moonkale_tests::PROPOSALS), "{shown}");
     assert!(
         files_under(outside.path()).is_empty(),
         "{:?}",
@@ -702,7 +699,8 @@ async fn reading_one_event_of_a_huge_transcript_costs_little_memory() {
 // The workspace's own files
 
 /// A repository that ships `.moonkale/.gitignore` un-ignoring everything:
-/// a proposal the service writes still never shows in `git status`.
+/// a proposal the service writes is outside the workspace (in the runtime
+/// directory), so it never shows in `git status`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proposals_never_show_in_git_status() {
     let w = World::builder()
@@ -725,10 +723,16 @@ async fn proposals_never_show_in_git_status() {
         .await;
     // The editor is asked about the proposal once it is on disk.
     w.ed.server_request("window/showMessageRequest", STEP).await;
-    let proposal = files_under(&w.sb.workspace.join(".moonkale/proposals"));
+    let proposal = files_under(&w.sb.runtime.join("moonkale/proposals"));
     assert!(
         proposal.iter().any(|p| p.ends_with("a.txt")),
         "no proposal written: {proposal:?}"
+    );
+    let planted = files_under(&w.sb.workspace.join(".moonkale"));
+    assert_eq!(
+        planted.len(),
+        2,
+        "the workspace was written into: {planted:?}"
     );
     let status = git(
         &w.sb.workspace,

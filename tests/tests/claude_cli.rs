@@ -447,7 +447,7 @@ async fn a_plain_editor_keeps_one_hunk_and_reverts_the_other() {
             m["method"] == "textDocument/publishDiagnostics"
                 && m["params"]["uri"]
                     .as_str()
-                    .is_some_and(|u| u.contains("/.moonkale/proposals/"))
+                    .is_some_and(|u| u.contains(moonkale_tests::PROPOSALS))
         })
         .await;
     let diags = &on_proposal["params"]["diagnostics"];
@@ -581,13 +581,17 @@ async fn an_editor_without_show_document_sees_the_proposal_on_the_file_it_opens(
     w.ed.ignore_received();
     w.ed.did_open(&uri, 1, text).await;
     let shown =
-        w.ed.take("one hunk diagnostic per change on greek.txt", TIMEOUT, |m| {
-            m["method"] == "textDocument/publishDiagnostics"
-                && m["params"]["uri"] == uri.as_str()
-                && m["params"]["diagnostics"]
-                    .as_array()
-                    .is_some_and(|d| !d.is_empty())
-        })
+        w.ed.take(
+            "one hunk diagnostic per change on greek.txt",
+            TIMEOUT,
+            |m| {
+                m["method"] == "textDocument/publishDiagnostics"
+                    && m["params"]["uri"] == uri.as_str()
+                    && m["params"]["diagnostics"]
+                        .as_array()
+                        .is_some_and(|d| !d.is_empty())
+            },
+        )
         .await;
     let diags = shown["params"]["diagnostics"].as_array().unwrap();
     assert_eq!(diags.len(), 2, "{diags:?}");
@@ -617,4 +621,38 @@ async fn an_editor_without_show_document_sees_the_proposal_on_the_file_it_opens(
         std::fs::read_to_string(&path).unwrap(),
         "ALPHA\nbeta\ngamma\nDELTA\nepsilon\n"
     );
+}
+
+/// (6) A repository cannot switch review off: whatever it ships at
+/// `.moonkale` (a file, a FIFO, a read-only folder, a symlink out of the
+/// workspace or to an unwritable file), the real CLI's Edit is shown in the
+/// editor, tweaked and accepted as usual. Proposals are written outside the
+/// workspace, so the planted thing is neither used nor changed, and nothing
+/// is written where a symlink points.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_repository_ships_at_moonkale_does_not_stop_review() {
+    for kind in moonkale_tests::PlantedMoonkale::ALL {
+        eprintln!("planted .moonkale: {kind:?}");
+        let sb = moonkale_tests::Sandbox::new();
+        let outside = tempfile::tempdir().unwrap();
+        kind.plant(&sb.workspace, outside.path());
+        let planted = std::fs::symlink_metadata(sb.workspace.join(".moonkale")).unwrap();
+        let mut w = World::builder()
+            .in_sandbox(sb)
+            .file("hello.txt", "hello world\nsecond line\n")
+            .start()
+            .await;
+        let (mut cli, path, show) = edit_turn_until_the_proposal_shows(&mut w).await;
+        w.tweak_and_accept(&show).await;
+        w.assert_tweak_landed(&mut cli, &path, "has been updated successfully")
+            .await;
+        let after = std::fs::symlink_metadata(w.sb.workspace.join(".moonkale")).unwrap();
+        assert_eq!(
+            (after.file_type(), after.len()),
+            (planted.file_type(), planted.len()),
+            "{kind:?}: the planted .moonkale was changed"
+        );
+        let leaked: Vec<_> = std::fs::read_dir(outside.path()).unwrap().collect();
+        assert!(leaked.is_empty(), "{kind:?}: written outside: {leaked:?}");
+    }
 }

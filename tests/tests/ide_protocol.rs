@@ -906,7 +906,7 @@ async fn start_open_diff(c: &mut IdeClient, id: i64, args: Value) {
 async fn open_proposal(ed: &mut RawLsp) -> (String, String) {
     let show = ed.server_request("window/showDocument").await;
     let uri = show["params"]["uri"].as_str().unwrap().to_owned();
-    assert!(uri.contains("/.moonkale/proposals/"), "{uri}");
+    assert!(uri.contains(moonkale_tests::PROPOSALS), "{uri}");
     let path = uri.strip_prefix("file://").unwrap();
     let text = std::fs::read_to_string(path).unwrap();
     ed.did_open(&uri, 1, &text).await;

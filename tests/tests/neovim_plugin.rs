@@ -9,6 +9,7 @@
 
 use std::path::PathBuf;
 
+use moonkale_tests::PlantedMoonkale;
 use moonkale_tests::nvim::{Attach, Headless, NvimRpc, Remote, start_headless};
 use moonkale_tests::review;
 use moonkale_tests::{
@@ -315,7 +316,17 @@ async fn plugin_final_selection_reaches_the_model_after_moving_through_a_file() 
 /// `:MoonkaleAccept`: Claude Code gets `FILE_SAVED` with the buffer's text.
 #[tokio::test]
 async fn plugin_accepts_a_proposal_with_moonkale_accept() {
-    accept_a_tweaked_proposal("main.txt").await;
+    accept_a_tweaked_proposal("main.txt", None).await;
+}
+
+/// A repository that ships `.moonkale` as a file (or a FIFO) once made
+/// every `openDiff` fail; proposals now live outside the workspace, and
+/// the user decides in Neovim as usual.
+#[tokio::test]
+async fn plugin_accepts_a_proposal_in_a_repository_that_plants_moonkale() {
+    for kind in [PlantedMoonkale::File, PlantedMoonkale::Fifo] {
+        accept_a_tweaked_proposal("main.txt", Some(kind)).await;
+    }
 }
 
 /// Defect (issue 12, names): Neovim names `[id].tsx` `%5Bid%5D.tsx`, and the
@@ -323,13 +334,18 @@ async fn plugin_accepts_a_proposal_with_moonkale_accept() {
 /// proposal buffer was not the proposal the service accepted.
 #[tokio::test]
 async fn plugin_accepts_a_tweaked_proposal_for_a_bracketed_name() {
-    accept_a_tweaked_proposal("pages/posts/[id].tsx").await;
+    accept_a_tweaked_proposal("pages/posts/[id].tsx", None).await;
 }
 
-/// Proposes `one\nTWO\n` for `name` (in the workspace), tweaks the
-/// proposal in Neovim and accepts it with `:MoonkaleAccept`.
-async fn accept_a_tweaked_proposal(name: &str) {
+/// Proposes `one\nTWO\n` for `name` (in the workspace, which has `planted`
+/// at `.moonkale`), tweaks the proposal in Neovim and accepts it with
+/// `:MoonkaleAccept`.
+async fn accept_a_tweaked_proposal(name: &str, planted: Option<PlantedMoonkale>) {
     let sb = Sandbox::new();
+    let outside = tempfile::tempdir().unwrap();
+    if let Some(kind) = planted {
+        kind.plant(&sb.workspace, outside.path());
+    }
     let target = sb.workspace.join(name);
     std::fs::create_dir_all(target.parent().unwrap()).expect("mkdir");
     std::fs::write(&target, "one\ntwo\n").expect("write file");
@@ -352,7 +368,7 @@ async fn accept_a_tweaked_proposal(name: &str) {
         |v| {
             v["name"]
                 .as_str()
-                .is_some_and(|n| n.contains("/.moonkale/proposals/"))
+                .is_some_and(|n| n.contains(moonkale_tests::PROPOSALS))
                 && v["lsp"]["initialized"] == true
         },
     )
@@ -388,7 +404,7 @@ async fn accept_a_tweaked_proposal(name: &str) {
     // The decided proposal's buffer goes (`moonkale/proposalClosed`).
     nvim.wait_for(
         "the proposal's buffer to be wiped",
-        r#"len(filter(getbufinfo(), {_, b -> b.name =~ '/.moonkale/proposals/'}))"#,
+        r#"len(filter(getbufinfo(), {_, b -> b.name =~ '/moonkale/proposals/'}))"#,
         |v| v == 0,
     )
     .await;
@@ -432,7 +448,7 @@ async fn plugin_reviews_a_proposal_hunk_by_hunk_in_a_diff_tab() {
     assert!(
         right["name"]
             .as_str()
-            .is_some_and(|n| n.contains("/.moonkale/proposals/")),
+            .is_some_and(|n| n.contains(moonkale_tests::PROPOSALS)),
         "{view}"
     );
     assert_eq!(right["text"], "a\nB\nc\nd\ne\nf\nG\nh\n", "{view}");
@@ -467,7 +483,7 @@ async fn plugin_reviews_a_proposal_hunk_by_hunk_in_a_diff_tab() {
     // `moonkale/proposalClosed` closed the tab and wiped both buffers.
     nvim.wait_for(
         "the proposal's tab to close",
-        r#"[tabpagenr('$'), len(filter(getbufinfo(), {_, b -> b.name =~ 'moonkale://\|/.moonkale/proposals/'}))]"#,
+        r#"[tabpagenr('$'), len(filter(getbufinfo(), {_, b -> b.name =~ 'moonkale://\|/moonkale/proposals/'}))]"#,
         |v| v == &json!([1, 0]),
     )
     .await;

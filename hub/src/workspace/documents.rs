@@ -48,7 +48,10 @@ impl Workspace {
         let p = self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", &params)?;
         let item = p.text_document;
         if !accepted_scheme(&item.uri) {
-            let why = format!("didOpen of {} refused: only file: and untitled: URIs", item.uri);
+            let why = format!(
+                "didOpen of {} refused: only file: and untitled: URIs",
+                item.uri
+            );
             self.violation(editor, why);
             return None;
         }

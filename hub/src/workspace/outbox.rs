@@ -53,7 +53,8 @@ impl Workspace {
             let shown = result
                 .as_ref()
                 .is_ok_and(|v| v.get("success").and_then(Value::as_bool) == Some(true));
-            self.show_deadlines.retain(|(_, e, asked)| (*e, asked) != (editor, &id));
+            self.show_deadlines
+                .retain(|(_, e, asked)| (*e, asked) != (editor, &id));
             return self.proposal_shown(editor, shown);
         }
         // The pressed button's title; none if the user dismissed the box.

@@ -2,8 +2,9 @@
 //! their editors.
 //!
 //! A proposal is a real file: the IDE adapter writes the proposed contents
-//! to `<workspace>/.moonkale/proposals/<id>/<name>` and we ask every editor
-//! to show it (`window/showDocument`). The user may edit it like any file.
+//! to `<runtime>/proposals/<id>/<name>`, outside the workspace
+//! (`service/src/ide/proposals.rs`), and we ask every editor to show it
+//! (`window/showDocument`). The user may edit it like any file.
 //! They decide with code actions on it or on the target file (the only way
 //! that works in Helix), with `moonkale.acceptProposal` /
 //! `moonkale.rejectProposal` commands, or with the Accept/Reject buttons of
@@ -34,9 +35,9 @@ use super::{Workspace, command_action, tool_result};
 use crate::core::diff::{Hunk, hunks};
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::{EditorId, IdeClientId, Responder};
-use moonkale_protocol::jsonrpc::RequestId;
 use moonkale_protocol::changes::LineRange;
 use moonkale_protocol::ide::CallToolResult;
+use moonkale_protocol::jsonrpc::RequestId;
 use moonkale_protocol::jsonrpc::{ResponseError, code};
 use moonkale_protocol::proposal::{
     ProposalClosed, ProposalClosedParams, ProposalHunk, ProposalInfo,
@@ -654,8 +655,16 @@ impl Workspace {
             let action = |title: String, command: &str, arguments: Vec<Value>| {
                 command_action(title, CodeActionKind::QUICKFIX, command, arguments)
             };
-            actions.push(action(accept_title(&name), ACCEPT_COMMAND, vec![arg.clone()]));
-            actions.push(action(reject_title(&name), REJECT_COMMAND, vec![arg.clone()]));
+            actions.push(action(
+                accept_title(&name),
+                ACCEPT_COMMAND,
+                vec![arg.clone()],
+            ));
+            actions.push(action(
+                reject_title(&name),
+                REJECT_COMMAND,
+                vec![arg.clone()],
+            ));
             let on_proposal = &p.document == uri;
             let current = self.proposal_text(p);
             let (first, last) = (range.start.line as usize, range.end.line as usize);

@@ -281,7 +281,9 @@ impl Workspace {
                 id: "moonkale-proposal-hints".into(),
                 method: "textDocument/inlayHint".into(),
                 register_options: Some(json!({
-                    "documentSelector": [{"scheme": "file", "pattern": "**/.moonkale/proposals/**"}],
+                    // Proposals live in the service's runtime directory
+                    // (`…/moonkale/proposals/` or `/tmp/moonkale-<uid>/proposals/`).
+                    "documentSelector": [{"scheme": "file", "pattern": "**/moonkale*/proposals/**"}],
                 })),
             }],
         };

@@ -55,6 +55,7 @@ pub struct Links {
     /// are bound in it, never in whatever has its path now.
     root: Arc<Root>,
     limits: IdeLimits,
+    proposals: Arc<super::proposals::ProposalDir>,
     /// Links open now (each holds a socket, a listener and a task).
     open: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -71,7 +72,12 @@ impl std::fmt::Debug for Links {
 }
 
 impl Links {
-    pub fn new(hub: HubHandle, root: Root, limits: IdeLimits) -> Links {
+    pub fn new(
+        hub: HubHandle,
+        root: Root,
+        limits: IdeLimits,
+        proposals: Arc<super::proposals::ProposalDir>,
+    ) -> Links {
         let limits = IdeLimits {
             // As the claude-sandbox bridge: few handshakes at once.
             max_pre_auth: 4,
@@ -81,6 +87,7 @@ impl Links {
             hub,
             root: Arc::new(root),
             limits,
+            proposals,
             open: Arc::default(),
         }
     }
@@ -117,6 +124,7 @@ impl Links {
             hub: self.hub.clone(),
             root,
             limits: self.limits.clone(),
+            proposals: self.proposals.clone(),
             connected: watch::channel(0).0,
             baseline: None,
             one_session: Some(Arc::new(Semaphore::new(1))),
@@ -396,7 +404,7 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let (hub, _events) = HubHandle::detached(ws.path().to_path_buf());
         let root = Root::open(ws.path()).unwrap();
-        let links = Links::new(hub, root, IdeLimits::default());
+        let links = Links::new(hub, root, IdeLimits::default(), Arc::default());
         let mut open: Vec<Link> = (0..MAX_LINKS).map(|_| links.open().unwrap()).collect();
         let refused = links.open().unwrap_err().to_string();
         assert!(refused.contains("sandbox links are open"), "{refused}");
@@ -414,13 +422,21 @@ mod tests {
         let ws = top.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
         let (hub, _events) = HubHandle::detached(ws.clone());
-        let links = Links::new(hub, Root::open(&ws).unwrap(), IdeLimits::default());
+        let links = Links::new(
+            hub,
+            Root::open(&ws).unwrap(),
+            IdeLimits::default(),
+            Arc::default(),
+        );
         std::fs::rename(&ws, top.path().join("moved")).unwrap();
         std::fs::create_dir(&ws).unwrap();
         let refused = links.open().unwrap_err().to_string();
         assert!(refused.contains("moved or deleted"), "{refused}");
         assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
-        assert_eq!(std::fs::read_dir(top.path().join("moved")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(top.path().join("moved")).unwrap().count(),
+            0
+        );
     }
 
     /// A socket left by a killed service goes when the workspace is served

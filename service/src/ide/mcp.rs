@@ -77,43 +77,6 @@ fn read_capped(root: &paths::Root, path: &std::path::Path) -> Result<String, Str
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// Writes a proposal document: `<root>/.moonkale/proposals/<random>/<name>`
-/// beside a `.gitignore` of `*` (0600, created exclusively, never through a
-/// symlink). Returns the proposal's directory and file.
-fn write_proposal(
-    root: &paths::Root,
-    target: &std::path::Path,
-    contents: &str,
-) -> Result<(PathBuf, PathBuf), String> {
-    use std::io::Write;
-    let mut raw = [0u8; 6];
-    getrandom::fill(&mut raw).map_err(|e| format!("no randomness: {e}"))?;
-    let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    let state = root.path().join(".moonkale");
-    let dir = state.join("proposals").join(id);
-    let name = target.file_name().ok_or("the target has no file name")?;
-    // A proposed `.gitignore` goes one folder down, under our own one.
-    let file = if name == ".gitignore" {
-        dir.join("p").join(name)
-    } else {
-        dir.join(name)
-    };
-    let open = |path: &std::path::Path| {
-        root.open_beneath(path, paths::Open::CreateNew)
-            .map_err(|e| format!("cannot create {}: {e}", path.display()))
-    };
-    // Keep the proposal out of git whatever the repository ships: the
-    // deepest `.gitignore` decides, and this folder is new (its name is
-    // random), so nothing in it can be tracked or un-ignored from above.
-    open(&dir.join(".gitignore"))?
-        .write_all(b"*\n")
-        .map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
-    open(&file)?
-        .write_all(contents.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-    Ok((dir, file))
-}
-
 /// What to do with a `tools/call`.
 pub enum ToolCall {
     /// Answer now with this `CallToolResult`.
@@ -130,9 +93,14 @@ pub enum ToolCall {
 }
 
 /// Checks a `tools/call`'s params and confines the paths it names to the
-/// workspace `root` (one per IDE server). Refused paths become `isError`
+/// workspace `root` (one per IDE server); an `openDiff`'s proposal is
+/// written to `proposals`. Refused paths become `isError`
 /// results that quote only the path.
-pub fn prepare_call(params: &Value, root: &paths::Root) -> ToolCall {
+pub fn prepare_call(
+    params: &Value,
+    root: &paths::Root,
+    proposals: &super::proposals::ProposalDir,
+) -> ToolCall {
     use crate::lsp::message::code;
     let roots = std::slice::from_ref(root.path());
     let Some(name) = params.get("name").and_then(Value::as_str) else {
@@ -186,7 +154,7 @@ pub fn prepare_call(params: &Value, root: &paths::Root) -> ToolCall {
                 String::new() // a new file
             };
             let contents = string_arg("new_file_contents").unwrap_or_default();
-            let (dir, proposal) = match write_proposal(root, &new_path, contents) {
+            let (dir, proposal) = match proposals.write(&new_path, contents) {
                 Ok(written) => written,
                 Err(why) => return ToolCall::Answer(hub::error_result(why)),
             };

@@ -12,6 +12,7 @@ pub mod link;
 pub mod lockfile;
 pub mod mcp;
 pub mod paths;
+pub mod proposals;
 pub mod transcripts;
 mod ws;
 
@@ -27,6 +28,8 @@ use lockfile::{LockContents, LockFile};
 pub struct IdeConfig {
     /// Where lock files go (`lockfile::lock_dir()` by default).
     pub lock_dir: PathBuf,
+    /// Where proposal documents are written (outside every workspace).
+    pub proposals: Arc<proposals::ProposalDir>,
     pub limits: IdeLimits,
     /// The CLI's projects folder, whose transcripts are followed while a
     /// client is connected (`None`: the service has no HOME).
@@ -55,6 +58,7 @@ impl IdeConfig {
         }
         Ok(IdeConfig {
             lock_dir: lockfile::lock_dir()?,
+            proposals: Arc::new(proposals::ProposalDir::from_env()),
             limits,
             claude_projects: transcripts::projects_dir_from_env(),
             transcript_poll: ms("MOONKALE_TRANSCRIPT_POLL_MS")
@@ -139,6 +143,7 @@ pub async fn start(
     let root = paths::Root::open(hub.root())
         .context(|| format!("opening workspace {}", hub.root().display()))?;
     link::remove_stale(&root);
+    cfg.proposals.remove_stale();
     // A name already taken in the lock directory is not ours to replace:
     // take another port.
     let mut last_err = None;
@@ -190,6 +195,7 @@ pub async fn start(
             root.try_clone()
                 .context(|| format!("opening workspace {}", hub.root().display()))?,
             cfg.limits.clone(),
+            cfg.proposals.clone(),
         );
         let accept = tokio::spawn(ws::accept_loop(ws::Listener {
             listener,
@@ -198,6 +204,7 @@ pub async fn start(
             hub: hub.clone(),
             root,
             limits: cfg.limits.clone(),
+            proposals: cfg.proposals.clone(),
             connected,
             baseline,
         }));

@@ -70,6 +70,7 @@ pub(super) struct Listener {
     pub hub: HubHandle,
     pub root: super::paths::Root,
     pub limits: IdeLimits,
+    pub proposals: Arc<super::proposals::ProposalDir>,
     /// How many clients are connected (the transcript reader follows it).
     pub connected: watch::Sender<usize>,
     /// Bumped by the transcript reader each time it has noted where the
@@ -117,6 +118,7 @@ pub(super) async fn accept_loop(l: Listener) {
         hub: l.hub,
         root: l.root,
         limits: l.limits,
+        proposals: l.proposals,
         connected: l.connected,
         baseline: l.baseline,
         one_session: None,
@@ -208,6 +210,8 @@ pub(super) struct Shared {
     pub hub: HubHandle,
     pub root: super::paths::Root,
     pub limits: IdeLimits,
+    /// Where `openDiff` writes its proposal documents.
+    pub proposals: Arc<super::proposals::ProposalDir>,
     pub connected: watch::Sender<usize>,
     pub baseline: Option<watch::Receiver<u64>>,
     /// A sandbox link's single session: held by the upgraded client, so a
@@ -554,21 +558,22 @@ impl Reader<'_> {
     }
 
     async fn tool_call(&mut self, id: RequestId, params: &Value) -> bool {
-        let (tool, arguments, cleanup) = match mcp::prepare_call(params, &self.shared.root) {
-            ToolCall::Answer(result) => {
-                return self.send(message::response(&id, &Ok(result))).await;
-            }
-            ToolCall::Error(code, why) => {
-                return self
-                    .send(message::response(&id, &Err(ResponseError::new(code, why))))
-                    .await;
-            }
-            ToolCall::Hub {
-                tool,
-                arguments,
-                cleanup,
-            } => (tool, arguments, cleanup),
-        };
+        let (tool, arguments, cleanup) =
+            match mcp::prepare_call(params, &self.shared.root, &self.shared.proposals) {
+                ToolCall::Answer(result) => {
+                    return self.send(message::response(&id, &Ok(result))).await;
+                }
+                ToolCall::Error(code, why) => {
+                    return self
+                        .send(message::response(&id, &Err(ResponseError::new(code, why))))
+                        .await;
+                }
+                ToolCall::Hub {
+                    tool,
+                    arguments,
+                    cleanup,
+                } => (tool, arguments, cleanup),
+            };
         let (reply, answer) = crate::hub::Responder::new();
         let event = Event::IdeToolCall {
             client: self.client,

@@ -790,6 +790,7 @@ mod tests {
             hub.clone(),
             crate::ide::paths::Root::open(&root).unwrap(),
             crate::ide::IdeLimits::default(),
+            std::sync::Arc::default(),
         )));
         let host = spawn(hub, rx, config);
         let sockets = || {

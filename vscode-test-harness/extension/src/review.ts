@@ -80,8 +80,12 @@ interface ShowResult {
   files: FileChange[];
 }
 
+// Proposal documents live in the service's runtime directory:
+// `$XDG_RUNTIME_DIR/moonkale/proposals/…` or `/tmp/moonkale-<uid>/proposals/…`.
+const PROPOSALS = /\/moonkale[^/]*\/proposals\//;
+
 function isProposal(uri: vscode.Uri): boolean {
-  return uri.scheme === 'file' && uri.path.includes('/.moonkale/proposals/');
+  return uri.scheme === 'file' && PROPOSALS.test(uri.path);
 }
 
 function errorText(e: unknown): string {

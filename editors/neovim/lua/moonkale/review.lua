@@ -101,11 +101,13 @@ end
 
 -- Proposals -----------------------------------------------------------------
 
-local PROPOSALS_DIR = '/.moonkale/proposals/'
+-- Proposal documents live in the service's runtime directory:
+-- `$XDG_RUNTIME_DIR/moonkale/proposals/…` or `/tmp/moonkale-<uid>/proposals/…`.
+local PROPOSALS_DIR = '/moonkale[^/]*/proposals/'
 
 --- Is `uri` a proposal document the service wrote?
 function M.is_proposal(uri)
-  return uri:match('^file:') ~= nil and path_of(uri):find(PROPOSALS_DIR, 1, true) ~= nil
+  return uri:match('^file:') ~= nil and path_of(uri):find(PROPOSALS_DIR) ~= nil
 end
 
 -- Open proposal views by the proposal document's path: {tab, doc, original}.

@@ -37,10 +37,51 @@ pub fn lines(text: &str) -> Vec<&str> {
     lines
 }
 
-/// The hunks between two texts, by lines, with no context merged in.
+/// Lines (both sides together) of the changed middle of two texts (what
+/// is left once their common first and last lines are set aside) that are
+/// diffed line by line; a larger middle is one hunk. Myers' diff costs
+/// about (lines × differences): 800 000 random lines a side took 12 s, so
+/// what a transcript or a proposal can make the service diff is bounded
+/// here.
+pub const MAX_DIFF_LINES: usize = 50_000;
+/// Hunks one diff gives at most. Past that, hunks closer than
+/// [`MERGE_GAP`] lines are merged, and what is still over is one last hunk:
+/// a `replace_all` over a large file must not become 100 000 hunks, each a
+/// diagnostic in every editor.
+pub const MAX_HUNKS: usize = 256;
+/// Equal lines between two hunks that are merged when a diff has more
+/// than [`MAX_HUNKS`] hunks.
+pub const MERGE_GAP: usize = 3;
+
+/// The hunks between two texts, by lines, with no context merged in, at
+/// most [`MAX_HUNKS`] of them (see there) and with bounded work
+/// ([`MAX_DIFF_LINES`]). Reverting every hunk gives back `old` exactly,
+/// whatever was merged.
 pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
-    let diff = TextDiff::from_lines(old, new);
-    diff.grouped_ops(0)
+    let (old, new) = (lines(old), lines(new));
+    let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let suffix = old[prefix..]
+        .iter()
+        .rev()
+        .zip(new[prefix..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let (old_mid, new_mid) = (
+        &old[prefix..old.len() - suffix],
+        &new[prefix..new.len() - suffix],
+    );
+    if old_mid.is_empty() && new_mid.is_empty() {
+        return Vec::new();
+    }
+    if old_mid.len() + new_mid.len() > MAX_DIFF_LINES {
+        return vec![Hunk {
+            old: prefix..prefix + old_mid.len(),
+            new: prefix..prefix + new_mid.len(),
+        }];
+    }
+    let diff = TextDiff::from_slices(old_mid, new_mid);
+    let found = diff
+        .grouped_ops(0)
         .into_iter()
         .filter_map(|group| {
             let mut changes = group
@@ -49,11 +90,41 @@ pub fn hunks(old: &str, new: &str) -> Vec<Hunk> {
             let first = changes.next()?;
             let last = changes.next_back().unwrap_or(first);
             Some(Hunk {
-                old: first.old_range().start..last.old_range().end,
-                new: first.new_range().start..last.new_range().end,
+                old: prefix + first.old_range().start..prefix + last.old_range().end,
+                new: prefix + first.new_range().start..prefix + last.new_range().end,
             })
         })
-        .collect()
+        .collect();
+    at_most_max_hunks(found)
+}
+
+/// [`MAX_HUNKS`] hunks at most: neighbours closer than [`MERGE_GAP`] lines
+/// merged, then the rest as one. A merged hunk spans the equal lines
+/// between its parts, which are the same on both sides, so reverting it is
+/// still exact.
+fn at_most_max_hunks(found: Vec<Hunk>) -> Vec<Hunk> {
+    if found.len() <= MAX_HUNKS {
+        return found;
+    }
+    let mut merged: Vec<Hunk> = Vec::new();
+    for h in found {
+        match merged.last_mut() {
+            Some(last) if h.old.start - last.old.end <= MERGE_GAP => {
+                last.old.end = h.old.end;
+                last.new.end = h.new.end;
+            }
+            _ => merged.push(h),
+        }
+    }
+    if merged.len() > MAX_HUNKS {
+        let rest = merged.split_off(MAX_HUNKS - 1);
+        let (first, last) = (&rest[0], &rest[rest.len() - 1]);
+        merged.push(Hunk {
+            old: first.old.start..last.old.end,
+            new: first.new.start..last.new.end,
+        });
+    }
+    merged
 }
 
 #[cfg(test)]
@@ -99,6 +170,16 @@ mod tests {
         assert_eq!(hunks("a\rb\r", "a\rB\r")[0].old, 1..2);
     }
 
+    /// `new` with every hunk of [`hunks`] reverted.
+    fn revert_all(old: &str, new: &str) -> String {
+        let old_lines = lines(old);
+        let mut new_lines = lines(new);
+        for h in hunks(old, new).iter().rev() {
+            new_lines.splice(h.new.clone(), old_lines[h.old.clone()].iter().copied());
+        }
+        new_lines.concat()
+    }
+
     #[test]
     fn reverting_every_hunk_gives_back_the_original() {
         let old: String = (0..50).map(|i| format!("{i}\n")).collect();
@@ -106,11 +187,64 @@ mod tests {
             .replace("3\n", "three\n")
             .replace("40\n", "")
             .replace("49\n", "49\n50\n");
-        let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
-        let mut new_lines: Vec<&str> = new.split_inclusive('\n').collect();
-        for h in hunks(&old, &new).iter().rev() {
-            new_lines.splice(h.new.clone(), old_lines[h.old.clone()].iter().copied());
-        }
-        assert_eq!(new_lines.concat(), old);
+        assert_eq!(revert_all(&old, &new), old);
+    }
+
+    /// A `replace_all`-shaped edit of every other line of a large file:
+    /// not one hunk per line, and still exact.
+    #[test]
+    fn many_nearby_changes_are_merged_under_the_cap() {
+        let old: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        let new: String = (0..20_000)
+            .map(|i| match i % 2 {
+                0 => format!("LINE {i}\n"),
+                _ => format!("line {i}\n"),
+            })
+            .collect();
+        let found = hunks(&old, &new);
+        assert_eq!(found.len(), 1, "{:?}", &found[..found.len().min(3)]);
+        assert_eq!(revert_all(&old, &new), old);
+        // Far apart, more changes than the cap: the tail is one hunk.
+        let spaced: String = (0..20_000)
+            .map(|i| match i % 10 {
+                0 => format!("LINE {i}\n"),
+                _ => format!("line {i}\n"),
+            })
+            .collect();
+        let found = hunks(&old, &spaced);
+        assert_eq!(found.len(), MAX_HUNKS);
+        assert_eq!((found[0].old.clone(), found[1].old.clone()), (0..1, 10..11));
+        assert_eq!(found[MAX_HUNKS - 1].old, 10 * (MAX_HUNKS - 1)..19_991);
+        assert_eq!(revert_all(&old, &spaced), old);
+    }
+
+    /// Two unrelated texts past [`MAX_DIFF_LINES`]: one hunk between their
+    /// common first and last lines, found without diffing them.
+    #[test]
+    fn a_middle_too_large_to_diff_is_one_hunk() {
+        let mut x: u64 = 7;
+        let mut random = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            format!("{:x}\n", x % 100_000)
+        };
+        let middle = MAX_DIFF_LINES / 2 + 1;
+        let old: String = std::iter::once("same\n".to_owned())
+            .chain((0..middle).map(|_| random()))
+            .chain(std::iter::once("end\n".to_owned()))
+            .collect();
+        let new: String = std::iter::once("same\n".to_owned())
+            .chain((0..middle).map(|_| random()))
+            .chain(std::iter::once("end\n".to_owned()))
+            .collect();
+        assert_eq!(
+            hunks(&old, &new),
+            vec![Hunk {
+                old: 1..1 + middle,
+                new: 1..1 + middle
+            }]
+        );
+        assert_eq!(revert_all(&old, &new), old);
     }
 }

@@ -173,6 +173,23 @@ impl World {
         }
     }
 
+    /// The notifications `method` sent to editor `id` since the transcript
+    /// last started, their params in order; for checks of what a
+    /// transcript line would be too long to show.
+    pub fn notified(&self, id: u64, method: &str) -> Vec<Value> {
+        let head = format!("  ed{id} <- {method} ");
+        self.log
+            .lines()
+            .filter_map(|l| l.strip_prefix(&head))
+            .map(|params| serde_json::from_str(params).expect("params are JSON"))
+            .collect()
+    }
+
+    /// Forgets the transcript so far.
+    pub fn forget(&mut self) {
+        self.log.clear();
+    }
+
     /// Compares the transcript so far with `expected` and starts a new one.
     pub fn check(&mut self, expected: expect_test::Expect) {
         expected.assert_eq(&std::mem::take(&mut self.log));

@@ -266,6 +266,50 @@ fn hunk(
     }
 }
 
+/// One document's review diagnostics are capped: a change set with 150
+/// pending hunks in one file shows 99 of them and one more that says how
+/// many are left and where to see them.
+#[test]
+fn a_file_with_more_changes_than_the_cap_gets_a_summary() {
+    let mut w = World::new();
+    w.attach(1, Caps::PLAIN);
+    let lib: lsp_types::Url = TARGET.parse().unwrap();
+    let hunks: Vec<ChangeHunk> = (0..150u32)
+        .map(|i| hunk(i as usize, (2 * i, 2 * i + 1), (2 * i, 2 * i + 1), "a\n", "b\n"))
+        .collect();
+    w.forget();
+    w.changes_updated(Event::ChangesUpdated {
+        sets: Vec::new(),
+        pending: vec![PendingFile {
+            set: 7,
+            uri: lib,
+            hunks,
+        }],
+        announce: None,
+    });
+    let sent = w.notified(1, "textDocument/publishDiagnostics");
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let diagnostics = sent[0]["diagnostics"].as_array().unwrap();
+    assert_eq!(diagnostics.len(), 100);
+    assert!(
+        diagnostics[98]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Claude changed this (change 99 of 150, set 7)"),
+        "{}",
+        diagnostics[98]
+    );
+    let summary = &diagnostics[99];
+    assert_eq!(summary["range"]["start"]["line"], 198);
+    assert!(
+        summary["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("… and 51 more of Claude's changes in this file"),
+        "{summary}"
+    );
+}
+
 /// Set 4: a hosted session changed two places of lib.rs and created new.rs.
 fn set_four(announce: bool) -> Event {
     let lib: lsp_types::Url = TARGET.parse().unwrap();

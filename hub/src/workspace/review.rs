@@ -43,6 +43,14 @@ const QUOTED_LINES: usize = 12;
 /// Characters of one quoted line.
 const QUOTED_LINE_CHARS: usize = 200;
 
+/// Review diagnostics one document gets at most; the rest are summed up
+/// in one more that says how many there are and where to see them.
+pub const MAX_PER_DOCUMENT: usize = 100;
+/// Bytes of review diagnostic messages the hub computes for all documents
+/// together; documents past it get only their summary. Each editor's copy
+/// is bounded by it too.
+pub const MAX_REVIEW_BYTES: usize = 4 << 20;
+
 /// Per editor, per document: the review diagnostics last sent.
 pub(super) type Published = HashMap<EditorId, BTreeMap<Url, Vec<Diagnostic>>>;
 
@@ -185,6 +193,35 @@ fn on_changed_file(set: u64, uri: &Url, h: &ChangeHunk, total: usize) -> Diagnos
     )
 }
 
+/// The diagnostics of one document within the caps: at most
+/// [`MAX_PER_DOCUMENT`], or only the summary once `budget` (bytes of
+/// messages) is spent; the budget is charged for what is kept.
+fn bounded(mut list: Vec<Diagnostic>, budget: &mut usize) -> Vec<Diagnostic> {
+    let bytes = |l: &[Diagnostic]| l.iter().map(|d| d.message.len()).sum::<usize>();
+    let keep = if bytes(&list) > *budget {
+        0
+    } else if list.len() > MAX_PER_DOCUMENT {
+        MAX_PER_DOCUMENT - 1
+    } else {
+        *budget -= bytes(&list);
+        return list;
+    };
+    let rest = list.split_off(keep);
+    *budget = budget.saturating_sub(bytes(&list));
+    let first = &rest[0];
+    let message = format!(
+        "… and {} more of Claude's changes in this file, not shown one by one \
+         (see them in the proposal's diff or with `moonkale-service changes show`).",
+        rest.len()
+    );
+    list.push(Diagnostic {
+        range: first.range,
+        message,
+        ..first.clone()
+    });
+    list
+}
+
 impl Workspace {
     /// Computes every editor's review diagnostics and sends what changed.
     pub(super) fn refresh_review_diagnostics(&mut self) {
@@ -216,6 +253,16 @@ impl Workspace {
                     .push(on_changed_file(file.set, &file.uri, h, total));
             }
         }
+        // Bounded before they are cloned for each editor.
+        let mut budget = MAX_REVIEW_BYTES;
+        let per_file: BTreeMap<Url, Vec<Diagnostic>> = per_file
+            .into_iter()
+            .map(|(uri, list)| (uri, bounded(list, &mut budget)))
+            .collect();
+        let on_targets: BTreeMap<Url, Vec<Diagnostic>> = on_targets
+            .into_iter()
+            .map(|(uri, list)| (uri, bounded(list, &mut budget)))
+            .collect();
         let editors: Vec<(EditorId, bool)> = self
             .editors
             .iter()
@@ -226,9 +273,13 @@ impl Workspace {
             let mut want = per_file.clone();
             if !shows_documents {
                 for (uri, list) in &on_targets {
-                    want.entry(uri.clone())
-                        .or_default()
-                        .extend(list.iter().cloned());
+                    let on_file = want.entry(uri.clone()).or_default();
+                    on_file.extend(list.iter().cloned());
+                    // A file with a proposal and a change set: still capped.
+                    if on_file.len() > MAX_PER_DOCUMENT {
+                        let mut no_budget = usize::MAX;
+                        *on_file = bounded(std::mem::take(on_file), &mut no_budget);
+                    }
                 }
             }
             let before = self.review_published.remove(&editor).unwrap_or_default();

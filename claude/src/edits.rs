@@ -8,7 +8,11 @@
 //! ` `, `-`, `+`, and `\` for "no newline at end of file"); the text after
 //! is the patch applied to the original. Write records the new `content`.
 //! A patch whose context does not match its original is refused, never
-//! half-applied: a record is the CLI's word, not ours to repair.
+//! half-applied: a record is the CLI's word, not ours to repair. For a
+//! large file the CLI leaves the patch out (`contentNotInModelContext`):
+//! then the edit the record names (old and new string, replace all) is
+//! made on `originalFile`, as the CLI made it; without `originalFile` (the
+//! transcript's copy) the record is refused.
 
 use std::path::PathBuf;
 
@@ -44,13 +48,69 @@ pub fn edit_from_tool_result(result: &Value) -> Option<Result<FileEdit>> {
         Ok(content.to_owned())
     } else {
         let hunks = result.get("structuredPatch")?.as_array()?;
-        apply_structured_patch(original.unwrap_or_default(), hunks)
+        match (original, edit_strings(result)) {
+            // A large file's record carries no patch
+            // (`contentNotInModelContext`): the edit it names says what
+            // changed.
+            (Some(original), Some(edits)) if hunks.is_empty() => apply_edits(original, &edits),
+            // Nor, in a transcript, the file: nothing to go by.
+            (None, Some(_)) if hunks.is_empty() => Err(bad(
+                "the record leaves out both the file and the patch (a large file)",
+            )),
+            _ => apply_structured_patch(original.unwrap_or_default(), hunks),
+        }
     };
     Some(after.map(|after| FileEdit {
         path: PathBuf::from(path),
         before: original.map(str::to_owned),
         after,
     }))
+}
+
+/// One replacement an Edit or MultiEdit record names.
+struct Replace<'a> {
+    old: &'a str,
+    new: &'a str,
+    all: bool,
+}
+
+/// The replacements an Edit (`oldString`, `newString`, `replaceAll`) or a
+/// MultiEdit (`edits`: `old_string`, `new_string`, `replace_all`) record
+/// names; `None` if it names none.
+fn edit_strings(result: &Value) -> Option<Vec<Replace<'_>>> {
+    fn one<'a>(v: &'a Value, old: &str, new: &str, all: &str) -> Option<Replace<'a>> {
+        Some(Replace {
+            old: v.get(old)?.as_str()?,
+            new: v.get(new)?.as_str()?,
+            all: v.get(all).and_then(Value::as_bool).unwrap_or(false),
+        })
+    }
+    if let Some(edit) = one(result, "oldString", "newString", "replaceAll") {
+        return Some(vec![edit]);
+    }
+    result
+        .get("edits")?
+        .as_array()?
+        .iter()
+        .map(|e| one(e, "old_string", "new_string", "replace_all"))
+        .collect()
+}
+
+/// `original` with `edits` made in order, as the CLI makes them; an edit
+/// whose text is not there is refused.
+fn apply_edits(original: &str, edits: &[Replace<'_>]) -> Result<String> {
+    let mut text = original.to_owned();
+    for e in edits {
+        if e.old.is_empty() || !text.contains(e.old) {
+            return Err(bad("an edit's old text is not in the file"));
+        }
+        text = if e.all {
+            text.replace(e.old, e.new)
+        } else {
+            text.replacen(e.old, e.new, 1)
+        };
+    }
+    Ok(text)
 }
 
 fn bad(why: impl Into<String>) -> Error {
@@ -382,6 +442,16 @@ mod tests {
         let update = json!({"type":"update","filePath":"/w/a","content":"new\n","structuredPatch":[],
             "originalFile":"old\n"});
         let read = json!({"type":"text","file":{"filePath":"/w/a","content":"x"}});
+        // A large file: no patch, the file only on stdout (not in the
+        // transcript).
+        let large = json!({"filePath":"/w/big","oldString":"old_","newString":"new_","replaceAll":true,
+            "originalFile":"old_a\nold_b\nkeep\n","structuredPatch":[],"contentNotInModelContext":true});
+        let large_in_transcript = json!({"filePath":"/w/big","oldString":"old_","newString":"new_",
+            "replaceAll":true,"originalFile":null,"structuredPatch":[],"contentNotInModelContext":true});
+        let multi = json!({"filePath":"/w/m","originalFile":"a b a\n","structuredPatch":[],
+            "edits":[{"old_string":"a","new_string":"A","replace_all":false},{"old_string":"b","new_string":"B"}]});
+        let missing = json!({"filePath":"/w/m","originalFile":"abc\n","structuredPatch":[],
+            "oldString":"zzz","newString":"y"});
         let got: Vec<String> = [
             edit,
             write,
@@ -389,6 +459,10 @@ mod tests {
             read,
             json!("denied"),
             json!({"filePath": "/w/a", "type": "create"}),
+            large,
+            large_in_transcript,
+            multi,
+            missing,
         ]
         .iter()
         .map(|r| {
@@ -404,7 +478,11 @@ mod tests {
             Some(Ok(FileEdit { path: "/w/a", before: Some("old\n"), after: "new\n" }))
             None
             None
-            Some(Err("Claude's edit record does not add up: a Write result without content"))"#]]
+            Some(Err("Claude's edit record does not add up: a Write result without content"))
+            Some(Ok(FileEdit { path: "/w/big", before: Some("old_a\nold_b\nkeep\n"), after: "new_a\nnew_b\nkeep\n" }))
+            Some(Err("Claude's edit record does not add up: the record leaves out both the file and the patch (a large file)"))
+            Some(Ok(FileEdit { path: "/w/m", before: Some("a b a\n"), after: "A B a\n" }))
+            Some(Err("Claude's edit record does not add up: an edit's old text is not in the file"))"#]]
         .assert_eq(&got.join("\n"));
     }
 

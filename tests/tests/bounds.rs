@@ -152,3 +152,90 @@ async fn diagnostics_over_the_byte_cap_are_refused_and_memory_stays_bounded() {
     ed.did_open(&uri, 1, "works").await;
     assert_eq!(ed.document(&uri).await["text"], "works");
 }
+
+/// Defect (issue 25): one `replace_all` Edit of a 3.3 MiB file with
+/// 120 000 changed lines became a change set of 120 000 hunks and a
+/// `publishDiagnostics` of 120 000 hints per editor: the service went from
+/// 9 MiB to 1.3 GiB. The hosted agent (the real CLI, `acceptEdits`) makes
+/// that edit; the set has at most 256 hunks, each of two editors gets at
+/// most 100 diagnostics for the file (the last one saying how many more
+/// there are), and the service's peak memory stays small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replace_all_over_a_large_file_stays_small() {
+    use moonkale_tests::fakeapi::{Reply, Script};
+    const LINES: usize = 120_000;
+    let big: String = (0..LINES)
+        .map(|i| format!("let value_{i:06} = old_name_{i:06};\n"))
+        .collect();
+    assert!(big.len() > 3 << 20);
+    let mut w = moonkale_tests::world::World::builder()
+        .agent()
+        .file("big.txt", big.clone())
+        .start()
+        .await;
+    let mut other = w
+        .client("second-editor", moonkale_tests::lsp::plain_caps())
+        .await;
+    let path = w.path("big.txt").display().to_string();
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "rename everything",
+                // The CLI edits only files read in the session; a part is enough.
+                Reply::tool_use("Read", json!({"file_path": path, "offset": 1, "limit": 5})),
+            )
+            .after_tool(
+                "Read",
+                Reply::tool_use(
+                    "Edit",
+                    json!({"file_path": path, "old_string": "old_name", "new_string": "new_name", "replace_all": true}),
+                ),
+            )
+            .after_tool("Edit", Reply::text("RENAMED")),
+    );
+    w.ed.run_first_turn(
+        "rename everything",
+        json!({"permissionMode": "acceptEdits"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(w.path("big.txt")).unwrap(),
+        big.replace("old_name", "new_name"),
+        "the CLI did not make the edit"
+    );
+    let root = w.sb.workspace.clone();
+    let (set, _) = moonkale_tests::review::finished_set(&mut w.ed, &root).await;
+    let shown =
+        w.ed.call("moonkale/changes/show", json!({"set": set}))
+            .await;
+    let hunks = shown["files"][0]["hunks"].as_array().unwrap().len();
+    assert!((1..=256).contains(&hunks), "{hunks} hunks");
+    let uri = w.sb.uri("big.txt");
+    for ed in [&mut w.ed, &mut other] {
+        ed.did_open(&uri, 1, &big.replace("old_name", "new_name"))
+            .await;
+        let hints = ed
+            .take("the change hints on big.txt", moonkale_tests::STEP, |m| {
+                m["method"] == "textDocument/publishDiagnostics"
+                    && m["params"]["uri"] == uri.as_str()
+                    && m["params"]["diagnostics"]
+                        .as_array()
+                        .is_some_and(|d| !d.is_empty())
+            })
+            .await;
+        let count = hints["params"]["diagnostics"].as_array().unwrap().len();
+        assert!(count <= 100, "{count} diagnostics");
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", w.svc().pid())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    eprintln!("the service peaked at {} MiB", peak_kib / 1024);
+    assert!(
+        peak_kib < 200 * 1024,
+        "the service peaked at {} MiB",
+        peak_kib / 1024
+    );
+}

@@ -275,7 +275,15 @@ fn a_file_with_more_changes_than_the_cap_gets_a_summary() {
     w.attach(1, Caps::PLAIN);
     let lib: lsp_types::Url = TARGET.parse().unwrap();
     let hunks: Vec<ChangeHunk> = (0..150u32)
-        .map(|i| hunk(i as usize, (2 * i, 2 * i + 1), (2 * i, 2 * i + 1), "a\n", "b\n"))
+        .map(|i| {
+            hunk(
+                i as usize,
+                (2 * i, 2 * i + 1),
+                (2 * i, 2 * i + 1),
+                "a\n",
+                "b\n",
+            )
+        })
         .collect();
     w.forget();
     w.changes_updated(Event::ChangesUpdated {

@@ -373,11 +373,29 @@ pub struct Hosts {
     pub changes: Option<ChangesPort>,
 }
 
+/// What a hub is started with besides its hosts.
+#[derive(Clone, Copy, Debug)]
+pub struct HubConfig {
+    /// Claude Code hears of selection changes at most once per this
+    /// interval ([`core::pacing`]; zero: every change).
+    pub selection_interval: std::time::Duration,
+    /// Bytes the workspace may hold for its editors and Claude Code
+    /// (buffers with their bookkeeping, diagnostics, proposals).
+    pub max_bytes: usize,
+}
+
+impl Default for HubConfig {
+    fn default() -> HubConfig {
+        HubConfig {
+            selection_interval: SELECTION_INTERVAL,
+            max_bytes: MAX_TOTAL_BYTES,
+        }
+    }
+}
+
 /// Starts the hub task for the workspace at `root` (an absolute, canonical
-/// path) and returns the handle adapters use to reach it. Claude Code hears
-/// of selection changes at most once per `selection_interval`
-/// ([`core::pacing`]; zero: every change).
-pub fn spawn(root: PathBuf, hosts: Hosts, selection_interval: std::time::Duration) -> HubHandle {
+/// path) and returns the handle adapters use to reach it.
+pub fn spawn(root: PathBuf, hosts: Hosts, config: HubConfig) -> HubHandle {
     let (tx, mut rx) = mpsc::channel::<Event>(EVENT_QUEUE);
     let (selection_tx, selection) = watch::channel(None);
     let handle = HubHandle {
@@ -387,7 +405,8 @@ pub fn spawn(root: PathBuf, hosts: Hosts, selection_interval: std::time::Duratio
     };
     tokio::spawn(async move {
         let limits = workspace::Limits {
-            selection_interval,
+            selection_interval: config.selection_interval,
+            total_bytes: config.max_bytes,
             ..workspace::Limits::default()
         };
         let mut ws = workspace::Workspace::new(root, limits, selection_tx);

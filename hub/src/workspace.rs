@@ -24,7 +24,7 @@ use tokio::time::Instant;
 mod agent;
 mod changes;
 mod diagnostics;
-mod documents;
+pub(crate) mod documents;
 mod ide;
 mod outbox;
 mod proposals;

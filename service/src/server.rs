@@ -63,6 +63,15 @@ fn selection_interval() -> std::time::Duration {
         .map_or(hub::SELECTION_INTERVAL, std::time::Duration::from_millis)
 }
 
+/// `MOONKALE_MAX_WORKSPACE_BYTES`: what the workspace may hold for its
+/// editors (a test knob; 512 MiB by default).
+fn max_workspace_bytes() -> usize {
+    std::env::var("MOONKALE_MAX_WORKSPACE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(hub::MAX_TOTAL_BYTES)
+}
+
 enum Terminals {
     /// Requests wait in the channel until the IDE port is known.
     Waiting(mpsc::Receiver<TerminalHostCommand>),
@@ -82,7 +91,10 @@ impl Workspace {
                 terminals: Some(terminal_tx.clone()),
                 changes: Some(changes_tx.clone()),
             },
-            selection_interval(),
+            hub::HubConfig {
+                selection_interval: selection_interval(),
+                max_bytes: max_workspace_bytes(),
+            },
         );
         let sources = ChangeSources {
             changes: Some(changes_tx.clone()),

@@ -239,3 +239,94 @@ async fn one_replace_all_over_a_large_file_stays_small() {
         peak_kib / 1024
     );
 }
+
+/// Memory (issue 25): every byte one editor makes the service hold is
+/// counted. With a 16 MiB workspace cap, one editor opens 20 000 empty
+/// documents under long names (their text counts nothing; their names and
+/// bookkeeping do), parks 3 000 `waitForVersion` calls, publishes small
+/// diagnostics for 3 000 documents and moves its selection over 500 long
+/// names: the refusals name the cap, and the service grows by at most the
+/// cap and 10 %.
+#[tokio::test]
+async fn one_editor_cannot_make_the_service_hold_more_than_the_cap() {
+    const CAP: usize = 16 << 20;
+    let sb = Sandbox::new();
+    let cap = CAP.to_string();
+    let svc = sb
+        .start_service_with_env(&[], &[("MOONKALE_MAX_WORKSPACE_BYTES", &cap)])
+        .await;
+    let mut ed = svc.connect().await;
+    ed.initialize("hoarder", &["utf-16"], Value::Null).await;
+    ed.barrier().await;
+    let before = rss_kib(svc.pid());
+    let long = "n".repeat(300);
+    for i in 0..20_000 {
+        ed.did_open(&sb.uri(&format!("{long}/{i}.txt")), 1, "")
+            .await;
+    }
+    for i in 0..3_000 {
+        let uri = sb.uri(&format!("{long}/wait-{i}.txt"));
+        ed.send(
+            json!({"jsonrpc": "2.0", "id": 100_000 + i, "method": "moonkale/waitForVersion",
+                       "params": {"uri": uri, "version": 7}}),
+        )
+        .await;
+    }
+    for i in 0..3_000 {
+        let uri = sb.uri(&format!("{long}/diag-{i}.txt"));
+        publish(&mut ed, &uri, &diagnostics(1, "small")).await;
+    }
+    for i in 0..500 {
+        let uri = sb.uri(&format!("{long}/sel-{i}.txt"));
+        ed.notify(
+            "moonkale/selectionChanged",
+            json!({"textDocument": {"uri": uri}, "cursor": {"line": 0, "character": 0}}),
+        )
+        .await;
+    }
+    ed.barrier().await;
+    let after = rss_kib(svc.pid());
+    let refusals: Vec<String> = ed
+        .notifications
+        .iter()
+        .filter(|m| m["method"] == "window/logMessage")
+        .map(|m| m["params"]["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        refusals
+            .iter()
+            .any(|r| r.contains("didOpen") && r.contains("cap of 16 MiB")),
+        "{:?}",
+        &refusals[..refusals.len().min(3)]
+    );
+    let status = sb.status().await;
+    assert!(
+        status["totalBytes"].as_u64().unwrap() as usize <= CAP,
+        "{}",
+        status["totalBytes"]
+    );
+    let grown = after.saturating_sub(before) as usize * 1024;
+    eprintln!(
+        "the service grew by {} KiB for a {} KiB cap",
+        grown >> 10,
+        CAP >> 10
+    );
+    assert!(
+        grown <= CAP + CAP / 10,
+        "the service grew by {} KiB for a {} KiB cap",
+        grown >> 10,
+        CAP >> 10
+    );
+    // Closing documents makes room again: the editor goes on working.
+    for i in 0..100 {
+        let uri = sb.uri(&format!("{long}/{i}.txt"));
+        ed.notify(
+            "textDocument/didClose",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    }
+    let uri = sb.uri("still.txt");
+    ed.did_open(&uri, 1, "works").await;
+    assert_eq!(ed.document(&uri).await["text"], "works");
+}

@@ -368,7 +368,7 @@ fn trust() {
               selection file:///w/a.rs 0:0 -> 0:0 (from codeAction)
               v1     file:///w/a.rs
           diagnostics for 0 (document, source) pair(s)
-          20 bytes held
+          6164 bytes held
         > #3 ed3 workspace/executeCommand {"arguments":[{"trusted":true}],"command":"moonkale.trustWorkspace"}
           agent <- Request ed3 moonkale/agent/trust {"trusted":true}
           #3 waits

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::harness::{Caps, Ports, World};
 use crate::workspace::Limits;
+use crate::workspace::documents::DOCUMENT_OVERHEAD;
 
 const A: &str = "file:///w/a.rs";
 
@@ -51,7 +52,7 @@ fn open_change_save_close() {
               selection file:///w/a.rs 0:21 -> 0:21 (from edit)
               v2     file:///w/a.rs
           diagnostics for 0 (document, source) pair(s)
-          41 bytes held
+          6185 bytes held
         > ed1 textDocument/didClose {"textDocument":{"uri":"file:///w/a.rs"}}
         > #3 ed1 moonkale/document {"uri":"file:///w/a.rs"}
           #3 <- Err -32803 file:///w/a.rs is not open in any editor
@@ -148,8 +149,9 @@ fn violations_are_told_to_the_editor_and_change_nothing() {
 /// URI and language id); refused opens are reported and change nothing.
 #[test]
 fn hostile_27_store_caps() {
+    // Room for two documents' bookkeeping and 40 bytes of names and text.
     let limits = Limits {
-        total_bytes: 40,
+        total_bytes: 2 * DOCUMENT_OVERHEAD + 40,
         documents_per_editor: 2,
         diagnostics_bytes: 32,
         ..Limits::default()
@@ -169,9 +171,9 @@ fn hostile_27_store_caps() {
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"1","uri":"file:///w/c","version":1}}
           ed1 <- window/logMessage {"message":"moonkale: didOpen of file:///w/c refused: over 2 open documents","type":2}
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"1234567890","uri":"file:///w/a","version":1}}
-          ed1 <- window/logMessage {"message":"moonkale: didOpen of file:///w/a refused: the workspace would hold over 40 bytes","type":2}
+          ed1 <- window/logMessage {"message":"moonkale: didOpen of file:///w/a refused: the workspace would hold more than its cap of 12328 bytes","type":2}
         > ed1 textDocument/didChange {"contentChanges":[{"text":"1234567890"}],"textDocument":{"uri":"file:///w/b","version":2}}
-          ed1 <- window/logMessage {"message":"moonkale: didChange for file:///w/b refused: document would hold 45 bytes, over the 40-byte cap","type":2}
+          ed1 <- window/logMessage {"message":"moonkale: didChange for file:///w/b refused: document would hold 12333 bytes, over the 12328-byte cap","type":2}
         > status
           workspace /w (pid 0)
           1 editor(s) attached
@@ -179,7 +181,7 @@ fn hostile_27_store_caps() {
               v1     file:///w/a
               v2     file:///w/b modified OUT OF SYNC
           diagnostics for 0 (document, source) pair(s)
-          45 bytes held
+          12333 bytes held
     "#]]);
 }
 
@@ -189,7 +191,7 @@ fn hostile_27_store_caps() {
 #[test]
 fn diagnostics_count_toward_the_caps() {
     let limits = Limits {
-        total_bytes: 6000,
+        total_bytes: DOCUMENT_OVERHEAD + 6000,
         documents_per_editor: 10,
         diagnostics_bytes: 3000,
         ..Limits::default()
@@ -210,23 +212,24 @@ fn diagnostics_count_toward_the_caps() {
             },
         );
     };
-    assert_eq!(held(&w), 11 + 4 + 1);
+    let doc = 11 + 4 + 1 + DOCUMENT_OVERHEAD;
+    assert_eq!(held(&w), doc);
     publish(&mut w, "s1", 1);
-    let one = held(&w) - 16;
+    let one = held(&w) - doc;
     assert!(
         one > std::mem::size_of::<lsp_types::Diagnostic>() + 500 + 11,
         "{one}"
     );
     publish(&mut w, "s1", 2);
-    let two = held(&w) - 16;
+    let two = held(&w) - doc;
     assert!(
         two > one && two < 2 * one,
         "replaced, not added: {one} {two}"
     );
     publish(&mut w, "s2", 4);
-    assert_eq!(held(&w), 16 + two, "over the diagnostics cap: refused");
+    assert_eq!(held(&w), doc + two, "over the diagnostics cap: refused");
     publish(&mut w, "s1", 0);
-    assert_eq!(held(&w), 16);
+    assert_eq!(held(&w), doc);
     publish(&mut w, "s1", 1);
     w.detach(1);
     assert_eq!(held(&w), 0);
@@ -284,7 +287,7 @@ fn the_latest_editor_answers() {
             #2 ed2 via unix, utf-32  [active]
               v7     file:///w/a.rs
           diagnostics for 0 (document, source) pair(s)
-          21 bytes held
+          6165 bytes held
     "#]]);
 }
 
@@ -359,6 +362,40 @@ fn requests_before_attach_and_from_observers() {
             #1 ed1 via unix, utf-32  [active]
               v1     file:///w/a.rs
           diagnostics for 0 (document, source) pair(s)
-          22 bytes held
+          6166 bytes held
     "#]]);
+}
+
+/// Memory (issue 25): an empty document still costs its bookkeeping, so a
+/// flood of empty documents reaches the workspace's cap, and the refusal
+/// names it; closing them gives the bytes back.
+#[test]
+fn empty_documents_count_toward_the_cap() {
+    let limits = Limits {
+        total_bytes: 64 << 10,
+        ..Limits::default()
+    };
+    let mut w = World::build(Ports::None, limits);
+    w.attach(1, Caps::PLAIN);
+    let held = |w: &World| w.ws.status().total_bytes;
+    let mut opened = 0;
+    while held(&w) + DOCUMENT_OVERHEAD + 32 <= 64 << 10 {
+        w.did_open(1, &format!("file:///w/{opened:04}"), 1, "");
+        opened += 1;
+    }
+    assert_eq!(opened, 10);
+    w.forget();
+    w.did_open(1, "file:///w/one-too-many", 1, "");
+    w.check(expect![[r#"
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"","uri":"file:///w/one-too-many","version":1}}
+          ed1 <- window/logMessage {"message":"moonkale: didOpen of file:///w/one-too-many refused: the workspace would hold more than its cap of 64 KiB","type":2}
+    "#]]);
+    for i in 0..opened {
+        w.notify(
+            1,
+            "textDocument/didClose",
+            json!({"textDocument": {"uri": format!("file:///w/{i:04}")}}),
+        );
+    }
+    assert_eq!(held(&w), 0);
 }

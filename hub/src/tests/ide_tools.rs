@@ -213,7 +213,7 @@ fn workspace_documents_and_dirtiness() {
               v1     file:///w/src/a.rs
             #2 ed2 via unix, utf-16
           diagnostics for 0 (document, source) pair(s)
-          84 bytes held
+          12372 bytes held
           claude client 9 pid Some(4242)
     "#]]);
 }
@@ -432,7 +432,7 @@ fn diagnostics_forwarded_listed_and_pulled() {
           diagnostics for 2 (document, source) pair(s)
             file:///w/src/a.rs [clippy]: 1 error(s), 0 warning(s), 0 info, 1 hint(s)
             file:///w/src/a.rs [rust-analyzer]: 1 error(s), 1 warning(s), 0 info, 0 hint(s)
-          1794 bytes held
+          14082 bytes held
           claude client 9 pid Some(4242)
         > ed1 detaches
           terminals <- Detach ed1

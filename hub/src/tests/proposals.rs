@@ -79,7 +79,7 @@ fn reviewed_hunk_by_hunk_then_accepted_with_a_code_action() {
               selection file:///w/src/lib.rs 4:0 -> 4:0 (from edit)
               v2     file:///w/src/lib.rs modified
           diagnostics for 0 (document, source) pair(s)
-          93 bytes held
+          18712 bytes held
           claude client 9 pid None
           proposal "✻ [Claude Code] lib.rs": file:///w/src/lib.rs in file:///w/.moonkale/proposals/1/lib.rs
         > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\n2\nthree\nfour\nfive\n","uri":"file:///w/.moonkale/proposals/1/lib.rs","version":1}}

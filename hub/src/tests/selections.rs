@@ -99,7 +99,7 @@ fn each_source_sets_the_selection() {
               selection file:///w/a.rs 1:2 -> 1:2 (from edit)
               v2     file:///w/a.rs modified
           diagnostics for 0 (document, source) pair(s)
-          46 bytes held
+          6190 bytes held
           claude client 9 pid None
     "#]]);
 }
@@ -212,7 +212,7 @@ fn the_active_editor_is_the_one_used_last() {
               v1     file:///w/a.rs
               v1     file:///w/b.rs
           diagnostics for 0 (document, source) pair(s)
-          50 bytes held
+          12338 bytes held
           claude client 9 pid None
     "#]]);
 }
@@ -432,11 +432,7 @@ async fn the_hub_loop_paces_the_selection_in_real_time() {
     use std::time::Duration;
     use tokio::time::Instant;
 
-    let hub = crate::spawn(
-        "/w".into(),
-        crate::Hosts::default(),
-        crate::SELECTION_INTERVAL,
-    );
+    let hub = crate::spawn("/w".into(), crate::Hosts::default(), Default::default());
     let (outbox, _editor_rx) = tokio::sync::mpsc::channel(256);
     let info = EditorInfo {
         client_name: "ed1".into(),

@@ -3,9 +3,12 @@
 //! `moonkale/document` and `moonkale/waitForVersion`.
 //!
 //! **Invariant:** `Workspace::total_bytes` is the sum of [`held_bytes`]
-//! over every editor's open documents; an open that would take the
-//! workspace over its cap is refused and changes nothing (a change the
-//! editor already made is kept but marks our copy out of sync).
+//! over every editor's open documents and of every pending proposal's
+//! bytes; an open that would take the workspace over its cap is refused
+//! and changes nothing (a change the editor already made is kept but marks
+//! our copy out of sync). A document's bookkeeping counts too
+//! ([`DOCUMENT_OVERHEAD`]), so a flood of empty documents reaches the cap
+//! as surely as one large one.
 //!
 //! **Invariant:** a parked `waitForVersion` is answered as soon as the
 //! latest buffer of its document reaches the version, and dropped once its
@@ -32,10 +35,32 @@ pub(super) struct VersionWaiter {
     pub(super) reply: Responder,
 }
 
-/// What one open document holds against the caps: its text, URI and
-/// language id.
+/// What an open document costs beyond its text, URI and language id: the
+/// rope's nodes, the map entry, the parsed URI (1.3 KiB measured for an
+/// empty one alone, 4 to 4.6 KiB each in a running service, with the
+/// allocator's share), with room to spare: the caps are a promise about
+/// the process's memory.
+pub const DOCUMENT_OVERHEAD: usize = 6 << 10;
+/// `waitForVersion` calls that may be parked at once; more are refused.
+pub const MAX_PARKED_WAITS: usize = 1024;
+
+/// What one open document holds against the caps: its text, URI, language
+/// id and bookkeeping.
 pub(super) fn held_bytes(uri: &Url, doc: &Document) -> usize {
-    uri.as_str().len() + doc.language_id().len() + doc.len_bytes()
+    opened_bytes(uri, doc.language_id(), doc.len_bytes())
+}
+
+fn opened_bytes(uri: &Url, language_id: &str, text: usize) -> usize {
+    uri.as_str().len() + language_id.len() + text + DOCUMENT_OVERHEAD
+}
+
+/// "512 MiB", "64 KiB", "1000 bytes": a cap as a person reads it.
+pub(super) fn size_named(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
 }
 
 fn accepted_scheme(uri: &Url) -> bool {
@@ -64,9 +89,12 @@ impl Workspace {
             self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
             return None;
         }
-        let adds = item.uri.as_str().len() + item.language_id.len() + item.text.len();
+        let adds = opened_bytes(&item.uri, &item.language_id, item.text.len());
         if self.held() - replaced + adds > limits.total_bytes {
-            let why = format!("the workspace would hold over {} bytes", limits.total_bytes);
+            let why = format!(
+                "the workspace would hold more than its cap of {}",
+                size_named(limits.total_bytes)
+            );
             self.violation(editor, format!("didOpen of {} refused: {why}", item.uri));
             return None;
         }
@@ -211,6 +239,13 @@ impl Workspace {
             .filter(|(_, o)| o.doc.version() >= p.version)
         {
             return reply.send(Ok(json!({"version": open.doc.version()})));
+        }
+        self.version_waiters.retain(|w| !w.reply.is_closed());
+        if self.version_waiters.len() >= MAX_PARKED_WAITS {
+            return reply.send(Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                format!("{MAX_PARKED_WAITS} waitForVersion calls already wait; try again later"),
+            )));
         }
         self.version_waiters.push(VersionWaiter {
             uri: p.uri,

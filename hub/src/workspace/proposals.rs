@@ -77,6 +77,18 @@ pub(super) struct Proposal {
 }
 
 impl Proposal {
+    /// What it holds against the workspace's cap: both texts, its names,
+    /// its hunks and bookkeeping.
+    fn held_bytes(&self) -> usize {
+        self.target.as_str().len()
+            + self.document.as_str().len()
+            + self.tab_name.len()
+            + self.old_text.len()
+            + self.proposed_text.len()
+            + self.hunks.len() * std::mem::size_of::<Hunk>()
+            + super::documents::DOCUMENT_OVERHEAD
+    }
+
     fn lines(text: &str, range: std::ops::Range<usize>) -> String {
         text.split_inclusive('\n')
             .skip(range.start)
@@ -141,6 +153,19 @@ impl Workspace {
                 "openDiff paths must be absolute",
             )));
         };
+        let held = target.as_str().len()
+            + document.as_str().len()
+            + tab_name.len()
+            + old_text.len()
+            + proposed_text.len()
+            + super::documents::DOCUMENT_OVERHEAD;
+        if self.held() + held > self.limits.total_bytes {
+            let why = format!(
+                "the workspace cannot hold this proposal: it would hold more than its cap of {}",
+                super::documents::size_named(self.limits.total_bytes)
+            );
+            return reply.send(Ok(tool_result(CallToolResult::error(why))));
+        }
         self.clock += 1;
         let id = self.clock;
         let name = super::file_name(&target);
@@ -177,7 +202,7 @@ impl Workspace {
             }
         }
         tracing::info!(proposal = id, %tab_name, "Claude Code proposed an edit");
-        self.proposals.push(Proposal {
+        let proposal = Proposal {
             id,
             tab_name,
             client,
@@ -190,7 +215,9 @@ impl Workspace {
             hunks_of: None,
             kept: Vec::new(),
             revert_sent: false,
-        });
+        };
+        self.total_bytes += proposal.held_bytes();
+        self.proposals.push(proposal);
         self.refresh_review_diagnostics();
     }
 
@@ -218,7 +245,9 @@ impl Workspace {
             let current = self.proposal_text(p);
             let found = hunks(&p.old_text, &current);
             let p = &mut self.proposals[i];
+            let before = p.held_bytes();
             p.hunks = found;
+            self.total_bytes = self.total_bytes - before + p.held_bytes();
             p.hunks_of = state;
             changed = true;
             if std::mem::take(&mut p.revert_sent) {
@@ -317,6 +346,7 @@ impl Workspace {
             return false;
         };
         let p = self.proposals.remove(at);
+        self.total_bytes -= p.held_bytes();
         self.cancel_questions(&super::Awaited::Proposal(id));
         // A late answer to its showDocument no longer matters.
         self.awaited_answers
@@ -604,11 +634,13 @@ impl Workspace {
         };
         let Some(holder) = holder else {
             let p = &mut self.proposals[at];
+            let before = p.held_bytes();
             let mut lines: Vec<&str> = p.proposed_text.split_inclusive('\n').collect();
             let end = hunk.new.end.min(lines.len());
             lines.splice(hunk.new.start.min(end)..end, [original.as_str()]);
             p.proposed_text = lines.concat();
             p.hunks = hunks(&p.old_text, &p.proposed_text);
+            self.total_bytes = self.total_bytes - before + p.held_bytes();
             self.refresh_review_diagnostics();
             self.finish_if_decided(id);
             return Ok(json!({"reverted": index}));

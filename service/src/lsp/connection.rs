@@ -751,8 +751,28 @@ fn canonical_in(v: &mut Value, key: Option<&str>, root: Option<&Path>) -> Result
     Ok(())
 }
 
+/// The longest document URI (`file:`, `untitled:`) a connection may name:
+/// a Linux path is at most 4 KiB, and every URI the hub keeps (a document,
+/// a selection, a parked wait) is then small next to the caps.
+pub const MAX_URI_BYTES: usize = 8 << 10;
+
+/// Whether `s` names a document by URI (`file:` or `untitled:`, any case).
+fn is_document_uri(s: &str) -> bool {
+    let starts = |scheme: &str| {
+        s.get(..scheme.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(scheme))
+    };
+    starts("file:") || starts("untitled:")
+}
+
 /// The canonical form of `s` when it is a `file:` URI spelled otherwise.
 fn canonical_name(s: &str, root: Option<&Path>) -> Result<Option<String>, String> {
+    if s.len() > MAX_URI_BYTES && is_document_uri(s) {
+        return Err(format!(
+            "a document URI of {} bytes, over the {MAX_URI_BYTES}-byte cap",
+            s.len()
+        ));
+    }
     if root.is_none() && uri::is_canonical(s) {
         return Ok(None); // the common case, without allocating
     }
@@ -797,11 +817,8 @@ mod tests {
         fn start(transport: Transport) -> Peer {
             let (ours, theirs) = tokio::io::duplex(1 << 16);
             let (their_read, their_write) = tokio::io::split(theirs);
-            let hub = crate::hub::spawn(
-                std::env::temp_dir(),
-                Default::default(),
-                crate::hub::SELECTION_INTERVAL,
-            );
+            let hub =
+                crate::hub::spawn(std::env::temp_dir(), Default::default(), Default::default());
             let cfg = ConnectionConfig {
                 transport,
                 token: None,
@@ -840,6 +857,35 @@ mod tests {
                 "utf-16"
             );
         }
+    }
+
+    /// A document URI past [`MAX_URI_BYTES`] is refused wherever it is (a
+    /// hostile editor's selection or parked wait would otherwise keep it);
+    /// a long document text or message is not a URI.
+    #[test]
+    fn overlong_document_uris_are_refused() {
+        let long = format!("file:///w/{}", "a".repeat(MAX_URI_BYTES));
+        let msg = |v: Value| Message::Notification {
+            method: "x".into(),
+            params: message::params(&v),
+        };
+        for v in [
+            json!({"textDocument": {"uri": long}}),
+            json!({"textDocument": {"uri": long.replace("file:", "untitled:")}}),
+            json!({"textDocument": {"uri": long.to_uppercase()}}),
+        ] {
+            let refused = canonical_names(msg(v), None).err().map(|(_, why)| why);
+            assert!(
+                refused
+                    .as_deref()
+                    .is_some_and(|w| w.contains("8192-byte cap")),
+                "{refused:?}"
+            );
+        }
+        let text = json!({"textDocument": {"uri": "file:///w/a", "text": long}});
+        assert!(canonical_names(msg(text), None).is_ok());
+        let short = json!({"textDocument": {"uri": "file:///w/a"}, "message": "b".repeat(20_000)});
+        assert!(canonical_names(msg(short), None).is_ok());
     }
 
     /// Names are respelled canonically wherever they are (object keys too)

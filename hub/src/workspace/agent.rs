@@ -671,15 +671,18 @@ impl Workspace {
                 };
                 Ok(tool_result(match self.latest(&uri) {
                     Some((_, open)) => {
+                        let (text, cut) = answer_sized(open.doc.text());
                         let buffer = Buffer {
                             file_path: path.to_owned(),
                             is_dirty: open.doc.is_dirty(),
                             version: open.doc.version(),
-                            text: open.doc.text().to_string(),
+                            text,
                         };
-                        CallToolResult::text(
-                            serde_json::to_string(&buffer).expect("a buffer serializes"),
-                        )
+                        let buffer = serde_json::to_string(&buffer).expect("a buffer serializes");
+                        match cut {
+                            None => CallToolResult::text(buffer),
+                            Some(note) => CallToolResult::texts([buffer, note]),
+                        }
                     }
                     None => CallToolResult::error(format!(
                         "{path} is not open in any editor; read it from disk instead"
@@ -770,5 +773,66 @@ impl AnswerArguments {
             choice: None,
             answers: None,
         }
+    }
+}
+
+/// A buffer's text as a tool answer may carry it: whole, or its first lines
+/// up to [`super::ide::MAX_ANSWER_BYTES`] with a note saying where it was
+/// cut (a buffer can hold up to the workspace's cap; an answer that large
+/// would cost the session its CLI's context, or its connection).
+fn answer_sized(rope: &ropey::Rope) -> (String, Option<String>) {
+    let cap = super::ide::MAX_ANSWER_BYTES;
+    let total = rope.len_bytes();
+    if total <= cap {
+        return (rope.to_string(), None);
+    }
+    let lines = rope.len_lines();
+    let line = rope.byte_to_line(cap);
+    let shown = match rope.line_to_byte(line) {
+        // One line longer than the cap: cut inside it, on a character.
+        0 => rope.slice(..rope.byte_to_char(cap)).to_string(),
+        end => rope.byte_slice(..end).to_string(),
+    };
+    let note = format!(
+        "Cut: the buffer holds {total} bytes in {lines} lines, more than the {cap} bytes an answer carries; \
+         this is its first {} bytes ({}). Read the rest of the file from disk (unsaved changes past that point are not shown).",
+        shown.len(),
+        match line {
+            0 => "part of line 1".to_owned(),
+            n => format!("lines 1 to {n}"),
+        },
+    );
+    (shown, Some(note))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_sized;
+    use crate::workspace::ide::MAX_ANSWER_BYTES;
+
+    /// `readBuffer` of a buffer over the answer's cap: whole lines up to
+    /// the cap and a note saying where it was cut; a single overlong line
+    /// is cut on a character.
+    #[test]
+    fn a_large_buffer_is_cut_on_a_line_with_a_note() {
+        let small = ropey::Rope::from_str("one\ntwo\n");
+        assert_eq!(answer_sized(&small), ("one\ntwo\n".to_owned(), None));
+
+        let line = format!("{}\n", "x".repeat(99));
+        let big = ropey::Rope::from_str(&line.repeat(15_000));
+        let (text, note) = answer_sized(&big);
+        let shown = MAX_ANSWER_BYTES / 100;
+        assert_eq!(text, line.repeat(shown));
+        let note = note.expect("a note");
+        assert!(
+            note.contains("1500000 bytes in 15001 lines")
+                && note.contains(&format!("lines 1 to {shown}")),
+            "{note}"
+        );
+
+        let one_line = ropey::Rope::from_str(&"é".repeat(MAX_ANSWER_BYTES));
+        let (text, note) = answer_sized(&one_line);
+        assert_eq!(text.len(), MAX_ANSWER_BYTES);
+        assert!(note.unwrap().contains("part of line 1"));
     }
 }

@@ -36,12 +36,25 @@ const MAX_READ_PER_POLL: u64 = 64 << 20;
 /// Most transcript files followed at once (the newest are kept).
 const MAX_FILES: usize = 512;
 
+/// Sessions [`KnownSessions`] remembers; past that the least recently
+/// started is forgotten. A live session is always among the newest: each
+/// CLI start (a terminal's, a hosted session's, a resume) notes it again.
+const MAX_KNOWN_SESSIONS: usize = 4096;
+
 /// The CLI sessions the service started itself, by session id: a
 /// terminal's records are that terminal's, not an anonymous IDE client's;
 /// a hosted session's are reported by the session itself (from the CLI's
-/// stdout), so its transcript is not read.
+/// stdout), so its transcript is not read. At most
+/// [`MAX_KNOWN_SESSIONS`], the most recently started.
 #[derive(Clone, Debug, Default)]
-pub struct KnownSessions(Arc<Mutex<HashMap<String, Owner>>>);
+pub struct KnownSessions(Arc<Mutex<Known>>);
+
+#[derive(Debug, Default)]
+struct Known {
+    owners: HashMap<String, Owner>,
+    /// The ids, least recently started first.
+    order: std::collections::VecDeque<String>,
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Owner {
@@ -61,16 +74,33 @@ impl KnownSessions {
     }
 
     fn insert(&self, session: String, owner: Owner) {
-        self.0
-            .lock()
-            .expect("known sessions lock")
-            .insert(session, owner);
+        let mut known = self.0.lock().expect("known sessions lock");
+        if known.owners.insert(session.clone(), owner).is_some() {
+            known.order.retain(|s| *s != session);
+        }
+        known.order.push_back(session);
+        while known.order.len() > MAX_KNOWN_SESSIONS {
+            if let Some(oldest) = known.order.pop_front() {
+                known.owners.remove(&oldest);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().expect("known sessions lock").owners.len()
     }
 
     /// Whose records `session`'s are; `None`: not the transcript's to say.
     fn source(&self, session: &str) -> Option<ChangeSource> {
         let session = session.to_owned();
-        match self.0.lock().expect("known sessions lock").get(&session) {
+        match self
+            .0
+            .lock()
+            .expect("known sessions lock")
+            .owners
+            .get(&session)
+        {
             Some(Owner::Terminal(terminal)) => Some(ChangeSource::Terminal {
                 terminal: *terminal,
                 session,
@@ -527,6 +557,32 @@ mod tests {
             record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-2 None /ws/c None -> Some("c")
             ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-2"#]]
         .assert_eq(&describe(&all));
+    }
+
+    /// Sessions are remembered up to the cap, the least recently started
+    /// forgotten first; starting one again makes it the newest.
+    #[test]
+    fn known_sessions_are_bounded() {
+        let known = KnownSessions::default();
+        known.insert_hosted("first".into());
+        for i in 0..MAX_KNOWN_SESSIONS - 1 {
+            known.insert_terminal(format!("t{i}"), i as u64);
+        }
+        known.insert_hosted("first".into());
+        known.insert_terminal("one more".into(), 1);
+        assert_eq!(known.len(), MAX_KNOWN_SESSIONS);
+        assert_eq!(known.source("first"), None, "started again: kept");
+        assert_eq!(
+            known.source("t0"),
+            Some(ChangeSource::Ide {
+                session: "t0".into()
+            }),
+            "the oldest is forgotten"
+        );
+        assert!(matches!(
+            known.source("t1"),
+            Some(ChangeSource::Terminal { terminal: 1, .. })
+        ));
     }
 
     #[test]

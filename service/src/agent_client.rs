@@ -71,8 +71,12 @@ pub async fn send(
             (session, seq)
         }
         None => {
+            // Only what comes after this prompt ends its turn: a new
+            // session may record states of its own first (its CLI
+            // starting, an adopted spare's).
             let started = door.agent_start(Some(&prompt), mode).await?;
-            (started.session, 0)
+            let from = started.seq.unwrap_or(0);
+            (started.session, from)
         }
     };
     eprintln!("session {}", one_line(&session));

@@ -314,3 +314,55 @@ async fn a_strangers_repository_runs_nothing_when_the_spare_starts() {
         .output();
     assert!(dir.join("marker.fsmonitor").exists(), "the fsmonitor trap");
 }
+
+/// Seen once in six runs (issue 25): `agent send --permission-mode
+/// acceptEdits` returned within a second without the model's reply. It
+/// ended on the first `state` event of the session, whatever came before
+/// its prompt; now only the prompt's turn ends it. Two sends in a row, the
+/// second adopting the spare the first one's mode predicted: each prints
+/// its own reply and the model is asked each prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_send_in_accept_edits_waits_for_its_own_turn() {
+    let mut w = spare_world(
+        Script::new()
+            .on_prompt("first send", Reply::text("FIRST_SEND_REPLY"))
+            .on_prompt("second send", Reply::text("SECOND_SEND_REPLY")),
+        600_000,
+    )
+    .await;
+    spare_where(&mut w.ed, "after the editor attached", |_| true).await;
+    for (prompt, reply) in [
+        ("first send", "FIRST_SEND_REPLY"),
+        ("second send", "SECOND_SEND_REPLY"),
+    ] {
+        let ws = w.sb.workspace.display().to_string();
+        let out = w
+            .command(&[
+                "agent",
+                "send",
+                "--workspace",
+                &ws,
+                "--permission-mode",
+                "acceptEdits",
+                prompt,
+            ])
+            .output()
+            .await
+            .expect("run agent send");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(reply),
+            "{prompt}: {:?}\nstdout: {stdout}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        w.fake.wait_prompt(prompt, STEP).await;
+        if prompt == "first send" {
+            // The next start's settings are predicted: its spare is made.
+            spare_where(&mut w.ed, "in acceptEdits", |s| {
+                s["permissionMode"] == "acceptEdits"
+            })
+            .await;
+        }
+    }
+}

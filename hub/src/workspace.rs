@@ -124,6 +124,11 @@ pub(super) struct Workspace {
     /// paced for Claude Code.
     selection_tx: tokio::sync::watch::Sender<Option<SelectionNotification>>,
     selection_pacer: Pacer<Option<SelectionChanged>>,
+    /// What the payload last offered to the pacer was computed from.
+    selection_offered: Option<Option<selections::SelectionInputs>>,
+    /// How often the payload was computed for the pacer (tests count it).
+    #[cfg(test)]
+    pub(super) payloads_computed: u64,
     /// The hub loop's clock at the event being handled.
     now: Instant,
     /// When each proposal's `window/showDocument` counts as refused if it
@@ -177,6 +182,9 @@ impl Workspace {
             subscriptions: Subscriptions::default(),
             selection_tx,
             selection_pacer: Pacer::new(limits.selection_interval, None),
+            selection_offered: None,
+            #[cfg(test)]
+            payloads_computed: 0,
             now: Instant::now(),
             show_deadlines: Vec::new(),
         }
@@ -192,9 +200,20 @@ impl Workspace {
         // watchers (Claude Code connections) only hear of real changes, as
         // paced, and without any watcher the payload is not even computed.
         if self.ide_clients.is_empty() {
+            self.selection_offered = None;
             return;
         }
+        let inputs = self.selection_inputs();
+        if self.selection_offered.as_ref() == Some(&inputs) {
+            // The same payload again: the pacer would keep what it has.
+            return self.fire_selection(now);
+        }
         let payload = self.latest_selection_payload();
+        #[cfg(test)]
+        {
+            self.payloads_computed += 1;
+        }
+        self.selection_offered = Some(inputs);
         match self.selection_pacer.offer(now, payload) {
             Some(paced) => {
                 let paced = paced.clone().map(SelectionNotification::new);

@@ -546,3 +546,39 @@ async fn the_hub_loop_paces_the_selection_in_real_time() {
         "nothing after the final position"
     );
 }
+
+/// Performance (issue 25): the `selection_changed` payload (up to 1 MiB of
+/// selected text) is computed again only when the selection or its
+/// document changed, not after every event: 200 forwarded diagnostics
+/// while a Claude Code client is connected compute it not once more; an
+/// edit of the selected document does.
+#[test]
+fn the_payload_is_computed_only_when_its_inputs_change() {
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.attach(1, Caps::PLAIN);
+    w.did_open(1, "file:///w/a.rs", 1, "selected text\n");
+    w.did_open(1, "file:///w/b.rs", 1, "");
+    w.notify(
+        1,
+        "moonkale/selectionChanged",
+        json!({"textDocument": {"uri": "file:///w/a.rs"},
+               "selection": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 8}}}),
+    );
+    let before = w.ws.payloads_computed;
+    for n in 0..200 {
+        let diagnostic = json!({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
+                                "message": format!("problem {n}")});
+        w.notify(
+            1,
+            "moonkale/publishDiagnostics",
+            json!({"uri": "file:///w/b.rs", "source": "tsc", "diagnostics": [diagnostic]}),
+        );
+    }
+    assert_eq!(
+        w.ws.payloads_computed, before,
+        "recomputed for unrelated events"
+    );
+    w.did_change(1, "file:///w/a.rs", 2, "SELECTED text\n");
+    assert_eq!(w.ws.payloads_computed, before + 1);
+}

@@ -27,6 +27,16 @@ pub const SELECTION_COMMAND: &str = "moonkale.selection";
 pub const MAX_SELECTION_TEXT: usize = 1 << 20;
 
 /// The latest cursor/selection of one editor, in char columns.
+/// See [`Workspace::selection_inputs`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct SelectionInputs {
+    editor: EditorId,
+    uri: Url,
+    anchor: LineCol,
+    cursor: LineCol,
+    holder: Option<(EditorId, u64)>,
+}
+
 pub(super) struct Selection {
     pub(super) uri: Url,
     pub(super) anchor: LineCol,
@@ -148,6 +158,23 @@ impl Workspace {
     }
 
     /// The workspace's active editor: the one with the latest sign of use.
+    /// What the `selection_changed` payload is computed from: the active
+    /// editor, its selection, and which buffer of the document (and which
+    /// state of it) holds the text. Equal inputs give an equal payload, so
+    /// the payload (up to 1 MiB of text) is computed again only when these
+    /// change, not after every event.
+    pub(super) fn selection_inputs(&self) -> Option<SelectionInputs> {
+        let (editor, ed) = self.active_editor()?;
+        let sel = ed.selection.as_ref()?;
+        Some(SelectionInputs {
+            editor,
+            uri: sel.uri.clone(),
+            anchor: sel.anchor,
+            cursor: sel.cursor,
+            holder: self.latest(&sel.uri).map(|(e, open)| (e, open.touched)),
+        })
+    }
+
     pub(super) fn active_editor(&self) -> Option<(EditorId, &Editor)> {
         self.editors
             .iter()

@@ -366,3 +366,39 @@ async fn agent_send_in_accept_edits_waits_for_its_own_turn() {
         }
     }
 }
+
+/// Many sessions at once (issue 25): the next spare's CLI start (a core's
+/// work for half a second) waits while a session's turn runs, so it does
+/// not compete with the sessions' own CLIs; once the turn is over it comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_spare_waits_while_a_turn_runs() {
+    let gate = moonkale_tests::fakeapi::Gate::new();
+    let mut w = spare_world(
+        Script::new().on_prompt("a long turn", Reply::text("LONG_TURN_DONE").gated(&gate, 1)),
+        600_000,
+    )
+    .await;
+    let spare = spare_where(&mut w.ed, "after the editor attached", |_| true).await;
+    let session = w.ed.start_session(json!({"prompt": "a long turn"})).await;
+    w.fake.wait_prompt("a long turn", STEP).await;
+    // Well past the one second a spare waits after a start: none while the
+    // turn runs.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(2_500);
+    while tokio::time::Instant::now() < deadline {
+        let status = w.ed.call("moonkale/status", Value::Null).await;
+        assert!(
+            status["agentSpare"].is_null(),
+            "a spare started during the turn: {}",
+            status["agentSpare"]
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    gate.open();
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    let next = spare_where(&mut w.ed, "after the turn", |s| {
+        s["pid"].as_i64() != spare["pid"].as_i64()
+    })
+    .await;
+    assert!(pid_of(&next) > 0);
+}

@@ -25,6 +25,7 @@
 use std::time::Duration;
 
 use moonkale_claude::launch::PermissionMode;
+use moonkale_protocol::agent::SessionState;
 use moonkale_protocol::status::SpareStatus;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -42,6 +43,12 @@ pub const MAX_SPARE_FAILURES: u32 = 3;
 /// worth of work for about half a second) must not slow the new session's
 /// first token.
 const FOLLOW_DELAY: Duration = Duration::from_secs(1);
+/// Past [`FOLLOW_DELAY`], the next spare also waits while a session's turn
+/// runs, looking again every [`FOLLOW_DELAY`], but for at most this long
+/// after the latest start: ten sessions started at once must not share two
+/// cores with a spare's start, yet a long turn must not keep the spare
+/// away for good.
+const BUSY_HOLD: Duration = Duration::from_secs(30);
 /// How often the spare's memory is read again for `status`.
 const RSS_REFRESH: Duration = Duration::from_secs(2);
 
@@ -73,6 +80,8 @@ pub(super) struct Spares {
     failures: u32,
     /// No spare starts before then (just after an adoption).
     not_before: Option<Instant>,
+    /// The latest start (adopting or not), for [`BUSY_HOLD`].
+    last_start: Option<Instant>,
     /// What `status` was last told, and when the spare's memory is read
     /// again.
     published: Option<SpareStatus>,
@@ -89,6 +98,7 @@ impl Spares {
             last_used: None,
             failures: 0,
             not_before: None,
+            last_start: None,
             published: None,
             rss_due: Instant::now(),
         }
@@ -161,8 +171,18 @@ impl Host {
     pub(super) fn refresh_spare(&mut self) {
         // A hold that has passed is gone (else its deadline would fire
         // again and again).
+        let now = Instant::now();
+        let held_by_turns = self.spares.current.is_none()
+            && self.turn_running()
+            && self
+                .spares
+                .last_start
+                .is_some_and(|at| now < at + BUSY_HOLD);
         let spares = &mut self.spares;
-        spares.not_before = spares.not_before.filter(|t| Instant::now() < *t);
+        spares.not_before = spares.not_before.filter(|t| now < *t);
+        if held_by_turns && spares.not_before.is_none() {
+            spares.not_before = Some(now + FOLLOW_DELAY);
+        }
         let wanted = self.wanted_spare();
         let current = self.spares.current.as_ref().map(|s| &s.settings);
         if current != wanted.as_ref() {
@@ -222,6 +242,7 @@ impl Host {
         }
         if self.spares.config.enabled {
             self.spares.not_before = Some(Instant::now() + FOLLOW_DELAY);
+            self.spares.last_start = Some(Instant::now());
         }
         let spare = self
             .spares
@@ -229,6 +250,13 @@ impl Host {
             .take_if(|s| s.settings == asked && *s.handle.cli.borrow() != CliSeen::Ended)?;
         self.spares.failures = 0;
         Some((spare.id, spare.handle))
+    }
+
+    /// Whether a live session's CLI is working on a turn now.
+    fn turn_running(&self) -> bool {
+        self.sessions
+            .values()
+            .any(|l| l.handle.summary.borrow().state == SessionState::Running)
     }
 
     /// A front end will start sessions with these settings: the spare is

@@ -155,6 +155,25 @@ impl UndoPlan {
             written: self.text.as_deref().map(|t| TextStamp::of(t.as_bytes())),
         }
     }
+
+    /// The refusals when the file changed between this plan and its write
+    /// (a save landed while the undo was under way, so the plan was made
+    /// against a text the file no longer holds): the plan's own, and every
+    /// hunk it meant to undo, none of which was.
+    pub fn changed_meanwhile(self) -> Vec<Refusal> {
+        let message = capitalized(format!(
+            "{} changed while it was being undone; nothing was undone",
+            display(&self.uri)
+        ));
+        let mut refused = self.refused;
+        refused.extend(self.undone.into_iter().map(|i| Refusal {
+            uri: self.uri.clone(),
+            hunk: Some(i),
+            message: message.clone(),
+        }));
+        refused.sort_by_key(|r| r.hunk);
+        refused
+    }
 }
 
 fn invalid(message: String) -> ResponseError {

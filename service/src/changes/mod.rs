@@ -12,7 +12,9 @@
 //!
 //! **Invariant:** an undo never overwrites unsaved work: a file an editor
 //! holds dirty with a text other than the disk's is refused, and a hunk
-//! someone changed since Claude wrote it is refused by the model.
+//! someone changed since Claude wrote it is refused by the model; a save
+//! that lands between the read and the write refuses the file too (the
+//! write looks at the file a last time, [`disk`]).
 
 mod disk;
 mod store;
@@ -37,7 +39,7 @@ use crate::hub::ports::{
 };
 use crate::hub::{Event, HubHandle};
 use crate::lsp::message::ResponseError;
-use disk::WorkspaceFiles;
+use disk::{Seen, WorkspaceFiles, Written};
 use store::Store;
 
 /// Largest text of a file, before or after, kept in a set.
@@ -74,9 +76,21 @@ pub fn spawn_in(
     agent: Option<AgentPort>,
     dir: Result<PathBuf, String>,
 ) -> tokio::task::JoinHandle<()> {
+    let files = WorkspaceFiles::new(hub.root());
+    spawn_with(hub, commands, agent, dir, files)
+}
+
+/// [`spawn_in`], with the workspace's files reached through `files`.
+fn spawn_with(
+    hub: HubHandle,
+    commands: mpsc::Receiver<ChangesCommand>,
+    agent: Option<AgentPort>,
+    dir: Result<PathBuf, String>,
+    files: WorkspaceFiles,
+) -> tokio::task::JoinHandle<()> {
     let store = dir.and_then(|d| Store::open(d).map_err(|e| e.to_string()));
     let host = Host {
-        files: WorkspaceFiles::new(hub.root()),
+        files,
         hub,
         agent,
         book: ChangeBook::new(),
@@ -447,21 +461,27 @@ impl Host {
             .to_file_path()
             .map_err(|()| refuse(format!("{uri} is not a file")))?;
         let path = self.files.confine(&path).map_err(refuse)?;
-        let current = self.files.read(&path, MAX_FILE_BYTES).map_err(refuse)?;
+        let seen = self.files.read(&path, MAX_FILE_BYTES).map_err(refuse)?;
+        let current = seen.text.as_deref();
         let unsaved = buffers
             .iter()
-            .any(|b| b.uri == *uri && b.dirty && Some(b.text.as_str()) != current.as_deref());
+            .any(|b| b.uri == *uri && b.dirty && Some(b.text.as_str()) != current);
         if unsaved {
             return Err(refuse(format!(
                 "{} has unsaved changes in an editor; save or revert them, then undo again",
                 model::display(uri)
             )));
         }
-        let plan = self.book.plan_undo(set, uri, hunk, current.as_deref())?;
+        let plan = self.book.plan_undo(set, uri, hunk, current)?;
         if plan.undone.is_empty() {
             return Ok((0, plan.refused));
         }
-        self.write_undo(&path, &plan)?;
+        match self.write_undo(&path, &plan, &seen)? {
+            Written::Done => {}
+            // A save landed after the read: the plan was made against a
+            // text the file no longer holds.
+            Written::Changed => return Ok((0, plan.changed_meanwhile())),
+        }
         self.hub.try_send(Event::FileRewritten {
             uri: uri.clone(),
             text: plan.text.clone(),
@@ -469,9 +489,17 @@ impl Host {
         Ok((plan.undone.len(), plan.refused))
     }
 
-    /// The intent stored, the file written (or removed), the intent
-    /// settled. A failed write undoes nothing.
-    fn write_undo(&mut self, path: &std::path::Path, plan: &UndoPlan) -> Result<(), ResponseError> {
+    /// The intent stored, the file written (or removed) if it is still
+    /// what `seen` read, the intent settled. A failed write, or a file
+    /// changed since it was read, undoes nothing; a crash before the
+    /// intent is settled is settled at start by what the file holds
+    /// (`resolve_intent`: a save that landed is not the undo's text).
+    fn write_undo(
+        &mut self,
+        path: &std::path::Path,
+        plan: &UndoPlan,
+        seen: &Seen,
+    ) -> Result<Written, ResponseError> {
         self.book.begin_undo(plan)?;
         if let (Some(store), Some(set)) = (&self.store, self.book.set(plan.set))
             && let Err(e) = store.save(set)
@@ -482,14 +510,19 @@ impl Host {
             )));
         }
         let written = match &plan.text {
-            Some(text) => self.files.write(path, text),
-            None => self.files.remove(path),
+            Some(text) => self.files.write(path, text, seen),
+            None => self.files.remove(path, seen),
         };
         match written {
-            Ok(()) => {
+            Ok(Written::Done) => {
                 self.book.finish_undo(plan.set);
                 self.persist(plan.set);
-                Ok(())
+                Ok(Written::Done)
+            }
+            Ok(Written::Changed) => {
+                self.book.abandon_undo(plan.set);
+                self.persist(plan.set);
+                Ok(Written::Changed)
             }
             Err(e) => {
                 self.book.abandon_undo(plan.set);

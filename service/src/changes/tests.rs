@@ -9,7 +9,6 @@ use expect_test::expect;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::spawn_in;
 use crate::hub::ports::{
     AgentCommand, ChangeRecord, ChangeSource, ChangesCommand, OpenBuffer, Request, agent_channel,
     changes_channel,
@@ -18,6 +17,9 @@ use crate::hub::{EditorId, Event, HubHandle, Responder};
 use crate::lsp::message;
 
 const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The save [`World::with_save`]'s host runs during its next undo.
+type NextSave = std::sync::Arc<std::sync::Mutex<Option<Box<dyn FnOnce(&Path) + Send>>>>;
 
 struct World {
     commands: mpsc::Sender<ChangesCommand>,
@@ -43,13 +45,35 @@ impl World {
     /// A host over `dir`'s workspace and state (what a restarted service
     /// finds); waits for its first report.
     async fn in_dir(dir: tempfile::TempDir) -> World {
+        World::in_dir_with(dir, None).await
+    }
+
+    /// A host whose undos call `save` (when it holds one) with the file's
+    /// path just before their last look at the file: a user's save landing
+    /// while the undo is under way, at the worst moment.
+    async fn with_save(save: NextSave) -> World {
+        let hook = move |path: &Path| {
+            if let Some(save) = save.lock().unwrap().take() {
+                save(path);
+            }
+        };
+        World::in_dir_with(tempfile::tempdir().unwrap(), Some(Box::new(hook))).await
+    }
+
+    async fn in_dir_with(
+        dir: tempfile::TempDir,
+        before_last_look: Option<Box<dyn Fn(&Path) + Send + Sync>>,
+    ) -> World {
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let ws = base.join("w");
         let _ = std::fs::create_dir(&ws);
         let (hub, events) = HubHandle::detached(ws.clone());
         let (commands, rx) = changes_channel();
         let (agent_tx, agent) = agent_channel();
-        let host = spawn_in(hub, rx, Some(agent_tx), Ok(base.join("state/changes")));
+        let mut files = super::disk::WorkspaceFiles::new(&ws);
+        files.before_last_look = before_last_look;
+        let state = Ok(base.join("state/changes"));
+        let host = super::spawn_with(hub, rx, Some(agent_tx), state, files);
         let mut world = World {
             commands,
             hub: events,
@@ -452,4 +476,131 @@ async fn an_undo_never_writes_through_a_symlink() {
         "new\n"
     );
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
+}
+
+/// A save landing between an undo's read of the file and its write (here
+/// at the worst moment: just before the undo's last look) is kept, and the
+/// file is refused as a save before the undo is: for a modified file saved
+/// in place, a file Claude created that the user saved anew (a new inode,
+/// as editors that save by rename make), and a file Claude deleted that
+/// the user made again. The sets stay as they were, with no undo under way
+/// left stored and no temporary file left behind.
+#[tokio::test]
+async fn a_save_landing_during_an_undo_is_kept_and_the_file_refused() {
+    let save = NextSave::default();
+    let mut w = World::with_save(save.clone()).await;
+    let saves = |text: &'static str, by_rename: bool| -> Box<dyn FnOnce(&Path) + Send> {
+        Box::new(move |path: &Path| user_saves(path, text, by_rename))
+    };
+
+    std::fs::write(w.path("a.txt"), "1\n2\n3\n").unwrap();
+    w.claude_writes("t1", "a.txt", Some("1\ntwo\n3\n")).await;
+    w.changes_event().await;
+    *save.lock().unwrap() = Some(saves("1\nTWO, mine\n3\n", false));
+    expect![[r#"Ok {"refused":[{"hunk":0,"message":"<ws>/a.txt changed while it was being undone; nothing was undone","uri":"file://<ws>/a.txt"}],"undone":0}"#]].assert_eq(&w.undo(json!({"set": 1}), vec![], false).await);
+    assert_eq!(w.read("a.txt").unwrap(), "1\nTWO, mine\n3\n");
+
+    w.claude_writes("t2", "new.txt", Some("hello\n")).await;
+    w.changes_event().await;
+    *save.lock().unwrap() = Some(saves("hello, mine\n", true));
+    expect![[r#"Ok {"refused":[{"hunk":0,"message":"<ws>/new.txt changed while it was being undone; nothing was undone","uri":"file://<ws>/new.txt"}],"undone":0}"#]].assert_eq(&w.undo(json!({"set": 2}), vec![], false).await);
+    assert_eq!(w.read("new.txt").unwrap(), "hello, mine\n");
+
+    std::fs::write(w.path("gone.txt"), "old\n").unwrap();
+    w.claude_writes("t3", "gone.txt", None).await;
+    w.changes_event().await;
+    *save.lock().unwrap() = Some(saves("made again\n", false));
+    let answer = w.undo(json!({"set": 3, "uri": w.uri("gone.txt"), "hunk": 0}), vec![], false).await;
+    expect!["Err -32602 <ws>/gone.txt changed while it was being undone; nothing was undone"].assert_eq(&answer);
+    assert_eq!(w.read("gone.txt").unwrap(), "made again\n");
+
+    // Nothing was written, so editors were told of nothing; every hunk is
+    // still pending, and nothing of an undo is left stored or on disk.
+    expect![[""]].assert_eq(&w.drain().join("\n"));
+    let list = w.ask("moonkale/changes/list", json!(null)).await;
+    assert_eq!(list.matches(r#""state":"pending""#).count(), 3, "{list}");
+    for name in state_files(w.dir.path()) {
+        let stored = std::fs::read_to_string(w.dir.path().join("state/changes").join(&name));
+        assert!(!stored.unwrap().contains("\"intent\""), "{name} holds an intent");
+    }
+    let mut left: Vec<String> = std::fs::read_dir(&w.ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["a.txt", "gone.txt", "new.txt"]);
+    // The same undo again sees the save first: the model's own refusal.
+    expect![[r#"Ok {"refused":[{"hunk":0,"message":"Line 2 of <ws>/a.txt changed after Claude Code's edit; not undone","uri":"file://<ws>/a.txt"}],"undone":0}"#]].assert_eq(&w.undo(json!({"set": 1}), vec![], false).await);
+}
+
+/// A real race, many times: a thread saves a file Claude changed (in
+/// place, or by rename) as soon as the undo has stored its intent, while
+/// the undo goes on to write the file. Whichever comes first, the user's
+/// save is what the file holds at the end, and an undo that did not see it
+/// says so. (A removal has nothing slow between its intent and its last
+/// look, so a save aimed at the intent would land on the last look itself,
+/// the window that stays open; the test above covers removals.)
+#[tokio::test]
+async fn a_save_racing_an_undo_is_never_lost() {
+    const ROUNDS: usize = 24;
+    const MINE: &str = "1\nthe user's line\n3\n";
+    let mut w = World::new().await;
+    let state = std::fs::canonicalize(w.dir.path()).unwrap().join("state/changes");
+    let (mut raced, mut late) = (0, 0);
+    for round in 0..ROUNDS {
+        let set = round + 1;
+        let name = format!("r{round}.txt");
+        std::fs::write(w.path(&name), "1\n2\n3\n").unwrap();
+        w.claude_writes(&format!("t{round}"), &name, Some("1\nClaude's line\n3\n"))
+            .await;
+        w.changes_event().await;
+        let answered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let saver = std::thread::spawn({
+            let (path, answered) = (w.path(&name), answered.clone());
+            let stored = state.join(format!("{set}.json"));
+            move || {
+                let deadline = std::time::Instant::now() + DEADLINE;
+                // The intent is stored after the undo read the file and
+                // before it writes: the window a save must not fall into.
+                while !answered.load(std::sync::atomic::Ordering::Acquire)
+                    && !std::fs::read_to_string(&stored)
+                        .unwrap_or_default()
+                        .contains("\"intent\"")
+                {
+                    assert!(std::time::Instant::now() < deadline, "no undo under way");
+                    std::thread::yield_now();
+                }
+                user_saves(&path, MINE, round % 2 == 1);
+            }
+        });
+        let answer = w.undo(json!({"set": set}), vec![], false).await;
+        answered.store(true, std::sync::atomic::Ordering::Release);
+        saver.join().unwrap();
+        assert_eq!(
+            w.read(&name).as_deref(),
+            Some(MINE),
+            "round {round}: the user's save was lost; the undo answered {answer}"
+        );
+        if answer.contains("changed while it was being undone") {
+            raced += 1;
+        } else {
+            assert!(answer.contains(r#""undone":1"#), "round {round}: {answer}");
+            late += 1;
+        }
+    }
+    eprintln!("{ROUNDS} rounds: {raced} saves landed during the undo, {late} after it");
+    assert!(raced > 0, "no save landed during an undo");
+}
+
+/// The user's save of `path`: in place (truncate and write, as `:w` with
+/// `nobackup` does) or a new file renamed over it (as editors that save
+/// atomically do).
+fn user_saves(path: &Path, text: &str, by_rename: bool) {
+    if by_rename {
+        let temp = path.with_extension("user-save");
+        std::fs::write(&temp, text).unwrap();
+        std::fs::rename(&temp, path).unwrap();
+    } else {
+        std::fs::write(path, text).unwrap();
+    }
 }

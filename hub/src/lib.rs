@@ -67,6 +67,42 @@ pub const SELECTION_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IdeClientId(pub u64);
 
+/// What a Claude Code connection may learn of the editors' documents.
+/// Given by the adapter with every event of the connection, and applied in
+/// one place, [`IdeScope::sees`], to everything the hub tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdeScope {
+    /// A CLI on the host's IDE port: it runs as the user and can read any
+    /// file the user can, so it sees every document an editor holds.
+    Host,
+    /// A CLI through a sandbox link, jailed: it sees only documents inside
+    /// the workspace by the rules its tool arguments pass
+    /// ([`core::confine`]: inside the root, not in `.git`). A document
+    /// elsewhere (a `~/.aws/credentials` an editor of the workspace opened)
+    /// does not exist for it: not in a selection, a listing, a diagnostic
+    /// or a mention.
+    Workspace,
+}
+
+impl IdeScope {
+    /// Whether a connection of this scope may learn of the file `path` in
+    /// the workspace at `root`.
+    pub fn sees(self, root: &Path, path: &Path) -> bool {
+        match self {
+            IdeScope::Host => true,
+            IdeScope::Workspace => path.to_str().is_some_and(|raw| {
+                core::confine::confine_lexically(&[root.to_path_buf()], raw).is_ok()
+            }),
+        }
+    }
+
+    /// [`IdeScope::sees`] for a document's URI (only `file:` ones are
+    /// inside a workspace).
+    pub fn sees_uri(self, root: &Path, uri: &lsp_types::Url) -> bool {
+        self == IdeScope::Host || uri.to_file_path().is_ok_and(|p| self.sees(root, &p))
+    }
+}
+
 /// A connection's id, unique within the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct EditorId(pub u64);
@@ -142,6 +178,7 @@ pub enum Event {
     /// JSON-RPC texts (notifications such as `at_mentioned`).
     IdeAttach {
         client: IdeClientId,
+        scope: IdeScope,
         outbox: mpsc::Sender<String>,
     },
     IdeDetach {
@@ -153,9 +190,11 @@ pub enum Event {
         pid: Option<u32>,
     },
     /// A `tools/call` answered from the hub's state. Paths in `arguments`
-    /// were already confined to the workspace by the adapter.
+    /// were already confined to the workspace by the adapter; the answer
+    /// holds only what `scope` sees.
     IdeToolCall {
         client: IdeClientId,
+        scope: IdeScope,
         tool: String,
         arguments: Value,
         reply: Responder,
@@ -301,18 +340,29 @@ pub struct SelectionNotification {
     pub params: SelectionChanged,
     /// The whole JSON-RPC notification.
     pub frame: Arc<str>,
+    /// Its document lies inside the workspace
+    /// ([`IdeScope::Workspace`] sees it).
+    pub in_workspace: bool,
 }
 
 impl SelectionNotification {
-    fn new(params: SelectionChanged) -> SelectionNotification {
+    fn new(params: SelectionChanged, root: &Path) -> SelectionNotification {
         let frame = moonkale_protocol::jsonrpc::notification(
             "selection_changed",
             serde_json::to_value(&params).expect("selection_changed serializes"),
         );
         SelectionNotification {
+            in_workspace: IdeScope::Workspace.sees(root, &params.file_path),
             params,
             frame: String::from_utf8(frame).expect("JSON is UTF-8").into(),
         }
+    }
+
+    /// Whether a connection of `scope` is sent it: a selection it may not
+    /// see is, for it, no selection (nothing is sent; it keeps what it was
+    /// sent last, as when an editor's focus leaves for a panel).
+    pub fn visible_to(&self, scope: IdeScope) -> bool {
+        scope == IdeScope::Host || self.in_workspace
     }
 }
 

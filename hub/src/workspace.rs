@@ -47,7 +47,8 @@ use super::core::pacing::Pacer;
 use super::diagnostics::DiagnosticsStore;
 use super::subscriptions::Subscriptions;
 use super::{
-    EditorId, EditorInfo, Event, IdeClientId, Outbox, Responder, Role, SelectionNotification,
+    EditorId, EditorInfo, Event, IdeClientId, IdeScope, Outbox, Responder, Role,
+    SelectionNotification,
 };
 use moonkale_protocol::changes::{KEEP_COMMAND, OPEN_COMMAND, UNDO_COMMAND};
 use moonkale_protocol::dispatch::{Dispatch, parse as parse_params};
@@ -104,8 +105,9 @@ pub(super) struct Workspace {
     version_waiters: Vec<VersionWaiter>,
     /// Connected Claude Code CLIs.
     ide_clients: BTreeMap<IdeClientId, IdeClient>,
-    /// `at_mentioned` notifications waiting for a CLI to connect.
-    mention_queue: Vec<String>,
+    /// `at_mentioned` notifications (with the file each names) waiting for
+    /// a CLI that may see them to connect.
+    mention_queue: Vec<(PathBuf, String)>,
     /// Edits Claude Code proposed (`openDiff`) that the user has not decided.
     proposals: Vec<proposals::Proposal>,
     /// Requests we sent editors whose answers decide something.
@@ -138,6 +140,8 @@ pub(super) struct Workspace {
 
 struct IdeClient {
     outbox: tokio::sync::mpsc::Sender<String>,
+    /// What it may learn of the editors' documents.
+    scope: IdeScope,
     /// From `ide_connected`.
     cli_pid: Option<u32>,
 }
@@ -216,7 +220,9 @@ impl Workspace {
         self.selection_offered = Some(inputs);
         match self.selection_pacer.offer(now, payload) {
             Some(paced) => {
-                let paced = paced.clone().map(SelectionNotification::new);
+                let paced = paced
+                    .clone()
+                    .map(|p| SelectionNotification::new(p, &self.root));
                 self.selection_tx.send_replace(paced);
             }
             // A flood of events must not starve the pacer's timer.
@@ -247,14 +253,20 @@ impl Workspace {
 
     fn fire_selection(&mut self, now: Instant) {
         if let Some(paced) = self.selection_pacer.fire(now) {
-            let paced = paced.clone().map(SelectionNotification::new);
+            let paced = paced
+                    .clone()
+                    .map(|p| SelectionNotification::new(p, &self.root));
             self.selection_tx.send_replace(paced);
         }
     }
 
     fn handle_event(&mut self, event: Event) {
         match event {
-            Event::IdeAttach { client, outbox } => self.ide_attach(client, outbox),
+            Event::IdeAttach {
+                client,
+                scope,
+                outbox,
+            } => self.ide_attach(client, scope, outbox),
             Event::IdeDetach { client } => {
                 self.ide_clients.remove(&client);
                 self.withdraw_proposals_of(client);
@@ -306,6 +318,7 @@ impl Workspace {
             }
             Event::IdeToolCall {
                 client,
+                scope,
                 tool,
                 arguments,
                 reply,
@@ -315,7 +328,7 @@ impl Workspace {
                     if tool == "openDiff" {
                         self.open_diff(client, &arguments, reply)
                     } else {
-                        reply.send(self.ide_tool(client, &tool, &arguments))
+                        reply.send(self.ide_tool(client, scope, &tool, &arguments))
                     }
                 }));
                 if result.is_err() {

@@ -20,7 +20,8 @@ use crate::core::PositionEncoding;
 use crate::ports::{self, AgentCommand, Answered, ChangesCommand, Request, TerminalHostCommand};
 use crate::workspace::{Limits, Workspace};
 use crate::{
-    AgentProgress, EditorId, EditorInfo, Event, IdeClientId, Responder, Role, Topic, Transport,
+    AgentProgress, EditorId, EditorInfo, Event, IdeClientId, IdeScope, Responder, Role, Topic,
+    Transport,
 };
 use moonkale_protocol::jsonrpc::{self as message, RequestId};
 
@@ -86,6 +87,8 @@ pub struct World {
     pub ws: Workspace,
     editors: BTreeMap<u64, mpsc::Receiver<Vec<u8>>>,
     ides: BTreeMap<u64, mpsc::Receiver<String>>,
+    /// The Claude Code connections that came through a sandbox link.
+    linked: std::collections::BTreeSet<u64>,
     agent: Option<mpsc::Receiver<AgentCommand>>,
     terminals: Option<mpsc::Receiver<TerminalHostCommand>>,
     /// [`Ports::Full`]'s receivers, which nobody reads.
@@ -156,6 +159,7 @@ impl World {
             ws,
             editors: BTreeMap::new(),
             ides: BTreeMap::new(),
+            linked: Default::default(),
             agent,
             terminals,
             stalled_hosts,
@@ -393,13 +397,35 @@ impl World {
     pub fn ide_attach(&mut self, client: u64) {
         let (outbox, rx) = mpsc::channel(64);
         self.ides.insert(client, rx);
+        let scope = self.scope(client);
+        let linked = if scope == IdeScope::Workspace {
+            " through a sandbox link"
+        } else {
+            ""
+        };
         self.step(
-            format!("ide{client} attaches"),
+            format!("ide{client} attaches{linked}"),
             Event::IdeAttach {
                 client: IdeClientId(client),
+                scope,
                 outbox,
             },
         );
+    }
+
+    /// Claude Code connection `client` comes through a sandbox link: it
+    /// attaches, and its tool calls are, confined to the workspace.
+    pub fn ide_link_attach(&mut self, client: u64) {
+        self.linked.insert(client);
+        self.ide_attach(client);
+    }
+
+    fn scope(&self, client: u64) -> IdeScope {
+        if self.linked.contains(&client) {
+            IdeScope::Workspace
+        } else {
+            IdeScope::Host
+        }
     }
 
     pub fn ide_detach(&mut self, client: u64) {
@@ -414,8 +440,10 @@ impl World {
     /// A `tools/call` from a Claude Code connection.
     pub fn ide_tool(&mut self, client: u64, tool: &str, arguments: Value) -> usize {
         let what = format!("ide{client} {tool} {}", compact(&arguments));
+        let scope = self.scope(client);
         self.ask_hub(what, |reply| Event::IdeToolCall {
             client: IdeClientId(client),
+            scope,
             tool: tool.into(),
             arguments,
             reply,
@@ -650,7 +678,11 @@ impl World {
         if self.selection.has_changed().unwrap_or(false) {
             let now = self.selection.borrow_and_update().clone();
             let text = now.as_ref().map_or("none".into(), |now| {
-                compact(&serde_json::to_value(&now.params).expect("serializes"))
+                let params = compact(&serde_json::to_value(&now.params).expect("serializes"));
+                match now.in_workspace {
+                    true => params,
+                    false => format!("{params} (outside the workspace)"),
+                }
             });
             self.log.push_str(&format!("  selection = {text}\n"));
         }

@@ -725,3 +725,160 @@ fn send_to_claude() {
           #6 <- Err -32602 not a URI
     "#]]);
 }
+
+/// A CLI behind a sandbox link (ide8) learns nothing of the documents an
+/// editor holds outside the workspace or in its `.git`, as its tool
+/// arguments could not name them; a CLI on the host's port (ide9) sees
+/// them as before. The selection there is published marked as outside (a
+/// link's writer sends it nothing), and to ide8's tools it is no
+/// selection; listings leave those documents out; a mention of one goes
+/// only to a CLI that may see it, and waits for one while none is there.
+#[test]
+fn a_linked_cli_learns_nothing_of_documents_outside_the_workspace() {
+    const SECRET: &str = "file:///home/u/.aws/credentials";
+    const GIT: &str = "file:///w/.git/COMMIT_EDITMSG";
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.ide_link_attach(8);
+    w.attach(1, Caps::PLAIN);
+    w.did_open(1, A, 1, "fn a() {}\n");
+    w.did_open(1, GIT, 1, "fix\n");
+    w.did_open(1, SECRET, 1, "[default]\naws_secret_access_key = KEY\n");
+    for uri in [A, SECRET, GIT] {
+        w.notify(
+            1,
+            "moonkale/publishDiagnostics",
+            json!({"uri": uri, "source": "lint", "diagnostics": [diagnostic(0, 0, 1, 2, "look")]}),
+        );
+    }
+    w.notify(
+        1,
+        "moonkale/selectionChanged",
+        json!({"textDocument": {"uri": SECRET}, "selection": {
+            "start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 26}}}),
+    );
+    w.ide_tool(9, "getCurrentSelection", json!({}));
+    w.ide_tool(8, "getCurrentSelection", json!({}));
+    w.ide_tool(8, "getLatestSelection", json!({}));
+    w.ide_tool(8, "getOpenEditors", json!({}));
+    w.ide_tool(8, "getDiagnostics", json!({}));
+    w.ide_tool(8, "getDiagnostics", json!({"uri": SECRET}));
+    w.execute(1, "moonkale.sendToClaude", json!([SECRET]));
+    w.execute(1, "moonkale.sendToClaude", json!([A]));
+    // Only the linked CLI is left: a mention of the secret file waits for
+    // a CLI that may see it.
+    w.ide_detach(9);
+    w.execute(1, "moonkale.sendToClaude", json!([SECRET]));
+    w.ide_attach(7);
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ide8 attaches through a sandbox link
+        > ed1 attaches (Editor, utf-32)
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"fn a() {}\n","uri":"file:///w/src/a.rs","version":1}}
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"fix\n","uri":"file:///w/.git/COMMIT_EDITMSG","version":1}}
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"[default]\naws_secret_access_key = KEY\n","uri":"file:///home/u/.aws/credentials","version":1}}
+        > ed1 moonkale/publishDiagnostics {"diagnostics":[{"code":308,"message":"look","range":{"end":{"character":1,"line":0},"start":{"character":0,"line":0}},"severity":2,"source":"rustc"}],"source":"lint","uri":"file:///w/src/a.rs"}
+        > ed1 moonkale/publishDiagnostics {"diagnostics":[{"code":308,"message":"look","range":{"end":{"character":1,"line":0},"start":{"character":0,"line":0}},"severity":2,"source":"rustc"}],"source":"lint","uri":"file:///home/u/.aws/credentials"}
+        > ed1 moonkale/publishDiagnostics {"diagnostics":[{"code":308,"message":"look","range":{"end":{"character":1,"line":0},"start":{"character":0,"line":0}},"severity":2,"source":"rustc"}],"source":"lint","uri":"file:///w/.git/COMMIT_EDITMSG"}
+        > ed1 moonkale/selectionChanged {"selection":{"end":{"character":26,"line":1},"start":{"character":0,"line":1}},"textDocument":{"uri":"file:///home/u/.aws/credentials"}}
+          selection = {"filePath":"/home/u/.aws/credentials","fileUrl":"file:///home/u/.aws/credentials","selection":{"end":{"character":26,"line":1},"isEmpty":false,"start":{"character":0,"line":1}},"text":"aws_secret_access_key = KE"} (outside the workspace)
+        > #1 ide9 getCurrentSelection {}
+          #1 <- Ok tool result
+              text:
+                {
+                  "filePath": "/home/u/.aws/credentials",
+                  "fileUrl": "file:///home/u/.aws/credentials",
+                  "selection": {
+                    "end": {
+                      "character": 26,
+                      "line": 1
+                    },
+                    "isEmpty": false,
+                    "start": {
+                      "character": 0,
+                      "line": 1
+                    }
+                  },
+                  "success": true,
+                  "text": "aws_secret_access_key = KE"
+                }
+        > #2 ide8 getCurrentSelection {}
+          #2 <- Ok tool result
+              text:
+                {
+                  "message": "No active editor found",
+                  "success": false
+                }
+        > #3 ide8 getLatestSelection {}
+          #3 <- Ok tool result
+              text:
+                {
+                  "message": "No selection available",
+                  "success": false
+                }
+        > #4 ide8 getOpenEditors {}
+          #4 <- Ok tool result
+              text:
+                {
+                  "tabs": [
+                    {
+                      "fileName": "/w/src/a.rs",
+                      "groupIndex": 0,
+                      "isActive": false,
+                      "isDirty": false,
+                      "isGroupActive": true,
+                      "isPinned": false,
+                      "isPreview": false,
+                      "isUntitled": false,
+                      "label": "a.rs",
+                      "languageId": "rust",
+                      "lineCount": 2,
+                      "uri": "file:///w/src/a.rs",
+                      "viewColumn": 1
+                    }
+                  ]
+                }
+        > #5 ide8 getDiagnostics {}
+          #5 <- Ok tool result
+              text:
+                [
+                  {
+                    "diagnostics": [
+                      {
+                        "code": "308",
+                        "message": "look",
+                        "range": {
+                          "end": {
+                            "character": 1,
+                            "line": 0
+                          },
+                          "start": {
+                            "character": 0,
+                            "line": 0
+                          }
+                        },
+                        "severity": "Warning",
+                        "source": "rustc"
+                      }
+                    ],
+                    "uri": "file:///w/src/a.rs"
+                  }
+                ]
+        > #6 ide8 getDiagnostics {"uri":"file:///home/u/.aws/credentials"}
+          #6 <- Ok tool result
+              text:
+                []
+        > #7 ed1 workspace/executeCommand {"arguments":["file:///home/u/.aws/credentials"],"command":"moonkale.sendToClaude"}
+          ide9 <- at_mentioned {"filePath":"/home/u/.aws/credentials"}
+          #7 <- Ok {"sent":1}
+        > #8 ed1 workspace/executeCommand {"arguments":["file:///w/src/a.rs"],"command":"moonkale.sendToClaude"}
+          ide8 <- at_mentioned {"filePath":"/w/src/a.rs"}
+          ide9 <- at_mentioned {"filePath":"/w/src/a.rs"}
+          #8 <- Ok {"sent":2}
+        > ide9 detaches
+        > #9 ed1 workspace/executeCommand {"arguments":["file:///home/u/.aws/credentials"],"command":"moonkale.sendToClaude"}
+          #9 <- Ok {"queued":true}
+        > ide7 attaches
+          ide7 <- at_mentioned {"filePath":"/home/u/.aws/credentials"}
+    "#]]);
+}

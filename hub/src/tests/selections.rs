@@ -133,7 +133,7 @@ fn the_helix_selection_command() {
           selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":0,"line":2},"isEmpty":false,"start":{"character":0,"line":0}},"text":"ab😀cd\nline two\n"}
         > #3 ed1 workspace/executeCommand {"arguments":["../elsewhere/x.rs",1,1,1,1],"command":"moonkale.selection"}
           #3 <- Ok null
-          selection = {"filePath":"/elsewhere/x.rs","fileUrl":"file:///elsewhere/x.rs","selection":{"end":{"character":0,"line":0},"isEmpty":true,"start":{"character":0,"line":0}},"text":""}
+          selection = {"filePath":"/elsewhere/x.rs","fileUrl":"file:///elsewhere/x.rs","selection":{"end":{"character":0,"line":0},"isEmpty":true,"start":{"character":0,"line":0}},"text":""} (outside the workspace)
         > #4 ed1 workspace/executeCommand {"arguments":["a.rs","one"],"command":"moonkale.selection"}
           #4 <- Err -32602 moonkale.selection wants [path, line, column, first line, last line]
         > #5 ed1 workspace/executeCommand {"arguments":[],"command":"moonkale.nothing"}
@@ -457,6 +457,7 @@ async fn the_hub_loop_paces_the_selection_in_real_time() {
     assert!(
         hub.send(Event::IdeAttach {
             client: IdeClientId(9),
+            scope: crate::IdeScope::Host,
             outbox: ide_outbox
         })
         .await

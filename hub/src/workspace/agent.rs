@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::{Awaited, Workspace, command_action, parse_params, tool_result};
 use crate::ports::{AgentCommand, AgentPort, Answer, Request, forward};
-use crate::{AgentProgress, EditorId, IdeClientId, Responder, Role, Topic};
+use crate::{AgentProgress, EditorId, IdeClientId, IdeScope, Responder, Role, Topic};
 use moonkale_protocol::PermissionMode;
 use moonkale_protocol::agent::{
     Approval, ApprovalKind, ApprovalParams, ApprovalStatus, Question as AskedQuestion,
@@ -715,11 +715,13 @@ impl Workspace {
                 self.show_document(editor, uri, true, selection);
                 Ok(tool_result(CallToolResult::text(format!("Opened {path}"))))
             }
+            // The hosted CLI runs as the user, unjailed: it sees what a CLI
+            // on the host's IDE port sees.
             "getOpenEditors"
             | "getCurrentSelection"
             | "getLatestSelection"
             | "getDiagnostics"
-            | "getWorkspaceFolders" => self.ide_tool(IdeClientId(0), tool, args),
+            | "getWorkspaceFolders" => self.ide_tool(IdeClientId(0), IdeScope::Host, tool, args),
             _ => Err(ResponseError::new(
                 code::METHOD_NOT_FOUND,
                 format!("Tool not found: {tool}"),

@@ -7,6 +7,12 @@
 //! characters are 0-based and characters count UTF-16 code units, as VS
 //! Code's do. Paths arrive here already confined to the workspace by the
 //! IDE adapter.
+//!
+//! **Invariant:** what a connection learns of the editors' documents (the
+//! selection, the open documents, diagnostics, mentions) passes its
+//! [`IdeScope`]: a CLI jailed behind a sandbox link never hears of a
+//! document outside the workspace, which its tool arguments could not name
+//! either.
 
 use std::path::{Path, PathBuf};
 
@@ -15,12 +21,13 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{OpenDocument, Workspace, tool_result};
-use crate::IdeClientId;
+use crate::{IdeClientId, IdeScope};
 use crate::core::PositionEncoding;
 use crate::core::position::to_wire;
 use moonkale_protocol::ide::{
-    AtMentioned, CallToolResult, Diagnostic, DocumentDirty, DocumentSave, FileDiagnostics,
-    OpenEditors, OpenedFile, Tab, ToolFailure, WorkspaceFolder, WorkspaceFolders,
+    AtMentioned, CallToolResult, CurrentSelection, Diagnostic, DocumentDirty, DocumentSave,
+    FileDiagnostics, OpenEditors, OpenedFile, Tab, ToolFailure, WorkspaceFolder,
+    WorkspaceFolders,
 };
 use moonkale_protocol::jsonrpc::{self as message, ResponseError, code};
 
@@ -86,6 +93,7 @@ impl Workspace {
     pub(crate) fn ide_tool(
         &mut self,
         client: IdeClientId,
+        scope: IdeScope,
         tool: &str,
         args: &Value,
     ) -> Result<Value, ResponseError> {
@@ -104,16 +112,21 @@ impl Workspace {
             )))
         };
         let answer = match tool {
-            "getDiagnostics" => self.ide_diagnostics(args.get("uri").and_then(Value::as_str)),
-            "getCurrentSelection" => match self.current_selection() {
-                Some(current) => json_result(&current),
+            "getDiagnostics" => {
+                self.ide_diagnostics(scope, args.get("uri").and_then(Value::as_str))
+            }
+            "getCurrentSelection" => match self.selection_for(scope) {
+                Some(selection) => json_result(&CurrentSelection {
+                    success: true,
+                    selection,
+                }),
                 None => json_result(&ToolFailure::new("No active editor found")),
             },
-            "getLatestSelection" => match self.latest_selection_payload() {
+            "getLatestSelection" => match self.selection_for(scope) {
                 Some(latest) => json_result(&latest),
                 None => json_result(&ToolFailure::new("No selection available")),
             },
-            "getOpenEditors" => self.open_editors(),
+            "getOpenEditors" => self.open_editors(scope),
             "getWorkspaceFolders" => {
                 let root = self.root.display().to_string();
                 let name = self
@@ -284,12 +297,16 @@ impl Workspace {
 
     /// `getDiagnostics`: every document with diagnostics, or one `uri`
     /// (a known file with none gives an empty list, never an error), up to
-    /// [`MAX_ANSWER_BYTES`].
-    fn ide_diagnostics(&self, uri: Option<&str>) -> CallToolResult {
+    /// [`MAX_ANSWER_BYTES`]; only documents `scope` sees.
+    fn ide_diagnostics(&self, scope: IdeScope, uri: Option<&str>) -> CallToolResult {
         let uris: Vec<Url> = match uri {
             Some(raw) => lenient_file_url(raw).into_iter().collect(),
             None => self.diagnostics.uris().cloned().collect(),
         };
+        let uris: Vec<Url> = uris
+            .into_iter()
+            .filter(|u| scope.sees_uri(&self.root, u))
+            .collect();
         let total: usize = uris.iter().map(|u| self.diagnostics.count_for(u)).sum();
         let mut budget = Budget(MAX_ANSWER_BYTES);
         let mut files = Vec::new();
@@ -337,9 +354,9 @@ impl Workspace {
         listing_result(&files, note)
     }
 
-    /// `getOpenEditors`: every open document once, up to
+    /// `getOpenEditors`: every open document `scope` sees once, up to
     /// [`MAX_ANSWER_BYTES`].
-    fn open_editors(&self) -> CallToolResult {
+    fn open_editors(&self, scope: IdeScope) -> CallToolResult {
         let active = self
             .active_editor()
             .and_then(|(_, ed)| ed.selection.as_ref())
@@ -348,6 +365,7 @@ impl Workspace {
             .editors
             .values()
             .flat_map(|ed| ed.docs.keys())
+            .filter(|u| scope.sees_uri(&self.root, u))
             .collect();
         uris.sort();
         uris.dedup();
@@ -394,7 +412,8 @@ impl Workspace {
 
     /// `moonkale.sendToClaude [uri?, range?]`: an `at_mentioned` for the
     /// given range, else the editor's current selection; sent to every
-    /// connected Claude Code, or queued until one connects.
+    /// connected Claude Code that may see the file, or queued until one
+    /// connects.
     pub(crate) fn send_to_claude(
         &mut self,
         editor: crate::EditorId,
@@ -447,26 +466,17 @@ impl Workspace {
             }
             (params.line_start, params.line_end) = (Some(first), Some(last));
         }
-        let params = serde_json::to_value(params).expect("at_mentioned serializes");
-        let body = String::from_utf8(message::notification("at_mentioned", params))
-            .expect("JSON is UTF-8");
-        if self.ide_clients.is_empty() {
-            if self.mention_queue.len() >= MAX_QUEUED_MENTIONS {
-                self.mention_queue.remove(0);
-            }
-            self.mention_queue.push(body);
+        let sent = self.mention(None, params);
+        if sent == 0 {
             return Ok(json!({"queued": true}));
         }
-        for client in self.ide_clients.values() {
-            let _ = client.outbox.try_send(body.clone());
-        }
-        Ok(json!({"sent": self.ide_clients.len()}))
+        Ok(json!({"sent": sent}))
     }
 
     /// An `at_mentioned` of lines `start..=end` (0-based) of `path` to one
     /// Claude Code connection.
     pub(super) fn mention_to(
-        &self,
+        &mut self,
         client: IdeClientId,
         path: std::path::PathBuf,
         start: u32,
@@ -477,26 +487,54 @@ impl Workspace {
             line_start: Some(start),
             line_end: Some(end),
         };
+        self.mention(Some(client), params);
+    }
+
+    /// Sends `params` as `at_mentioned` to `only` (else to every
+    /// connection) if it may see the file; what no connection took, with
+    /// no `only`, is queued for the next that may. How many took it.
+    fn mention(&mut self, only: Option<IdeClientId>, params: AtMentioned) -> usize {
+        let path = params.file_path.clone();
         let params = serde_json::to_value(params).expect("at_mentioned serializes");
         let body = String::from_utf8(message::notification("at_mentioned", params))
             .expect("JSON is UTF-8");
-        if let Some(c) = self.ide_clients.get(&client) {
-            let _ = c.outbox.try_send(body);
+        let mut sent = 0;
+        for (id, client) in &self.ide_clients {
+            if only.is_none_or(|only| only == *id) && client.scope.sees(&self.root, &path) {
+                let _ = client.outbox.try_send(body.clone());
+                sent += 1;
+            }
         }
+        if sent == 0 && only.is_none() {
+            if self.mention_queue.len() >= MAX_QUEUED_MENTIONS {
+                self.mention_queue.remove(0);
+            }
+            self.mention_queue.push((path, body));
+        }
+        sent
     }
 
+    /// A connection finished its handshake: it takes the queued mentions
+    /// it may see (the others wait for one that may).
     pub(crate) fn ide_attach(
         &mut self,
         client: IdeClientId,
+        scope: IdeScope,
         outbox: tokio::sync::mpsc::Sender<String>,
     ) {
-        for body in self.mention_queue.drain(..) {
-            let _ = outbox.try_send(body);
-        }
+        let root = &self.root;
+        self.mention_queue.retain(|(path, body)| {
+            if !scope.sees(root, path) {
+                return true;
+            }
+            let _ = outbox.try_send(body.clone());
+            false
+        });
         self.ide_clients.insert(
             client,
             super::IdeClient {
                 outbox,
+                scope,
                 cli_pid: None,
             },
         );

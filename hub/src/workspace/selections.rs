@@ -17,8 +17,8 @@ use serde_json::Value;
 use super::{Editor, Workspace, file_uri};
 use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{LineCol, PositionEncoding, WirePosition};
-use crate::{EditorId, Role};
-use moonkale_protocol::ide::{CurrentSelection, SelectionChanged, SelectionRange};
+use crate::{EditorId, IdeScope, Role};
+use moonkale_protocol::ide::{SelectionChanged, SelectionRange};
 use moonkale_protocol::jsonrpc::{Params, ResponseError};
 
 /// The command Helix keymaps call to push their selection (editors.md §3b).
@@ -305,12 +305,10 @@ impl Workspace {
         })
     }
 
-    /// `getCurrentSelection`: the payload, and that there is one.
-    pub(super) fn current_selection(&self) -> Option<CurrentSelection> {
-        let selection = self.latest_selection_payload()?;
-        Some(CurrentSelection {
-            success: true,
-            selection,
-        })
+    /// The payload as a connection of `scope` sees it: a selection in a
+    /// document it may not see is, for it, no selection.
+    pub(super) fn selection_for(&self, scope: IdeScope) -> Option<SelectionChanged> {
+        self.latest_selection_payload()
+            .filter(|p| scope.sees(&self.root, &p.file_path))
     }
 }

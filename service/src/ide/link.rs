@@ -11,7 +11,9 @@
 //! ([`super::ws`]): the link's token, any loopback `Host` (the relay's port
 //! is the jail's), one linked session at a time (a second gets 409), the
 //! IDE tools only, paths confined as for any client. The socket speaks
-//! nothing else: no LSP, no front door, no agent, no terminals.
+//! nothing else: no LSP, no front door, no agent, no terminals. What the
+//! hub tells a linked CLI is confined likewise ([`IdeScope::Workspace`]):
+//! a document an editor holds outside the workspace never reaches it.
 //!
 //! **Invariant:** the socket is created 0600 (bound under umask 0177 in a
 //! thread of its own, never `chmod`ed through a path), by a name relative
@@ -32,7 +34,7 @@ use super::handshake::HostRule;
 use super::paths::{self, Root};
 use super::ws::{self, IdeLimits};
 use crate::error::{Error, IoContext, Result};
-use crate::hub::HubHandle;
+use crate::hub::{HubHandle, IdeScope};
 
 /// How a link's socket is named: this, 16 hex digits, [`SOCKET_SUFFIX`].
 pub const SOCKET_PREFIX: &str = ".moonkale-link-";
@@ -120,6 +122,10 @@ impl Links {
             .join(bound.name.to_str().expect("an ASCII name"));
         let shared = Arc::new(ws::Shared {
             host_rule: HostRule::AnyLoopbackPort,
+            // A jailed CLI: the editors' documents outside the workspace
+            // are not its to learn of, as its tool arguments cannot name
+            // them.
+            scope: IdeScope::Workspace,
             token: token.clone(),
             hub: self.hub.clone(),
             root,

@@ -31,7 +31,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use super::handshake::{self, HostRule, Refusal};
 use super::mcp::{self, ToolCall};
 use crate::http::{self, Prefixed};
-use crate::hub::{Event, HubHandle, IdeClientId, SelectionNotification};
+use crate::hub::{Event, HubHandle, IdeClientId, IdeScope, SelectionNotification};
 use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
 use crate::mcp::Method;
 
@@ -114,6 +114,7 @@ impl Drop for Connected<'_> {
 pub(super) async fn accept_loop(l: Listener) {
     let shared = Arc::new(Shared {
         host_rule: HostRule::Port(l.port),
+        scope: IdeScope::Host,
         token: l.token,
         hub: l.hub,
         root: l.root,
@@ -206,6 +207,9 @@ impl Gates {
 /// What every connection of one listener shares.
 pub(super) struct Shared {
     pub host_rule: HostRule,
+    /// What its clients may learn of the editors' documents: everything on
+    /// the host's port, the workspace's only through a sandbox link.
+    pub scope: IdeScope,
     pub token: Arc<String>,
     pub hub: HubHandle,
     pub root: super::paths::Root,
@@ -382,6 +386,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         hub_rx,
         backlog: backlog.clone(),
         selection: shared.hub.selection(),
+        scope: shared.scope,
         ping_interval: shared.limits.ping_interval,
         last_heard: last_heard.clone(),
     }));
@@ -535,6 +540,7 @@ impl Reader<'_> {
                         .hub
                         .send(Event::IdeAttach {
                             client: self.client,
+                            scope: self.shared.scope,
                             outbox,
                         })
                         .await;
@@ -577,6 +583,7 @@ impl Reader<'_> {
         let (reply, answer) = crate::hub::Responder::new();
         let event = Event::IdeToolCall {
             client: self.client,
+            scope: self.shared.scope,
             tool,
             arguments,
             reply,
@@ -636,6 +643,8 @@ struct WriterState<S> {
     /// The active editor's selection, already paced by the hub: each
     /// change is sent at once.
     selection: tokio::sync::watch::Receiver<Option<SelectionNotification>>,
+    /// Which selections this client is sent.
+    scope: IdeScope,
     ping_interval: Duration,
     last_heard: Arc<std::sync::Mutex<Instant>>,
 }
@@ -769,16 +778,18 @@ async fn send<S: AsyncRead + AsyncWrite + Unpin>(w: &mut WriterState<S>, msg: Me
     }
 }
 
-/// Sends the current selection if it differs from the last one sent;
-/// `false` if the connection is gone.
+/// Sends the current selection if the client may see it and it differs
+/// from the last one sent; `false` if the connection is gone.
 async fn send_selection<S: AsyncRead + AsyncWrite + Unpin>(
     w: &mut WriterState<S>,
     last: &mut Option<Arc<str>>,
 ) -> bool {
+    let scope = w.scope;
     let current = w
         .selection
         .borrow_and_update()
         .as_ref()
+        .filter(|n| n.visible_to(scope))
         .map(|n| n.frame.clone());
     let Some(frame) = current.filter(|c| Some(c) != last.as_ref()) else {
         return true;

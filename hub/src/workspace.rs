@@ -254,8 +254,8 @@ impl Workspace {
     fn fire_selection(&mut self, now: Instant) {
         if let Some(paced) = self.selection_pacer.fire(now) {
             let paced = paced
-                    .clone()
-                    .map(|p| SelectionNotification::new(p, &self.root));
+                .clone()
+                .map(|p| SelectionNotification::new(p, &self.root));
             self.selection_tx.send_replace(paced);
         }
     }

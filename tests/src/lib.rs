@@ -509,7 +509,10 @@ pub async fn service_with_env_and_claude(
 }
 
 /// Reads `selection_changed` until one has `text` (each read has a deadline).
-pub async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
+pub async fn selection_with_text<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    c: &mut ws_rpc::WsRpc<S>,
+    text: &str,
+) -> Value {
     loop {
         let n = c.notification("selection_changed").await;
         if n["params"]["text"] == text {
@@ -521,7 +524,10 @@ pub async fn selection_with_text(c: &mut IdeClient, text: &str) -> Value {
 /// The next `selection_changed` in the file `path` (others are passed
 /// over): the line of its cursor (or of its selection's start), and its
 /// params.
-pub async fn next_selection_in(c: &mut IdeClient, path: &Path) -> (u64, Value) {
+pub async fn next_selection_in<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    c: &mut ws_rpc::WsRpc<S>,
+    path: &Path,
+) -> (u64, Value) {
     loop {
         let n = c.notification("selection_changed").await;
         if n["params"]["filePath"] == json!(path) {

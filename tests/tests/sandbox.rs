@@ -15,7 +15,10 @@ use moonkale_tests::claude_cli::{ClaudeConfig, claude_bin, edit_result, seed_hom
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::lsp::{Client, plain_caps};
 use moonkale_tests::world::World;
-use moonkale_tests::{IdeClient, LinkClient, STEP, Sandbox, TIMEOUT, poll_until};
+use moonkale_tests::{
+    IdeClient, LinkClient, STEP, Sandbox, TIMEOUT, next_selection_in, poll_until,
+    selection_with_text, tool_json,
+};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -614,4 +617,127 @@ async fn the_printed_command_runs_claude_linked_and_nothing_else() {
     let ws = w.sb.workspace.clone();
     let closed = poll_until(STEP, async || link_sockets(&ws).is_empty().then_some(())).await;
     assert!(closed.is_some(), "the link outlived its printer");
+}
+
+/// (6) What a linked CLI learns of the editors stays inside the workspace.
+/// The workspace's editor holds a file outside it (as Neovim attaches a
+/// `~/.aws/credentials` opened from the workspace to the workspace's
+/// client), with diagnostics, selects in it and sends it to Claude Code. A
+/// Claude Code on the host's IDE port is shown all of it, as before; one on
+/// the sandbox link is sent no `selection_changed` or `at_mentioned` for it
+/// (a selection there is, for it, no selection: not even the previous one
+/// in the workspace is answered), and `getOpenEditors` and
+/// `getDiagnostics` leave it out. Files inside the workspace reach both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_linked_cli_learns_nothing_of_files_outside_the_workspace() {
+    const KEY: &str = "aws_secret_access_key = wJalrXUtnFEMI";
+    let mut w = World::builder()
+        .file(
+            "inside.txt",
+            "inside the workspace
+second line
+",
+        )
+        .start()
+        .await;
+    let (_opener, socket, token) = open_link(&w, "opener").await;
+    let mut link = link_client(&socket, &token).await;
+    link.initialize("2025-11-25").await;
+    let mut host = IdeClient::connect(w.ide_port(), &w.ide_token()).await;
+    host.initialize("2025-11-25").await;
+
+    let secret = w.sb.home.join(".aws/credentials");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    let text = format!("[default]\n{KEY}\n");
+    std::fs::write(&secret, &text).unwrap();
+    let secret_uri = format!("file://{}", secret.display());
+    w.ed.did_open(&secret_uri, 1, &text).await;
+    let inside = w.open("inside.txt").await;
+    for uri in [&secret_uri, &inside] {
+        w.ed.notify(
+            "moonkale/publishDiagnostics",
+            json!({"uri": uri, "source": "lint", "diagnostics": [
+                {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 6}},
+                 "severity": 2, "message": "LINT_SAYS", "source": "lint"}]}),
+        )
+        .await;
+    }
+
+    // A selection inside reaches both; then the user selects the key.
+    w.select(&inside, (0, 0), (0, 6)).await;
+    selection_with_text(&mut link, "inside").await;
+    w.select(&secret_uri, (1, 0), (1, KEY.len() as u32)).await;
+    let (_, shown) = next_selection_in(&mut host, &secret).await;
+    assert_eq!(shown["text"], KEY);
+    let current = |c: Value| tool_json(&c)["text"].clone();
+    assert_eq!(
+        current(host.tool("getCurrentSelection", json!({})).await),
+        KEY
+    );
+    let none = link.tool("getCurrentSelection", json!({})).await;
+    assert_eq!(
+        tool_json(&none),
+        json!({"success": false, "message": "No active editor found"})
+    );
+    let none = link.tool("getLatestSelection", json!({})).await;
+    assert_eq!(tool_json(&none)["success"], false, "{none}");
+
+    // Listings: the host's CLI gets both files, the linked one the
+    // workspace's only.
+    let tabs = |r: Value| -> Vec<String> {
+        let listed = tool_json(&r)["tabs"].as_array().unwrap().clone();
+        listed
+            .iter()
+            .map(|t| t["fileName"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let inside_path = w.path("inside.txt").display().to_string();
+    let secret_path = secret.display().to_string();
+    let mut both = vec![inside_path.clone(), secret_path.clone()];
+    both.sort();
+    let mut listed = tabs(host.tool("getOpenEditors", json!({})).await);
+    listed.sort();
+    assert_eq!(listed, both);
+    assert_eq!(
+        tabs(link.tool("getOpenEditors", json!({})).await),
+        std::slice::from_ref(&inside_path)
+    );
+    let files = |r: Value| -> usize { tool_json(&r).as_array().unwrap().len() };
+    assert_eq!(files(host.tool("getDiagnostics", json!({})).await), 2);
+    let diagnostics = link.tool("getDiagnostics", json!({})).await;
+    assert_eq!(files(diagnostics.clone()), 1, "{diagnostics}");
+    assert!(
+        diagnostics.to_string().contains("LINT_SAYS"),
+        "{diagnostics}"
+    );
+
+    // Sent to Claude Code: the host's CLI gets the mention.
+    let send = |uri: &str| json!({"command": "moonkale.sendToClaude", "arguments": [uri]});
+    w.ed.call("workspace/executeCommand", send(&secret_uri))
+        .await;
+    let mention = host.notification("at_mentioned").await;
+    assert_eq!(mention["params"]["filePath"], json!(secret));
+    // The linked CLI's last message is a mention of the workspace's file;
+    // nothing it was sent before named the other file or held its text.
+    w.ed.call("workspace/executeCommand", send(&inside)).await;
+    let mut seen = std::mem::take(&mut link.notifications);
+    loop {
+        let message = link.recv().await;
+        let last = message["method"] == "at_mentioned";
+        seen.push(message);
+        if last {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last().unwrap()["params"]["filePath"],
+        json!(w.path("inside.txt"))
+    );
+    for message in &seen {
+        let text = message.to_string();
+        assert!(
+            !text.contains("credentials") && !text.contains("wJalr"),
+            "the linked CLI was told of the file outside: {text}"
+        );
+    }
 }

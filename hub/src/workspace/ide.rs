@@ -21,13 +21,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{OpenDocument, Workspace, tool_result};
-use crate::{IdeClientId, IdeScope};
 use crate::core::PositionEncoding;
 use crate::core::position::to_wire;
+use crate::{IdeClientId, IdeScope};
 use moonkale_protocol::ide::{
     AtMentioned, CallToolResult, CurrentSelection, Diagnostic, DocumentDirty, DocumentSave,
-    FileDiagnostics, OpenEditors, OpenedFile, Tab, ToolFailure, WorkspaceFolder,
-    WorkspaceFolders,
+    FileDiagnostics, OpenEditors, OpenedFile, Tab, ToolFailure, WorkspaceFolder, WorkspaceFolders,
 };
 use moonkale_protocol::jsonrpc::{self as message, ResponseError, code};
 

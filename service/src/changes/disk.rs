@@ -36,8 +36,12 @@ pub struct WorkspaceFiles {
     /// and [`WorkspaceFiles::remove`]: a test saves the file there, as a
     /// user whose save lands while the undo is under way.
     #[cfg(test)]
-    pub(super) before_last_look: Option<Box<dyn Fn(&Path) + Send + Sync>>,
+    pub(super) before_last_look: Option<LastLookHook>,
 }
+
+/// What a test runs just before an undo's last look at the file.
+#[cfg(test)]
+pub(super) type LastLookHook = Box<dyn Fn(&Path) + Send + Sync>;
 
 /// A file as an undo read it: what it held, and which file it was.
 pub struct Seen {

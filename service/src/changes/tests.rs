@@ -62,7 +62,7 @@ impl World {
 
     async fn in_dir_with(
         dir: tempfile::TempDir,
-        before_last_look: Option<Box<dyn Fn(&Path) + Send + Sync>>,
+        before_last_look: Option<super::disk::LastLookHook>,
     ) -> World {
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let ws = base.join("w");
@@ -510,8 +510,15 @@ async fn a_save_landing_during_an_undo_is_kept_and_the_file_refused() {
     w.claude_writes("t3", "gone.txt", None).await;
     w.changes_event().await;
     *save.lock().unwrap() = Some(saves("made again\n", false));
-    let answer = w.undo(json!({"set": 3, "uri": w.uri("gone.txt"), "hunk": 0}), vec![], false).await;
-    expect!["Err -32602 <ws>/gone.txt changed while it was being undone; nothing was undone"].assert_eq(&answer);
+    let answer = w
+        .undo(
+            json!({"set": 3, "uri": w.uri("gone.txt"), "hunk": 0}),
+            vec![],
+            false,
+        )
+        .await;
+    expect!["Err -32602 <ws>/gone.txt changed while it was being undone; nothing was undone"]
+        .assert_eq(&answer);
     assert_eq!(w.read("gone.txt").unwrap(), "made again\n");
 
     // Nothing was written, so editors were told of nothing; every hunk is
@@ -521,7 +528,10 @@ async fn a_save_landing_during_an_undo_is_kept_and_the_file_refused() {
     assert_eq!(list.matches(r#""state":"pending""#).count(), 3, "{list}");
     for name in state_files(w.dir.path()) {
         let stored = std::fs::read_to_string(w.dir.path().join("state/changes").join(&name));
-        assert!(!stored.unwrap().contains("\"intent\""), "{name} holds an intent");
+        assert!(
+            !stored.unwrap().contains("\"intent\""),
+            "{name} holds an intent"
+        );
     }
     let mut left: Vec<String> = std::fs::read_dir(&w.ws)
         .unwrap()
@@ -545,7 +555,9 @@ async fn a_save_racing_an_undo_is_never_lost() {
     const ROUNDS: usize = 24;
     const MINE: &str = "1\nthe user's line\n3\n";
     let mut w = World::new().await;
-    let state = std::fs::canonicalize(w.dir.path()).unwrap().join("state/changes");
+    let state = std::fs::canonicalize(w.dir.path())
+        .unwrap()
+        .join("state/changes");
     let (mut raced, mut late) = (0, 0);
     for round in 0..ROUNDS {
         let set = round + 1;

@@ -275,6 +275,8 @@ fn unchanged(dir: &OwnedFd, name: &CStr, seen: &Seen) -> std::io::Result<bool> {
     if bytes != expected {
         return Ok(false);
     }
+    // Closed now, not between the last look and the caller's rename.
+    drop(file);
     let Some(now) = stat_at(dir, name)? else {
         return Ok(false);
     };

@@ -543,65 +543,165 @@ async fn a_save_landing_during_an_undo_is_kept_and_the_file_refused() {
     expect![[r#"Ok {"refused":[{"hunk":0,"message":"Line 2 of <ws>/a.txt changed after Claude Code's edit; not undone","uri":"file://<ws>/a.txt"}],"undone":0}"#]].assert_eq(&w.undo(json!({"set": 1}), vec![], false).await);
 }
 
-/// A real race, many times: a thread saves a file Claude changed (in
-/// place, or by rename) as soon as the undo has stored its intent, while
-/// the undo goes on to write the file. Whichever comes first, the user's
-/// save is what the file holds at the end, and an undo that did not see it
-/// says so. (A removal has nothing slow between its intent and its last
-/// look, so a save aimed at the intent would land on the last look itself,
-/// the window that stays open; the test above covers removals.)
+/// A real race, many times: a thread saves a file Claude changed or
+/// created (in place, or by rename) as soon as the undo has stored its
+/// intent (inotify tells it), that is after the undo read the file, while
+/// the undo goes on to write; the test seam only notes when the undo's
+/// last look at the file began. A save done before that is kept and the
+/// file refused, whatever the timing; a save landing during the last look
+/// (the window that stays open, `disk::unchanged`) or after the undo may
+/// come second.
 #[tokio::test]
 async fn a_save_racing_an_undo_is_never_lost() {
-    const ROUNDS: usize = 24;
-    const MINE: &str = "1\nthe user's line\n3\n";
-    let mut w = World::new().await;
+    const ROUNDS: usize = 16;
+    const MINE: &str = "the user's whole new text\n";
+    // Long enough that writing and syncing the undo's text takes a while.
+    let numbered = |second: &str| -> String {
+        (0..2_000)
+            .map(|i| match i {
+                1 => format!("{second}\n"),
+                _ => format!("line {i} of a long file, long enough to take a while to write\n"),
+            })
+            .collect()
+    };
+    let (before, after) = (numbered("2"), numbered("Claude's line"));
+    let looked = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let note = {
+        let looked = looked.clone();
+        move |_: &Path| {
+            looked
+                .lock()
+                .unwrap()
+                .get_or_insert_with(std::time::Instant::now);
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = World::in_dir_with(dir, Some(Box::new(note))).await;
     let state = std::fs::canonicalize(w.dir.path())
         .unwrap()
         .join("state/changes");
-    let (mut raced, mut late) = (0, 0);
+    let (mut raced, mut later) = (0, 0);
     for round in 0..ROUNDS {
-        let set = round + 1;
         let name = format!("r{round}.txt");
-        std::fs::write(w.path(&name), "1\n2\n3\n").unwrap();
-        w.claude_writes(&format!("t{round}"), &name, Some("1\nClaude's line\n3\n"))
+        // Rounds 2 and 3 of every 4: a file Claude created, which the
+        // undo removes; odd rounds: saved by rename.
+        if round % 4 < 2 {
+            std::fs::write(w.path(&name), &before).unwrap();
+        }
+        w.claude_writes(&format!("t{round}"), &name, Some(&after))
             .await;
         w.changes_event().await;
-        let answered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        *looked.lock().unwrap() = None;
+        // Watched before the undo starts: the set's next store is its
+        // intent.
+        let intent = Appears::watch(&state, format!("{}.json", round + 1));
         let saver = std::thread::spawn({
-            let (path, answered) = (w.path(&name), answered.clone());
-            let stored = state.join(format!("{set}.json"));
+            let path = w.path(&name);
             move || {
-                let deadline = std::time::Instant::now() + DEADLINE;
-                // The intent is stored after the undo read the file and
-                // before it writes: the window a save must not fall into.
-                while !answered.load(std::sync::atomic::Ordering::Acquire)
-                    && !std::fs::read_to_string(&stored)
-                        .unwrap_or_default()
-                        .contains("\"intent\"")
-                {
-                    assert!(std::time::Instant::now() < deadline, "no undo under way");
-                    std::thread::yield_now();
-                }
+                intent.wait();
                 user_saves(&path, MINE, round % 2 == 1);
+                std::time::Instant::now()
             }
         });
-        let answer = w.undo(json!({"set": set}), vec![], false).await;
-        answered.store(true, std::sync::atomic::Ordering::Release);
-        saver.join().unwrap();
-        assert_eq!(
-            w.read(&name).as_deref(),
-            Some(MINE),
-            "round {round}: the user's save was lost; the undo answered {answer}"
-        );
-        if answer.contains("changed while it was being undone") {
+        let answer = w.undo(json!({"set": round + 1}), vec![], false).await;
+        // What the undo told the hub (before it answered): not to be taken
+        // for the next round's record.
+        w.drain();
+        let saved = saver.join().unwrap();
+        let last_look = looked
+            .lock()
+            .unwrap()
+            .unwrap_or_else(|| panic!("round {round}: no last look; {answer}"));
+        let kept = w.read(&name).as_deref() == Some(MINE);
+        if saved < last_look {
+            assert!(
+                kept && answer.contains("changed while it was being undone"),
+                "round {round}: a save done before the undo's last look was lost; the undo \
+                 answered {answer}"
+            );
             raced += 1;
         } else {
-            assert!(answer.contains(r#""undone":1"#), "round {round}: {answer}");
-            late += 1;
+            assert!(
+                kept || answer.contains(r#""undone":1"#),
+                "round {round}: {answer}"
+            );
+            later += 1;
         }
     }
-    eprintln!("{ROUNDS} rounds: {raced} saves landed during the undo, {late} after it");
-    assert!(raced > 0, "no save landed during an undo");
+    eprintln!("{ROUNDS} rounds: {raced} saves before the undo's last look, {later} later");
+    assert!(raced > 0, "no save landed before an undo's last look");
+}
+
+/// A name appearing in a folder (created, or renamed into place), watched
+/// with inotify.
+struct Appears {
+    fd: std::os::fd::OwnedFd,
+    name: String,
+}
+
+impl Appears {
+    fn watch(dir: &Path, name: String) -> Appears {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: no preconditions; the descriptor is checked and owned.
+        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+        assert!(fd >= 0, "inotify: {}", std::io::Error::last_os_error());
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let dir = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid descriptor and a NUL-terminated path.
+        let watch = unsafe {
+            libc::inotify_add_watch(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                dir.as_ptr(),
+                libc::IN_CREATE | libc::IN_MOVED_TO,
+            )
+        };
+        assert!(watch >= 0, "inotify: {}", std::io::Error::last_os_error());
+        Appears { fd, name }
+    }
+
+    /// Blocks until the name appeared (at most [`DEADLINE`]).
+    fn wait(&self) {
+        use std::os::fd::AsRawFd;
+        let deadline = std::time::Instant::now() + DEADLINE;
+        let mut buf = [0u64; 512];
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let mut poll = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let ready = unsafe { libc::poll(&mut poll, 1, left.as_millis() as i32) };
+            assert!(ready > 0, "{} did not appear in time", self.name);
+            // SAFETY: the buffer is valid for its length (u64s: aligned for
+            // `inotify_event`).
+            let n = unsafe {
+                libc::read(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    size_of_val(&buf),
+                )
+            };
+            assert!(n > 0, "inotify: {}", std::io::Error::last_os_error());
+            // Each event: `wd`, `mask`, `cookie`, `len` (four 32-bit
+            // fields), then `len` bytes of NUL-padded name.
+            const HEADER: usize = size_of::<libc::inotify_event>();
+            let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            let mut at = 0;
+            while at + HEADER <= n as usize {
+                let len = &bytes[at + HEADER - 4..at + HEADER];
+                let len = u32::from_ne_bytes(len.try_into().unwrap()) as usize;
+                let name = &bytes[at + HEADER..at + HEADER + len];
+                let name = name.split(|b| *b == 0).next().unwrap_or_default();
+                if name == self.name.as_bytes() {
+                    return;
+                }
+                at += HEADER + len;
+            }
+        }
+    }
 }
 
 /// The user's save of `path`: in place (truncate and write, as `:w` with

@@ -401,6 +401,19 @@ impl World {
         uri
     }
 
+    /// The first editor forwards one diagnostic of source `lint` on line 2,
+    /// columns 0–6 of `uri` (`moonkale/publishDiagnostics`).
+    pub async fn publish_diagnostic(&mut self, uri: &str, severity: u32, message: &str) {
+        self.ed
+            .notify(
+                "moonkale/publishDiagnostics",
+                json!({"uri": uri, "source": "lint", "diagnostics": [
+                    {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 6}},
+                     "severity": severity, "message": message, "source": "lint"}]}),
+            )
+            .await;
+    }
+
     /// Selects `[start, end)` (0-based line, utf-16 column) in `uri`.
     pub async fn select(&mut self, uri: &str, start: (u32, u32), end: (u32, u32)) {
         self.ed

@@ -110,13 +110,8 @@ async fn claude_in_a_sandbox_keeps_its_ide_link() {
     let host_locks = locks(&w.sb.home);
 
     let uri = w.open("hello.txt").await;
-    w.ed.notify(
-        "moonkale/publishDiagnostics",
-        json!({"uri": uri, "source": "lint", "diagnostics": [
-            {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 6}},
-             "severity": 2, "message": "DIAG_SEEN_IN_THE_SANDBOX", "source": "lint"}]}),
-    )
-    .await;
+    w.publish_diagnostic(&uri, 2, "DIAG_SEEN_IN_THE_SANDBOX")
+        .await;
     let mut cli = w
         .jailed_claude(&w.sb.workspace, |c| {
             c.arg("--allowedTools").arg("mcp__ide__getDiagnostics")
@@ -654,13 +649,7 @@ second line
     w.ed.did_open(&secret_uri, 1, &text).await;
     let inside = w.open("inside.txt").await;
     for uri in [&secret_uri, &inside] {
-        w.ed.notify(
-            "moonkale/publishDiagnostics",
-            json!({"uri": uri, "source": "lint", "diagnostics": [
-                {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 6}},
-                 "severity": 2, "message": "LINT_SAYS", "source": "lint"}]}),
-        )
-        .await;
+        w.publish_diagnostic(uri, 2, "LINT_SAYS").await;
     }
 
     // A selection inside reaches both; then the user selects the key.

@@ -51,13 +51,7 @@ async fn model_reads_an_unsaved_buffer_through_the_editor_tools() {
                "contentChanges": [{"text": "UNSAVED_EDIT_7f3a\nsecond line\n"}]}),
     )
     .await;
-    w.ed.notify(
-        "moonkale/publishDiagnostics",
-        json!({"uri": uri, "source": "lint", "diagnostics": [
-            {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 6}},
-             "severity": 1, "message": "DIAG_FROM_THE_EDITOR", "source": "lint"}]}),
-    )
-    .await;
+    w.publish_diagnostic(&uri, 1, "DIAG_FROM_THE_EDITOR").await;
     w.ed.notify(
         "moonkale/selectionChanged",
         json!({"textDocument": {"uri": uri}, "selection": {

@@ -35,6 +35,44 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Keeps the seed of a failed run: printed, and appended to
+/// `crash_loop.failed-seeds` in the test target's scratch folder, so a
+/// failure seen once can be run again (`MOONKALE_CRASH_SEED`).
+struct KeepSeedOnFailure(u64);
+
+impl Drop for KeepSeedOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            use std::io::Write;
+            let path =
+                std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("crash_loop.failed-seeds");
+            eprintln!(
+                "crash loop failed: rerun with MOONKALE_CRASH_SEED={} (kept in {})",
+                self.0,
+                path.display()
+            );
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+            {
+                let _ = writeln!(f, "{}", self.0);
+            }
+        }
+    }
+}
+
+/// The folders directly in `dir`.
+fn folders_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_loop_loses_nothing() {
     let iterations: usize = std::env::var("MOONKALE_CRASH_ITERATIONS")
@@ -46,6 +84,7 @@ async fn crash_loop_loses_nothing() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(Rng::seed_from_clock);
     eprintln!("crash loop: {iterations} iterations, MOONKALE_CRASH_SEED={seed}");
+    let _keep = KeepSeedOnFailure(seed);
     let mut rng = Rng(seed);
     let sb = Sandbox::new();
     let cli_dir = tempfile::Builder::new()
@@ -64,6 +103,7 @@ async fn crash_loop_loses_nothing() {
         fake: None,
     };
     let (mut kills_mid_turn, mut accepted_before_kill) = (0, 0);
+    let proposals_dir = sb.runtime.join("moonkale/proposals");
 
     for i in 0..iterations {
         let cli_env = cli.display().to_string();
@@ -71,13 +111,21 @@ async fn crash_loop_loses_nothing() {
             .start_service_with_env(&[], &[("MOONKALE_CLAUDE_BIN", &cli_env)])
             .await;
         let pid = svc.pid() as u32;
+        // The killed service's proposal folders went when this one started.
+        for dir in folders_in(&proposals_dir) {
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with(&format!("{pid}-")),
+                "iteration {i} (seed {seed}): a dead service's proposal folder {name} is left"
+            );
+        }
         // The previous service's lock file went when this one started.
         for lock in files_under(&sb.home.join(".claude/ide")) {
             let json: Value = serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap();
             assert_eq!(
                 json["pid"],
                 pid,
-                "iteration {i}: stale lock {}",
+                "iteration {i} (seed {seed}): stale lock {}",
                 lock.display()
             );
         }
@@ -150,7 +198,7 @@ async fn crash_loop_loses_nothing() {
         while !processes_in(&sb.root).is_empty() {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "iteration {i}: orphans {:?}",
+                "iteration {i} (seed {seed}): orphans {:?}",
                 processes_in(&sb.root)
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -166,21 +214,33 @@ async fn crash_loop_loses_nothing() {
             let got = stored
                 .get(seq)
                 .unwrap_or_else(|| panic!("iteration {i} (seed {seed}): event {seq} lost"));
-            assert_eq!(got["kind"], event["kind"], "iteration {i}: event {seq}");
-            assert_eq!(got["data"], event["data"], "iteration {i}: event {seq}");
+            assert_eq!(
+                got["kind"], event["kind"],
+                "iteration {i} (seed {seed}): event {seq}"
+            );
+            assert_eq!(
+                got["data"], event["data"],
+                "iteration {i} (seed {seed}): event {seq}"
+            );
         }
         drop(transcript);
 
-        // Files the service writes are whole, and no temporary one is left.
-        for file in files_under(&sb.workspace.join(".moonkale/proposals")) {
+        // Files the service writes are whole, and no temporary one is left
+        // (a proposal being written when the kill came is a `.partial` in
+        // the dead service's folder, removed at the next start: checked
+        // above).
+        assert!(
+            !sb.workspace.join(".moonkale").exists(),
+            "iteration {i} (seed {seed}): the service wrote into the workspace"
+        );
+        for file in files_under(&proposals_dir) {
             let text = std::fs::read_to_string(&file).unwrap_or_default();
-            if file.file_name().is_some_and(|n| n == ".gitignore") {
-                assert_eq!(text, "*\n", "iteration {i}: {}", file.display());
+            if file.file_name().is_some_and(|n| n == ".partial") {
                 continue;
             }
             assert!(
                 proposed.contains(&text),
-                "iteration {i}: a torn proposal file {}",
+                "iteration {i} (seed {seed}): a torn proposal file {}",
                 file.display()
             );
         }
@@ -188,7 +248,7 @@ async fn crash_loop_loses_nothing() {
             let name = file.file_name().unwrap().to_string_lossy().into_owned();
             assert!(
                 !name.contains(".tmp") && !name.starts_with(".tmp"),
-                "iteration {i}: temporary file left: {}",
+                "iteration {i} (seed {seed}): temporary file left: {}",
                 file.display()
             );
         }

@@ -11,8 +11,9 @@
 //!
 //! **Invariant:** a proposal is written only below the runtime directory
 //! (ours, 0700, checked by [`RuntimeDir::at`]), in a folder made for it
-//! alone (0700), in a file created new (0600, `O_EXCL | O_NOFOLLOW`);
-//! nothing of the workspace's is followed or written. The folder goes once
+//! alone (0700), in a file created new (0600, `O_EXCL | O_NOFOLLOW`) and
+//! renamed into place once whole; nothing of the workspace's is followed or
+//! written. The folder goes once
 //! the proposal is answered, and folders of services that died are removed
 //! when the next IDE server starts.
 
@@ -86,13 +87,18 @@ impl ProposalDir {
             .create(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let file = dir.join(name);
+        // Written under a temporary name and renamed: a service killed
+        // mid-write leaves no torn proposal, only a folder the next start
+        // removes.
+        let partial = dir.join(".partial");
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&file)
-            .and_then(|mut f| f.write_all(contents.as_bytes()));
+            .open(&partial)
+            .and_then(|mut f| f.write_all(contents.as_bytes()))
+            .and_then(|()| std::fs::rename(&partial, &file));
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(format!("cannot write {}: {e}", file.display()));

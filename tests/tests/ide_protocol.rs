@@ -456,11 +456,15 @@ async fn hostile_14_silent_clients_are_dropped() {
     // The silent one reads nothing of its own accord: drain until EOF.
     // The live client keeps reading (and so answers pings) the whole time,
     // as Claude Code's WebSocket does; the silent one never reads.
+    // Dropped (its stream ends), whatever the load: how many intervals
+    // that takes is the ping logic's unit tests' to say, since an interval
+    // in which the service itself did not run on time never counts.
     let silent_dropped = async {
         let mut sink = Vec::new();
-        let started = std::time::Instant::now();
-        let _ = tokio::time::timeout(moonkale_tests::TIMEOUT, silent.read_to_end(&mut sink)).await;
-        (started.elapsed(), sink)
+        let ended = tokio::time::timeout(moonkale_tests::TIMEOUT, silent.read_to_end(&mut sink))
+            .await
+            .is_ok();
+        (ended, sink)
     };
     let keep_alive = async {
         for _ in 0..10 {
@@ -471,11 +475,8 @@ async fn hostile_14_silent_clients_are_dropped() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    let ((elapsed, sink), ()) = tokio::join!(silent_dropped, keep_alive);
-    assert!(
-        elapsed < Duration::from_secs(5),
-        "dropped after about two intervals, not {elapsed:?}"
-    );
+    let ((ended, sink), ()) = tokio::join!(silent_dropped, keep_alive);
+    assert!(ended, "the silent client was not dropped");
     assert!(String::from_utf8_lossy(&sink).starts_with("HTTP/1.1 101"));
     assert_eq!(
         alive.request("ping", Value::Null).await["result"],

@@ -575,6 +575,24 @@ impl Client {
             .join("\n")
     }
 
+    /// The next `publishDiagnostics` for `uri` that is not empty: its
+    /// diagnostics.
+    pub async fn take_diagnostics(&mut self, what: &str, uri: &str) -> Vec<Value> {
+        let found = self
+            .take(what, crate::TIMEOUT, |m| {
+                m["method"] == "textDocument/publishDiagnostics"
+                    && m["params"]["uri"] == uri
+                    && m["params"]["diagnostics"]
+                        .as_array()
+                        .is_some_and(|d| !d.is_empty())
+            })
+            .await;
+        found["params"]["diagnostics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The next request the service sends us with `method`.
     pub async fn server_request(&mut self, method: &str, timeout: Duration) -> Value {
         self.take(&format!("a {method} request"), timeout, |m| {

@@ -28,6 +28,15 @@ fn diagnostics(count: usize, message: &str) -> String {
     serde_json::to_string(&items).unwrap()
 }
 
+/// What the service told `ed` with `window/logMessage` (its refusals).
+fn log_messages(ed: &moonkale_tests::RawLsp) -> Vec<String> {
+    ed.notifications
+        .iter()
+        .filter(|m| m["method"] == "window/logMessage")
+        .map(|m| m["params"]["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 fn texts(result: &Value) -> Vec<String> {
     result["content"]
         .as_array()
@@ -125,12 +134,7 @@ async fn diagnostics_over_the_byte_cap_are_refused_and_memory_stays_bounded() {
     }
     ed.barrier().await;
     let after = rss_kib(svc.pid());
-    let refusals: Vec<String> = ed
-        .notifications
-        .iter()
-        .filter(|m| m["method"] == "window/logMessage")
-        .map(|m| m["params"]["message"].as_str().unwrap().to_owned())
-        .collect();
+    let refusals = log_messages(&ed);
     assert!(!refusals.is_empty(), "nothing was refused");
     assert!(
         refusals
@@ -214,16 +218,10 @@ async fn one_replace_all_over_a_large_file_stays_small() {
     for ed in [&mut w.ed, &mut other] {
         ed.did_open(&uri, 1, &big.replace("old_name", "new_name"))
             .await;
-        let hints = ed
-            .take("the change hints on big.txt", moonkale_tests::STEP, |m| {
-                m["method"] == "textDocument/publishDiagnostics"
-                    && m["params"]["uri"] == uri.as_str()
-                    && m["params"]["diagnostics"]
-                        .as_array()
-                        .is_some_and(|d| !d.is_empty())
-            })
-            .await;
-        let count = hints["params"]["diagnostics"].as_array().unwrap().len();
+        let count = ed
+            .take_diagnostics("the change hints on big.txt", &uri)
+            .await
+            .len();
         assert!(count <= 100, "{count} diagnostics");
     }
     let status = std::fs::read_to_string(format!("/proc/{}/status", w.svc().pid())).unwrap();
@@ -286,12 +284,7 @@ async fn one_editor_cannot_make_the_service_hold_more_than_the_cap() {
     }
     ed.barrier().await;
     let after = rss_kib(svc.pid());
-    let refusals: Vec<String> = ed
-        .notifications
-        .iter()
-        .filter(|m| m["method"] == "window/logMessage")
-        .map(|m| m["params"]["message"].as_str().unwrap().to_owned())
-        .collect();
+    let refusals = log_messages(&ed);
     assert!(
         refusals
             .iter()

@@ -382,6 +382,27 @@ async fn fake_api_streams_and_records() {
     assert_eq!(fake.outside_attempts(), ["example.com:443"]);
 }
 
+/// The model, asked "edit greek", proposes two hunks for `greek.txt`
+/// (alpha and delta in capitals); the user's cursor is in `cursor_in`,
+/// opened in the first editor, and the CLI is asked. The CLI and the
+/// file's path.
+async fn greek_turn(w: &mut World, cursor_in: &str) -> (Claude, PathBuf) {
+    let path = w.path("greek.txt");
+    w.fake.set_script(edit_script(
+        "edit greek",
+        &path,
+        "alpha\nbeta\ngamma\ndelta",
+        "ALPHA\nbeta\ngamma\nDELTA",
+        "EDIT_DONE",
+    ));
+    let uri = w.open(cursor_in).await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), &format!("⧉ In {cursor_in}"))
+        .await;
+    cli.submit("edit greek", STEP).await;
+    (cli, path)
+}
+
 /// (4) An editor with no plugin (Helix) reviews a proposal hunk by hunk:
 /// one that cannot show the proposal document sees each hunk as a
 /// diagnostic on the file itself, one that can sees them on the proposal
@@ -399,19 +420,8 @@ async fn a_plain_editor_keeps_one_hunk_and_reverts_the_other() {
     let shows = json!({"general": {"positionEncodings": ["utf-16"]},
                        "window": {"showDocument": {"support": true}}});
     let mut other = w.client("shows-documents", shows).await;
-    let path = w.path("greek.txt");
-    w.fake.set_script(edit_script(
-        "edit greek",
-        &path,
-        "alpha\nbeta\ngamma\ndelta",
-        "ALPHA\nbeta\ngamma\nDELTA",
-        "EDIT_DONE",
-    ));
-    let uri = w.open("greek.txt").await;
-    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
-    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In greek.txt")
-        .await;
-    cli.submit("edit greek", STEP).await;
+    let (mut cli, path) = greek_turn(&mut w, "greek.txt").await;
+    let uri = w.sb.uri("greek.txt");
 
     // The editor that cannot show documents: the hunks on greek.txt.
     let on_target =
@@ -542,21 +552,9 @@ async fn an_editor_without_show_document_sees_the_proposal_on_the_file_it_opens(
         .file("notes.txt", "where the cursor is\n")
         .start()
         .await;
-    let path = w.path("greek.txt");
-    let uri = w.sb.uri("greek.txt");
-    w.fake.set_script(edit_script(
-        "edit greek",
-        &path,
-        "alpha\nbeta\ngamma\ndelta",
-        "ALPHA\nbeta\ngamma\nDELTA",
-        "EDIT_DONE",
-    ));
     // The user's cursor is in another file; greek.txt is not open.
-    let notes = w.open("notes.txt").await;
-    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
-    w.show_in_cli(&mut cli, &notes, (0, 0), (0, 0), "⧉ In notes.txt")
-        .await;
-    cli.submit("edit greek", STEP).await;
+    let (mut cli, path) = greek_turn(&mut w, "notes.txt").await;
+    let uri = w.sb.uri("greek.txt");
 
     let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
     w.ed.respond(&show["id"], Value::Null).await;
@@ -580,20 +578,9 @@ async fn an_editor_without_show_document_sees_the_proposal_on_the_file_it_opens(
     // The user opens the file: whatever came before is not shown there.
     w.ed.ignore_received();
     w.ed.did_open(&uri, 1, text).await;
-    let shown =
-        w.ed.take(
-            "one hunk diagnostic per change on greek.txt",
-            TIMEOUT,
-            |m| {
-                m["method"] == "textDocument/publishDiagnostics"
-                    && m["params"]["uri"] == uri.as_str()
-                    && m["params"]["diagnostics"]
-                        .as_array()
-                        .is_some_and(|d| !d.is_empty())
-            },
-        )
-        .await;
-    let diags = shown["params"]["diagnostics"].as_array().unwrap();
+    let diags =
+        w.ed.take_diagnostics("one hunk diagnostic per change on greek.txt", &uri)
+            .await;
     assert_eq!(diags.len(), 2, "{diags:?}");
     assert_eq!(diags[0]["range"]["start"]["line"], 0);
     assert!(

@@ -4,26 +4,22 @@
 //! with an environment built from nothing (so nothing of the test process,
 //! the service or the developer's own Claude setup leaks in).
 //!
-//! The process runs under portable-pty; its output goes through a vt100
-//! parser, so tests wait for text on the *screen*, with a deadline. Typing
-//! is plain bytes on the pty (`\r` is Enter). The CLI is its own session
-//! leader; [`Claude::kill`] (and drop) kill its whole process group.
+//! The process runs on a [`Pty`], so tests wait for text on the *screen*,
+//! with a deadline; [`Claude::kill`] (and drop) kill its whole process
+//! group.
 //!
 //! Only the interactive mode connects to an IDE from a lock file or
 //! `CLAUDE_CODE_SSE_PORT`; `-p` never does (real-cli.md §5).
 
-use std::io::{Read, Write};
-use std::num::NonZeroU16;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use portable_pty::{Child, CommandBuilder, MasterPty, PtySize};
+use portable_pty::CommandBuilder;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 use crate::STEP;
 use crate::fakeapi::{FakeApi, Reply, Script, ToolResult};
+use crate::pty::Pty;
 use crate::world::World;
 
 /// The API key the CLI sends; the fake accepts anything. Short keys are
@@ -240,25 +236,10 @@ impl ClaudeConfig {
     }
 }
 
-/// What the reader thread keeps.
-struct Term {
-    parser: vt100::Parser,
-    /// Every byte the CLI wrote, for failure messages.
-    raw: Vec<u8>,
-    eof: bool,
-}
-
 /// A running CLI on a pty.
 pub struct Claude {
     pub config: ClaudeConfig,
-    child: Box<dyn Child + Send + Sync>,
-    pid: u32,
-    writer: Box<dyn Write + Send>,
-    _master: Box<dyn MasterPty + Send>,
-    term: Arc<Mutex<Term>>,
-    changed: watch::Receiver<u64>,
-    reader: Option<std::thread::JoinHandle<()>>,
-    killed: bool,
+    pty: Pty,
 }
 
 impl Claude {
@@ -267,14 +248,6 @@ impl Claude {
     pub fn spawn(config: ClaudeConfig) -> Claude {
         seed_home(&config.home, &[&config.cwd]);
         std::fs::create_dir_all(&config.tmp).expect("create TMPDIR");
-        let pty = portable_pty::native_pty_system()
-            .openpty(PtySize {
-                rows: ROWS,
-                cols: COLS,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .expect("open a pty");
         let bin = config.bin.clone().unwrap_or_else(claude_bin);
         let mut cmd = match config.launcher.split_first() {
             Some((first, rest)) => {
@@ -295,39 +268,9 @@ impl Claude {
             cmd.arg(debug);
         }
         cmd.args(&config.args);
-        let child = pty.slave.spawn_command(cmd).expect("spawn claude");
-        // Only the child holds the slave now: its exit ends our reads.
-        drop(pty.slave);
-        let pid = child.process_id().expect("claude pid");
-        let reader = pty.master.try_clone_reader().expect("pty reader");
-        let writer = pty.master.take_writer().expect("pty writer");
-        let term = Arc::new(Mutex::new(Term {
-            parser: vt100::Parser::new(
-                NonZeroU16::new(ROWS).unwrap(),
-                NonZeroU16::new(COLS).unwrap(),
-                0,
-            ),
-            raw: Vec::new(),
-            eof: false,
-        }));
-        let (tx, changed) = watch::channel(0u64);
-        let reader = {
-            let term = term.clone();
-            std::thread::Builder::new()
-                .name("claude-pty".into())
-                .spawn(move || read_pty(reader, term, tx))
-                .expect("pty reader thread")
-        };
         Claude {
             config,
-            child,
-            pid,
-            writer,
-            _master: pty.master,
-            term,
-            changed,
-            reader: Some(reader),
-            killed: false,
+            pty: Pty::spawn(cmd, ROWS, COLS),
         }
     }
 
@@ -335,25 +278,17 @@ impl Claude {
     /// stays in between ([`crate::jail::Jail::enter`] execs the CLI in
     /// place).
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.pty.pid()
     }
 
     /// The screen as text, one line per row, trailing blanks trimmed.
     pub fn screen(&self) -> String {
-        let t = self.term.lock().expect("pty state");
-        t.parser
-            .screen()
-            .rows(0, COLS)
-            .map(|r| r.trim_end().to_owned())
-            .collect::<Vec<_>>()
-            .join("\n")
-            .trim_end()
-            .to_owned()
+        self.pty.screen()
     }
 
     /// Everything the CLI printed, escape sequences included.
     pub fn raw_output(&self) -> String {
-        String::from_utf8_lossy(&self.term.lock().expect("pty state").raw).into_owned()
+        self.pty.raw_output()
     }
 
     /// The tail of the `--debug-file` log, for failure messages.
@@ -373,24 +308,7 @@ impl Claude {
         timeout: Duration,
         pred: impl Fn(&str) -> bool,
     ) -> Option<String> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            self.changed.borrow_and_update();
-            let screen = self.screen();
-            if pred(&screen) {
-                return Some(screen);
-            }
-            let eof = self.term.lock().expect("pty state").eof;
-            let timed_out = eof
-                || tokio::time::timeout_at(deadline, self.changed.changed())
-                    .await
-                    .map_or(true, |r| r.is_err());
-            if timed_out {
-                // One last look: the change may have come with the end.
-                let screen = self.screen();
-                return pred(&screen).then_some(screen);
-            }
-        }
+        self.pty.try_wait_screen(timeout, pred).await
     }
 
     /// Waits until `pred` holds for the screen; returns that screen. Panics
@@ -404,16 +322,18 @@ impl Claude {
         if let Some(screen) = self.try_wait_screen(timeout, pred).await {
             return screen;
         }
-        let eof = self.term.lock().expect("pty state").eof;
         panic!(
             "claude: {} waiting for {what} after {timeout:?}.\n--- screen ---\n{}\n\
              --- debug log (tail) ---\n{}",
-            if eof { "exited" } else { "timed out" },
+            if self.pty.ended() {
+                "exited"
+            } else {
+                "timed out"
+            },
             self.screen(),
             self.debug_tail(40)
         );
     }
-
     /// True once `needle` is on the screen, false after `timeout`.
     pub async fn shows(&mut self, needle: &str, timeout: Duration) -> bool {
         self.try_wait_screen(timeout, |s| s.contains(needle))
@@ -440,8 +360,7 @@ impl Claude {
 
     /// Writes raw bytes to the terminal (keys).
     pub fn send_keys(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).expect("write to the pty");
-        self.writer.flush().expect("flush the pty");
+        self.pty.send_keys(bytes);
     }
 
     /// Types `text` (its bytes, as they are).
@@ -468,7 +387,7 @@ impl Claude {
 
     /// The CLI process's environment, from /proc.
     pub fn process_env(&self) -> Vec<(String, String)> {
-        let raw = std::fs::read(format!("/proc/{}/environ", self.pid)).unwrap_or_default();
+        let raw = std::fs::read(format!("/proc/{}/environ", self.pid())).unwrap_or_default();
         raw.split(|b| *b == 0)
             .filter(|kv| !kv.is_empty())
             .map(|kv| {
@@ -484,60 +403,8 @@ impl Claude {
     /// Kills the CLI's whole process group (it is a session leader), reaps
     /// it and ends the reader thread.
     pub fn kill(&mut self) {
-        if self.killed {
-            return;
-        }
-        self.killed = true;
-        let pid = self.pid as libc::pid_t;
-        // SAFETY: kill has no memory-safety preconditions; the group is the
-        // CLI's own session (portable-pty calls setsid for the child).
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGKILL);
-        }
-        let _ = self.child.wait();
-        if let Some(reader) = self.reader.take() {
-            // The reader ends when the last holder of the slave is gone;
-            // a grandchild that escaped the group could keep it open, so do
-            // not wait for it forever.
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            while !reader.is_finished() && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if reader.is_finished() {
-                let _ = reader.join();
-            }
-        }
+        self.pty.kill();
     }
-}
-
-impl Drop for Claude {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn read_pty(mut reader: Box<dyn Read + Send>, term: Arc<Mutex<Term>>, tx: watch::Sender<u64>) {
-    let mut buf = [0u8; 16 << 10];
-    loop {
-        let n = match reader.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        {
-            let mut t = term.lock().expect("pty state");
-            t.parser.process(&buf[..n]);
-            // Bounded: keep the last 4 MiB.
-            t.raw.extend_from_slice(&buf[..n]);
-            if t.raw.len() > 4 << 20 {
-                let cut = t.raw.len() - (4 << 20);
-                t.raw.drain(..cut);
-            }
-        }
-        tx.send_modify(|g| *g += 1);
-    }
-    term.lock().expect("pty state").eof = true;
-    tx.send_modify(|g| *g += 1);
 }
 
 /// The service's environment for a CLI that must reach the fake API:

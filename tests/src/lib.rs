@@ -16,6 +16,7 @@ pub mod jail;
 pub mod load;
 pub mod lsp;
 pub mod nvim;
+pub mod pty;
 pub mod remote;
 pub mod review;
 pub mod vscode;

@@ -1,8 +1,9 @@
-//! Headless Neovim for the end-to-end tests (tests/tests/neovim.rs with the
-//! test config, tests/tests/neovim_plugin.rs with the plugin): started in a
-//! sandbox with only the variables we set, driven with real keystrokes over
-//! its `--listen` socket (`nvim --server S --remote-send KEYS`) and read back
-//! with `--remote-expr`.
+//! Neovim for the end-to-end tests (tests/tests/neovim.rs with the test
+//! config, tests/tests/neovim_plugin.rs with the plugin): started in a
+//! sandbox with only the variables we set, headless or with its user
+//! interface on a pseudo-terminal (whose screen the tests read), driven
+//! with real keystrokes over its `--listen` socket (`nvim --server S
+//! --remote-send KEYS`) and read back with `--remote-expr`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
+use crate::pty::Pty;
 use crate::{Sandbox, TIMEOUT, bin, wait_until};
 
 /// `$MOONKALE_NVIM`, else the one `scripts/install-test-peers.sh` installs.
@@ -36,16 +38,14 @@ pub struct Headless {
     pub lsp_log: PathBuf,
 }
 
-/// Starts `nvim --headless --clean -u INIT --listen SOCK FILE` in the
-/// sandbox's workspace with XDG folders, HOME and the runtime directory of
-/// the sandbox (so the shim finds the sandbox's service), plus `extra_env`.
-pub fn start_headless(
+/// What a Neovim of the sandbox runs with: XDG folders, HOME and the
+/// runtime directory of the sandbox (so the shim finds the sandbox's
+/// service), how to attach, plus `extra_env`; and where its own files go.
+fn sandbox_env(
     sandbox: &Sandbox,
-    init: &Path,
     attach: Attach<'_>,
-    file: &str,
     extra_env: Vec<(&'static str, OsString)>,
-) -> Headless {
+) -> (Vec<(&'static str, OsString)>, PathBuf) {
     let dir = sandbox.root.join("nvim");
     let dirs = [
         "config",
@@ -74,18 +74,38 @@ pub fn start_headless(
         Attach::Shim => env.push(("MOONKALE_TEST_SHIM", bin("moonkale-shim").into())),
         Attach::Socket(socket) => env.push(("MOONKALE_TEST_SOCKET", socket.into())),
     }
+    (env, dir)
+}
+
+/// `--clean -u INIT --listen SOCK FILE` (in the workspace).
+fn nvim_args(sandbox: &Sandbox, init: &Path, listen: &Path, file: &str) -> Vec<OsString> {
+    vec![
+        "--clean".into(),
+        "-u".into(),
+        init.into(),
+        "--listen".into(),
+        listen.into(),
+        sandbox.workspace.join(file).into(),
+    ]
+}
+
+/// Starts `nvim --headless --clean -u INIT --listen SOCK FILE` in the
+/// sandbox's workspace with the sandbox's environment ([`sandbox_env`]).
+pub fn start_headless(
+    sandbox: &Sandbox,
+    init: &Path,
+    attach: Attach<'_>,
+    file: &str,
+    extra_env: Vec<(&'static str, OsString)>,
+) -> Headless {
+    let (env, dir) = sandbox_env(sandbox, attach, extra_env);
     let listen = sandbox.root.join("nvim.sock");
     let output = dir.join("nvim.out");
     let out = std::fs::File::create(&output).expect("create nvim.out");
     let nvim_bin = nvim_bin();
     let mut cmd = tokio::process::Command::new(&nvim_bin);
     cmd.arg("--headless")
-        .arg("--clean")
-        .arg("-u")
-        .arg(init)
-        .arg("--listen")
-        .arg(&listen)
-        .arg(sandbox.workspace.join(file))
+        .args(nvim_args(sandbox, init, &listen, file))
         .current_dir(&sandbox.workspace)
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("dup"))
@@ -105,6 +125,72 @@ pub fn start_headless(
         output,
         lsp_log: dir.join("state/nvim/lsp.log"),
     }
+}
+
+/// The size of the terminal Neovim's TUI draws on: what a user's window
+/// of it often is.
+pub const TUI_ROWS: u16 = 40;
+pub const TUI_COLS: u16 = 140;
+
+/// Neovim with its real user interface on a pseudo-terminal of
+/// [`TUI_ROWS`] × [`TUI_COLS`]: what it draws is read back as a screen
+/// ([`Pty::screen`]), as the user sees it, prompts and all; it is still
+/// reached over its `--listen` socket ([`Tui::remote`]). Killed when dropped.
+pub struct Tui {
+    pub pty: Pty,
+    pub remote: Remote,
+}
+
+/// Starts `nvim --clean -u INIT --listen SOCK FILE` on a pty in the
+/// sandbox's workspace, with the sandbox's environment and nothing else
+/// ([`sandbox_env`], plus `TERM` and `PATH`).
+pub fn start_tui(
+    sandbox: &Sandbox,
+    init: &Path,
+    attach: Attach<'_>,
+    file: &str,
+    extra_env: Vec<(&'static str, OsString)>,
+) -> Tui {
+    let (mut env, _) = sandbox_env(sandbox, attach, extra_env);
+    env.push(("TERM", "xterm-256color".into()));
+    env.push(("PATH", std::env::var_os("PATH").unwrap_or_default()));
+    let listen = sandbox.root.join("nvim.sock");
+    let nvim_bin = nvim_bin();
+    let mut cmd = portable_pty::CommandBuilder::new(&nvim_bin);
+    cmd.args(nvim_args(sandbox, init, &listen, file));
+    cmd.cwd(&sandbox.workspace);
+    cmd.env_clear();
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    Tui {
+        pty: Pty::spawn(cmd, TUI_ROWS, TUI_COLS),
+        remote: Remote {
+            bin: nvim_bin,
+            listen,
+            env,
+        },
+    }
+}
+
+impl Tui {
+    /// Waits until `pred` holds for the screen; returns it. Panics after
+    /// [`TIMEOUT`] with the screen as it is, for the failure output.
+    pub async fn wait_screen(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        if let Some(screen) = self.pty.try_wait_screen(TIMEOUT, pred).await {
+            return screen;
+        }
+        panic!(
+            "Neovim's screen never showed {what} in {TIMEOUT:?}:\n{}",
+            framed(&self.pty.screen())
+        );
+    }
+}
+
+/// A screen between rules, so its blank rows show in a failure message.
+pub fn framed(screen: &str) -> String {
+    let rule = "-".repeat(TUI_COLS as usize);
+    format!("{rule}\n{screen}\n{rule}")
 }
 
 /// Only the variables we set, so no user config or plugin leaks in.

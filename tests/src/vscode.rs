@@ -206,8 +206,8 @@ pub struct Browser {
     stdin: ChildStdin,
     replies: Lines<BufReader<ChildStdout>>,
     next_id: u64,
-    /// Where screenshots of failures go: outside the sandbox, which is
-    /// removed when the test fails.
+    /// Where screenshots go (of failures, and those a test takes): outside
+    /// the sandbox, which is removed when the test ends.
     shots: PathBuf,
 }
 
@@ -233,7 +233,7 @@ impl Browser {
             replies: BufReader::new(child.stdout.take().expect("stdout")).lines(),
             next_id: 0,
             shots: std::env::temp_dir()
-                .join("moonkale-vscode-failures")
+                .join("moonkale-vscode-shots")
                 .join(sandbox.root.file_name().expect("sandbox name")),
         }
     }
@@ -277,6 +277,16 @@ impl Browser {
             Some(error) => Err(error.as_str().unwrap_or_default().to_owned()),
             None => Ok(reply["value"].clone()),
         }
+    }
+
+    /// Saves what the page shows as `<name>.png` and says where (the test's
+    /// output), for a person to look at.
+    pub async fn screenshot(&mut self, name: &str) -> PathBuf {
+        std::fs::create_dir_all(&self.shots).expect("mkdir screenshots");
+        let shot = self.shots.join(format!("{name}.png"));
+        self.run(json!({"op": "screenshot", "path": shot})).await;
+        eprintln!("screenshot: {}", shot.display());
+        shot
     }
 
     pub async fn press(&mut self, keys: &[&str]) {

@@ -135,6 +135,10 @@ pub struct EditorInfo {
     /// A plugin that tells the user of finished change sets itself
     /// (`initializationOptions.moonkaleReview`).
     pub announces_changes: bool,
+    /// A plugin with a proposal view of its own that asks there and reloads
+    /// an accepted file from disk (`initializationOptions.moonkaleProposals`):
+    /// it gets no Accept/Reject message and no edit of a clean target.
+    pub reviews_proposals: bool,
     /// The editor advertised `window.showDocument.support`.
     pub shows_documents: bool,
     /// The editor registers `textDocument/inlayHint` dynamically.

@@ -26,6 +26,14 @@ pub struct ProposalClosedParams {
     /// The proposal document.
     pub uri: Url,
     pub accepted: bool,
+    /// The file Claude Code wanted to change.
+    pub target: Url,
+    /// Accepted, to an editor with a proposal view of its own
+    /// (`moonkaleProposals`): the text Claude Code is told to write to
+    /// `target`, so the plugin knows its buffer of it may be reloaded once
+    /// the file holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 /// `workspace/executeCommand`: keeps one hunk of a proposal (its diagnostic

@@ -1,5 +1,6 @@
 //! Line hunks between an original text and a proposed one, for showing and
-//! partly reverting Claude Code's proposals. Pure.
+//! partly reverting Claude Code's proposals, and a three-way merge of two
+//! texts made from one. Pure.
 
 use similar::{DiffOp, TextDiff};
 
@@ -127,9 +128,73 @@ fn at_most_max_hunks(found: Vec<Hunk>) -> Vec<Hunk> {
     merged
 }
 
+/// Whether two hunks' ranges of the same text overlap or touch (an
+/// insertion right before or after a changed line counts: which order the
+/// lines go in is not ours to guess).
+fn collide(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
+    a.start <= b.end && b.start <= a.end
+}
+
+/// Three-way merge by lines: `theirs`' changes to `base` applied to `ours`
+/// (another text made from `base`), when no change of theirs collides with
+/// one of ours. Else the lines of `ours` whose changes collide.
+pub fn merge(base: &str, ours: &str, theirs: &str) -> Result<String, Vec<std::ops::Range<usize>>> {
+    let mine = hunks(base, ours);
+    let other = hunks(base, theirs);
+    let clashes: Vec<std::ops::Range<usize>> = mine
+        .iter()
+        .filter(|m| other.iter().any(|o| collide(&m.old, &o.old)))
+        .map(|m| m.new.clone())
+        .collect();
+    if !clashes.is_empty() {
+        return Err(clashes);
+    }
+    let (base, ours, theirs) = (lines(base), lines(ours), lines(theirs));
+    // Both sides' replacements of base lines, in base order: none overlap.
+    let mut edits: Vec<(&std::ops::Range<usize>, &[&str])> = mine
+        .iter()
+        .map(|h| (&h.old, &ours[h.new.clone()]))
+        .chain(other.iter().map(|h| (&h.old, &theirs[h.new.clone()])))
+        .collect();
+    edits.sort_by_key(|(old, _)| (old.start, old.end));
+    let mut merged = String::new();
+    let mut at = 0;
+    for (old, new) in edits {
+        merged.extend(base[at..old.start].iter().copied());
+        merged.extend(new.iter().copied());
+        at = old.end;
+    }
+    merged.extend(base[at..].iter().copied());
+    Ok(merged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A list of one range is what `merge` answers, not a range mistyped.
+    #[allow(clippy::single_range_in_vec_init)]
+    #[test]
+    fn merges_changes_made_apart_and_names_the_lines_that_collide() {
+        let base = "a\nb\nc\nd\ne\nf\n";
+        let ours = "A\nb\nc\nd\ne\nf\n";
+        let theirs = "a\nb\nc\nd\nE\ne2\nf\n";
+        let merged = "A\nb\nc\nd\nE\ne2\nf\n";
+        assert_eq!(merge(base, ours, theirs).as_deref(), Ok(merged));
+        // Either way round.
+        assert_eq!(merge(base, theirs, ours).as_deref(), Ok(merged));
+        // Nothing of ours: theirs; nothing of theirs: ours.
+        assert_eq!(merge(base, base, theirs).as_deref(), Ok(theirs));
+        assert_eq!(merge(base, ours, base).as_deref(), Ok(ours));
+        // A line next to one they changed collides, as does the same line.
+        assert_eq!(merge(base, "a\nb\nc\nD\ne\nf\n", theirs), Err(vec![3..4]));
+        assert_eq!(
+            merge(base, "a\nb\nc\nd\nX\nY\nf\n", theirs),
+            Err(vec![4..6])
+        );
+        // Both adding at the end: which goes first is unknown.
+        assert_eq!(merge("a\n", "a\nb\n", "a\nc\n"), Err(vec![1..2]));
+    }
 
     #[test]
     fn hunks_by_line() {

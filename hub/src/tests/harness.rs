@@ -42,6 +42,8 @@ pub struct Caps {
     pub hints: bool,
     pub encoding: PositionEncoding,
     pub role: Role,
+    /// A Moonkale plugin (`moonkaleReview`, `moonkaleProposals`).
+    pub plugin: bool,
 }
 
 impl Caps {
@@ -53,6 +55,13 @@ impl Caps {
         hints: true,
         encoding: PositionEncoding::Utf16,
         role: Role::Editor,
+        plugin: false,
+    };
+    /// Neovim or VS Code with the Moonkale plugin: [`Caps::BUTTONS`] and a
+    /// proposal view of its own.
+    pub const PLUGIN: Caps = Caps {
+        plugin: true,
+        ..Caps::BUTTONS
     };
     /// Helix: no buttons, no progress; columns in chars.
     pub const PLAIN: Caps = Caps {
@@ -62,6 +71,7 @@ impl Caps {
         hints: false,
         encoding: PositionEncoding::Utf32,
         role: Role::Editor,
+        plugin: false,
     };
     /// `moonkale-service status`, tests: never listed, never active.
     pub const OBSERVER: Caps = Caps {
@@ -71,6 +81,7 @@ impl Caps {
         hints: false,
         encoding: PositionEncoding::Utf16,
         role: Role::Observer,
+        plugin: false,
     };
 }
 
@@ -240,15 +251,17 @@ impl World {
             role: caps.role,
             shows_message_buttons: caps.buttons,
             shows_progress: caps.progress,
-            announces_changes: false,
+            announces_changes: caps.plugin,
+            reviews_proposals: caps.plugin,
             shows_documents: caps.documents,
             registers_inlay_hints: caps.hints,
         };
         let what = format!(
-            "ed{id} attaches ({:?}{}{}, {})",
+            "ed{id} attaches ({:?}{}{}{}, {})",
             caps.role,
             if caps.buttons { ", buttons" } else { "" },
             if caps.progress { ", progress" } else { "" },
+            if caps.plugin { ", plugin" } else { "" },
             caps.encoding.as_lsp_str()
         );
         let editor = EditorId(id);

@@ -125,10 +125,10 @@ fn reviewed_hunk_by_hunk_then_accepted_with_a_code_action() {
           #8 <- Ok {"reverted":0}
         > #9 ed2 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.acceptProposal"}
           ed1 <- $/cancelRequest {"id":"moonkale-12"}
-          ed1 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- request "moonkale-26" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"one\ntwo\nthree\nfour\nfive\n","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Claude Code edit"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed2 <- window/showMessage {"message":"Claude Code changed /w/src/lib.rs on disk, but your buffer has unsaved changes.","type":2}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #1 <- Ok tool result
@@ -175,10 +175,10 @@ fn accepted_and_rejected_with_buttons() {
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #1 waits
         > ed1 answers "moonkale-12" with Accept
-          ed1 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- request "moonkale-14" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"one\n2\nthree\nfour\nfive\n","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Claude Code edit"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed2 <- window/showMessage {"message":"Claude Code changed /w/src/lib.rs on disk, but your buffer has unsaved changes.","type":2}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #1 <- Ok tool result
@@ -199,9 +199,9 @@ fn accepted_and_rejected_with_buttons() {
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #2 waits
         > ed1 answers "moonkale-17" with Reject
-          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #2 <- Ok tool result
               text:
@@ -218,9 +218,9 @@ fn accepted_and_rejected_with_buttons() {
           #3 waits
         > ed1 answers "moonkale-21" with nothing
         > #4 ed2 workspace/executeCommand {"arguments":["third"],"command":"moonkale.rejectProposal"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #3 <- Ok tool result
               text:
@@ -286,9 +286,9 @@ fn closed_by_the_cli_or_withdrawn_when_it_goes() {
                 TAB_CLOSED
         > #5 ide9 close_tab {"tab_name":"a"}
           ed1 <- $/cancelRequest {"id":"moonkale-12"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #1 <- Ok tool result
               text:
@@ -308,14 +308,14 @@ fn closed_by_the_cli_or_withdrawn_when_it_goes() {
           #6 waits
         > #7 ide9 closeAllDiffTabs {}
           ed1 <- $/cancelRequest {"id":"moonkale-16"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- $/cancelRequest {"id":"moonkale-24"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #2 <- Ok tool result
               text:
@@ -332,9 +332,9 @@ fn closed_by_the_cli_or_withdrawn_when_it_goes() {
                 CLOSED_2_DIFF_TABS
         > ide8 detaches
           ed1 <- $/cancelRequest {"id":"moonkale-20"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #3 <- Ok tool result
               text:
@@ -347,5 +347,100 @@ fn closed_by_the_cli_or_withdrawn_when_it_goes() {
           #9 <- Err -32602 openDiff paths must be absolute
         > #10 ed1 workspace/executeCommand {"arguments":[],"command":"moonkale.rejectProposal"}
           #10 <- Err -32803 no proposal from Claude Code is waiting
+    "#]]);
+}
+
+/// Defect (issue 25): an editor with the Moonkale plugin (Neovim, VS Code)
+/// was asked Accept/Reject over a window that did not show the change yet,
+/// and after an accept its buffer of the target got the accepted text as an
+/// edit, unsaved, just before Claude Code wrote the same text to disk (so
+/// Neovim asked about a file "changed in Vim as well", VS Code kept it
+/// dirty). Now a plugin is asked nothing (its diff view names the ways to
+/// decide) and, accepted, is told the text Claude Code will write: a clean
+/// buffer gets no edit (the plugin reloads it from disk); a buffer with an
+/// unsaved change apart from Claude Code's gets the two merged; one whose
+/// change collides is told which lines. An editor without the plugin gets
+/// the accepted text as before.
+#[test]
+fn a_plugin_decides_in_its_own_view_and_reloads_the_accepted_file() {
+    let old: String = (1..=10).map(|i| format!("{i}\n")).collect();
+    let new = old.replace("8\n", "eight\n");
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.attach(1, Caps::PLUGIN);
+    w.attach(2, Caps::PLUGIN);
+    w.attach(3, Caps::PLUGIN);
+    w.attach(4, Caps::BUTTONS);
+    for ed in 1..=4 {
+        w.did_open(ed, TARGET, 1, &old);
+    }
+    w.did_change(2, TARGET, 2, &old.replace("2\n", "two (mine)\n"));
+    w.did_change(3, TARGET, 2, &old.replace("9\n", "nine (mine)\n"));
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ed1 attaches (Editor, buttons, progress, plugin, utf-16)
+        > ed2 attaches (Editor, buttons, progress, plugin, utf-16)
+        > ed3 attaches (Editor, buttons, progress, plugin, utf-16)
+        > ed4 attaches (Editor, buttons, progress, utf-16)
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed3 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed4 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed2 textDocument/didChange {"contentChanges":[{"text":"1\ntwo (mine)\n3\n4\n5\n6\n7\n8\n9\n10\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
+          selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":10},"isEmpty":true,"start":{"character":0,"line":10}},"text":""}
+        > ed3 textDocument/didChange {"contentChanges":[{"text":"1\n2\n3\n4\n5\n6\n7\n8\nnine (mine)\n10\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
+    "#]]);
+    w.ide_tool(
+        9,
+        "openDiff",
+        json!({"old_file_path": "/w/src/lib.rs", "new_file_path": "/w/src/lib.rs",
+               "proposalPath": "/w/.moonkale/proposals/1/lib.rs", "tab_name": "tab",
+               "new_file_contents": new, "oldText": old}),
+    );
+    w.execute(1, "moonkale.acceptProposal", json!([PROPOSAL]));
+    w.check(expect![[r#"
+        > #1 ide9 openDiff {"new_file_contents":"1\n2\n3\n4\n5\n6\n7\neight\n9\n10\n","new_file_path":"/w/src/lib.rs","oldText":"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"tab"}
+          ed1 <- request "moonkale-18" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-19" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 8 of the file:\n- 8","range":{"end":{"character":0,"line":8},"start":{"character":0,"line":7}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- request "moonkale-20" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- request "moonkale-21" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
+          ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 8 of the file:\n- 8","range":{"end":{"character":0,"line":8},"start":{"character":0,"line":7}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed3 <- request "moonkale-22" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed3 <- request "moonkale-23" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
+          ed3 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 8 of the file:\n- 8","range":{"end":{"character":0,"line":8},"start":{"character":0,"line":7}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed4 <- request "moonkale-24" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed4 <- request "moonkale-25" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
+          ed4 <- request "moonkale-26" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 1 change to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
+          ed4 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 8 of the file:\n- 8","range":{"end":{"character":0,"line":8},"start":{"character":0,"line":7}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #1 waits
+        > #2 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.acceptProposal"}
+          ed1 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","text":"1\n2\n3\n4\n5\n6\n7\neight\n9\n10\n","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","text":"1\n2\n3\n4\n5\n6\n7\neight\n9\n10\n","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed2 <- request "moonkale-27" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"1\ntwo (mine)\n3\n4\n5\n6\n7\neight\n9\n10\n","range":{"end":{"character":0,"line":10},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Claude Code edit, merged with your unsaved changes"}
+          ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed3 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","text":"1\n2\n3\n4\n5\n6\n7\neight\n9\n10\n","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed3 <- window/showMessage {"message":"You accepted Claude Code's edit to lib.rs, but it collides with your unsaved changes (line 9): your buffer keeps them, and Claude Code writes its text to lib.rs on disk.","type":2}
+          ed3 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed4 <- $/cancelRequest {"id":"moonkale-26"}
+          ed4 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed4 <- request "moonkale-28" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"1\n2\n3\n4\n5\n6\n7\neight\n9\n10\n","range":{"end":{"character":0,"line":10},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Claude Code edit"}
+          ed4 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #1 <- Ok tool result
+              text:
+                FILE_SAVED
+              text:
+                1
+                2
+                3
+                4
+                5
+                6
+                7
+                eight
+                9
+                10
+          #2 <- Ok {"accepted":true}
     "#]]);
 }

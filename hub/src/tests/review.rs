@@ -78,7 +78,7 @@ fn hunks_on_the_target_kept_and_reverted_until_the_proposal_is_answered() {
         > #5 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs",1],"command":"moonkale.revertHunk"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/lib.rs"}
-          ed1 <- moonkale/proposalClosed {"accepted":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- request "moonkale-8" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"one\n2\nthree\nfour\n","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Claude Code edit"}
           #1 <- Ok tool result
               text:
@@ -136,7 +136,7 @@ fn every_hunk_reverted_in_the_editor_rejects_the_proposal() {
           #4 <- Ok {"reverted":0}
         > ed1 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour\n"}],"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs","version":3}}
           ed1 <- $/cancelRequest {"id":"moonkale-7"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           #1 <- Ok tool result
               text:
@@ -174,7 +174,7 @@ fn an_editor_that_refuses_to_show_the_proposal_sees_it_on_the_target() {
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
         > #2 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs","keep the old name"],"command":"moonkale.rejectProposal"}
           ed1 <- $/cancelRequest {"id":"moonkale-7"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/lib.rs"}
           ide9 <- at_mentioned {"filePath":"/w/src/lib.rs","lineEnd":3,"lineStart":1}
@@ -472,5 +472,47 @@ fn a_change_set_is_announced_shown_as_diagnostics_and_undone_through_the_host() 
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/new.rs"}
           ed2 <- moonkale/changes/changed {"sets":[]}
+    "#]]);
+}
+
+/// Defect (issue 25): the inlay hint quoted 60 characters of the replaced
+/// line and "(1 of 1)" after the proposed line, which ran off VS Code's
+/// diff editor at 1280 px. It quotes 16 characters now (the tooltip has the
+/// whole line), and counts only when there is more than one change.
+#[test]
+fn an_inlay_hint_stays_short() {
+    let old = "let greeting = format!(\"hello, {}\", name.to_uppercase());\n";
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.attach(1, Caps::BUTTONS);
+    w.ide_tool(
+        9,
+        "openDiff",
+        json!({"old_file_path": "/w/src/lib.rs", "new_file_path": "/w/src/lib.rs",
+               "proposalPath": "/w/.moonkale/proposals/1/lib.rs", "tab_name": "tab",
+               "new_file_contents": "let greeting = hello(name);\n", "oldText": old}),
+    );
+    w.did_open(1, PROPOSAL, 1, "let greeting = hello(name);\n");
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ed1 attaches (Editor, buttons, progress, utf-16)
+        > #1 ide9 openDiff {"new_file_contents":"let greeting = hello(name);\n","new_file_path":"/w/src/lib.rs","oldText":"let greeting = format!(\"hello, {}\", name.to_uppercase());\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"tab"}
+          ed1 <- request "moonkale-3" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- request "moonkale-4" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
+          ed1 <- request "moonkale-5" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 1 change to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 1 of the file:\n- let greeting = format!(\"hello, {}\", name.to_uppercase());","range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          #1 waits
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"let greeting = hello(name);\n","uri":"file:///w/.moonkale/proposals/1/lib.rs","version":1}}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 1 of the file:\n- let greeting = format!(\"hello, {}\", name.to_uppercase());","range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+    "#]]);
+    w.request(
+        1,
+        "textDocument/inlayHint",
+        json!({"textDocument": {"uri": PROPOSAL}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}}),
+    );
+    w.check(expect![[r#"
+        > #2 ed1 textDocument/inlayHint {"range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs"}}
+          #2 <- Ok
+              {"label":" ← was: let greeting = f…","paddingLeft":true,"position":{"character":27,"line":0},"tooltip":"- let greeting = format!(\"hello, {}\", name.to_uppercase());"}
     "#]]);
 }

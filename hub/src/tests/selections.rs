@@ -444,6 +444,7 @@ async fn the_hub_loop_paces_the_selection_in_real_time() {
         shows_message_buttons: false,
         shows_progress: false,
         announces_changes: false,
+        reviews_proposals: false,
         shows_documents: false,
         registers_inlay_hints: false,
     };

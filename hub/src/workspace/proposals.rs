@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Workspace, command_action, tool_result};
-use crate::core::diff::{Hunk, hunks};
+use crate::core::diff::{Hunk, hunks, merge};
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::{EditorId, IdeClientId, Responder};
 use moonkale_protocol::changes::LineRange;
@@ -181,6 +181,12 @@ impl Workspace {
             let deadline = self.now + self.limits.show_document_timeout;
             self.show_deadlines.push((deadline, editor, asked));
             self.register_review_hints(editor);
+            if self.editors[&editor].info.reviews_proposals {
+                // Its plugin shows the proposal as a diff and names the
+                // ways to decide there; a question of ours would come
+                // first, over a window that does not show the change.
+                continue;
+            }
             if buttons {
                 let message = format!(
                     "Claude Code proposes {changes} to {name}. Edit the proposal if you like, then accept or reject it."
@@ -351,23 +357,21 @@ impl Workspace {
         // A late answer to its showDocument no longer matters.
         self.awaited_answers
             .retain(|_, a| *a != super::Awaited::ShowProposal(id));
+        let final_text = accept.then(|| self.proposal_text(&p));
         // The proposal's file goes away with the answer; plugins close the
         // view they opened for it (LSP has no way to close a document).
         for (editor, _) in self.editors_with_buttons() {
+            let reloads = self.editors[&editor].info.reviews_proposals;
             let closed = ProposalClosedParams {
                 uri: p.document.clone(),
                 accepted: accept,
+                target: p.target.clone(),
+                text: final_text.clone().filter(|_| reloads),
             };
             self.notify::<ProposalClosed>(editor, closed);
         }
-        let answer = if accept {
-            let final_text = self.proposal_text(&p);
-            self.sync_buffers(
-                &p.target,
-                &final_text,
-                "Claude Code edit",
-                "Claude Code changed",
-            );
+        let answer = if let Some(final_text) = final_text {
+            self.sync_accepted(&p, &final_text);
             CallToolResult::texts(["FILE_SAVED".to_owned(), final_text])
         } else {
             CallToolResult::texts(["DIFF_REJECTED".to_owned(), p.tab_name])
@@ -383,25 +387,29 @@ impl Workspace {
     /// agree. A buffer with unsaved changes of the user's is left alone,
     /// with a warning that starts with `who`.
     pub(super) fn sync_buffers(&mut self, target: &Url, text: &str, label: &str, who: &str) {
-        let holders: Vec<(EditorId, bool, Position)> = self
+        self.sync_buffers_except(&[], target, text, label, who);
+    }
+
+    /// [`Workspace::sync_buffers`] for the editors not in `except`.
+    fn sync_buffers_except(
+        &mut self,
+        except: &[EditorId],
+        target: &Url,
+        text: &str,
+        label: &str,
+        who: &str,
+    ) {
+        let holders: Vec<(EditorId, bool)> = self
             .editors
             .iter()
+            .filter(|(id, _)| !except.contains(id))
             .filter_map(|(id, ed)| {
                 let open = ed.docs.get(target)?;
-                let rope = open.doc.text();
-                let end = to_wire(
-                    rope,
-                    clamp_char_idx(rope, rope.len_chars()),
-                    ed.info.encoding,
-                );
                 // Equal text needs no edit (and an edit would mark it modified).
-                if rope == text {
-                    return None;
-                }
-                Some((*id, open.doc.is_dirty(), end.into()))
+                (open.doc.text() != text).then(|| (*id, open.doc.is_dirty()))
             })
             .collect();
-        for (editor, dirty, end) in holders {
+        for (editor, dirty) in holders {
             if dirty {
                 let path = target.to_file_path().unwrap_or_default();
                 let warn = format!(
@@ -411,18 +419,93 @@ impl Workspace {
                 self.show_message(editor, MessageType::WARNING, warn);
                 continue;
             }
-            let edit = NamedTextEdit {
-                uri: target.clone(),
-                edit: TextEdit::new(Range::new(Position::new(0, 0), end), text.into()),
-            };
-            let params = ApplyNamedEditsParams {
-                label: label.into(),
-                edit: NamedEdits {
-                    changes: HashMap::from([(target.clone(), vec![edit])]),
-                },
-            };
-            self.send_request::<ApplyNamedEdits>(editor, params);
+            self.replace_text(editor, target, text, label);
         }
+    }
+
+    /// After an accept, the editors that hold the target. One with a
+    /// proposal view of its own gets no edit of a clean buffer: its plugin
+    /// reloads it from disk once Claude Code wrote the file (an edit now
+    /// would leave the buffer modified, and the editor would ask about the
+    /// file Claude Code writes next). A buffer with unsaved changes of the
+    /// user's gets the accepted change merged in, or a warning naming the
+    /// lines where the two collide; the plugin keeps it as it is when the
+    /// file changes. Other editors: [`Workspace::sync_buffers`].
+    fn sync_accepted(&mut self, p: &Proposal, text: &str) {
+        let name = super::file_name(&p.target);
+        let plugins: Vec<(EditorId, Option<String>)> = self
+            .editors
+            .iter()
+            .filter(|(_, ed)| ed.info.reviews_proposals)
+            .filter_map(|(id, ed)| {
+                let open = ed.docs.get(&p.target)?;
+                let mine = open.doc.is_dirty().then(|| open.doc.text().to_string());
+                // Nothing of the user's to keep: it reloads.
+                Some((*id, mine.filter(|t| *t != p.old_text)))
+            })
+            .collect();
+        for (editor, mine) in &plugins {
+            let Some(mine) = mine else { continue };
+            match merge(&p.old_text, mine, text) {
+                Ok(merged) if merged != *mine => self.replace_text(
+                    *editor,
+                    &p.target,
+                    &merged,
+                    "Claude Code edit, merged with your unsaved changes",
+                ),
+                Ok(_) => {}
+                Err(clashes) => {
+                    let lines: Vec<String> = clashes
+                        .iter()
+                        .map(|r| super::review::lines_named(r.start, r.end))
+                        .collect();
+                    let warn = format!(
+                        "You accepted Claude Code's edit to {name}, but it collides with your \
+                         unsaved changes ({}): your buffer keeps them, and Claude Code writes \
+                         its text to {name} on disk.",
+                        lines.join(", ")
+                    );
+                    self.show_message(*editor, MessageType::WARNING, warn);
+                }
+            }
+        }
+        let plugins: Vec<EditorId> = plugins.into_iter().map(|(id, _)| id).collect();
+        self.sync_buffers_except(
+            &plugins,
+            &p.target,
+            text,
+            "Claude Code edit",
+            "Claude Code changed",
+        );
+    }
+
+    /// `workspace/applyEdit` called `label` replacing the whole of
+    /// `editor`'s buffer of `target` with `text`.
+    fn replace_text(&mut self, editor: EditorId, target: &Url, text: &str, label: &str) {
+        let Some((ed, open)) = self
+            .editors
+            .get(&editor)
+            .and_then(|ed| Some((ed, ed.docs.get(target)?)))
+        else {
+            return;
+        };
+        let rope = open.doc.text();
+        let end = to_wire(
+            rope,
+            clamp_char_idx(rope, rope.len_chars()),
+            ed.info.encoding,
+        );
+        let edit = NamedTextEdit {
+            uri: target.clone(),
+            edit: TextEdit::new(Range::new(Position::new(0, 0), end.into()), text.into()),
+        };
+        let params = ApplyNamedEditsParams {
+            label: label.into(),
+            edit: NamedEdits {
+                changes: HashMap::from([(target.clone(), vec![edit])]),
+            },
+        };
+        self.send_request::<ApplyNamedEdits>(editor, params);
     }
 
     /// `close_tab`: a pending proposal with that tab name is rejected.

@@ -42,6 +42,8 @@ pub const SOURCE: &str = "claude";
 const QUOTED_LINES: usize = 12;
 /// Characters of one quoted line.
 const QUOTED_LINE_CHARS: usize = 200;
+/// Characters of the replaced line an inlay hint quotes.
+const HINT_CHARS: usize = 16;
 
 /// Review diagnostics one document gets at most; the rest are summed up
 /// in one more that says how many there are and where to see them.
@@ -371,12 +373,23 @@ impl Workspace {
             } else {
                 clamp_char_idx(rope, rope.line_to_char(line) + trimmed)
             };
+            // Short: it follows the proposed line, and must not run off
+            // a narrow window (VS Code's diff editor at 1280 px gives each
+            // side 60 columns); the tooltip has the whole of it.
+            let which = if total > 1 {
+                format!(" ({} of {total})", index + 1)
+            } else {
+                String::new()
+            };
             let label = if h.old.is_empty() {
-                format!(" ← Claude Code adds this ({} of {total})", index + 1)
+                format!(" ← Claude Code adds this{which}")
             } else {
                 let first = removed.lines().next().unwrap_or("").trim();
-                let first: String = first.chars().take(60).collect();
-                format!(" ← was: {first} ({} of {total})", index + 1)
+                let mut cut: String = first.chars().take(HINT_CHARS).collect();
+                if first.chars().count() > HINT_CHARS {
+                    cut.push('…');
+                }
+                format!(" ← was: {cut}{which}")
             };
             hints.push(InlayHint {
                 position: to_wire(rope, at, ed.info.encoding).into(),

@@ -36,6 +36,9 @@ pub const ROLE_OPTION: &str = "moonkaleRole";
 /// The `initializationOptions` key of a plugin that announces Claude's
 /// change sets itself (the service then leaves out its `window/showMessage`).
 pub const REVIEW_OPTION: &str = "moonkaleReview";
+/// `initializationOptions` key: a plugin that shows and decides proposals
+/// in a view of its own (see `EditorInfo::reviews_proposals`).
+pub const PROPOSALS_OPTION: &str = "moonkaleProposals";
 
 /// How long a socket connection may take to send `initialize` (10 s,
 /// `MOONKALE_INIT_DEADLINE_MS`) before it is closed.
@@ -447,6 +450,10 @@ impl Connection {
                 .unwrap_or(false),
             announces_changes: options
                 .and_then(|o| o.get(REVIEW_OPTION))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            reviews_proposals: options
+                .and_then(|o| o.get(PROPOSALS_OPTION))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             shows_documents: params

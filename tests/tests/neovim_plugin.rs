@@ -10,11 +10,13 @@
 use std::path::PathBuf;
 
 use moonkale_tests::PlantedMoonkale;
-use moonkale_tests::nvim::{Attach, Headless, NvimRpc, Remote, start_headless};
+use moonkale_tests::nvim::{
+    Attach, Headless, NvimRpc, Remote, Tui, framed, start_headless, start_tui,
+};
 use moonkale_tests::review;
 use moonkale_tests::{
     Sandbox, bin, next_selection_in, selection_with_text, service_and_claude,
-    service_with_env_and_claude, wait_until,
+    service_with_env_and_claude, tool_json, wait_until,
 };
 use serde_json::{Value, json};
 
@@ -22,11 +24,11 @@ fn repo() -> PathBuf {
     moonkale_tests::repo_root()
 }
 
-/// The user's config: the plugin and its setup, nothing else. The prompt
-/// Neovim shows for a proposal (`vim.ui.select`) is recorded and left
-/// unanswered, as by a user who decides with the commands instead; when a
-/// test sets `PluginTest.choose`, the user picks the first item whose text
-/// holds it (a code action menu).
+/// The user's config: the plugin and its setup, nothing else. What Neovim
+/// asks with `vim.ui.select` is recorded and left unanswered, as by a user
+/// who decides with the commands instead; when a test sets
+/// `PluginTest.choose`, the user picks the first item whose text holds it
+/// (a code action menu).
 const INIT: &str = r#"
 vim.opt.rtp:prepend(vim.env.MOONKALE_PLUGIN_DIR)
 vim.opt.swapfile = false
@@ -374,12 +376,16 @@ async fn accept_a_tweaked_proposal(name: &str, planted: Option<PlantedMoonkale>)
     )
     .await;
     assert_eq!(nvim.text().await, "one\nTWO\n");
-    nvim.wait_for(
-        "the Accept/Reject prompt",
-        "luaeval('PluginTest.asked')",
-        |v| v.as_array().is_some_and(|a| !a.is_empty()),
-    )
+    // The diff's window bars name the ways to decide; nothing is asked.
+    nvim.wait_for("the keys in the proposal's window bar", "&winbar", |v| {
+        v.as_str().is_some_and(|bar| bar.contains("accept"))
+    })
     .await;
+    assert_eq!(
+        nvim.eval("luaeval('PluginTest.asked')").await,
+        json!([]),
+        "Neovim asked something"
+    );
 
     nvim.send_keys("GA!<Esc>").await;
     nvim.wait_for("the tweak", r#"join(getline(1, '$'), "\n")"#, |v| {
@@ -700,7 +706,7 @@ async fn plugin_reviews_changes_of(source: review::Source) {
     let nvim = Nvim::start(&w.sb, Attach::Socket(&w.svc().info.socket), review::FILE).await;
 
     let _claude = review::turn(&mut w, source).await;
-    told(&nvim, "Claude changed 2 file(s): review.txt, added.txt").await;
+    told(&nvim, "Claude changed 2 files: review.txt, added.txt").await;
     // The buffer, clean, shows what Claude wrote.
     nvim.wait_for("Claude's text in the buffer", "getline(1)", |v| v == "ONE")
         .await;
@@ -835,7 +841,7 @@ async fn plugin_checkhealth() {
     );
     assert!(text.contains("Neovim 0.11.4"), "{text}");
     assert!(
-        text.contains("initialized, 1 buffer(s) attached, utf-8"),
+        text.contains("initialized, 1 buffer attached, utf-8"),
         "{text}"
     );
     assert!(
@@ -965,4 +971,229 @@ async fn plugin_answers_the_question_an_acp_panel_shows() {
         acp.chunks(&session, "agent_message_chunk")
             .contains("NOTES_WRITTEN")
     );
+}
+
+/// The user's config for Neovim with its user interface: the plugin and
+/// its setup, nothing else (Neovim's own prompts, as a user gets them).
+const TUI_INIT: &str = r#"
+vim.opt.rtp:prepend(vim.env.MOONKALE_PLUGIN_DIR)
+vim.opt.swapfile = false
+vim.opt.shadafile = 'NONE'
+local shim = vim.env.MOONKALE_TEST_SHIM
+require('moonkale').setup({
+  socket = vim.env.MOONKALE_TEST_SOCKET,
+  cmd = shim and { shim } or nil,
+})
+"#;
+
+/// Neovim's TUI in a 140×40 pseudo-terminal with the plugin, attached to
+/// the sandbox's service; returns once the plugin's client for `file` has
+/// initialized and the screen shows `shows` (a line of the file).
+async fn tui(sb: &Sandbox, socket: &std::path::Path, file: &str, shows: &str) -> Tui {
+    let init = sb.root.join("tui-init.lua");
+    std::fs::write(&init, TUI_INIT).expect("write init.lua");
+    let extra = vec![("MOONKALE_PLUGIN_DIR", repo().join("editors/neovim").into())];
+    let mut tui = start_tui(sb, &init, Attach::Socket(socket), file, extra);
+    tui.remote.wait_plugin_initialized().await;
+    tui.wait_screen(&format!("{file} with {shows:?}"), |s| s.contains(shows))
+        .await;
+    tui
+}
+
+/// What a person looks for on Neovim's screen when told something is up:
+/// a prompt that blocks the editor until answered, or a warning.
+const PROMPTS: [&str; 5] = [
+    "Type number and <Enter>",
+    "Press ENTER",
+    "W12",
+    "[O]K, (L)oad File",
+    "has changed",
+];
+
+fn assert_no_prompt(screen: &str, when: &str) {
+    for prompt in PROMPTS {
+        assert!(
+            !screen.contains(prompt),
+            "{when}, the screen shows {prompt:?}:\n{}",
+            framed(screen)
+        );
+    }
+}
+
+/// `app.py`: ten lines; Claude Code's proposal changes the eighth.
+const APP: &str = "import sys\n\n\ndef greet(name):\n    print('hello', name)\n\n\ndef main():\n    greet(sys.argv[1])\n    return 0\n";
+const APP_PROPOSED: &str = "import sys\n\n\ndef greet(name):\n    print('hello', name)\n\n\ndef main() -> int:\n    greet(sys.argv[1])\n    return 0\n";
+
+/// Sends Claude Code's `openDiff` of `APP_PROPOSED` for `target` as request
+/// `id` (not awaited: it answers only when the user decides).
+async fn propose_app(c: &mut moonkale_tests::IdeClient, target: &std::path::Path, id: i64) {
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": APP_PROPOSED, "tab_name": "tab-app"});
+    c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+}
+
+/// The answer's texts (`["FILE_SAVED", text]` or `["DIFF_REJECTED", tab]`).
+fn answer_texts(answer: &Value) -> Vec<String> {
+    answer["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content: {answer}"))
+        .iter()
+        .map(|t| t["text"].as_str().expect("text").to_owned())
+        .collect()
+}
+
+/// The user accepts proposal `id` of `target` on the screen with
+/// `:MoonkaleAccept`; Claude Code's stand-in is answered `FILE_SAVED` with
+/// [`APP_PROPOSED`] and writes it, as the CLI does. Once the screen shows
+/// `what` (`shows` holds) with no prompt, a `:checktime`, as when the
+/// terminal regains focus, asks nothing either; returns `expr` evaluated
+/// after it (Neovim answers once the command has run), and the screen.
+async fn accept_write_and_check(
+    nvim: &mut Tui,
+    c: &mut moonkale_tests::IdeClient,
+    (target, id): (&std::path::Path, i64),
+    (what, shows): (&str, impl Fn(&str) -> bool),
+    expr: &str,
+) -> (Value, String) {
+    nvim.pty.send_keys(b":MoonkaleAccept\r");
+    let answer = c.response(id).await;
+    assert_eq!(answer_texts(&answer), ["FILE_SAVED", APP_PROPOSED]);
+    std::fs::write(target, APP_PROPOSED).expect("write as the CLI does");
+    let screen = nvim.wait_screen(what, shows).await;
+    assert_no_prompt(&screen, "after the accept");
+    nvim.pty.send_keys(b":checktime\r");
+    let state = nvim.remote.eval(expr).await;
+    let screen = nvim.pty.screen();
+    assert_no_prompt(&screen, "after :checktime");
+    (state, screen)
+}
+
+/// Defect (issue 25): a proposal arriving in Neovim (the real TUI, 140×40)
+/// put the service's Accept/Reject question up first, a blocking prompt
+/// over the window that still showed the untouched file; the diff came
+/// only once it was answered. Now the screen shows the diff at once, the
+/// original beside the proposal, with the keys that decide it named in its
+/// window bars, and no prompt. The user accepts with `:MoonkaleAccept`;
+/// Claude Code (its stand-in) writes the file, as it does after
+/// `FILE_SAVED`: `app.py` shows the accepted line, unmodified (no `[+]`),
+/// the same as the disk, and a `:checktime` (as when the terminal regains
+/// focus) raises no W12 "changed in Vim as well".
+#[tokio::test]
+async fn tui_shows_the_diff_first_and_an_accepted_file_ends_saved() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("app.py");
+    std::fs::write(&target, APP).expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let mut nvim = tui(&sb, &svc.info.socket, "app.py", "def main():").await;
+
+    propose_app(&mut c, &target, 70).await;
+    let screen = nvim
+        .wait_screen(
+            "the proposal's diff (the original and the proposed line) with its keys",
+            |s| {
+                s.contains("def main():")
+                    && s.contains("def main() -> int:")
+                    && s.contains(":MoonkaleAccept")
+            },
+        )
+        .await;
+    assert_no_prompt(&screen, "when the proposal arrived");
+    for key in ["\\ma", "\\mr", "\\mk", "\\mu", ":MoonkaleReject"] {
+        assert!(
+            screen.contains(key),
+            "the keys are not named: {key}\n{}",
+            framed(&screen)
+        );
+    }
+    eprintln!("Neovim when the proposal arrived:\n{}", framed(&screen));
+
+    let (state, screen) = accept_write_and_check(
+        &mut nvim,
+        &mut c,
+        (&target, 70),
+        ("app.py alone with the accepted line", |s: &str| {
+            s.contains("def main() -> int:") && !s.contains("def main():") && !s.contains("[+]")
+        }),
+        r#"[&modified, join(getline(1, '$'), "\n") .. "\n", tabpagenr('$')]"#,
+    )
+    .await;
+    assert_eq!(state, json!([0, APP_PROPOSED, 1]), "modified, text, tabs");
+    assert!(!screen.contains("[+]"), "modified:\n{}", framed(&screen));
+    eprintln!(
+        "Neovim after the accept and the write:\n{}",
+        framed(&screen)
+    );
+}
+
+/// Defect (issue 25): an unsaved edit of the user's elsewhere in the file
+/// made the service leave the buffer alone at an accept; Claude Code's
+/// write then met a modified buffer, and Neovim asked (W12) which to keep.
+/// Now the accepted change is merged into the buffer beside the user's
+/// edit: after Claude Code writes the file the buffer shows both, still
+/// modified (the user's edit is unsaved), and `:checktime` asks nothing;
+/// `:w` writes both.
+#[tokio::test]
+async fn tui_keeps_an_unsaved_edit_made_elsewhere_when_a_proposal_is_accepted() {
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("app.py");
+    std::fs::write(&target, APP).expect("write file");
+    let (svc, mut c) = service_and_claude(&sb).await;
+    let mut nvim = tui(&sb, &svc.info.socket, "app.py", "def main():").await;
+
+    nvim.pty.send_keys(b"ggA  # mine\x1b");
+    nvim.wait_screen("the user's unsaved edit", |s| {
+        s.contains("import sys  # mine") && s.contains("app.py [+]")
+    })
+    .await;
+    // The service knows the buffer is modified (Neovim sends it a moment
+    // after the keys).
+    wait_until("the service to see the buffer modified", async || {
+        let dirty = tool_json(
+            &c.tool("checkDocumentDirty", json!({"filePath": target}))
+                .await,
+        );
+        (dirty["isDirty"] == true).then_some(())
+    })
+    .await;
+
+    propose_app(&mut c, &target, 71).await;
+    let screen = nvim
+        .wait_screen("the proposal's diff", |s| {
+            s.contains("def main() -> int:") && s.contains(":MoonkaleAccept")
+        })
+        .await;
+    assert_no_prompt(&screen, "when the proposal arrived");
+    let (state, screen) = accept_write_and_check(
+        &mut nvim,
+        &mut c,
+        (&target, 71),
+        (
+            "app.py with the user's edit and Claude Code's",
+            |s: &str| {
+                s.contains("import sys  # mine")
+                    && s.contains("def main() -> int:")
+                    && s.contains("app.py [+]")
+                    && !s.contains("│")
+            },
+        ),
+        r#"[&modified, join(getline(1, '$'), "\n") .. "\n", getcurpos()[1:2]]"#,
+    )
+    .await;
+    let both = APP_PROPOSED.replace("import sys\n", "import sys  # mine\n");
+    // The cursor stayed where the user left it (at the end of their edit).
+    assert_eq!(state, json!([1, both, [1, 18]]), "modified, text, cursor");
+    eprintln!(
+        "Neovim after the accept, the write and :checktime:\n{}",
+        framed(&screen)
+    );
+
+    nvim.pty.send_keys(b":w\r");
+    nvim.wait_screen("the buffer saved", |s| {
+        s.contains("written") && !s.contains("[+]")
+    })
+    .await;
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), both);
+    assert_no_prompt(&nvim.pty.screen(), "after :w");
 }

@@ -48,11 +48,11 @@ function M.check()
   end
   for _, c in ipairs(clients) do
     local bufs = vim.tbl_keys(c.attached_buffers or {})
-    h.ok(('client %d: root %s, %s, %d buffer(s) attached, %s'):format(
+    h.ok(('client %d: root %s, %s, %s attached, %s'):format(
       c.id,
       c.config.root_dir or '?',
       c.initialized and 'initialized' or 'not initialized yet',
-      #bufs,
+      moonkale.count(#bufs, 'buffer'),
       c.offset_encoding
     ))
     -- The review views need these requests; an older service lacks them.

@@ -70,6 +70,11 @@ function M.request_sync(client, method, params, buf)
   return response.result, response.err
 end
 
+--- "1 file", "2 files": `n` of `noun` (one whose plural adds an s).
+function M.count(n, noun)
+  return ('%d %s%s'):format(n, noun, n == 1 and '' or 's')
+end
+
 --- The moonkale client of `buf` (0: current), or any moonkale client.
 function M.client(buf)
   buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
@@ -298,8 +303,10 @@ local function attach(buf)
     cmd = M.config.socket and vim.lsp.rpc.connect(M.config.socket) or M.config.cmd,
     root_dir = root_of(buf),
     handlers = handlers,
-    -- The plugin tells of finished change sets itself.
-    init_options = { moonkaleReview = true },
+    -- The plugin tells of finished change sets itself, and shows and
+    -- decides proposals in its diff tab (review.lua): the service asks no
+    -- Accept/Reject question and edits no clean buffer of an accepted file.
+    init_options = { moonkaleReview = true, moonkaleProposals = true },
   }, { bufnr = buf })
 end
 

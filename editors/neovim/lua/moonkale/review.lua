@@ -24,6 +24,13 @@ local function buf_path(buf)
   return vim.fs.normalize(vim.api.nvim_buf_get_name(buf))
 end
 
+--- Whether `buf` holds exactly what its file on disk holds.
+local function same_as_disk(buf)
+  local path = buf_path(buf)
+  return vim.fn.filereadable(path) == 1
+    and vim.deep_equal(vim.fn.readfile(path), vim.api.nvim_buf_get_lines(buf, 0, -1, false))
+end
+
 local function lines_of(text)
   local lines = vim.split(text or '', '\n', { plain = true })
   -- A final newline ends the last line; it does not start another.
@@ -68,6 +75,7 @@ local function diff_beside(right, left_buf)
       vim.cmd.diffthis()
     end)
   end
+  return left
 end
 
 local function close_tab(tab)
@@ -205,10 +213,47 @@ local function proposal_keymaps(buf)
   map(buf, keys.revert_hunk, M.revert_hunk, "Revert Claude Code's change under the cursor")
 end
 
+--- A key as the user types it (`<leader>` is their mapleader), or nil.
+local function key_name(lhs)
+  if not lhs or lhs == '' then
+    return nil
+  end
+  local leader = vim.g.mapleader
+  if leader == nil or leader == '' then
+    leader = '\\'
+  end
+  return (lhs:gsub('<[Ll]eader>', function()
+    return leader
+  end))
+end
+
+--- A window bar's text (`%` is special there).
+local function bar(parts)
+  return ' ' .. table.concat(parts, '  '):gsub('%%', '%%%%')
+end
+
+--- The window bars of a proposal's diff: what each side is and how to
+--- decide, so the user decides looking at the change (never in a prompt
+--- over a window that does not show it). The keys work in the proposal.
+local function proposal_bars(view, left, right)
+  local keys = moonkale().config.keymaps
+  local name = vim.fn.fnamemodify(view.target, ':t')
+  vim.wo[left].winbar = bar({ name .. ' on disk · decide with :MoonkaleAccept or :MoonkaleReject' })
+  local named = { "Claude Code's proposal" }
+  for _, k in ipairs({ { keys.accept, 'accept' }, { keys.reject, 'reject' }, { keys.keep_hunk, 'keep' }, { keys.revert_hunk, 'revert' } }) do
+    local key = key_name(k[1])
+    if key then
+      table.insert(named, key .. ' ' .. k[2])
+    end
+  end
+  vim.wo[right].winbar = bar(named)
+end
+
 --- `window/showDocument` of a proposal document: a new tab with the
 --- target's original text on the left and the (editable) proposal on the
---- right, in diff mode. Without `moonkale/proposals` (an older service) the
---- tab shows the proposal alone, as a plain showDocument would.
+--- right, in diff mode, their window bars naming the keys. Without
+--- `moonkale/proposals` (an older service) the tab shows the proposal
+--- alone, as a plain showDocument would.
 function M.show_proposal(client, uri)
   local path = path_of(uri)
   local old = proposal_views[path]
@@ -227,9 +272,10 @@ function M.show_proposal(client, uri)
     end
     for _, p in ipairs(result and result.proposals or {}) do
       if path_of(p.document) == path then
-        local name = 'moonkale://original/' .. vim.fn.fnamemodify(path_of(p.target), ':.')
+        view.target = path_of(p.target)
+        local name = 'moonkale://original/' .. vim.fn.fnamemodify(view.target, ':.')
         view.original = scratch(name, p.original, vim.bo[view.doc].filetype)
-        diff_beside(right, view.original)
+        proposal_bars(view, diff_beside(right, view.original), right)
         return
       end
     end
@@ -238,7 +284,8 @@ end
 
 --- `moonkale/proposalClosed`: the proposal was answered; its tab closes and
 --- both buffers go. Edits made in the proposal are not lost: they were the
---- accepted answer, or rejected with it.
+--- accepted answer, or rejected with it. Accepted, a buffer of the target
+--- follows the file once Claude Code wrote it.
 function M.proposal_closed(params)
   local path = path_of(params.uri)
   local view = proposal_views[path] or {}
@@ -250,6 +297,132 @@ function M.proposal_closed(params)
       vim.api.nvim_buf_delete(buf, { force = true })
     end
   end
+  if params.accepted and type(params.text) == 'string' and params.target then
+    M.follow_write(path_of(params.target), params.text)
+  end
+end
+
+--- The bytes of file `path`, or nil.
+local function read_file(path)
+  local f = io.open(path, 'rb')
+  if not f then
+    return nil
+  end
+  local text = f:read('*a')
+  f:close()
+  return text
+end
+
+-- Accepted targets whose buffer waits for Claude Code's write, by path:
+-- {buf, text, watch (fs_event), autocmd}.
+local awaiting_write = {}
+
+-- Claude Code writes an accepted file right after it is told FILE_SAVED;
+-- a buffer stops waiting for it after this long.
+local WRITE_WAIT_MS = 60000
+
+local function stop_waiting(path)
+  local w = awaiting_write[path]
+  awaiting_write[path] = nil
+  if w then
+    w.watch:stop()
+    w.watch:close()
+    pcall(vim.api.nvim_del_autocmd, w.autocmd)
+  end
+end
+
+--- Puts `lines` back into `buf`, replacing only the lines between what
+--- the two share at the start and at the end (so marks elsewhere stay
+--- where they were), and the windows' `cursors` (by window).
+local function put_back(buf, lines, cursors)
+  if not vim.api.nvim_buf_is_loaded(buf) then
+    return
+  end
+  local now = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local first = 1
+  while first <= #now and first <= #lines and now[first] == lines[first] do
+    first = first + 1
+  end
+  if first <= #now or first <= #lines then
+    local tail = 0
+    while tail < #now - first + 1 and tail < #lines - first + 1 and now[#now - tail] == lines[#lines - tail] do
+      tail = tail + 1
+    end
+    vim.api.nvim_buf_set_lines(buf, first - 1, #now - tail, false, vim.list_slice(lines, first, #lines - tail))
+  end
+  for win, cursor in pairs(cursors) do
+    if vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win) == buf then
+      pcall(vim.api.nvim_win_set_cursor, win, cursor)
+    end
+  end
+end
+
+--- After an accept, Claude Code writes `text` to `path`; the service made
+--- no edit of a clean buffer of it (that would leave it modified, and
+--- Neovim would then ask about a file "changed in Vim as well", W12). Once
+--- the file holds `text`, a clean buffer is reloaded; one with the user's
+--- unsaved changes (which the service merged with the accepted edit, or
+--- named in a warning where they collide) is reloaded too and its text put
+--- back at once, still modified: Neovim then counts the file as read, so
+--- neither `:checktime` nor `:w` asks about it ("changed since reading").
+function M.follow_write(path, text)
+  local buf = vim.fn.bufnr(path)
+  if buf == -1 or not vim.api.nvim_buf_is_loaded(buf) then
+    return
+  end
+  stop_waiting(path)
+  local w = { buf = buf, text = text, watch = assert(vim.uv.new_fs_event()) }
+  awaiting_write[path] = w
+  -- Neovim's own check of the file (`:checktime`, focus) decides by this
+  -- (without it: reload when 'autoread' and clean, else a prompt).
+  w.autocmd = vim.api.nvim_create_autocmd('FileChangedShell', {
+    buffer = buf,
+    callback = function()
+      if read_file(path) ~= text then
+        vim.v.fcs_choice = 'ask'
+        return
+      end
+      if vim.bo[buf].modified then
+        -- (No buffer may change inside this event: right after it.)
+        local keep = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+        local cursors = {}
+        for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+          cursors[win] = vim.api.nvim_win_get_cursor(win)
+        end
+        vim.schedule(function()
+          put_back(buf, keep, cursors)
+        end)
+      end
+      vim.v.fcs_choice = 'reload'
+    end,
+  })
+  local function written()
+    if awaiting_write[path] ~= w or read_file(path) ~= text then
+      return
+    end
+    if vim.api.nvim_buf_is_loaded(buf) then
+      vim.cmd.checktime(buf)
+      -- A buffer the user made equal to it is not modified.
+      if vim.bo[buf].modified and same_as_disk(buf) then
+        vim.bo[buf].modified = false
+      end
+    end
+    stop_waiting(path)
+  end
+  -- The folder, not the file: a write by rename replaces the file's inode.
+  local name = vim.fs.basename(path)
+  w.watch:start(vim.fs.dirname(path), {}, function(err, changed)
+    if not err and changed == name then
+      vim.schedule(written)
+    end
+  end)
+  vim.defer_fn(function()
+    if awaiting_write[path] == w then
+      stop_waiting(path)
+    end
+  end, WRITE_WAIT_MS)
+  -- It may be written already.
+  written()
 end
 
 -- Change sets ---------------------------------------------------------------
@@ -277,7 +450,10 @@ function M.changes_changed(params)
         return vim.fn.fnamemodify(path_of(f.uri), ':.')
       end, set.files)
       vim.notify(
-        ('Claude changed %d file(s): %s (:MoonkaleChanges to review)'):format(#names, table.concat(names, ', ')),
+        ('Claude changed %s: %s (:MoonkaleChanges to review)'):format(
+          moonkale().count(#names, 'file'),
+          table.concat(names, ', ')
+        ),
         vim.log.levels.INFO
       )
     end
@@ -412,13 +588,6 @@ function M.change_diff(path)
   if first then
     vim.api.nvim_win_set_cursor(0, { math.min(first.after.start + 1, vim.api.nvim_buf_line_count(buf)), 0 })
   end
-end
-
---- Whether `buf` holds exactly what its file on disk holds.
-local function same_as_disk(buf)
-  local path = buf_path(buf)
-  return vim.fn.filereadable(path) == 1
-    and vim.deep_equal(vim.fn.readfile(path), vim.api.nvim_buf_get_lines(buf, 0, -1, false))
 end
 
 --- After the service's `workspace/applyEdit`: a buffer it made equal to its

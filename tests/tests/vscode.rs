@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 /// The extension's Accept button in the title of a proposal's editor.
 const ACCEPT_TITLE_BUTTON: &str = ".editor-actions a[aria-label^=\"Accept Claude Code\"]";
 
+/// The lens above a proposal that accepts it.
+const ACCEPT_LENS: &str = ".codelens-decoration a:has-text(\"Accept Claude Code's edit\")";
+
 /// VS Code opened on the sandbox's workspace, with the extension's client
 /// attached to the service (it shows up in `status`); its terminals get `env`.
 async fn vscode(sb: &Sandbox, env: &[(String, String)]) -> (CodeServer, Browser) {
@@ -92,8 +95,8 @@ async fn vscode_follows_the_cursor_as_it_moves() {
 ///    `selection_changed`, with UTF-16 columns (an emoji counts two);
 /// 2. "Moonkale: Send selection to Claude Code" from the palette gives
 ///    `at_mentioned` with those lines;
-/// 3. Claude Code's `openDiff` opens the proposal and a notification with
-///    Accept/Reject buttons; clicking Accept answers `FILE_SAVED` with the
+/// 3. Claude Code's `openDiff` opens the proposal's diff with Accept and
+///    Reject named above it; clicking Accept answers `FILE_SAVED` with the
 ///    proposed text;
 /// 4. the next proposal is rejected with the editor's title button: the
 ///    answer is `DIFF_REJECTED` and the file is untouched.
@@ -128,8 +131,8 @@ async fn vscode_selection_mention_accept_and_reject() {
         json!({"filePath": target, "lineStart": 1, "lineEnd": 1})
     );
 
-    // 3. A proposal, accepted with the notification's button. Not awaited:
-    // openDiff answers only when the user decides.
+    // 3. A proposal, accepted with the lens above it. Not awaited: openDiff
+    // answers only when the user decides.
     let args = json!({"old_file_path": target, "new_file_path": target,
                       "new_file_contents": "alpha beta\nnaïve 😀 café\nGAMMA\n", "tab_name": "tab-1"});
     c.send(json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call",
@@ -137,7 +140,9 @@ async fn vscode_selection_mention_accept_and_reject() {
         .await;
     // The proposal is the active editor: its title has the extension's buttons.
     browser.wait_for(ACCEPT_TITLE_BUTTON).await;
-    browser.click("button", "Accept").await;
+    browser
+        .run(json!({"op": "click", "selector": ACCEPT_LENS}))
+        .await;
     let resp = c.response(50).await;
     assert_eq!(
         resp["result"]["content"],
@@ -178,6 +183,14 @@ const ACTIVE_DIFF_EDITOR: &str = ".editor-group-container.active .monaco-diff-ed
 /// The tab of a proposal's diff editor.
 const PROPOSAL_TAB: &str = ".tab[aria-label^=\"main.txt (Claude Code's proposal)\"]";
 
+/// How many of the CodeLens lines `lenses` are a proposal hunk's.
+fn hunk_lenses(lenses: &[String]) -> usize {
+    lenses
+        .iter()
+        .filter(|t| t.contains("Keep this change"))
+        .count()
+}
+
 /// The texts of the CodeLens lines shown, polled until `ok` holds for them.
 async fn lenses_until(browser: &mut Browser, what: &str, ok: impl Fn(&[String]) -> bool) {
     browser.texts_until(".codelens-decoration", what, ok).await;
@@ -208,8 +221,9 @@ async fn vscode_reviews_a_proposal_in_the_diff_editor() {
     browser.wait_for(PROPOSAL_TAB).await;
     browser.wait_for(ACCEPT_TITLE_BUTTON).await;
     lenses_until(&mut browser, "a Keep/Revert lens per hunk", |l| {
-        l.len() == 2
+        hunk_lenses(l) == 2
             && l.iter()
+                .filter(|t| !t.contains("Accept"))
                 .all(|t| t.contains("Keep this change") && t.contains("Revert this change"))
     })
     .await;
@@ -218,7 +232,7 @@ async fn vscode_reviews_a_proposal_in_the_diff_editor() {
         .run(json!({"op": "click", "selector": ".codelens-decoration a:text-is(\"Revert this change\")"}))
         .await;
     lenses_until(&mut browser, "the reverted hunk's lens to go", |l| {
-        l.len() == 1
+        hunk_lenses(l) == 1
     })
     .await;
     browser
@@ -593,4 +607,114 @@ async fn vscode_approves_a_plan_then_the_edit_and_the_file_is_written() {
     );
     let list = w.ed.call("moonkale/agent/list", Value::Null).await;
     assert_eq!(list["sessions"][0]["permissionMode"], "default", "{list}");
+}
+
+/// `app.py`: ten lines; Claude Code's proposal changes the eighth.
+const APP: &str = "import sys\n\n\ndef greet(name):\n    print('hello', name)\n\n\ndef main():\n    greet(sys.argv[1])\n    return 0\n";
+const APP_PROPOSED: &str = "import sys\n\n\ndef greet(name):\n    print('hello', name)\n\n\ndef main() -> int:\n    greet(sys.argv[1])\n    return 0\n";
+
+/// Defect (issue 25), what a VS Code user saw of a proposal (1280×800):
+/// an Accept/Reject notification that stayed in the notification centre
+/// after the decision (its Accept then did nothing), the proposal's hunks
+/// counted as problems (status bar, Problems, squiggles under the new
+/// code), and after an accept the file left dirty though its text was on
+/// disk. Now the diff editor comes up with Accept/Reject named above the
+/// proposal and nothing else asks; the pending change is no problem; the
+/// accept (with that lens) is answered `FILE_SAVED`, Claude Code's stand-in
+/// writes the file as the CLI does, and VS Code shows `app.py` with the
+/// accepted line, not dirty, and no notification.
+#[tokio::test]
+async fn vscode_shows_a_proposal_in_its_diff_and_an_accepted_file_ends_saved() {
+    let _turn = take_turn().await;
+    let sb = Sandbox::new();
+    let target = sb.workspace.join("app.py");
+    std::fs::write(&target, APP).expect("write file");
+    let (_svc, mut c) = service_and_claude(&sb).await;
+    let (_server, mut browser) = vscode(&sb, &[]).await;
+    browser.quick_open("app.py").await;
+
+    let args = json!({"old_file_path": target, "new_file_path": target,
+                      "new_file_contents": APP_PROPOSED, "tab_name": "tab-app"});
+    c.send(json!({"jsonrpc": "2.0", "id": 80, "method": "tools/call",
+                  "params": {"name": "openDiff", "arguments": args}}))
+        .await;
+    browser.wait_for(ACTIVE_DIFF_EDITOR).await;
+    lenses_until(
+        &mut browser,
+        "Accept and Reject named above the proposal",
+        |l| {
+            l.iter().any(|t| {
+                t.contains("Accept Claude Code's edit (1 change)") && t.contains("Reject it")
+            })
+        },
+    )
+    .await;
+    // The hunk's diagnostic has reached VS Code: the extension marks its
+    // lines (a decoration of an extension's type).
+    browser
+        .wait_for(&format!(
+            "{ACTIVE_DIFF_EDITOR} .modified-in-monaco-diff-editor .view-overlays div[class*=\"ced-\"]"
+        ))
+        .await;
+    browser.screenshot("proposal-arrived").await;
+    let toasts = browser
+        .run(json!({"op": "text", "selector": ".notifications-toasts"}))
+        .await;
+    assert!(
+        !toasts.to_string().contains("Claude Code proposes"),
+        "a notification asks besides the diff: {toasts}"
+    );
+    // The Problems panel, as the user opens it.
+    browser.press(&["Control+Shift+m"]).await;
+    browser
+        .texts_until(".markers-panel-container", "the Problems panel", |t| {
+            t.iter()
+                .any(|t| t.contains("No problems have been detected"))
+        })
+        .await;
+    let squiggles = browser
+        .run(json!({"op": "text", "selector": ".squiggly-info, .squiggly-hint, .squiggly-warning, .squiggly-error"}))
+        .await;
+    assert_eq!(squiggles, json!([]), "squiggles under the proposal");
+
+    browser
+        .run(json!({"op": "click", "selector": ACCEPT_LENS}))
+        .await;
+    let resp = c.response(80).await;
+    assert_eq!(
+        resp["result"]["content"],
+        json!([{"type": "text", "text": "FILE_SAVED"}, {"type": "text", "text": APP_PROPOSED}]),
+        "{resp}"
+    );
+    // What Claude Code does with FILE_SAVED: it writes the file.
+    std::fs::write(&target, APP_PROPOSED).expect("write as the CLI does");
+
+    browser.wait_gone(ACTIVE_DIFF_EDITOR).await;
+    browser
+        .wait_for(".tab.active[aria-label^=\"app.py\"]")
+        .await;
+    browser
+        .texts_until(
+            ".editor-group-container.active .monaco-editor .view-lines",
+            "app.py to show the accepted line",
+            |t| {
+                t.iter()
+                    .any(|t| t.replace('\u{a0}', " ").contains("def main() -> int:"))
+            },
+        )
+        .await;
+    browser.wait_gone(".tab.dirty").await;
+    browser.screenshot("accepted-and-written").await;
+    // Nothing about the proposal outlives it in the notification centre.
+    browser.palette("Notifications: Show Notifications").await;
+    let centre = browser
+        .texts_until(".notifications-center", "the notification centre", |t| {
+            !t.is_empty()
+        })
+        .await;
+    assert!(
+        centre.iter().all(|t| !t.contains("Claude Code")),
+        "a notification outlives the decision: {centre:?}"
+    );
+    browser.screenshot("notification-centre").await;
 }

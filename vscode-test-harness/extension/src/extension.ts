@@ -2,9 +2,10 @@
 // `moonkale-shim` (stdio) and tells the service what VS Code's language
 // client does not send on its own: the live selection (every change at once,
 // with its direction) and the diagnostics of the user's other language servers.
-// Claude Code's proposals open in VS Code's diff editor (review.ts), and
-// Claude's change sets are reviewed there too. The rest (documents,
-// Accept/Reject asked with `window/showMessageRequest`) is plain LSP that
+// Claude Code's proposals open in VS Code's diff editor (review.ts), decided
+// there, and Claude's change sets are reviewed there too; the changes still
+// to decide are marked in the editor, not listed as problems. The rest
+// (documents, questions with buttons) is plain LSP that
 // vscode-languageclient already handles. Wire format: docs/protocol.md.
 
 import * as vscode from 'vscode';
@@ -14,7 +15,7 @@ import {
   LanguageClientOptions,
   ServerOptions,
 } from 'vscode-languageclient/node';
-import { Review } from './review';
+import { PendingMarks, Review, isProposal } from './review';
 
 const DOCUMENTS: DocumentSelector = [{ scheme: 'file' }, { scheme: 'untitled' }];
 
@@ -30,14 +31,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     options: { cwd: folder },
   };
   const fromService = new FromService();
+  const marks = new PendingMarks();
+  context.subscriptions.push(marks);
   // The client exists only after the options are made; the proposal view
   // asks it for the proposal's original text.
   let review: Review | undefined;
   const clientOptions: LanguageClientOptions = {
     documentSelector: DOCUMENTS,
     outputChannelName: 'Moonkale',
-    // The extension tells of finished change sets itself.
-    initializationOptions: { moonkaleReview: true },
+    // The extension tells of finished change sets itself, and decides
+    // proposals in their diff editor: the service sends no Accept/Reject
+    // notification (it would outlive the decision) and no edit of an
+    // accepted file VS Code holds unmodified (VS Code reloads it once Claude
+    // Code wrote it; an edit would leave it unsaved).
+    initializationOptions: { moonkaleReview: true, moonkaleProposals: true },
     middleware: {
       workspace: {
         // An undo of Claude's change writes the file and sends VS Code the
@@ -56,9 +63,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       },
       // What the service hands back (other editors' diagnostics) must not be
       // forwarded again as if VS Code's own servers had found it.
+      // Claude's changes still to decide (source `claude`) are no
+      // problems: they are marked in the editor instead of being listed.
       handleDiagnostics: (uri, diagnostics, next) => {
-        fromService.remember(uri, diagnostics);
-        next(uri, diagnostics);
+        const pending = diagnostics.filter((d) => d.source === PendingMarks.SOURCE);
+        const problems = diagnostics.filter((d) => d.source !== PendingMarks.SOURCE);
+        marks.set(uri, pending);
+        fromService.remember(uri, problems);
+        next(uri, problems);
       },
       provideDiagnostics: async (document, previousResultId, token, next) => {
         const report = await next(document, previousResultId, token);
@@ -208,7 +220,7 @@ class DiagnosticsForwarder {
   changed(uris: readonly vscode.Uri[]): void {
     for (const uri of uris) {
       if (uri.scheme !== 'file' && uri.scheme !== 'untitled') continue;
-      if (uri.path.includes('/.moonkale/')) continue;
+      if (isProposal(uri)) continue;
       const bySource = new Map<string, object[]>();
       for (const d of vscode.languages.getDiagnostics(uri)) {
         if (this.fromService.has(uri, d)) continue;

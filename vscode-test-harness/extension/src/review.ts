@@ -84,7 +84,7 @@ interface ShowResult {
 // `$XDG_RUNTIME_DIR/moonkale/proposals/…` or `/tmp/moonkale-<uid>/proposals/…`.
 const PROPOSALS = /\/moonkale[^/]*\/proposals\//;
 
-function isProposal(uri: vscode.Uri): boolean {
+export function isProposal(uri: vscode.Uri): boolean {
   return uri.scheme === 'file' && PROPOSALS.test(uri.path);
 }
 
@@ -248,6 +248,8 @@ export class Review {
     }
   }
 
+  /// Above the proposal, Accept and Reject of the whole (named: the title
+  /// bar's buttons are bare icons); above each hunk, Keep and Revert.
   private async proposalLenses(document: vscode.TextDocument): Promise<vscode.CodeLens[]> {
     let proposal: ProposalInfo | undefined;
     try {
@@ -257,15 +259,27 @@ export class Review {
     }
     if (!proposal) return [];
     const uri = proposal.document;
-    return proposal.hunks
-      .filter((h) => !h.kept)
-      .flatMap((h) => {
-        const at = new vscode.Range(h.proposed.start, 0, h.proposed.start, 0);
-        return [
-          new vscode.CodeLens(at, { title: 'Keep this change', command: 'moonkale.keepProposalHunk', arguments: [uri, h] }),
-          new vscode.CodeLens(at, { title: 'Revert this change', command: 'moonkale.revertProposalHunk', arguments: [uri, h] }),
-        ];
-      });
+    const top = new vscode.Range(0, 0, 0, 0);
+    const n = proposal.hunks.length;
+    const whole = [
+      new vscode.CodeLens(top, {
+        title: `$(check) Accept Claude Code's edit (${n} ${n === 1 ? 'change' : 'changes'})`,
+        command: 'moonkale.accept',
+        arguments: [document.uri],
+      }),
+      new vscode.CodeLens(top, { title: '$(close) Reject it', command: 'moonkale.reject', arguments: [document.uri] }),
+    ];
+    return whole.concat(
+      proposal.hunks
+        .filter((h) => !h.kept)
+        .flatMap((h) => {
+          const at = new vscode.Range(h.proposed.start, 0, h.proposed.start, 0);
+          return [
+            new vscode.CodeLens(at, { title: 'Keep this change', command: 'moonkale.keepProposalHunk', arguments: [uri, h] }),
+            new vscode.CodeLens(at, { title: 'Revert this change', command: 'moonkale.revertProposalHunk', arguments: [uri, h] }),
+          ];
+        }),
+    );
   }
 
   // Change sets ------------------------------------------------------------
@@ -358,7 +372,7 @@ export class Review {
     const items = shown.files.map((file) => {
       const uri = this.client.protocol2CodeConverter.asUri(file.uri);
       const pending = file.hunks.filter((h) => h.state === 'pending').length;
-      return { label: vscode.workspace.asRelativePath(uri), description: `${file.kind}, ${pending} change(s) pending`, file, uri };
+      return { label: vscode.workspace.asRelativePath(uri), description: `${file.kind}, ${pending} ${pending === 1 ? 'change' : 'changes'} pending`, file, uri };
     });
     const picked = await vscode.window.showQuickPick(items, { title: `Claude's changes: ${shown.set.title}` });
     if (!picked) return;
@@ -383,5 +397,51 @@ export class Review {
     } catch (e) {
       void vscode.window.showErrorMessage(`Moonkale: ${errorText(e)}`);
     }
+  }
+}
+
+/// Claude's changes still to decide, as the service publishes them
+/// (diagnostics of source `claude`: a proposal's hunks, a change set's):
+/// marked in the editors that show them (a bar beside the lines, a mark in
+/// the overview ruler, the service's words on hover) rather than listed as
+/// problems, which they are not.
+export class PendingMarks implements vscode.Disposable {
+  static readonly SOURCE = 'claude';
+  private readonly byUri = new Map<string, vscode.Diagnostic[]>();
+  private readonly look = vscode.window.createTextEditorDecorationType({
+    isWholeLine: true,
+    borderStyle: 'solid',
+    borderWidth: '0 0 0 3px',
+    borderColor: new vscode.ThemeColor('editorGutter.modifiedBackground'),
+    overviewRulerColor: new vscode.ThemeColor('editorOverviewRuler.modifiedForeground'),
+    overviewRulerLane: vscode.OverviewRulerLane.Left,
+  });
+  private readonly watch = vscode.window.onDidChangeVisibleTextEditors((editors) => editors.forEach((e) => this.paint(e)));
+
+  set(uri: vscode.Uri, pending: vscode.Diagnostic[]): void {
+    if (pending.length > 0) this.byUri.set(uri.toString(), pending);
+    else this.byUri.delete(uri.toString());
+    const key = uri.toString();
+    vscode.window.visibleTextEditors.filter((e) => e.document.uri.toString() === key).forEach((e) => this.paint(e));
+  }
+
+  private paint(editor: vscode.TextEditor): void {
+    const pending = this.byUri.get(editor.document.uri.toString()) ?? [];
+    editor.setDecorations(
+      this.look,
+      pending.map((d) => {
+        // Whole lines from column 0 to column 0 of the line after.
+        const { start, end } = d.range;
+        const last = end.line > start.line && end.character === 0 ? end.line - 1 : end.line;
+        const hover = new vscode.MarkdownString();
+        d.message.split('\n').forEach((line) => hover.appendText(line).appendMarkdown('  \n'));
+        return { range: new vscode.Range(start.line, 0, last, 0), hoverMessage: hover };
+      }),
+    );
+  }
+
+  dispose(): void {
+    this.watch.dispose();
+    this.look.dispose();
   }
 }

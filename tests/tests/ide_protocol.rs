@@ -1094,7 +1094,11 @@ async fn t5_client_disconnect_withdraws_its_diffs() {
             break msg;
         }
     };
-    assert_eq!(closed["params"], json!({"uri": uri, "accepted": false}));
+    let target = format!("file://{}", sb.workspace.join("n.txt").display());
+    assert_eq!(
+        closed["params"],
+        json!({"uri": uri, "accepted": false, "target": target})
+    );
     let path = std::path::PathBuf::from(uri.strip_prefix("file://").unwrap());
     moonkale_tests::wait_until("the withdrawn proposal to be removed", || {
         let gone = !path.exists();

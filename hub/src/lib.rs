@@ -47,6 +47,7 @@ pub use status::{
     DiagnosticsCount, DocumentStatus, EditorStatus, SelectionStatus, Status,
     render as render_status,
 };
+pub use workspace::documents::DOCUMENT_OVERHEAD;
 pub use workspace::{
     ACCEPT_COMMAND, ANSWER_APPROVAL_COMMAND, KEEP_HUNK_COMMAND, MAX_DOCUMENTS_PER_EDITOR,
     MAX_TOTAL_BYTES, REJECT_COMMAND, REVERT_HUNK_COMMAND, SELECTION_COMMAND,

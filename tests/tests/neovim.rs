@@ -456,11 +456,12 @@ async fn neovim_over_the_socket_and_a_scripted_editor_keep_separate_buffers() {
         assert_eq!(d["inSync"], true, "{status:#}");
         assert_eq!(d["dirty"], true, "{status:#}");
     }
-    // Each buffer holds its text, URI and language id.
+    // Each buffer holds its text, URI, language id and bookkeeping.
     let held = |d: &Value| {
         d["bytes"].as_u64().unwrap()
             + d["uri"].as_str().unwrap().len() as u64
             + d["languageId"].as_str().unwrap().len() as u64
+            + moonkale_service::hub::DOCUMENT_OVERHEAD as u64
     };
     assert_eq!(status["totalBytes"], json!(held(&nd[0]) + held(&sd[0])));
 

@@ -145,6 +145,12 @@ pub fn prepare_call(
                 Ok(paths) => paths,
                 Err(refusal) => return refusal,
             };
+            // The proposal is written outside the workspace, so nothing
+            // below would notice a workspace moved or deleted under us: a
+            // folder that took its name is not it.
+            if let Err(e) = root.check_still_here() {
+                return ToolCall::Answer(hub::error_result(e.to_string()));
+            }
             let old_text = if old_path.exists() {
                 match read_capped(root, &old_path) {
                     Ok(text) => text,

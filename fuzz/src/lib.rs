@@ -244,7 +244,11 @@ pub fn mcp_calls(data: &[u8]) {
         }
         "tools/call" => {
             let root = moonkale_service::ide::paths::Root::open(root).expect("the fuzz root");
-            let _ = mcp::prepare_call(&params, &root);
+            // Proposals go to a runtime directory of the fuzz run's own,
+            // beside the workspace.
+            let run = root.path().parent().expect("beside the root").join("run");
+            let proposals = moonkale_service::ide::proposals::ProposalDir::in_runtime(run);
+            let _ = mcp::prepare_call(&params, &root, &proposals);
         }
         _ => {}
     }
@@ -269,11 +273,8 @@ pub fn lsp_session(data: &[u8]) {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let hub = moonkale_service::hub::spawn(
-            root().clone(),
-            Default::default(),
-            moonkale_service::hub::SELECTION_INTERVAL,
-        );
+        let hub =
+            moonkale_service::hub::spawn(root().clone(), Default::default(), Default::default());
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (their_read, their_write) = tokio::io::split(theirs);
         let cfg = ConnectionConfig {

@@ -576,6 +576,27 @@ impl Agent {
         }
     }
 
+    /// The CPU seconds the CLI of the session just started by `adapter`
+    /// has used so far (with the helpers it waited for): ours, the spare
+    /// it adopted; the anchor's, the newest of the adapter's CLIs.
+    fn session_cli_cpu(&self, adapter: u32) -> f64 {
+        let cli = match self {
+            Agent::Ours { spare, .. } => spare.unwrap_or(0),
+            Agent::Anchor { .. } => children(adapter)
+                .into_iter()
+                .max_by_key(|&p| proc_times(p, false).map_or(0, |t| t.1))
+                .unwrap_or(0),
+        };
+        let mut pids = descendants(cli);
+        pids.push(cli);
+        let ticks: u64 = pids
+            .into_iter()
+            .filter(|&p| p > 0)
+            .filter_map(|p| Some(proc_times(p, true)?.0))
+            .sum();
+        ticks as f64 / ticks_per_sec()
+    }
+
     fn service_rss(&self) -> Option<u64> {
         match self {
             Agent::Ours { service, .. } => Some(rss(service.pid() as u32)),
@@ -667,6 +688,9 @@ struct Run {
     adapter_anon: u64,
     /// The CLI processes serving it (count, RSS).
     cli: (usize, u64),
+    /// The settled session's CLI: its CPU seconds from its start to the
+    /// end of its first turn (3 s or more apart).
+    settled_cli_cpu: f64,
 }
 
 async fn run_once(
@@ -713,6 +737,7 @@ async fn run_once(
         let text = format!("{name} run {i}, settled");
         let turn = prompt_turn(&mut peer, &second, &text).await?;
         run.settled_chunk = ms(turn.sent, turn.first_chunk);
+        run.settled_cli_cpu = agent.session_cli_cpu(peer.pid());
         Ok(run)
     }
     .await;
@@ -1004,6 +1029,15 @@ pub async fn bench() {
             b50 / a50
         );
     }
+    let (cpu_a, cpu_a90) = stats(&our_runs, |r| r.settled_cli_cpu);
+    let (cpu_b, cpu_b90) = stats(&anchor_runs, |r| r.settled_cli_cpu);
+    println!(
+        "the settled session's CLI, its start and first turn: {:.0} / {:.0} ms CPU vs {:.0} / {:.0} (p50 / p90)",
+        cpu_a * 1e3,
+        cpu_a90 * 1e3,
+        cpu_b * 1e3,
+        cpu_b90 * 1e3
+    );
     let (text50, _) = stats(&our_runs, |r| r.service_text);
     let (bridge50, bridge90) = stats(&our_runs, |r| r.prompt_chunk - r.service_text);
     println!(

@@ -204,7 +204,13 @@ impl Sandbox {
 
     /// A command for one of our binaries, pointed at this sandbox.
     pub fn command(&self, name: &str) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(bin(name));
+        self.command_of(&bin(name))
+    }
+
+    /// [`Self::command`] for the binary at `program` (a bench runs a
+    /// service built from another commit beside this one).
+    pub fn command_of(&self, program: &Path) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(program);
         cmd.env("XDG_RUNTIME_DIR", &self.runtime)
             .env("HOME", &self.home)
             // The user state and trust decisions live in the sandbox's home.
@@ -277,7 +283,19 @@ impl Sandbox {
 
     /// [`Self::start_service`] with extra environment variables.
     pub async fn start_service_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Service {
-        let mut cmd = self.command("moonkale-service");
+        self.start_service_of(&bin("moonkale-service"), extra, env)
+            .await
+    }
+
+    /// [`Self::start_service_with_env`] with the service binary at
+    /// `program`.
+    pub async fn start_service_of(
+        &self,
+        program: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Service {
+        let mut cmd = self.command_of(program);
         cmd.arg("serve")
             .arg("--workspace")
             .arg(&self.workspace)

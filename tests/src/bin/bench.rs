@@ -9,6 +9,9 @@
 //!
 //! 3. Editor selection → `selection_changed` frame latency with 10 Claude Code
 //!    clients connected, beside a bare TCP → WebSocket relay.
+//!    `selection-cost`: the service's CPU per event (diagnostics, edits of
+//!    another document, status) while an editor holds a ~1 MB selection,
+//!    with and without a Claude Code client (`bench/selection_cost.rs`).
 //! 4. openDiff hunk computation on a 20 000-line file with 200 changes,
 //!    beside `git diff --no-index` on the same files.
 //! 5. stream-json decoding of 100 MB of recorded CLI output, beside
@@ -43,6 +46,8 @@ use moonkale_service::lsp::framing::encode_frame;
 use moonkale_tests::{RawLsp, Sandbox, fakeapi};
 use serde_json::{Value, json};
 
+#[path = "bench/selection_cost.rs"]
+mod selection_cost;
 #[path = "bench/spare.rs"]
 mod spare;
 
@@ -104,12 +109,18 @@ async fn main() {
         eprintln!("moonkale-bench: unknown section {bad:?} (see --help)");
         std::process::exit(2);
     }
-    let want = |name: &str| sections.is_empty() || sections.iter().any(|a| a == name);
+    // `acp-crowd` is part of `acp`: run only when named.
+    let want = |name: &str| {
+        (sections.is_empty() && name != "acp-crowd") || sections.iter().any(|a| a == name)
+    };
     if want("lsp") {
         lsp_ingest_and_round_trips().await;
     }
     if want("selection") {
         selection_latency().await;
+    }
+    if want("selection-cost") {
+        selection_cost::bench().await;
     }
     if want("diff") {
         hunk_computation();
@@ -144,6 +155,9 @@ async fn main() {
     if want("acp") {
         acp::bench().await;
     }
+    if want("acp-crowd") {
+        acp::crowd_only().await;
+    }
 }
 
 /// The sections `moonkale-bench` can run alone, by name.
@@ -155,6 +169,10 @@ const SECTIONS: &[(&str, &str)] = &[
     (
         "selection",
         "selection -> selection_changed at 10 Claude Code clients",
+    ),
+    (
+        "selection-cost",
+        "service CPU per event with a ~1 MB selection held, with and without a Claude Code client",
     ),
     ("diff", "openDiff hunk computation beside git diff"),
     (
@@ -193,6 +211,10 @@ const SECTIONS: &[(&str, &str)] = &[
     (
         "acp",
         "moonkale-service acp beside claude-agent-acp: new session, first chunk, memory, 10 at once",
+    ),
+    (
+        "acp-crowd",
+        "acp's 10 sessions at once alone (not run without a section named)",
     ),
 ];
 

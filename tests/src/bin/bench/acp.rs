@@ -195,8 +195,8 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Every process under `root` (not `root` itself), from /proc.
-fn descendants(root: u32) -> Vec<u32> {
+/// Every process on the machine by its parent, from /proc.
+fn by_parent() -> HashMap<u32, Vec<u32>> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
@@ -217,6 +217,12 @@ fn descendants(root: u32) -> Vec<u32> {
             children.entry(ppid).or_default().push(pid);
         }
     }
+    children
+}
+
+/// Every process under `root` (not `root` itself), from /proc.
+fn descendants(root: u32) -> Vec<u32> {
+    let children = by_parent();
     let mut out = Vec::new();
     let mut todo = vec![root];
     while let Some(p) = todo.pop() {
@@ -249,13 +255,46 @@ fn anon(pid: u32) -> u64 {
 fn tree_ticks(root: u32) -> u64 {
     descendants(root)
         .into_iter()
-        .filter_map(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
-            // utime and stime: fields 14 and 15 of stat, 12 and 13 here.
-            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-        })
+        .filter_map(|p| Some(proc_times(p, false)?.0))
         .sum()
+}
+
+/// From `/proc/<pid>/stat`: the CPU time of `pid` (utime + stime, and
+/// with `reaped` its waited-for children's too) and when it started, in
+/// clock ticks (since boot).
+pub(super) fn proc_times(pid: u32, reaped: bool) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<u64> = stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // utime, stime, cutime, cstime: fields 14–17 of stat; starttime 22.
+    let mut cpu = fields.get(11)? + fields.get(12)?;
+    if reaped {
+        cpu += fields.get(13)? + fields.get(14)?;
+    }
+    Some((cpu, *fields.get(19)?))
+}
+
+/// The direct children of `pid` that run.
+fn children(pid: u32) -> Vec<u32> {
+    let mut all = by_parent();
+    let mut out = all.remove(&pid).unwrap_or_default();
+    out.retain(|&c| alive(c));
+    out
+}
+
+pub(super) fn ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+}
+
+/// Seconds since boot (`/proc/uptime`), the clock of a process's start.
+fn uptime_secs() -> f64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// The processes under `root` except `skip`'s subtree: how many, and
@@ -412,6 +451,8 @@ enum Agent {
     /// `acp` process per run.
     Ours {
         sb: Sandbox,
+        /// The service binary (`acp` runs the same one).
+        program: PathBuf,
         service: Box<Service>,
         editor: Box<RawLsp>,
         spare: Option<u32>,
@@ -422,12 +463,18 @@ enum Agent {
 
 impl Agent {
     async fn ours(claude: &Path, fake: &fakeapi::FakeApi) -> Agent {
+        Agent::ours_of(&moonkale_tests::bin("moonkale-service"), claude, fake).await
+    }
+
+    /// [`Agent::ours`] with the service (and `acp`) binary at `program`.
+    async fn ours_of(program: &Path, claude: &Path, fake: &fakeapi::FakeApi) -> Agent {
         let sb = Sandbox::new();
         claude_home(&sb, fake.port);
         sb.trust_workspace();
         let bin = claude.display().to_string();
         let service = sb
-            .start_service_with_env(
+            .start_service_of(
+                program,
                 &[],
                 &[
                     ("MOONKALE_CLAUDE_BIN", bin.as_str()),
@@ -441,6 +488,7 @@ impl Agent {
             .await;
         Agent::Ours {
             sb,
+            program: program.to_owned(),
             service: Box::new(service),
             editor: Box::new(editor),
             spare: None,
@@ -490,8 +538,8 @@ impl Agent {
         let sb = self.sb();
         let log = sb.root.join(format!("{name}.stderr"));
         let cmd = match self {
-            Agent::Ours { .. } => {
-                let mut cmd = sb.command("moonkale-service");
+            Agent::Ours { program, .. } => {
+                let mut cmd = sb.command_of(program);
                 cmd.arg("acp").arg("--workspace").arg(&sb.workspace);
                 cmd
             }
@@ -526,6 +574,27 @@ impl Agent {
             }
             Agent::Anchor { .. } => tree_rss(adapter, None),
         }
+    }
+
+    /// The CPU seconds the CLI of the session just started by `adapter`
+    /// has used so far (with the helpers it waited for): ours, the spare
+    /// it adopted; the anchor's, the newest of the adapter's CLIs.
+    fn session_cli_cpu(&self, adapter: u32) -> f64 {
+        let cli = match self {
+            Agent::Ours { spare, .. } => spare.unwrap_or(0),
+            Agent::Anchor { .. } => children(adapter)
+                .into_iter()
+                .max_by_key(|&p| proc_times(p, false).map_or(0, |t| t.1))
+                .unwrap_or(0),
+        };
+        let mut pids = descendants(cli);
+        pids.push(cli);
+        let ticks: u64 = pids
+            .into_iter()
+            .filter(|&p| p > 0)
+            .filter_map(|p| Some(proc_times(p, true)?.0))
+            .sum();
+        ticks as f64 / ticks_per_sec()
     }
 
     fn service_rss(&self) -> Option<u64> {
@@ -619,6 +688,9 @@ struct Run {
     adapter_anon: u64,
     /// The CLI processes serving it (count, RSS).
     cli: (usize, u64),
+    /// The settled session's CLI: its CPU seconds from its start to the
+    /// end of its first turn (3 s or more apart).
+    settled_cli_cpu: f64,
 }
 
 async fn run_once(
@@ -665,6 +737,7 @@ async fn run_once(
         let text = format!("{name} run {i}, settled");
         let turn = prompt_turn(&mut peer, &second, &text).await?;
         run.settled_chunk = ms(turn.sent, turn.first_chunk);
+        run.settled_cli_cpu = agent.session_cli_cpu(peer.pid());
         Ok(run)
     }
     .await;
@@ -688,11 +761,33 @@ struct Crowd {
     service_before: Option<u64>,
     service_after: Option<u64>,
     cli: (usize, u64),
+    /// CPU seconds during the crowd: the adapter process, the service
+    /// (ours), and each session's CLI (with the helpers it waited for).
+    adapter_cpu: f64,
+    service_cpu: Option<f64>,
+    cli_cpu: Vec<f64>,
+    /// When the CLIs started, ms from the first `session/new` (sorted).
+    cli_started: Vec<f64>,
+    /// The requests the fake got during the crowd: main, side, other.
+    requests: (usize, usize, usize),
+    /// Ours: the spare at the end, when it started (ms from the first
+    /// `session/new`) and its CPU seconds.
+    spare: Option<(f64, f64)>,
 }
 
-async fn crowd(agent: &mut Agent, claude: &Path, name: &str) -> Result<Crowd, String> {
+async fn crowd(
+    agent: &mut Agent,
+    claude: &Path,
+    fake: &fakeapi::FakeApi,
+    name: &str,
+) -> Result<Crowd, String> {
     agent.ready().await?;
     let mut peer = agent.spawn(claude, &format!("{name}-crowd"))?;
+    let service_pid = match agent {
+        Agent::Ours { service, .. } => Some(service.pid() as u32),
+        Agent::Anchor { .. } => None,
+    };
+    let cpu = |pid: u32| proc_times(pid, false).map_or(0, |t| t.0);
     let result = async {
         initialize(&mut peer).await?;
         let mut out = Crowd {
@@ -701,6 +796,9 @@ async fn crowd(agent: &mut Agent, claude: &Path, name: &str) -> Result<Crowd, St
             ..Crowd::default()
         };
         let cwd = agent.sb().workspace.clone();
+        let requests_before = fake.requests().len();
+        let (adapter_cpu, service_cpu) = (cpu(peer.pid()), service_pid.map(cpu));
+        let booted = uptime_secs();
         let start = Instant::now();
         let mut news = HashSet::new();
         for _ in 0..CONCURRENT {
@@ -763,6 +861,39 @@ async fn crowd(agent: &mut Agent, claude: &Path, name: &str) -> Result<Crowd, St
             .filter_map(|t| t.1.map(|r| ms(start, r)))
             .fold(0.0, f64::max);
         out.chunk_each = each;
+        let hz = ticks_per_sec();
+        out.adapter_cpu = cpu(peer.pid()).saturating_sub(adapter_cpu) as f64 / hz;
+        out.service_cpu = service_pid
+            .zip(service_cpu)
+            .map(|(pid, before)| cpu(pid).saturating_sub(before) as f64 / hz);
+        // The sessions' CLIs: the adapter's children (the anchor), the
+        // service's but the spare (ours).
+        let spare = match agent {
+            Agent::Ours { editor, .. } => spare_pid(editor).await,
+            Agent::Anchor { .. } => None,
+        };
+        let clis: Vec<u32> = children(service_pid.unwrap_or(peer.pid()))
+            .into_iter()
+            .filter(|&p| Some(p) != spare)
+            .collect();
+        for p in clis {
+            if let Some((cpu, started)) = proc_times(p, true) {
+                out.cli_cpu.push(cpu as f64 / hz);
+                out.cli_started.push((started as f64 / hz - booted) * 1e3);
+            }
+        }
+        out.spare = spare
+            .and_then(|p| proc_times(p, true))
+            .map(|(cpu, started)| ((started as f64 / hz - booted) * 1e3, cpu as f64 / hz));
+        out.cli_cpu.sort_by(f64::total_cmp);
+        out.cli_started.sort_by(f64::total_cmp);
+        for r in fake.requests().iter().skip(requests_before) {
+            match r.kind {
+                fakeapi::Kind::Main => out.requests.0 += 1,
+                fakeapi::Kind::Side => out.requests.1 += 1,
+                _ => out.requests.2 += 1,
+            }
+        }
         out.adapter_after = rss(peer.pid());
         out.adapter_anon = anon(peer.pid());
         out.service_after = agent.service_rss();
@@ -782,7 +913,7 @@ fn runs() -> usize {
         .unwrap_or(10)
 }
 
-fn load() -> String {
+pub(super) fn load() -> String {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     load.split_whitespace()
         .take(3)
@@ -805,19 +936,25 @@ fn median_u64(mut v: Vec<u64>) -> u64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-pub async fn bench() {
-    println!("\n## ACP: moonkale-service acp beside claude-agent-acp (same CLI, fake API)");
+/// The CLI, if it and the anchor are installed; else says what is missing.
+fn peers() -> Option<PathBuf> {
     let Some(claude) = claude_bin() else {
         println!("skipped: the claude CLI is not installed (scripts/install-test-peers.sh)");
-        return;
+        return None;
     };
     if !anchor_bin().exists() {
         println!(
             "skipped: {} is missing (scripts/install-test-peers.sh)",
             anchor_bin().display()
         );
-        return;
+        return None;
     }
+    Some(claude)
+}
+
+pub async fn bench() {
+    println!("\n## ACP: moonkale-service acp beside claude-agent-acp (same CLI, fake API)");
+    let Some(claude) = peers() else { return };
     let started = Instant::now();
     let n = runs();
     let fake =
@@ -861,8 +998,7 @@ pub async fn bench() {
     };
     let ticks = tree_ticks(service_pid);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = ticks_per_sec();
     let idle_cpu = tree_ticks(service_pid).saturating_sub(ticks) as f64 / hz / 5.0 * 100.0;
     let load_after = load();
     println!(
@@ -893,6 +1029,15 @@ pub async fn bench() {
             b50 / a50
         );
     }
+    let (cpu_a, cpu_a90) = stats(&our_runs, |r| r.settled_cli_cpu);
+    let (cpu_b, cpu_b90) = stats(&anchor_runs, |r| r.settled_cli_cpu);
+    println!(
+        "the settled session's CLI, its start and first turn: {:.0} / {:.0} ms CPU vs {:.0} / {:.0} (p50 / p90)",
+        cpu_a * 1e3,
+        cpu_a90 * 1e3,
+        cpu_b * 1e3,
+        cpu_b90 * 1e3
+    );
     let (text50, _) = stats(&our_runs, |r| r.service_text);
     let (bridge50, bridge90) = stats(&our_runs, |r| r.prompt_chunk - r.service_text);
     println!(
@@ -929,27 +1074,129 @@ pub async fn bench() {
         mib(clis_rss)
     );
     ours.stop().await;
+    crowds(&claude, &fake, &mut anchor, 1).await;
+    println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
+}
 
-    // (4) on a fresh service, so that only these sessions are live.
-    let load_crowd = load();
-    let mut ours = Agent::ours(&claude, &fake).await;
-    let a = crowd(&mut ours, &claude, "ours").await;
-    ours.stop().await;
-    let b = crowd(&mut anchor, &claude, "anchor").await;
-    println!(
-        "\n{CONCURRENT} sessions at once, one adapter process each (ours: one `moonkale-service acp`, a fresh service with its spare); load before {load_crowd}"
-    );
-    match (a, b) {
-        (Ok(a), Ok(b)) => print_crowd(&a, &b),
-        (a, b) => {
-            for (name, r) in [("ours", a.err()), ("anchor", b.err())] {
-                if let Some(e) = r {
-                    println!("{name} failed: {e}");
+/// `moonkale-bench acp-crowd`: part (4) alone, `MOONKALE_BENCH_CROWDS`
+/// rounds (3).
+pub async fn crowd_only() {
+    println!("\n## ACP: 10 sessions at once, moonkale-service acp beside claude-agent-acp");
+    let Some(claude) = peers() else { return };
+    let started = Instant::now();
+    let fake =
+        fakeapi::FakeApi::start(fakeapi::Script::new().default_reply(fakeapi::Reply::text(REPLY)))
+            .await;
+    let mut anchor = Agent::anchor(&fake);
+    let rounds = std::env::var("MOONKALE_BENCH_CROWDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(3);
+    crowds(&claude, &fake, &mut anchor, rounds).await;
+    println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
+}
+
+/// (4) for both, `rounds` times: ours on a fresh service each time, so
+/// that only these sessions are live, and the anchor; which goes first
+/// rotates from round to round (the first round: ours). With
+/// `MOONKALE_BENCH_BASELINE_SERVICE`, a service built elsewhere (an older
+/// commit) runs the same crowd as a third part.
+async fn crowds(claude: &Path, fake: &fakeapi::FakeApi, anchor: &mut Agent, rounds: usize) {
+    let baseline: Option<PathBuf> = std::env::var_os("MOONKALE_BENCH_BASELINE_SERVICE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
+    let this = moonkale_tests::bin("moonkale-service");
+    let parts = if baseline.is_some() { 3 } else { 2 };
+    let mut all_chunks = Vec::new();
+    for round in 0..rounds {
+        let (mut a, mut b, mut c) = (None, None, None);
+        let mut order = Vec::new();
+        for part in 0..parts {
+            let load = load();
+            match (round + part) % parts {
+                0 => {
+                    order.push(format!("ours (load {load})"));
+                    let mut ours = Agent::ours_of(&this, claude, fake).await;
+                    a = Some(crowd(&mut ours, claude, fake, "ours").await);
+                    ours.stop().await;
+                }
+                1 => {
+                    order.push(format!("the anchor (load {load})"));
+                    b = Some(crowd(anchor, claude, fake, "anchor").await);
+                }
+                _ => {
+                    order.push(format!("the baseline (load {load})"));
+                    let program = baseline.as_deref().expect("three parts");
+                    let mut old = Agent::ours_of(program, claude, fake).await;
+                    c = Some(crowd(&mut old, claude, fake, "baseline").await);
+                    old.stop().await;
                 }
             }
         }
+        println!(
+            "\n{CONCURRENT} sessions at once, one adapter process each (ours: one `moonkale-service acp`, a fresh service with its spare){}; in turn: {}",
+            if rounds > 1 {
+                format!(", round {} of {rounds}", round + 1)
+            } else {
+                String::new()
+            },
+            order.join(", ")
+        );
+        match (a.expect("run"), b.expect("run")) {
+            (Ok(a), Ok(b)) => {
+                print_crowd(&a, &b);
+                all_chunks.push((a.all_chunks, b.all_chunks));
+            }
+            (a, b) => {
+                for (name, r) in [("ours", a.err()), ("anchor", b.err())] {
+                    if let Some(e) = r {
+                        println!("{name} failed: {e}");
+                    }
+                }
+            }
+        }
+        match c {
+            Some(Ok(c)) => println!(
+                "baseline {}: all session/new replies {:.1} ms, first chunk p50 {:.1}, all first chunks {:.1}, all prompt replies {:.1}; CPU s: service {}, CLIs {:.1} in all ({} processes, p50 {:.2}); CLIs started {:.0}–{:.0} ms; {}",
+                baseline.as_deref().map(Path::display).expect("set"),
+                c.all_new,
+                pct(&c.chunk_each, 50),
+                c.all_chunks,
+                c.all_replies,
+                c.service_cpu.map_or("-".into(), |x| format!("{x:.2}")),
+                c.cli_cpu.iter().sum::<f64>(),
+                c.cli_cpu.len(),
+                pct(&c.cli_cpu, 50),
+                c.cli_started.first().copied().unwrap_or_default(),
+                c.cli_started.last().copied().unwrap_or_default(),
+                spare_line(c.spare),
+            ),
+            Some(Err(e)) => println!("baseline failed: {e}"),
+            None => {}
+        }
     }
-    println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
+    if all_chunks.len() > 1 {
+        let mut ratios: Vec<f64> = all_chunks.iter().map(|(a, b)| b / a).collect();
+        ratios.sort_by(f64::total_cmp);
+        let each: Vec<String> = all_chunks
+            .iter()
+            .map(|(a, b)| format!("{a:.0} vs {b:.0} ({:.2}x)", b / a))
+            .collect();
+        println!(
+            "\nall first chunks, ms, ours vs the anchor, by round: {}; anchor / ours median {:.2}x",
+            each.join(", "),
+            pct(&ratios, 50)
+        );
+    }
+}
+
+/// Ours' spare after a crowd: when it started, what it cost meanwhile.
+fn spare_line(spare: Option<(f64, f64)>) -> String {
+    match spare {
+        Some((at, cpu)) => format!("ours' next spare started at {at:.0} ms, {cpu:.2} s CPU"),
+        None => "no spare of ours at the end".into(),
+    }
 }
 
 fn print_crowd(a: &Crowd, b: &Crowd) {
@@ -990,6 +1237,33 @@ fn print_crowd(a: &Crowd, b: &Crowd) {
             per(before + a.adapter_before, after + a.adapter_after),
         );
     }
+    let sum = |v: &[f64]| v.iter().sum::<f64>();
+    let spread = |v: &[f64]| match (v.first(), v.last()) {
+        (Some(a), Some(b)) => format!("{a:.0}–{b:.0} ms"),
+        _ => "?".into(),
+    };
+    println!(
+        "CPU s during the crowd: adapter {:.2} vs {:.2}; service {}; CLIs {:.1} in all ({} processes, p50 {:.2}, max {:.2}) vs {:.1} ({}, p50 {:.2}, max {:.2})",
+        a.adapter_cpu,
+        b.adapter_cpu,
+        a.service_cpu.map_or("-".into(), |c| format!("{c:.2}")),
+        sum(&a.cli_cpu),
+        a.cli_cpu.len(),
+        pct(&a.cli_cpu, 50),
+        a.cli_cpu.last().copied().unwrap_or_default(),
+        sum(&b.cli_cpu),
+        b.cli_cpu.len(),
+        pct(&b.cli_cpu, 50),
+        b.cli_cpu.last().copied().unwrap_or_default(),
+    );
+    println!(
+        "CLIs started (from the first session/new): {} vs {}; requests at the fake (main, side, other): {:?} vs {:?}; {}",
+        spread(&a.cli_started),
+        spread(&b.cli_started),
+        a.requests,
+        b.requests,
+        spare_line(a.spare),
+    );
     println!(
         "CLIs: {} in {} processes (ours, the spare apart) vs {} in {}: {} vs {} per session",
         mib(a.cli.1),

@@ -7,8 +7,10 @@
 //! anchor's"); the prompt written at once with `initialize` (as the
 //! service does: a session's CLI starts at its first prompt) or only once
 //! the CLI has answered `initialize` (as the anchor does: `session/new`
-//! waits for its CLI); and ours without our MCP server, or with the
-//! variables the `acp` section gives the anchor's CLI. Each crowd: from the
+//! waits for its CLI); and ours without our MCP server, with the
+//! variables the `acp` section gives the anchor's CLI, or with a service
+//! running on the workspace (its IDE lock file where the CLI looks), and
+//! the anchor's with our MCP server added. Each crowd: from the
 //! spawns, all first text deltas, and the CLIs' CPU seconds at the end of
 //! their turns (`MOONKALE_BENCH_CLI_LINGER_MS`: and that long after).
 //! The ways (`MOONKALE_BENCH_CLI_WAYS`, by index) rotate from round to
@@ -36,6 +38,9 @@ struct Extra {
     mcp: bool,
     args: &'static [&'static str],
     env: &'static [(&'static str, &'static str)],
+    /// A service runs on the workspace meanwhile (its IDE lock file in
+    /// `~/.claude/ide`, as for the CLIs the service starts).
+    service: bool,
 }
 
 const OURS: Extra = Extra {
@@ -43,6 +48,7 @@ const OURS: Extra = Extra {
     mcp: true,
     args: &[],
     env: &[],
+    service: false,
 };
 
 /// The variables the `acp` section gives the anchor's CLI (both CLIs also
@@ -57,8 +63,9 @@ const DISABLE: &[(&str, &str)] = &[
 #[derive(Clone, Copy, PartialEq)]
 enum Flags {
     Ours(Extra),
-    /// claude-agent-acp's argv and environment.
-    Anchors,
+    /// claude-agent-acp's argv and environment (`true`: with our
+    /// in-process MCP server added).
+    Anchors(bool),
 }
 
 #[derive(Clone, Copy)]
@@ -74,7 +81,8 @@ impl Way {
             "{} flags, prompt {}",
             match self.flags {
                 Flags::Ours(extra) => extra.name,
-                Flags::Anchors => "the anchor's",
+                Flags::Anchors(false) => "the anchor's",
+                Flags::Anchors(true) => "the anchor's + our MCP server",
             },
             if self.at_once {
                 "at once"
@@ -86,8 +94,9 @@ impl Way {
 }
 
 /// The ways, by index for `MOONKALE_BENCH_CLI_WAYS`: ours and the anchor's,
-/// the prompt at once or after `initialize`, then ours without our MCP
-/// server, and ours with the variables the `acp` section gives the anchor.
+/// the prompt at once or after `initialize` (0–3), then ours without our
+/// MCP server (4), with the anchor's variables (5), beside a service (6),
+/// and the anchor's with our MCP server (7).
 fn all_ways() -> Vec<Way> {
     let ours = |extra: Extra| Way {
         flags: Flags::Ours(extra),
@@ -96,7 +105,7 @@ fn all_ways() -> Vec<Way> {
     vec![
         ours(OURS),
         Way {
-            flags: Flags::Anchors,
+            flags: Flags::Anchors(false),
             at_once: false,
         },
         Way {
@@ -104,7 +113,7 @@ fn all_ways() -> Vec<Way> {
             at_once: false,
         },
         Way {
-            flags: Flags::Anchors,
+            flags: Flags::Anchors(false),
             at_once: true,
         },
         ours(Extra {
@@ -117,6 +126,15 @@ fn all_ways() -> Vec<Way> {
             env: DISABLE,
             ..OURS
         }),
+        ours(Extra {
+            name: "our (a service on the workspace)",
+            service: true,
+            ..OURS
+        }),
+        Way {
+            flags: Flags::Anchors(true),
+            at_once: true,
+        },
     ]
 }
 
@@ -185,6 +203,11 @@ pub async fn bench() {
     }
 }
 
+/// `--mcp-config` with our in-process server, as the service passes it.
+fn our_mcp_config() -> String {
+    json!({"mcpServers": {"moonkale": {"type": "sdk", "name": "moonkale"}}}).to_string()
+}
+
 /// The argv and environment of a session's CLI, as `way` starts it.
 fn command(claude: &Path, sb: &Sandbox, way: Way) -> ProcessConfig {
     let id = uuid::Uuid::new_v4();
@@ -210,19 +233,18 @@ fn command(claude: &Path, sb: &Sandbox, way: Way) -> ProcessConfig {
     };
     let (args, env) = match way.flags {
         Flags::Ours(extra) => {
-            let mcp = json!({"mcpServers": {"moonkale": {"type": "sdk", "name": "moonkale"}}});
             let launch = Launch {
                 session: SessionStart::New(id),
                 permission_mode: PermissionMode::Default,
                 model: None,
-                mcp_config: extra.mcp.then(|| mcp.to_string()),
+                mcp_config: extra.mcp.then(our_mcp_config),
                 setting_sources: None,
             };
             let mut args = launch.argv().expect("argv");
             args.extend(extra.args.iter().map(|a| a.to_string()));
             (args, with(child_env(parent, None), extra.env))
         }
-        Flags::Anchors => {
+        Flags::Anchors(mcp) => {
             let args = [
                 "--output-format",
                 "stream-json",
@@ -247,6 +269,10 @@ fn command(claude: &Path, sb: &Sandbox, way: Way) -> ProcessConfig {
             ]
             .map(String::from)
             .to_vec();
+            let mut args = args;
+            if mcp {
+                args.push(format!("--mcp-config={}", our_mcp_config()));
+            }
             let env = with(child_env(parent, None), &anchors_env);
             (args, env)
         }
@@ -264,6 +290,10 @@ async fn crowd(claude: &Path, fake: &fakeapi::FakeApi, way: Way) -> Result<Vec<O
     let sb = Sandbox::new();
     claude_home(&sb, fake.port);
     sb.trust_workspace();
+    let service = match way.flags {
+        Flags::Ours(extra) if extra.service => Some(sb.start_service(&[]).await),
+        _ => None,
+    };
     let start = Instant::now();
     let clis = std::env::var("MOONKALE_BENCH_CLIS")
         .ok()
@@ -303,6 +333,7 @@ async fn crowd(claude: &Path, fake: &fakeapi::FakeApi, way: Way) -> Result<Vec<O
     for cli in clis {
         let _ = cli.shutdown().await;
     }
+    drop(service);
     Ok(ones)
 }
 
@@ -321,6 +352,7 @@ async fn drive(
         .collect();
     let sdk: &[&str] = match way.flags {
         Flags::Ours(extra) if extra.mcp => &["moonkale"],
+        Flags::Anchors(true) => &["moonkale"],
         _ => &[],
     };
     cli.send(&control::initialize("init", sdk))

@@ -30,6 +30,10 @@
 //! 8. `moonkale-service acp` beside Zed's `claude-agent-acp` 0.23.1 with the
 //!    same CLI and fake API: `initialize` → `session/new`, prompt → first
 //!    `agent_message_chunk`, memory, and 10 sessions at once (`bench/acp.rs`).
+//!    `acp-crowd` runs the 10 sessions alone, in rounds, with other parts
+//!    beside (a service from another commit, the spare prepared);
+//!    `cli-crowd` starts 10 CLIs directly with our flags and the anchor's
+//!    (`bench/cli_crowd.rs`). Both run only when named.
 //!
 //! Run with `scripts/bench.sh` (release build of every binary first).
 
@@ -38,6 +42,8 @@ use std::time::{Duration, Instant};
 
 #[path = "bench/acp.rs"]
 mod acp;
+#[path = "bench/cli_crowd.rs"]
+mod cli_crowd;
 #[path = "bench/editors.rs"]
 mod editors;
 
@@ -111,7 +117,8 @@ async fn main() {
     }
     // `acp-crowd` is part of `acp`: run only when named.
     let want = |name: &str| {
-        (sections.is_empty() && name != "acp-crowd") || sections.iter().any(|a| a == name)
+        (sections.is_empty() && !["acp-crowd", "cli-crowd"].contains(&name))
+            || sections.iter().any(|a| a == name)
     };
     if want("lsp") {
         lsp_ingest_and_round_trips().await;
@@ -157,6 +164,9 @@ async fn main() {
     }
     if want("acp-crowd") {
         acp::crowd_only().await;
+    }
+    if want("cli-crowd") {
+        cli_crowd::bench().await;
     }
 }
 
@@ -215,6 +225,10 @@ const SECTIONS: &[(&str, &str)] = &[
     (
         "acp-crowd",
         "acp's 10 sessions at once alone (not run without a section named)",
+    ),
+    (
+        "cli-crowd",
+        "10 claude CLIs at once, driven directly: our flags vs the anchor's (only when named)",
     ),
 ];
 

@@ -534,6 +534,34 @@ impl Agent {
         Ok(())
     }
 
+    /// Ours: an ACP client's sessions are coming (`default` mode, as the
+    /// `acp` process asks when it connects): waits for a spare of that
+    /// mode and lets it settle.
+    async fn ready_for_acp(&mut self) -> Result<(), String> {
+        let Agent::Ours { editor, spare, .. } = self else {
+            return Ok(());
+        };
+        editor
+            .call(
+                "moonkale/agent/prepare",
+                json!({"permissionMode": "default"}),
+            )
+            .await;
+        let deadline = Instant::now() + TURN_DEADLINE;
+        while Instant::now() < deadline {
+            let status = editor.request("moonkale/status", Value::Null).await;
+            let now = &status["result"]["agentSpare"];
+            let pid = now["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+            if now["permissionMode"] == "default" && pid.is_some_and(|p| p > 0) {
+                *spare = pid;
+                tokio::time::sleep(super::spare::SETTLE).await;
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err("no default-mode spare in time".into())
+    }
+
     fn spawn(&self, claude: &Path, name: &str) -> Result<Peer, String> {
         let sb = self.sb();
         let log = sb.root.join(format!("{name}.stderr"));
@@ -780,8 +808,13 @@ async fn crowd(
     claude: &Path,
     fake: &fakeapi::FakeApi,
     name: &str,
+    prepared: bool,
 ) -> Result<Crowd, String> {
-    agent.ready().await?;
+    if prepared {
+        agent.ready_for_acp().await?;
+    } else {
+        agent.ready().await?;
+    }
     let mut peer = agent.spawn(claude, &format!("{name}-crowd"))?;
     let service_pid = match agent {
         Agent::Ours { service, .. } => Some(service.pid() as u32),
@@ -1097,42 +1130,96 @@ pub async fn crowd_only() {
     println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
 }
 
-/// (4) for both, `rounds` times: ours on a fresh service each time, so
-/// that only these sessions are live, and the anchor; which goes first
-/// rotates from round to round (the first round: ours). With
-/// `MOONKALE_BENCH_BASELINE_SERVICE`, a service built elsewhere (an older
-/// commit) runs the same crowd as a third part.
+/// One part of a round of (4).
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    /// Ours; `prepared`: the spare was made for the ACP client's mode
+    /// before the crowd (`moonkale/agent/prepare`, as a client connected
+    /// earlier would have), else the fresh service's spare is the
+    /// service's default (`plan`) and the `acp` process's own prepare
+    /// replaces it as the crowd starts.
+    Ours {
+        prepared: bool,
+    },
+    Anchor,
+    /// Ours from the service binary `MOONKALE_BENCH_BASELINE_SERVICE`.
+    Baseline {
+        prepared: bool,
+    },
+}
+
+impl Part {
+    fn parse(name: &str) -> Option<Part> {
+        Some(match name {
+            "ours" => Part::Ours { prepared: false },
+            "ours-prepared" => Part::Ours { prepared: true },
+            "anchor" => Part::Anchor,
+            "baseline" => Part::Baseline { prepared: false },
+            "baseline-prepared" => Part::Baseline { prepared: true },
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Part::Ours { prepared: false } => "ours",
+            Part::Ours { prepared: true } => "ours, spare prepared",
+            Part::Anchor => "the anchor",
+            Part::Baseline { prepared: false } => "the baseline",
+            Part::Baseline { prepared: true } => "the baseline, spare prepared",
+        }
+    }
+}
+
+/// (4), `rounds` times. The parts of a round are `MOONKALE_BENCH_CROWD_PARTS`
+/// (comma-separated: ours, ours-prepared, anchor, baseline,
+/// baseline-prepared), by default ours and the anchor (and the baseline
+/// with `MOONKALE_BENCH_BASELINE_SERVICE`, a service built elsewhere, e.g.
+/// from an older commit); ours runs on a fresh service each time, so that
+/// only these sessions are live; which part goes first rotates from round
+/// to round.
 async fn crowds(claude: &Path, fake: &fakeapi::FakeApi, anchor: &mut Agent, rounds: usize) {
     let baseline: Option<PathBuf> = std::env::var_os("MOONKALE_BENCH_BASELINE_SERVICE")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from);
+    let default = if baseline.is_some() {
+        "ours,anchor,baseline"
+    } else {
+        "ours,anchor"
+    };
+    let wanted = std::env::var("MOONKALE_BENCH_CROWD_PARTS").unwrap_or_else(|_| default.into());
+    let parts: Vec<Part> = wanted.split(',').filter_map(Part::parse).collect();
+    if parts.is_empty()
+        || (parts.iter().any(|p| matches!(p, Part::Baseline { .. })) && baseline.is_none())
+    {
+        println!(
+            "MOONKALE_BENCH_CROWD_PARTS={wanted:?}: no parts to run (a baseline needs MOONKALE_BENCH_BASELINE_SERVICE)"
+        );
+        return;
+    }
     let this = moonkale_tests::bin("moonkale-service");
-    let parts = if baseline.is_some() { 3 } else { 2 };
-    let mut all_chunks = Vec::new();
+    // Per part, each round's "all first chunks".
+    let mut all_chunks: Vec<Vec<f64>> = parts.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
-        let (mut a, mut b, mut c) = (None, None, None);
+        let mut results: Vec<Option<Result<Crowd, String>>> = parts.iter().map(|_| None).collect();
         let mut order = Vec::new();
-        for part in 0..parts {
-            let load = load();
-            match (round + part) % parts {
-                0 => {
-                    order.push(format!("ours (load {load})"));
-                    let mut ours = Agent::ours_of(&this, claude, fake).await;
-                    a = Some(crowd(&mut ours, claude, fake, "ours").await);
+        for k in 0..parts.len() {
+            let i = (round + k) % parts.len();
+            let part = parts[i];
+            order.push(format!("{} (load {})", part.name(), load()));
+            results[i] = Some(match part {
+                Part::Anchor => crowd(anchor, claude, fake, "anchor", false).await,
+                Part::Ours { prepared } | Part::Baseline { prepared } => {
+                    let program = match part {
+                        Part::Baseline { .. } => baseline.as_deref().expect("checked"),
+                        _ => &this,
+                    };
+                    let mut ours = Agent::ours_of(program, claude, fake).await;
+                    let crowd = crowd(&mut ours, claude, fake, "ours", prepared).await;
                     ours.stop().await;
+                    crowd
                 }
-                1 => {
-                    order.push(format!("the anchor (load {load})"));
-                    b = Some(crowd(anchor, claude, fake, "anchor").await);
-                }
-                _ => {
-                    order.push(format!("the baseline (load {load})"));
-                    let program = baseline.as_deref().expect("three parts");
-                    let mut old = Agent::ours_of(program, claude, fake).await;
-                    c = Some(crowd(&mut old, claude, fake, "baseline").await);
-                    old.stop().await;
-                }
-            }
+            });
         }
         println!(
             "\n{CONCURRENT} sessions at once, one adapter process each (ours: one `moonkale-service acp`, a fresh service with its spare){}; in turn: {}",
@@ -1143,52 +1230,68 @@ async fn crowds(claude: &Path, fake: &fakeapi::FakeApi, anchor: &mut Agent, roun
             },
             order.join(", ")
         );
-        match (a.expect("run"), b.expect("run")) {
-            (Ok(a), Ok(b)) => {
-                print_crowd(&a, &b);
-                all_chunks.push((a.all_chunks, b.all_chunks));
-            }
-            (a, b) => {
-                for (name, r) in [("ours", a.err()), ("anchor", b.err())] {
-                    if let Some(e) = r {
-                        println!("{name} failed: {e}");
+        let results: Vec<Result<Crowd, String>> = results.into_iter().flatten().collect();
+        let ours = parts.iter().position(|p| matches!(p, Part::Ours { .. }));
+        let anchor = parts.iter().position(|p| *p == Part::Anchor);
+        if let (Some(a), Some(b)) = (ours, anchor)
+            && let (Ok(a), Ok(b)) = (&results[a], &results[b])
+        {
+            print_crowd(a, b);
+        }
+        for (i, (part, result)) in parts.iter().zip(&results).enumerate() {
+            match result {
+                Ok(c) => {
+                    all_chunks[i].push(c.all_chunks);
+                    if Some(i) != ours && Some(i) != anchor {
+                        println!("{}: {}", part.name(), crowd_line(c));
                     }
                 }
+                Err(e) => println!("{} failed: {e}", part.name()),
             }
         }
-        match c {
-            Some(Ok(c)) => println!(
-                "baseline {}: all session/new replies {:.1} ms, first chunk p50 {:.1}, all first chunks {:.1}, all prompt replies {:.1}; CPU s: service {}, CLIs {:.1} in all ({} processes, p50 {:.2}); CLIs started {:.0}–{:.0} ms; {}",
-                baseline.as_deref().map(Path::display).expect("set"),
-                c.all_new,
-                pct(&c.chunk_each, 50),
-                c.all_chunks,
-                c.all_replies,
-                c.service_cpu.map_or("-".into(), |x| format!("{x:.2}")),
-                c.cli_cpu.iter().sum::<f64>(),
-                c.cli_cpu.len(),
-                pct(&c.cli_cpu, 50),
-                c.cli_started.first().copied().unwrap_or_default(),
-                c.cli_started.last().copied().unwrap_or_default(),
-                spare_line(c.spare),
-            ),
-            Some(Err(e)) => println!("baseline failed: {e}"),
-            None => {}
+    }
+    if rounds > 1 {
+        println!("\nall first chunks, ms, by round:");
+        let anchor = parts.iter().position(|p| *p == Part::Anchor);
+        for (part, each) in parts.iter().zip(&all_chunks) {
+            let mut sorted = each.clone();
+            sorted.sort_by(f64::total_cmp);
+            let shown: Vec<String> = each.iter().map(|x| format!("{x:.0}")).collect();
+            let ratio = anchor
+                .filter(|_| *part != Part::Anchor)
+                .map(|b| {
+                    let mut r: Vec<f64> =
+                        all_chunks[b].iter().zip(each).map(|(b, a)| b / a).collect();
+                    r.sort_by(f64::total_cmp);
+                    format!("; anchor / this, median of the rounds {:.2}x", pct(&r, 50))
+                })
+                .unwrap_or_default();
+            println!(
+                "{:<30} {} (median {:.0}){ratio}",
+                part.name(),
+                shown.join(", "),
+                pct(&sorted, 50)
+            );
         }
     }
-    if all_chunks.len() > 1 {
-        let mut ratios: Vec<f64> = all_chunks.iter().map(|(a, b)| b / a).collect();
-        ratios.sort_by(f64::total_cmp);
-        let each: Vec<String> = all_chunks
-            .iter()
-            .map(|(a, b)| format!("{a:.0} vs {b:.0} ({:.2}x)", b / a))
-            .collect();
-        println!(
-            "\nall first chunks, ms, ours vs the anchor, by round: {}; anchor / ours median {:.2}x",
-            each.join(", "),
-            pct(&ratios, 50)
-        );
-    }
+}
+
+/// A crowd in one line (for the parts beside ours and the anchor).
+fn crowd_line(c: &Crowd) -> String {
+    format!(
+        "all session/new replies {:.1} ms, first chunk p50 {:.1}, all first chunks {:.1}, all prompt replies {:.1}; CPU s: service {}, CLIs {:.1} in all ({} processes, p50 {:.2}); CLIs started {:.0}–{:.0} ms; {}",
+        c.all_new,
+        pct(&c.chunk_each, 50),
+        c.all_chunks,
+        c.all_replies,
+        c.service_cpu.map_or("-".into(), |x| format!("{x:.2}")),
+        c.cli_cpu.iter().sum::<f64>(),
+        c.cli_cpu.len(),
+        pct(&c.cli_cpu, 50),
+        c.cli_started.first().copied().unwrap_or_default(),
+        c.cli_started.last().copied().unwrap_or_default(),
+        spare_line(c.spare),
+    )
 }
 
 /// Ours' spare after a crowd: when it started, what it cost meanwhile.

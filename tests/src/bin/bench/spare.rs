@@ -18,7 +18,7 @@ use super::{
 /// How long a spare is left to finish its start-up before it is used (a
 /// user's spare has had minutes): its process is up, its `initialize` and
 /// MCP handshake done.
-const SETTLE: Duration = Duration::from_secs(3);
+pub const SETTLE: Duration = Duration::from_secs(3);
 
 /// What one setup measured.
 pub struct NewSessions {

@@ -15,7 +15,7 @@ use moonkale_protocol::changes::{
 };
 
 const TARGET: &str = "file:///w/src/lib.rs";
-const PROPOSAL: &str = "file:///w/.moonkale/proposals/1/lib.rs";
+const PROPOSAL: &str = "file:///run/user/1000/moonkale/proposals/1-ab/lib.rs";
 const OLD: &str = "one\ntwo\nthree\nfour\n";
 const NEW: &str = "one\n2\nthree\nfour\nfive\n";
 
@@ -23,7 +23,7 @@ fn open_diff() -> Value {
     json!({
         "old_file_path": "/w/src/lib.rs",
         "new_file_path": "/w/src/lib.rs",
-        "proposalPath": "/w/.moonkale/proposals/1/lib.rs",
+        "proposalPath": "/run/user/1000/moonkale/proposals/1-ab/lib.rs",
         "tab_name": "✻ [Claude Code] lib.rs",
         "new_file_contents": NEW,
         "oldText": OLD,
@@ -54,31 +54,31 @@ fn hunks_on_the_target_kept_and_reverted_until_the_proposal_is_answered() {
         > ide9 attaches
         > ed1 attaches (Editor, utf-32)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
-          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
           #1 waits
         > #2 ed1 moonkale/proposals null
-          #2 <- Ok {"proposals":[{"document":"file:///w/.moonkale/proposals/1/lib.rs","hunks":[{"added":"2\n","index":0,"kept":false,"original":{"end":2,"start":1},"proposed":{"end":2,"start":1},"removed":"two\n"},{"added":"five\n","index":1,"kept":false,"original":{"end":4,"start":4},"proposed":{"end":5,"start":4},"removed":""}],"original":"one\ntwo\nthree\nfour\n","tabName":"✻ [Claude Code] lib.rs","target":"file:///w/src/lib.rs"}]}
+          #2 <- Ok {"proposals":[{"document":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs","hunks":[{"added":"2\n","index":0,"kept":false,"original":{"end":2,"start":1},"proposed":{"end":2,"start":1},"removed":"two\n"},{"added":"five\n","index":1,"kept":false,"original":{"end":4,"start":4},"proposed":{"end":5,"start":4},"removed":""}],"original":"one\ntwo\nthree\nfour\n","tabName":"✻ [Claude Code] lib.rs","target":"file:///w/src/lib.rs"}]}
         > #3 ed1 textDocument/codeAction {"context":{"diagnostics":[]},"range":{"end":{"character":0,"line":1},"start":{"character":0,"line":1}},"textDocument":{"uri":"file:///w/src/lib.rs"}}
           #3 <- Ok
-              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.acceptProposal","title":"Accept Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Accept Claude Code's edit to lib.rs"}
-              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs"],"command":"moonkale.rejectProposal","title":"Reject Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Reject Claude Code's edit to lib.rs"}
-              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.keepHunk","title":"Keep this change (line 2 of the proposal)"},"kind":"quickfix","title":"Keep this change (line 2 of the proposal)"}
-              {"command":{"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.revertHunk","title":"Revert this change (line 2 of the proposal)"},"kind":"quickfix","title":"Revert this change (line 2 of the proposal)"}
+              {"command":{"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"],"command":"moonkale.acceptProposal","title":"Accept Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Accept Claude Code's edit to lib.rs"}
+              {"command":{"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"],"command":"moonkale.rejectProposal","title":"Reject Claude Code's edit to lib.rs"},"kind":"quickfix","title":"Reject Claude Code's edit to lib.rs"}
+              {"command":{"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs",0],"command":"moonkale.keepHunk","title":"Keep this change (line 2 of the proposal)"},"kind":"quickfix","title":"Keep this change (line 2 of the proposal)"}
+              {"command":{"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs",0],"command":"moonkale.revertHunk","title":"Revert this change (line 2 of the proposal)"},"kind":"quickfix","title":"Revert this change (line 2 of the proposal)"}
               {"command":{"arguments":["file:///w/src/lib.rs",{"end":{"character":0,"line":1},"start":{"character":0,"line":1}}],"command":"moonkale.sendToClaude","title":"Send selection to Claude Code"},"kind":"source","title":"Send selection to Claude Code"}
               {"command":{"arguments":[],"command":"moonkale.startClaude","title":"Start Claude Code here"},"kind":"source","title":"Start Claude Code here"}
           selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":1},"isEmpty":true,"start":{"character":0,"line":1}},"text":""}
-        > #4 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.keepHunk"}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+        > #4 ed1 workspace/executeCommand {"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs",0],"command":"moonkale.keepHunk"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
           #4 <- Ok {"kept":0}
-        > #5 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs",1],"command":"moonkale.revertHunk"}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+        > #5 ed1 workspace/executeCommand {"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs",1],"command":"moonkale.revertHunk"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/lib.rs"}
-          ed1 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":true,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-8" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"one\n2\nthree\nfour\n","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Claude Code edit"}
           #1 <- Ok tool result
               text:
@@ -113,31 +113,31 @@ fn every_hunk_reverted_in_the_editor_rejects_the_proposal() {
         > ide9 attaches
         > ed1 attaches (Editor, buttons, progress, utf-16)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
-          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-6" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           #1 waits
-        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\n2\nthree\nfour\nfive\n","uri":"file:///w/.moonkale/proposals/1/lib.rs","version":1}}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-        > #2 ed1 textDocument/inlayHint {"range":{"end":{"character":0,"line":9},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs"}}
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\n2\nthree\nfour\nfive\n","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs","version":1}}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+        > #2 ed1 textDocument/inlayHint {"range":{"end":{"character":0,"line":9},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}}
           #2 <- Ok
               {"label":" ← was: two (1 of 2)","paddingLeft":true,"position":{"character":1,"line":1},"tooltip":"- two"}
               {"label":" ← Claude Code adds this (2 of 2)","paddingLeft":true,"position":{"character":4,"line":4}}
-        > #3 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs",1],"command":"moonkale.revertHunk"}
-          ed1 <- request "moonkale-10" workspace/applyEdit {"edit":{"changes":{"file:///w/.moonkale/proposals/1/lib.rs":[{"newText":"","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}}}]}},"label":"Revert Claude Code's change"}
+        > #3 ed1 workspace/executeCommand {"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs",1],"command":"moonkale.revertHunk"}
+          ed1 <- request "moonkale-10" workspace/applyEdit {"edit":{"changes":{"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs":[{"newText":"","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}}}]}},"label":"Revert Claude Code's change"}
           #3 <- Ok {"reverted":1}
-        > ed1 textDocument/didChange {"contentChanges":[{"text":"one\n2\nthree\nfour\n"}],"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs","version":2}}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          selection = {"filePath":"/w/.moonkale/proposals/1/lib.rs","fileUrl":"file:///w/.moonkale/proposals/1/lib.rs","selection":{"end":{"character":0,"line":4},"isEmpty":true,"start":{"character":0,"line":4}},"text":""}
-        > #4 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs",0],"command":"moonkale.revertHunk"}
-          ed1 <- request "moonkale-13" workspace/applyEdit {"edit":{"changes":{"file:///w/.moonkale/proposals/1/lib.rs":[{"newText":"two\n","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}}}]}},"label":"Revert Claude Code's change"}
+        > ed1 textDocument/didChange {"contentChanges":[{"text":"one\n2\nthree\nfour\n"}],"textDocument":{"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs","version":2}}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          selection = {"filePath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","fileUrl":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs","selection":{"end":{"character":0,"line":4},"isEmpty":true,"start":{"character":0,"line":4}},"text":""} (outside the workspace)
+        > #4 ed1 workspace/executeCommand {"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs",0],"command":"moonkale.revertHunk"}
+          ed1 <- request "moonkale-13" workspace/applyEdit {"edit":{"changes":{"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs":[{"newText":"two\n","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}}}]}},"label":"Revert Claude Code's change"}
           #4 <- Ok {"reverted":0}
-        > ed1 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour\n"}],"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs","version":3}}
+        > ed1 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour\n"}],"textDocument":{"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs","version":3}}
           ed1 <- $/cancelRequest {"id":"moonkale-7"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           #1 <- Ok tool result
               text:
                 DIFF_REJECTED
@@ -164,18 +164,18 @@ fn an_editor_that_refuses_to_show_the_proposal_sees_it_on_the_target() {
         > ide9 attaches
         > ed1 attaches (Editor, buttons, progress, utf-16)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
-          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-6" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           #1 waits
         > ed1 answers "moonkale-5" with {"success":false}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
-        > #2 ed1 workspace/executeCommand {"arguments":["file:///w/.moonkale/proposals/1/lib.rs","keep the old name"],"command":"moonkale.rejectProposal"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+        > #2 ed1 workspace/executeCommand {"arguments":["file:///run/user/1000/moonkale/proposals/1-ab/lib.rs","keep the old name"],"command":"moonkale.rejectProposal"}
           ed1 <- $/cancelRequest {"id":"moonkale-7"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///w/.moonkale/proposals/1/lib.rs"}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/lib.rs"}
           ide9 <- at_mentioned {"filePath":"/w/src/lib.rs","lineEnd":3,"lineStart":1}
           #1 <- Ok tool result
@@ -201,15 +201,15 @@ fn a_null_show_document_puts_the_hunks_on_the_target_once_it_is_opened() {
     w.check(expect![[r#"
         > ide9 attaches
         > ed1 attaches (Editor, utf-32)
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
-          ed1 <- request "moonkale-3" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+          ed1 <- request "moonkale-3" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           #1 waits
         > ed1 answers "moonkale-3" with null
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
     "#]]);
 }
 
@@ -230,14 +230,14 @@ fn a_show_document_not_answered_in_time_counts_as_refused() {
         > ide9 attaches
         > ed1 attaches (Editor, utf-32)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
-          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+          ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           #1 waits
         > 4000 ms pass
         > 1000 ms pass
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 1 of 2) for line 2:\n+ 2","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code proposes (change 2 of 2) to add here:\n+ five","range":{"end":{"character":0,"line":4},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
         > ed1 answers "moonkale-5" with {"success":true}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/lib.rs"}
     "#]]);
@@ -489,21 +489,21 @@ fn an_inlay_hint_stays_short() {
         9,
         "openDiff",
         json!({"old_file_path": "/w/src/lib.rs", "new_file_path": "/w/src/lib.rs",
-               "proposalPath": "/w/.moonkale/proposals/1/lib.rs", "tab_name": "tab",
+               "proposalPath": "/run/user/1000/moonkale/proposals/1-ab/lib.rs", "tab_name": "tab",
                "new_file_contents": "let greeting = hello(name);\n", "oldText": old}),
     );
     w.did_open(1, PROPOSAL, 1, "let greeting = hello(name);\n");
     w.check(expect![[r#"
         > ide9 attaches
         > ed1 attaches (Editor, buttons, progress, utf-16)
-        > #1 ide9 openDiff {"new_file_contents":"let greeting = hello(name);\n","new_file_path":"/w/src/lib.rs","oldText":"let greeting = format!(\"hello, {}\", name.to_uppercase());\n","old_file_path":"/w/src/lib.rs","proposalPath":"/w/.moonkale/proposals/1/lib.rs","tab_name":"tab"}
-          ed1 <- request "moonkale-3" window/showDocument {"takeFocus":true,"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+        > #1 ide9 openDiff {"new_file_contents":"let greeting = hello(name);\n","new_file_path":"/w/src/lib.rs","oldText":"let greeting = format!(\"hello, {}\", name.to_uppercase());\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"tab"}
+          ed1 <- request "moonkale-3" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-4" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- request "moonkale-5" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 1 change to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 1 of the file:\n- let greeting = format!(\"hello, {}\", name.to_uppercase());","range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 1 of the file:\n- let greeting = format!(\"hello, {}\", name.to_uppercase());","range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           #1 waits
-        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"let greeting = hello(name);\n","uri":"file:///w/.moonkale/proposals/1/lib.rs","version":1}}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///w/.moonkale/proposals/1/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 1 of the file:\n- let greeting = format!(\"hello, {}\", name.to_uppercase());","range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"severity":3,"source":"claude"}],"uri":"file:///w/.moonkale/proposals/1/lib.rs"}
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"let greeting = hello(name);\n","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs","version":1}}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 1 of the file:\n- let greeting = format!(\"hello, {}\", name.to_uppercase());","range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
     "#]]);
     w.request(
         1,
@@ -511,7 +511,7 @@ fn an_inlay_hint_stays_short() {
         json!({"textDocument": {"uri": PROPOSAL}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}}),
     );
     w.check(expect![[r#"
-        > #2 ed1 textDocument/inlayHint {"range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///w/.moonkale/proposals/1/lib.rs"}}
+        > #2 ed1 textDocument/inlayHint {"range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"textDocument":{"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}}
           #2 <- Ok
               {"label":" ← was: let greeting = f…","paddingLeft":true,"position":{"character":27,"line":0},"tooltip":"- let greeting = format!(\"hello, {}\", name.to_uppercase());"}
     "#]]);

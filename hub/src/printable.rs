@@ -32,6 +32,13 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `n` and the noun that fits it: "1 change", "3 changes", "0 files"
+/// (nouns whose plural adds an `s`).
+pub fn counted(n: usize, singular: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} {singular}{s}")
+}
+
 /// `text` on one line: [`for_terminal`], with line breaks and tabs shown
 /// as escapes too (for error messages and list rows).
 pub fn one_line(text: &str) -> String {

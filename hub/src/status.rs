@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use crate::printable::counted;
+
 /// The snapshot is a wire type of the front door.
 pub use moonkale_protocol::status::{
     ClaudeClientStatus, DiagnosticsCount, DocumentStatus, EditorStatus, ProposalStatus,
@@ -14,6 +16,7 @@ pub use moonkale_protocol::status::{
 /// line without control sequences ([`crate::printable::one_line`]).
 pub fn render(status: &serde_json::Value) -> String {
     let s = |v: &serde_json::Value| crate::printable::one_line(v.as_str().unwrap_or("?"));
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_default() as usize;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -67,12 +70,13 @@ pub fn render(status: &serde_json::Value) -> String {
     if let Some(sets @ 1..) = status["pendingChangeSets"].as_u64() {
         let _ = writeln!(
             out,
-            "Claude's changes to review: {sets} change set(s), {} file(s) (`moonkale-service changes list`)",
-            status["pendingChangedFiles"].as_u64().unwrap_or_default()
+            "Claude's changes to review: {}, {} (`moonkale-service changes list`)",
+            counted(sets as usize, "change set"),
+            counted(status["pendingChangedFiles"].as_u64().unwrap_or_default() as usize, "file")
         );
     }
     let editors = status["editors"].as_array().cloned().unwrap_or_default();
-    let _ = writeln!(out, "{} editor(s) attached", editors.len());
+    let _ = writeln!(out, "{} attached", counted(editors.len(), "editor"));
     for ed in &editors {
         let version = ed["clientVersion"]
             .as_str()
@@ -133,19 +137,19 @@ pub fn render(status: &serde_json::Value) -> String {
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "diagnostics for {} (document, source) pair(s)",
-        diags.len()
+        "diagnostics for {}",
+        counted(diags.len(), "(document, source) pair")
     );
     for d in &diags {
         let _ = writeln!(
             out,
-            "  {} [{}]: {} error(s), {} warning(s), {} info, {} hint(s)",
+            "  {} [{}]: {}, {}, {} info, {}",
             s(&d["uri"]),
             s(&d["source"]),
-            d["errors"],
-            d["warnings"],
+            counted(n(&d["errors"]), "error"),
+            counted(n(&d["warnings"]), "warning"),
             d["information"],
-            d["hints"]
+            counted(n(&d["hints"]), "hint")
         );
     }
     out

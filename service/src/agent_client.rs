@@ -204,8 +204,8 @@ pub async fn answer(
             };
             if questions.len() != texts.len() {
                 return Err(Error::Invalid(format!(
-                    "Claude asked {} question(s); give one answer for each, in order",
-                    questions.len()
+                    "Claude asked {}; give one answer for each, in order",
+                    crate::printable::counted(questions.len(), "question")
                 )));
             }
             let answers: serde_json::Map<String, Value> = questions

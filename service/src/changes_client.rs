@@ -70,11 +70,11 @@ fn summary_lines(out: &mut String, set: &ChangeSetSummary, root: &Path) {
     for f in &set.files {
         let _ = writeln!(
             out,
-            "  {:<8} {}  {} of {} hunk(s) pending",
+            "  {:<8} {}  {} of {} pending",
             kind(f.kind),
             shown(&f.uri, root),
             f.pending,
-            f.hunks
+            crate::printable::counted(f.hunks, "hunk")
         );
     }
 }
@@ -159,7 +159,7 @@ pub async fn undo(
         reason,
     };
     let result = connect(socket).await?.undo_change(params).await?;
-    let mut out = format!("undid {} hunk(s)\n", result.undone);
+    let mut out = format!("undid {}\n", crate::printable::counted(result.undone, "hunk"));
     for r in &result.refused {
         let _ = writeln!(out, "not undone: {}", one_line(&r.message));
     }

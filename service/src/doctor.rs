@@ -143,7 +143,8 @@ pub fn render(checks: &[Check]) -> (String, i32) {
     } else {
         let _ = writeln!(
             out,
-            "{failed} required check(s) failed: do what the FAIL lines say, then run doctor again"
+            "{} failed: do what the FAIL lines say, then run doctor again",
+            crate::printable::counted(failed, "required check")
         );
         (out, 1)
     }

@@ -55,13 +55,13 @@ async fn a_hosted_turn_is_reviewed_and_undone_from_the_command_line() {
     expect![[r#"
         exit 0
         set 1  pending  by the hosted session <session>  "tidy the review file"
-          modified review.txt  2 of 2 hunk(s) pending
-          created  added.txt  1 of 1 hunk(s) pending
+          modified review.txt  2 of 2 hunks pending
+          created  added.txt  1 of 1 hunk pending
     "#]]
     .assert_eq(&listed);
     expect![[r#"
         exit 0
-        Claude's changes to review: 1 change set(s), 2 file(s) (`moonkale-service changes list`)
+        Claude's changes to review: 1 change set, 2 files (`moonkale-service changes list`)
     "#]]
     .assert_eq(
         &run(&w, &["status"])
@@ -76,7 +76,7 @@ async fn a_hosted_turn_is_reviewed_and_undone_from_the_command_line() {
     let file = root.join(review::FILE).display().to_string();
     expect![[r#"
         exit 0
-        undid 1 hunk(s)
+        undid 1 hunk
     "#]]
     .assert_eq(
         &run(
@@ -100,8 +100,8 @@ async fn a_hosted_turn_is_reviewed_and_undone_from_the_command_line() {
     expect![[r#"
         exit 0
         set 1  pending  by the hosted session <session>  "tidy the review file"
-          modified review.txt  1 of 2 hunk(s) pending
-          created  added.txt  1 of 1 hunk(s) pending
+          modified review.txt  1 of 2 hunks pending
+          created  added.txt  1 of 1 hunk pending
 
         review.txt (modified)
           hunk 0 [pending] line 1 (before: line 1)
@@ -130,7 +130,7 @@ async fn a_hosted_turn_is_reviewed_and_undone_from_the_command_line() {
     .unwrap();
     expect![[r#"
         exit 0
-        undid 1 hunk(s)
+        undid 1 hunk
         not undone: Line 1 of <ws>/review.txt changed after Claude Code's edit; not undone
     "#]]
     .assert_eq(&run(&w, &["changes", "undo", "1"]).await);

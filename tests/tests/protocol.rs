@@ -304,7 +304,7 @@ async fn status_text_for_people() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("1 editor(s) attached"), "{text}");
+    assert!(text.contains("1 editor attached"), "{text}");
     let port = service.info.ide_port.unwrap();
     assert!(
         text.contains(&format!("Claude Code IDE on 127.0.0.1:{port}")),

@@ -361,13 +361,13 @@ fn trust() {
         > status
           workspace /w (pid 0)
           not trusted: Claude Code sessions load only your own settings (`moonkale-service trust` to change)
-          3 editor(s) attached
+          3 editors attached
             #1 ed1 via unix, utf-16
             #2 ed2 via unix, utf-16
             #3 ed3 via unix, utf-32  [active]
               selection file:///w/a.rs 0:0 -> 0:0 (from codeAction)
               v1     file:///w/a.rs
-          diagnostics for 0 (document, source) pair(s)
+          diagnostics for 0 (document, source) pairs
           6164 bytes held
         > #3 ed3 workspace/executeCommand {"arguments":[{"trusted":true}],"command":"moonkale.trustWorkspace"}
           agent <- Request ed3 moonkale/agent/trust {"trusted":true}

@@ -206,13 +206,13 @@ fn workspace_documents_and_dirtiness() {
           #13 <- Err -32601 Tool not found: noSuchTool
         > status
           workspace /w (pid 0)
-          2 editor(s) attached
+          2 editors attached
             #1 ed1 via unix, utf-32  [active]
               selection file:///w/src/a.rs 1:3 -> 1:3 (from moonkale/selectionChanged)
               v2     file:///w/b%20c.rs modified
               v1     file:///w/src/a.rs
             #2 ed2 via unix, utf-16
-          diagnostics for 0 (document, source) pair(s)
+          diagnostics for 0 (document, source) pairs
           12372 bytes held
           claude client 9 pid Some(4242)
     "#]]);
@@ -423,15 +423,15 @@ fn diagnostics_forwarded_listed_and_pulled() {
           #5 <- Ok {"items":[{"code":"needless","message":"hint","range":{"end":{"character":3,"line":0},"start":{"character":0,"line":0}},"severity":4},{"message":"no severity","range":{"end":{"character":3,"line":0},"start":{"character":0,"line":0}}}],"kind":"full"}
         > status
           workspace /w (pid 0)
-          2 editor(s) attached
+          2 editors attached
             #1 ed1 via unix, utf-32  [active]
               selection file:///w/src/a.rs 1:3 -> 1:3 (from moonkale/selectionChanged)
               v2     file:///w/b%20c.rs modified
               v1     file:///w/src/a.rs
             #2 ed2 via unix, utf-16
-          diagnostics for 2 (document, source) pair(s)
-            file:///w/src/a.rs [clippy]: 1 error(s), 0 warning(s), 0 info, 1 hint(s)
-            file:///w/src/a.rs [rust-analyzer]: 1 error(s), 1 warning(s), 0 info, 0 hint(s)
+          diagnostics for 2 (document, source) pairs
+            file:///w/src/a.rs [clippy]: 1 error, 0 warnings, 0 info, 1 hint
+            file:///w/src/a.rs [rust-analyzer]: 1 error, 1 warning, 0 info, 0 hints
           14082 bytes held
           claude client 9 pid Some(4242)
         > ed1 detaches

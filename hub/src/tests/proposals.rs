@@ -72,13 +72,13 @@ fn reviewed_hunk_by_hunk_then_accepted_with_a_code_action() {
           #1 waits
         > status
           workspace /w (pid 0)
-          2 editor(s) attached
+          2 editors attached
             #1 ed1 via unix, utf-16
               v1     file:///w/src/lib.rs
             #2 ed2 via unix, utf-32  [active]
               selection file:///w/src/lib.rs 4:0 -> 4:0 (from edit)
               v2     file:///w/src/lib.rs modified
-          diagnostics for 0 (document, source) pair(s)
+          diagnostics for 0 (document, source) pairs
           18726 bytes held
           claude client 9 pid None
           proposal "✻ [Claude Code] lib.rs": file:///w/src/lib.rs in file:///run/user/1000/moonkale/proposals/1-ab/lib.rs

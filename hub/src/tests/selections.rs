@@ -94,11 +94,11 @@ fn each_source_sets_the_selection() {
           selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":2,"line":1},"isEmpty":true,"start":{"character":2,"line":1}},"text":""}
         > status
           workspace /w (pid 0)
-          1 editor(s) attached
+          1 editor attached
             #1 ed1 via unix, utf-16  [active]
               selection file:///w/a.rs 1:2 -> 1:2 (from edit)
               v2     file:///w/a.rs modified
-          diagnostics for 0 (document, source) pair(s)
+          diagnostics for 0 (document, source) pairs
           6190 bytes held
           claude client 9 pid None
     "#]]);
@@ -206,12 +206,12 @@ fn the_active_editor_is_the_one_used_last() {
           selection = {"filePath":"/w/b.rs","fileUrl":"file:///w/b.rs","selection":{"end":{"character":2,"line":0},"isEmpty":true,"start":{"character":2,"line":0}},"text":""}
         > status
           workspace /w (pid 0)
-          1 editor(s) attached
+          1 editor attached
             #2 ed2 via unix, utf-32  [active]
               selection file:///w/b.rs 0:2 -> 0:2 (from hover)
               v1     file:///w/a.rs
               v1     file:///w/b.rs
-          diagnostics for 0 (document, source) pair(s)
+          diagnostics for 0 (document, source) pairs
           12338 bytes held
           claude client 9 pid None
     "#]]);

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::{Workspace, command_action};
 use crate::ports::{ChangesCommand, ChangesPort, OpenBuffer, Request, forward};
+use crate::printable::counted;
 use crate::{EditorId, PendingFile, Responder};
 use moonkale_protocol::changes::{
     ChangeSetSummary, Changed, ChangedParams, KEEP_COMMAND, KeepParams, UNDO_COMMAND, UndoParams,
@@ -194,7 +195,9 @@ impl Workspace {
             let mut who = who.chars();
             let who: String = who.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(who).collect();
             format!(
-                "{who} changed {files} file(s) ({hunks} change(s)): {}{more}. Review them with the code actions on each file (undo or keep), or `moonkale-service changes show {}`.",
+                "{who} changed {} ({}): {}{more}. Review them with the code actions on each file (undo or keep), or `moonkale-service changes show {}`.",
+                counted(files, "file"),
+                counted(hunks, "change"),
                 names.join(", "),
                 set.id
             )

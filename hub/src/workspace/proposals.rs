@@ -170,7 +170,7 @@ impl Workspace {
         let id = self.clock;
         let name = super::file_name(&target);
         let found = hunks(&old_text, &proposed_text);
-        let changes = changes_named(found.len());
+        let changes = crate::printable::counted(found.len(), "change");
         for (editor, buttons) in self.editors_with_buttons() {
             // Sent to editors that did not advertise `showDocument` too:
             // many handle it anyway. Until one says it showed the proposal
@@ -819,15 +819,6 @@ fn accept_title(name: &str) -> String {
 /// The code action that rejects a proposal for `name`.
 fn reject_title(name: &str) -> String {
     format!("Reject Claude Code's edit to {name}")
-}
-
-/// "1 change", "3 changes".
-fn changes_named(n: usize) -> String {
-    if n == 1 {
-        "1 change".to_owned()
-    } else {
-        format!("{n} changes")
-    }
 }
 
 /// `workspace/applyEdit` of the accepted text to the editors holding the

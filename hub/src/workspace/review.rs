@@ -92,11 +92,7 @@ pub(super) fn lines_named(start: usize, end: usize) -> String {
 }
 
 fn count_lines(n: usize) -> String {
-    if n == 1 {
-        "1 line".to_owned()
-    } else {
-        format!("{n} lines")
-    }
+    crate::printable::counted(n, "line")
 }
 
 fn diagnostic(

@@ -6,7 +6,7 @@
 //!
 //! **Invariant:** nothing here follows a symlink or leaves the workspace:
 //! every path passes [`crate::ide::paths::confine`] (lexical rules, no
-//! symlink on the way, no `.git`) and refuses `.moonkale`, and every open,
+//! symlink on the way, no `.git`), and every open,
 //! write, rename and removal is an `*at` call on a folder reached by the
 //! `O_NOFOLLOW` walk of [`Root::open_parent_beneath`].
 //!
@@ -75,14 +75,10 @@ impl WorkspaceFiles {
         let raw = path
             .to_str()
             .ok_or_else(|| format!("{} is not UTF-8", path.display()))?;
-        let clean = paths::confine(&self.roots, raw).map_err(|e| e.0)?;
-        if clean
-            .components()
-            .any(|c| c.as_os_str().as_bytes().eq_ignore_ascii_case(b".moonkale"))
-        {
-            return Err(format!("inside .moonkale: {raw:?}"));
-        }
-        Ok(clean)
+        // `.moonkale` is an ordinary folder here: the service keeps
+        // nothing in the workspace (proposals live in the runtime folder),
+        // so Claude's edits there are reviewed like any other.
+        paths::confine(&self.roots, raw).map_err(|e| e.0)
     }
 
     fn root(&self) -> std::io::Result<&Root> {

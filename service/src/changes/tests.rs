@@ -340,7 +340,7 @@ async fn a_strict_undo_reports_a_refusal_as_an_error() {
 }
 
 #[tokio::test]
-async fn edits_outside_the_workspace_or_in_its_private_folders_are_dropped() {
+async fn edits_outside_the_workspace_or_in_git_are_dropped_and_moonkale_is_an_ordinary_folder() {
     let mut w = World::new().await;
     let outside = w.dir.path().join("outside.txt");
     std::fs::create_dir_all(w.path(".git")).unwrap();
@@ -358,18 +358,18 @@ async fn edits_outside_the_workspace_or_in_its_private_folders_are_dropped() {
     for path in [
         outside,
         w.path(".git/config"),
-        w.path("sub/.moonkale/x"),
         w.path("link/outside.txt"),
         w.path("../w/a"),
         PathBuf::from("relative.txt"),
     ] {
         w.record(record(path)).await;
     }
-    w.record(record(w.path("inside.txt"))).await;
-    // Only the last one makes a set.
+    w.record(record(w.path("sub/.moonkale/x"))).await;
+    // Only the last one makes a set: the service keeps nothing under
+    // `.moonkale` in the workspace, so an edit there is the repository's.
     assert_eq!(
         w.changes_event().await,
-        r#"sets [1] announce None pending ["<ws>/inside.txt#1 [0@0..1]"]"#
+        r#"sets [1] announce None pending ["<ws>/sub/.moonkale/x#1 [0@0..1]"]"#
     );
 }
 

@@ -167,6 +167,17 @@ pub enum Event {
         method: String,
         params: Params,
     },
+    /// `textDocument/didOpen`, as the LSP adapter sends it: with whether
+    /// the file's path, inside the workspace by its letters, passes
+    /// through a symlink on the disk (which may lead anywhere). A jailed
+    /// CLI never learns of such a document ([`IdeScope::Workspace`]), as
+    /// its tool arguments could not name it. (A didOpen that arrives as a
+    /// plain [`Event::Notification`] counts as not through a symlink.)
+    DidOpen {
+        editor: EditorId,
+        params: Params,
+        through_symlink: bool,
+    },
     Request {
         editor: EditorId,
         method: String,
@@ -295,6 +306,7 @@ impl std::fmt::Debug for Event {
             Event::Notification { editor, method, .. } => {
                 write!(f, "Notification({}, {method})", editor.0)
             }
+            Event::DidOpen { editor, .. } => write!(f, "DidOpen({})", editor.0),
             Event::Request { editor, method, .. } => write!(f, "Request({}, {method})", editor.0),
             Event::EditorResponse { editor, id, .. } => {
                 write!(f, "EditorResponse({}, {id:?})", editor.0)
@@ -351,13 +363,13 @@ pub struct SelectionNotification {
 }
 
 impl SelectionNotification {
-    fn new(params: SelectionChanged, root: &Path) -> SelectionNotification {
+    fn new(params: SelectionChanged, in_workspace: bool) -> SelectionNotification {
         let frame = moonkale_protocol::jsonrpc::notification(
             "selection_changed",
             serde_json::to_value(&params).expect("selection_changed serializes"),
         );
         SelectionNotification {
-            in_workspace: IdeScope::Workspace.sees(root, &params.file_path),
+            in_workspace,
             params,
             frame: String::from_utf8(frame).expect("JSON is UTF-8").into(),
         }

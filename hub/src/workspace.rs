@@ -220,9 +220,8 @@ impl Workspace {
         self.selection_offered = Some(inputs);
         match self.selection_pacer.offer(now, payload) {
             Some(paced) => {
-                let paced = paced
-                    .clone()
-                    .map(|p| SelectionNotification::new(p, &self.root));
+                let paced = paced.clone();
+                let paced = paced.map(|p| self.selection_notification(p));
                 self.selection_tx.send_replace(paced);
             }
             // A flood of events must not starve the pacer's timer.
@@ -251,11 +250,37 @@ impl Workspace {
         }
     }
 
+    fn selection_notification(&self, params: SelectionChanged) -> SelectionNotification {
+        let in_workspace = self.scope_sees(IdeScope::Workspace, &params.file_path);
+        SelectionNotification::new(params, in_workspace)
+    }
+
+    /// Whether a connection of `scope` may learn of the file at `path`:
+    /// [`IdeScope::sees`], and for a jailed one never a document an editor
+    /// opened through a symlink ([`Event::DidOpen`]), which its tool
+    /// arguments could not name either.
+    pub(super) fn scope_sees(&self, scope: IdeScope, path: &std::path::Path) -> bool {
+        scope == IdeScope::Host
+            || (scope.sees(&self.root, path)
+                && Url::from_file_path(path).is_ok_and(|uri| !self.through_symlink(&uri)))
+    }
+
+    /// [`Workspace::scope_sees`] for a document's URI.
+    pub(super) fn scope_sees_uri(&self, scope: IdeScope, uri: &Url) -> bool {
+        scope == IdeScope::Host
+            || (scope.sees_uri(&self.root, uri) && !self.through_symlink(uri))
+    }
+
+    fn through_symlink(&self, uri: &Url) -> bool {
+        self.editors
+            .values()
+            .any(|ed| ed.docs.get(uri).is_some_and(|d| d.through_symlink))
+    }
+
     fn fire_selection(&mut self, now: Instant) {
         if let Some(paced) = self.selection_pacer.fire(now) {
-            let paced = paced
-                .clone()
-                .map(|p| SelectionNotification::new(p, &self.root));
+            let paced = paced.clone();
+            let paced = paced.map(|p| self.selection_notification(p));
             self.selection_tx.send_replace(paced);
         }
     }
@@ -390,6 +415,18 @@ impl Workspace {
                     tracing::error!(editor = editor.0, %method, "notification handler panicked");
                 }
             }
+            Event::DidOpen {
+                editor,
+                params,
+                through_symlink,
+            } => {
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    self.opened(editor, params, through_symlink)
+                }));
+                if result.is_err() {
+                    tracing::error!(editor = editor.0, "didOpen handler panicked");
+                }
+            }
             Event::Request {
                 editor,
                 method,
@@ -409,22 +446,28 @@ impl Workspace {
 
     // ----- notifications -------------------------------------------------
 
+    /// `textDocument/didOpen` ([`Event::DidOpen`]).
+    fn opened(&mut self, editor: EditorId, params: Params, through_symlink: bool) {
+        if !self.editors.contains_key(&editor) {
+            return;
+        }
+        let opened = self.did_open(editor, params, through_symlink);
+        self.proposals_after_sync();
+        // Editors may drop diagnostics of documents they do not have open,
+        // so what concerns a document is sent again when an editor opens
+        // (or re-opens) it.
+        if let Some(uri) = opened {
+            self.forget_review_sent(editor, &uri);
+        }
+        self.refresh_review_diagnostics();
+    }
+
     fn notification(&mut self, editor: EditorId, method: &str, params: Params) {
         if !self.editors.contains_key(&editor) {
             return;
         }
         match method {
-            "textDocument/didOpen" => {
-                let opened = self.did_open(editor, params);
-                self.proposals_after_sync();
-                // Editors may drop diagnostics of documents they do not
-                // have open, so what concerns a document is sent again when
-                // an editor opens (or re-opens) it.
-                if let Some(uri) = opened {
-                    self.forget_review_sent(editor, &uri);
-                }
-                self.refresh_review_diagnostics();
-            }
+            "textDocument/didOpen" => self.opened(editor, params, false),
             "textDocument/didChange" => {
                 self.did_change(editor, params);
                 self.proposals_after_sync();

@@ -625,6 +625,25 @@ async fn the_printed_command_runs_claude_linked_and_nothing_else() {
 /// `getDiagnostics` leave it out. Files inside the workspace reach both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_linked_cli_learns_nothing_of_files_outside_the_workspace() {
+    a_linked_cli_learns_nothing_of(Secret::Outside).await;
+}
+
+/// (6) The same for a file the editor opened inside the workspace by its
+/// path's letters, through a symlink the repository ships
+/// (`aws -> ~/.aws`): the linked CLI's tool arguments could not name it
+/// (no symlink on the way), so nothing of it reaches the CLI either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_linked_cli_learns_nothing_of_files_reached_through_a_symlink() {
+    a_linked_cli_learns_nothing_of(Secret::ThroughSymlink).await;
+}
+
+/// Where the editor holds the secret file.
+enum Secret {
+    Outside,
+    ThroughSymlink,
+}
+
+async fn a_linked_cli_learns_nothing_of(held: Secret) {
     const KEY: &str = "aws_secret_access_key = wJalrXUtnFEMI";
     let mut w = World::builder()
         .file(
@@ -641,10 +660,17 @@ second line
     let mut host = IdeClient::connect(w.ide_port(), &w.ide_token()).await;
     host.initialize("2025-11-25").await;
 
-    let secret = w.sb.home.join(".aws/credentials");
-    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    let outside = w.sb.home.join(".aws/credentials");
+    std::fs::create_dir_all(outside.parent().unwrap()).unwrap();
     let text = format!("[default]\n{KEY}\n");
-    std::fs::write(&secret, &text).unwrap();
+    std::fs::write(&outside, &text).unwrap();
+    let secret = match held {
+        Secret::Outside => outside,
+        Secret::ThroughSymlink => {
+            std::os::unix::fs::symlink(outside.parent().unwrap(), w.path("aws")).unwrap();
+            w.path("aws/credentials")
+        }
+    };
     let secret_uri = format!("file://{}", secret.display());
     w.ed.did_open(&secret_uri, 1, &text).await;
     let inside = w.open("inside.txt").await;

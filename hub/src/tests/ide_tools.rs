@@ -882,3 +882,118 @@ fn a_linked_cli_learns_nothing_of_documents_outside_the_workspace() {
           ide7 <- at_mentioned {"filePath":"/home/u/.aws/credentials"}
     "#]]);
 }
+
+/// A document an editor opened through a symlink (the workspace's `keys`
+/// pointing elsewhere) is, for a linked CLI, as if outside the workspace:
+/// no selection, not listed, no diagnostics, no mention. The CLI on the
+/// host's port sees it.
+#[test]
+fn a_linked_cli_learns_nothing_of_documents_opened_through_a_symlink() {
+    const LINKED: &str = "file:///w/keys/credentials";
+    let mut w = World::new();
+    w.ide_attach(9);
+    w.ide_link_attach(8);
+    w.attach(1, Caps::PLAIN);
+    w.did_open(1, A, 1, "fn a() {}\n");
+    w.did_open_through_symlink(1, LINKED, "[default]\nkey = KEY\n");
+    w.notify(
+        1,
+        "moonkale/publishDiagnostics",
+        json!({"uri": LINKED, "source": "lint", "diagnostics": [diagnostic(0, 0, 1, 2, "look")]}),
+    );
+    w.notify(
+        1,
+        "moonkale/selectionChanged",
+        json!({"textDocument": {"uri": LINKED}, "selection": {
+            "start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 9}}}),
+    );
+    w.ide_tool(8, "getCurrentSelection", json!({}));
+    w.ide_tool(8, "getOpenEditors", json!({}));
+    w.ide_tool(8, "getDiagnostics", json!({}));
+    w.ide_tool(9, "getOpenEditors", json!({}));
+    w.ide_detach(9);
+    w.execute(1, "moonkale.sendToClaude", json!([LINKED]));
+    w.check(expect![[r#"
+        > ide9 attaches
+        > ide8 attaches through a sandbox link
+        > ed1 attaches (Editor, utf-32)
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"fn a() {}\n","uri":"file:///w/src/a.rs","version":1}}
+        > ed1 textDocument/didOpen through a symlink file:///w/keys/credentials
+        > ed1 moonkale/publishDiagnostics {"diagnostics":[{"code":308,"message":"look","range":{"end":{"character":1,"line":0},"start":{"character":0,"line":0}},"severity":2,"source":"rustc"}],"source":"lint","uri":"file:///w/keys/credentials"}
+        > ed1 moonkale/selectionChanged {"selection":{"end":{"character":9,"line":1},"start":{"character":0,"line":1}},"textDocument":{"uri":"file:///w/keys/credentials"}}
+          selection = {"filePath":"/w/keys/credentials","fileUrl":"file:///w/keys/credentials","selection":{"end":{"character":9,"line":1},"isEmpty":false,"start":{"character":0,"line":1}},"text":"key = KEY"} (outside the workspace)
+        > #1 ide8 getCurrentSelection {}
+          #1 <- Ok tool result
+              text:
+                {
+                  "message": "No active editor found",
+                  "success": false
+                }
+        > #2 ide8 getOpenEditors {}
+          #2 <- Ok tool result
+              text:
+                {
+                  "tabs": [
+                    {
+                      "fileName": "/w/src/a.rs",
+                      "groupIndex": 0,
+                      "isActive": false,
+                      "isDirty": false,
+                      "isGroupActive": true,
+                      "isPinned": false,
+                      "isPreview": false,
+                      "isUntitled": false,
+                      "label": "a.rs",
+                      "languageId": "rust",
+                      "lineCount": 2,
+                      "uri": "file:///w/src/a.rs",
+                      "viewColumn": 1
+                    }
+                  ]
+                }
+        > #3 ide8 getDiagnostics {}
+          #3 <- Ok tool result
+              text:
+                []
+        > #4 ide9 getOpenEditors {}
+          #4 <- Ok tool result
+              text:
+                {
+                  "tabs": [
+                    {
+                      "fileName": "/w/keys/credentials",
+                      "groupIndex": 0,
+                      "isActive": true,
+                      "isDirty": false,
+                      "isGroupActive": true,
+                      "isPinned": false,
+                      "isPreview": false,
+                      "isUntitled": false,
+                      "label": "credentials",
+                      "languageId": "rust",
+                      "lineCount": 3,
+                      "uri": "file:///w/keys/credentials",
+                      "viewColumn": 1
+                    },
+                    {
+                      "fileName": "/w/src/a.rs",
+                      "groupIndex": 0,
+                      "isActive": false,
+                      "isDirty": false,
+                      "isGroupActive": true,
+                      "isPinned": false,
+                      "isPreview": false,
+                      "isUntitled": false,
+                      "label": "a.rs",
+                      "languageId": "rust",
+                      "lineCount": 2,
+                      "uri": "file:///w/src/a.rs",
+                      "viewColumn": 1
+                    }
+                  ]
+                }
+        > ide9 detaches
+        > #5 ed1 workspace/executeCommand {"arguments":["file:///w/keys/credentials"],"command":"moonkale.sendToClaude"}
+          #5 <- Ok {"queued":true}
+    "#]]);
+}

@@ -27,6 +27,8 @@ pub(super) struct OpenDocument {
     pub(super) doc: Document,
     /// Clock value of the latest open/change/save from this editor.
     pub(super) touched: u64,
+    /// Its path passes through a symlink ([`crate::Event::DidOpen`]).
+    pub(super) through_symlink: bool,
 }
 
 pub(super) struct VersionWaiter {
@@ -69,7 +71,12 @@ fn accepted_scheme(uri: &Url) -> bool {
 
 impl Workspace {
     /// `textDocument/didOpen`; the URI it opened, if it was taken.
-    pub(super) fn did_open(&mut self, editor: EditorId, params: Params) -> Option<Url> {
+    pub(super) fn did_open(
+        &mut self,
+        editor: EditorId,
+        params: Params,
+        through_symlink: bool,
+    ) -> Option<Url> {
         let p = self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", &params)?;
         let item = p.text_document;
         if !accepted_scheme(&item.uri) {
@@ -113,6 +120,7 @@ impl Workspace {
             OpenDocument {
                 doc,
                 touched: self.clock,
+                through_symlink,
             },
         );
         self.mark_active(editor);

@@ -304,7 +304,7 @@ impl Workspace {
         };
         let uris: Vec<Url> = uris
             .into_iter()
-            .filter(|u| scope.sees_uri(&self.root, u))
+            .filter(|u| self.scope_sees_uri(scope, u))
             .collect();
         let total: usize = uris.iter().map(|u| self.diagnostics.count_for(u)).sum();
         let mut budget = Budget(MAX_ANSWER_BYTES);
@@ -364,7 +364,7 @@ impl Workspace {
             .editors
             .values()
             .flat_map(|ed| ed.docs.keys())
-            .filter(|u| scope.sees_uri(&self.root, u))
+            .filter(|u| self.scope_sees_uri(scope, u))
             .collect();
         uris.sort();
         uris.dedup();
@@ -499,7 +499,7 @@ impl Workspace {
             .expect("JSON is UTF-8");
         let mut sent = 0;
         for (id, client) in &self.ide_clients {
-            if only.is_none_or(|only| only == *id) && client.scope.sees(&self.root, &path) {
+            if only.is_none_or(|only| only == *id) && self.scope_sees(client.scope, &path) {
                 let _ = client.outbox.try_send(body.clone());
                 sent += 1;
             }
@@ -521,14 +521,15 @@ impl Workspace {
         scope: IdeScope,
         outbox: tokio::sync::mpsc::Sender<String>,
     ) {
-        let root = &self.root;
-        self.mention_queue.retain(|(path, body)| {
-            if !scope.sees(root, path) {
+        let mut queue = std::mem::take(&mut self.mention_queue);
+        queue.retain(|(path, body)| {
+            if !self.scope_sees(scope, path) {
                 return true;
             }
             let _ = outbox.try_send(body.clone());
             false
         });
+        self.mention_queue = queue;
         self.ide_clients.insert(
             client,
             super::IdeClient {

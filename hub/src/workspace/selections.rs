@@ -309,6 +309,6 @@ impl Workspace {
     /// document it may not see is, for it, no selection.
     pub(super) fn selection_for(&self, scope: IdeScope) -> Option<SelectionChanged> {
         self.latest_selection_payload()
-            .filter(|p| scope.sees(&self.root, &p.file_path))
+            .filter(|p| self.scope_sees(scope, &p.file_path))
     }
 }

@@ -354,6 +354,16 @@ impl Connection {
             }
             (Lifecycle::Initialized { .. }, "$/cancelRequest") => self.cancel(&params).await,
             (Lifecycle::Initialized { .. }, "initialized") => {}
+            (Lifecycle::Initialized { hub, editor }, "textDocument/didOpen") => {
+                let event = Event::DidOpen {
+                    editor: *editor,
+                    through_symlink: opened_through_symlink(hub.root(), &params),
+                    params,
+                };
+                if !hub.send(event).await {
+                    return Some(Ending::Dropped("the workspace is shutting down".into()));
+                }
+            }
             (Lifecycle::Initialized { hub, editor }, _) => {
                 let event = Event::Notification {
                     editor: *editor,
@@ -504,6 +514,35 @@ impl Connection {
     async fn send(&self, body: Vec<u8>) {
         let _ = self.outbox.send(body).await;
     }
+}
+
+/// Whether a `didOpen` names a `file:` document inside `root` by its
+/// path's letters that is reached through a symlink on the disk (or
+/// cannot be checked): a jailed CLI must not learn of it
+/// ([`Event::DidOpen`]), by the rule its own tool arguments pass
+/// ([`crate::ide::paths::confine`]).
+fn opened_through_symlink(root: &Path, params: &Params) -> bool {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Opened {
+        text_document: Named,
+    }
+    #[derive(serde::Deserialize)]
+    struct Named {
+        uri: lsp_types::Url,
+    }
+    let Ok(opened) = serde_json::from_str::<Opened>(params.get()) else {
+        return false;
+    };
+    let Ok(path) = opened.text_document.uri.to_file_path() else {
+        return false;
+    };
+    let Some(raw) = path.to_str() else {
+        return false;
+    };
+    let roots = [root.to_path_buf()];
+    crate::core::confine::confine_lexically(&roots, raw).is_ok()
+        && crate::ide::paths::confine(&roots, raw).is_err()
 }
 
 /// The editor's root folder from `initialize`: the first workspace folder,

@@ -120,6 +120,9 @@ pub async fn connect_or_start(
         return Ok(found);
     }
     let files = dir.workspace(root);
+    // Held until we are connected: a service for a folder inside `root`
+    // started at this instant (another editor's) yields to ours.
+    let _claim = files.claim_start()?;
     start_service(&files, root, service_bin)?;
     let deadline = std::time::Instant::now() + START_TIMEOUT;
     loop {

@@ -25,6 +25,14 @@ pub enum Error {
         pid: u32,
     },
     #[error(
+        "{workspace} is inside {enclosing}, whose service is being started (by pid {pid}): use that service"
+    )]
+    InsideStarting {
+        workspace: PathBuf,
+        enclosing: PathBuf,
+        pid: u32,
+    },
+    #[error(
         "no moonkale-service runs for {workspace}: start one with `moonkale-service serve \
          --workspace {workspace}`, or open the workspace in an editor set up with moonkale-shim"
     )]

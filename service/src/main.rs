@@ -586,7 +586,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             match server::serve(cfg, shutdown_signal()).await {
                 Ok(()) => Ok(0),
-                Err(e @ (Error::AlreadyRunning { .. } | Error::InsideServed { .. })) => {
+                Err(
+                    e @ (Error::AlreadyRunning { .. }
+                    | Error::InsideServed { .. }
+                    | Error::InsideStarting { .. }),
+                ) => {
                     eprintln!("moonkale-service: {e}");
                     Ok(3)
                 }

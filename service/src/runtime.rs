@@ -14,6 +14,13 @@
 //! one on `ws-<hash>.lock`, so two services never publish under one name.
 //! A running service puts back whatever of its files disappear
 //! ([`WorkspaceLock::hold_file`], `server::Published`).
+//!
+//! **Invariant:** editors opened at once on a workspace and on a folder
+//! inside it end with one service, the outer one's: a starter (the shim)
+//! claims its folder's start (`ws-<hash>.starting`) before it starts a
+//! service, and a service does not start inside a folder whose start is
+//! claimed by a live process ([`RuntimeDir::enclosing_start`]), as it does
+//! not start inside a served one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -86,6 +93,17 @@ impl RuntimeDir {
         self.outermost_service(root.ancestors())
     }
 
+    /// The outermost of `root`'s ancestors whose service a live starter
+    /// is starting now ([`WorkspaceFiles::claim_start`]), and the
+    /// starter's pid.
+    pub fn enclosing_start(&self, root: &Path) -> Option<(PathBuf, u32)> {
+        let folders: Vec<&Path> = root.ancestors().skip(1).collect();
+        folders.into_iter().rev().find_map(|folder| {
+            let pid = self.workspace(folder).start_claimed()?;
+            Some((folder.to_path_buf(), pid))
+        })
+    }
+
     /// [`Self::service_for`] among `root`'s ancestors only.
     pub fn enclosing_service(&self, root: &Path) -> Option<ServiceInfo> {
         self.outermost_service(root.ancestors().skip(1))
@@ -108,6 +126,35 @@ impl RuntimeDir {
             dir: self.path.clone(),
             root: root.to_path_buf(),
             key: format!("ws-{:016x}", path_hash(root)),
+        }
+    }
+}
+
+/// How long a start claim counts: longer than any start takes
+/// (`client::START_TIMEOUT` is 15 s).
+const START_CLAIM_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What `ws-<hash>.starting` holds.
+#[derive(Serialize, Deserialize)]
+struct StartClaimFile {
+    pid: u32,
+    workspace: PathBuf,
+}
+
+/// A claim of a workspace's start ([`WorkspaceFiles::claim_start`]),
+/// withdrawn when dropped (if it is still ours).
+pub struct StartClaim {
+    path: PathBuf,
+}
+
+impl Drop for StartClaim {
+    fn drop(&mut self) {
+        let ours = read_small_private(&self.path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<StartClaimFile>(&b).ok())
+            .is_some_and(|c| c.pid == std::process::id());
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
@@ -167,6 +214,38 @@ impl WorkspaceFiles {
     /// The runtime directory these files live in.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    pub fn start_claim_path(&self) -> PathBuf {
+        self.file(".starting")
+    }
+
+    /// Says that this process is about to start the workspace's service,
+    /// until the claim is dropped; a service for a folder inside waits its
+    /// turn by refusing to start ([`RuntimeDir::enclosing_start`]).
+    pub fn claim_start(&self) -> Result<StartClaim> {
+        let claim = StartClaimFile {
+            pid: std::process::id(),
+            workspace: self.root.clone(),
+        };
+        let path = self.start_claim_path();
+        write_private_atomic(&path, &serde_json::to_vec(&claim).expect("a claim serializes"))?;
+        Ok(StartClaim { path })
+    }
+
+    /// The pid of the live process that claimed this workspace's start, if
+    /// a claim younger than [`START_CLAIM_LIFETIME`] is there (an older
+    /// one's pid may be someone else's by now).
+    fn start_claimed(&self) -> Option<u32> {
+        let path = self.start_claim_path();
+        let young = std::fs::symlink_metadata(&path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at.elapsed().is_ok_and(|age| age < START_CLAIM_LIFETIME));
+        if !young {
+            return None;
+        }
+        let claim: StartClaimFile = serde_json::from_slice(&read_small_private(&path).ok()?).ok()?;
+        (claim.workspace == self.root && process_alive(claim.pid)).then_some(claim.pid)
     }
 
     /// Takes the workspace's locks (the folder's, then the runtime file's),

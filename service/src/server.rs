@@ -435,6 +435,13 @@ pub async fn start_workspace(
             pid: outer.pid,
         });
     }
+    if let Some((enclosing, pid)) = runtime_dir.enclosing_start(root) {
+        return Err(Error::InsideStarting {
+            workspace: root.to_path_buf(),
+            enclosing,
+            pid,
+        });
+    }
     let files = runtime_dir.workspace(root);
     let Some(lock) = files.try_lock()? else {
         return Ok(None);

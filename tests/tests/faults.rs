@@ -383,6 +383,78 @@ async fn a_nested_folder_is_served_by_the_enclosing_service_and_claude_connects(
     claude_in_sub_connects(&mut w).await;
 }
 
+/// Two editors opened at once, one on `ws` and one on `ws/sub`, both
+/// finding no service: the shim of `ws` claims its start and starts its
+/// service (held at the gate of a wrapper here, so the moment lasts); the
+/// shim of `ws/sub` starts one too, which yields (exit 3: "whose service
+/// is being started"); once the outer service is up, both editors are on
+/// it: no second service, one Claude Code lock file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editors_opened_at_once_on_a_workspace_and_a_folder_inside_share_one_service() {
+    let sb = Sandbox::new();
+    let sub = sb.workspace.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let gate = sb.home.join("gate");
+    let held = sb.home.join("held-service");
+    std::fs::write(
+        &held,
+        format!(
+            "#!/bin/sh\nwhile [ ! -e '{}' ]; do sleep 0.01; done\nexec '{}' \"$@\"\n",
+            gate.display(),
+            moonkale_tests::bin("moonkale-service").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&held, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let shim = |root: &Path, service: &Path| {
+        let mut shim = sb.command("moonkale-shim");
+        shim.arg("--workspace")
+            .arg(root)
+            .env("MOONKALE_SERVICE_BIN", service)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = shim.spawn().expect("spawn the shim");
+        let lsp = RawLsp::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        (child, lsp)
+    };
+    let (_outer_shim, mut outer) = shim(&sb.workspace, &held);
+    let (_inner_shim, mut inner) = shim(&sub, &moonkale_tests::bin("moonkale-service"));
+    let outer_init = tokio::spawn(async move {
+        outer.initialize("editor-in-ws", &["utf-8"], Value::Null).await;
+        outer
+    });
+    let claim = sb.files_for(&sb.workspace).start_claim_path();
+    moonkale_tests::wait_until("the shim of ws claims its start", || {
+        let claimed = claim.exists();
+        async move { claimed.then_some(()) }
+    })
+    .await;
+    let inner_init = tokio::spawn(async move {
+        inner
+            .initialize("editor-in-sub", &["utf-8"], Value::Null)
+            .await;
+        inner
+    });
+    let inner_log = sb.files_for(&sub).log_path();
+    moonkale_tests::wait_until("the service of ws/sub yields", || {
+        let log = std::fs::read_to_string(&inner_log).unwrap_or_default();
+        async move { log.contains("whose service is being started").then_some(()) }
+    })
+    .await;
+    std::fs::write(&gate, "").unwrap();
+    let _outer = outer_init.await.unwrap();
+    let _inner = inner_init.await.unwrap();
+    let status = sb.status().await;
+    moonkale_tests::editor(&status, "editor-in-ws");
+    moonkale_tests::editor(&status, "editor-in-sub");
+    assert!(
+        sb.files_for(&sub).read_info().is_none(),
+        "a second service started for ws/sub"
+    );
+    only_lock_for(&sb, &sb.workspace).await;
+}
+
 /// Nested workspaces, the inner one served first: once the outer one is
 /// served too, the inner service withdraws its Claude Code lock file (the
 /// CLI would connect to neither of two), so `claude --ide` in `ws/sub`

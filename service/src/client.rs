@@ -176,6 +176,7 @@ fn start_service(
         .context(|| format!("opening {}", files.log_path().display()))?;
     let mut cmd = std::process::Command::new(service_bin);
     cmd.arg("serve")
+        .arg("--exit-when-idle")
         .arg("--workspace")
         .arg(root)
         .current_dir(root)

@@ -10,6 +10,7 @@
 //! - [`mcp`]: the MCP both MCP servers (the IDE's, the hosted session's
 //!   editor tools) speak.
 //! - [`runtime`]: where a workspace's socket, token and info files live.
+//! - [`lifetime`]: how long the process lives (signals, `stop`, idle exit).
 //! - [`server`]: listeners (unix socket, loopback TCP, stdio) that wire
 //!   connections to a hub.
 //! - [`client`]: a small LSP client used by `status`, the shim and tests.
@@ -31,6 +32,7 @@ pub mod doctor;
 pub mod error;
 pub mod http;
 pub mod ide;
+pub mod lifetime;
 pub mod lsp;
 pub mod mcp;
 pub mod peer;

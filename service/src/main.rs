@@ -10,7 +10,7 @@ use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::terminal::host::{claude_launch, mode_args};
-use moonkale_service::{Error, acp, agent_client, doctor, hub, printable, remote, server};
+use moonkale_service::{Error, acp, agent_client, doctor, hub, lifetime, printable, remote, server};
 
 /// One long-running process per workspace: editors attach to it as a
 /// language server; it holds their documents, selections and diagnostics.
@@ -28,8 +28,9 @@ enum Command {
     /// Each workspace gets a private unix socket (0600, in a 0700 runtime
     /// directory: $XDG_RUNTIME_DIR/moonkale, else /tmp/moonkale-<uid>).
     Serve {
-        /// A workspace folder; repeat for several.
-        #[arg(long = "workspace", required = true, value_name = "DIR")]
+        /// A workspace folder; repeat for several [default: the current
+        /// directory].
+        #[arg(long = "workspace", value_name = "DIR")]
         workspaces: Vec<PathBuf>,
         /// Also accept editors on this loopback TCP address (e.g.
         /// 127.0.0.1:7555). Such editors must send the token from the
@@ -42,6 +43,12 @@ enum Command {
         /// ~/.claude/ide, no WebSocket port).
         #[arg(long)]
         no_claude_ide: bool,
+        /// Exit once nothing has gone on for MOONKALE_AUTOSTART_IDLE_MS
+        /// (default 10 minutes): no client connected, no turn running, no
+        /// terminal program running. Services started on your behalf (by
+        /// the shim, acp, claude, agent) run with this.
+        #[arg(long)]
+        exit_when_idle: bool,
         #[command(flatten)]
         agent: AgentArgs,
     },
@@ -177,6 +184,14 @@ enum Command {
     /// service): one line each, `ok` or what to do. Exits 1 when a required
     /// check fails.
     Doctor {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
+    /// Stop the service of a workspace cleanly: its clients are told, its
+    /// sessions' and terminals' programs end, its lock file, socket and
+    /// Claude Code lock file are removed.
+    Stop {
         /// The workspace folder [default: the current directory].
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
@@ -569,8 +584,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             lsp_tcp,
             remote,
             no_claude_ide,
+            exit_when_idle,
             agent,
         } => {
+            let workspaces = if workspaces.is_empty() {
+                vec![workspace_or_cwd(None)?]
+            } else {
+                workspaces
+            };
             let workspaces = workspaces
                 .iter()
                 .map(|w| runtime::canonical_workspace(w))
@@ -583,6 +604,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 remote,
                 ide,
                 agent: agent.config(),
+                exit_when_idle: exit_when_idle.then(lifetime::autostart_idle),
             };
             match server::serve(cfg, shutdown_signal()).await {
                 Ok(()) => Ok(0),
@@ -730,6 +752,37 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let (report, code) = doctor::render(&checks);
             print!("{report}");
             Ok(code)
+        }
+        Command::Stop { workspace } => {
+            let info = running_service(workspace)?;
+            let mut client =
+                LspClient::connect_unix(&info.socket)
+                    .await
+                    .map_err(|_| Error::NotRunning {
+                        workspace: info.workspace.clone(),
+                    })?;
+            client.initialize_observer("moonkale-stop").await?;
+            client
+                .request("moonkale/stop", serde_json::Value::Null)
+                .await?;
+            // Stopped means gone, with its files: its exit is the event,
+            // and another process's exit can only be polled.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while runtime::process_alive(info.pid) {
+                if std::time::Instant::now() > deadline {
+                    anyhow::bail!(
+                        "the service for {} (pid {}) did not stop within 30 s",
+                        info.workspace.display(),
+                        info.pid
+                    );
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            eprintln!(
+                "moonkale-service: stopped the service for {}",
+                printable::one_line(&info.workspace.display().to_string())
+            );
+            Ok(0)
         }
         Command::Status { workspace, json } => {
             let info = running_service(workspace)?;

@@ -440,7 +440,20 @@ pub fn process_alive(pid: u32) -> bool {
     }
     // SAFETY: signal 0 only checks whether the process exists.
     let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    let exists = rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    exists && !zombie(pid)
+}
+
+/// Whether `pid` has exited and waits for its parent to reap it (state
+/// `Z` in `/proc/<pid>/stat`): it no longer runs.
+fn zombie(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may
+    // itself hold any character.
+    stat.rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
 }
 
 pub fn uid() -> u32 {

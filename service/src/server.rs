@@ -39,6 +39,9 @@ pub struct ServeConfig {
     pub ide: Option<IdeConfig>,
     /// How agent sessions run `claude`; `None` turns the agent off.
     pub agent: Option<AgentConfig>,
+    /// Exit after this long with nothing going on ([`crate::lifetime`]):
+    /// a service started on the user's behalf.
+    pub exit_when_idle: Option<std::time::Duration>,
 }
 
 /// A workspace's hub, its agent host (when enabled) and its terminals.
@@ -395,8 +398,18 @@ pub async fn serve(
             token.clone(),
         ));
     }
-    shutdown.await;
-    tracing::info!("shutting down");
+    let activity = crate::lifetime::Activity::process();
+    let idle = async {
+        match cfg.exit_when_idle {
+            Some(period) => activity.idle_for(period).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = shutdown => tracing::info!("shutting down"),
+        () = activity.stop_requested() => tracing::info!("asked to stop: shutting down"),
+        () = idle => tracing::info!("nothing has gone on for {:?}: shutting down", cfg.exit_when_idle.unwrap_or_default()),
+    }
     let grace = cfg
         .agent
         .as_ref()

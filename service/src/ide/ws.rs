@@ -370,6 +370,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     ws: Ws<S>,
     shared: &Shared,
 ) {
+    let _busy = crate::lifetime::Activity::process().busy();
     let client = shared.hub.new_ide_client_id();
     tracing::info!(client = client.0, "Claude Code connected");
     let (sink, mut stream) = ws.split();

@@ -105,6 +105,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let _busy = crate::lifetime::Activity::process().busy();
     let (outbox, outbox_rx) = mpsc::channel::<Vec<u8>>(OUTBOX_CAPACITY);
     let writer = tokio::spawn(write_loop(write, outbox_rx));
     let mut conn = Connection {
@@ -293,6 +294,15 @@ impl Connection {
                 hub.send(Event::Detach { editor: *editor }).await;
                 self.lifecycle = Lifecycle::ShutDown;
                 self.reply(&id, Ok(Value::Null)).await;
+                return None;
+            }
+            // `moonkale-service stop`: only from the workspace's own socket
+            // (the user's), never from TCP or the remote front door.
+            (Lifecycle::Initialized { .. }, "moonkale/stop")
+                if self.cfg.transport == Transport::Unix =>
+            {
+                self.reply(&id, Ok(json!({}))).await;
+                crate::lifetime::Activity::process().request_stop();
                 return None;
             }
             (Lifecycle::Initialized { hub, editor }, _) => (hub.clone(), *editor),

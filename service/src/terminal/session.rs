@@ -128,6 +128,9 @@ impl Terminal {
         grace: Duration,
     ) {
         let mut ended: Option<Pty> = None;
+        // A running program keeps the service up; a terminal whose program
+        // ended, left open to be read, does not.
+        let mut running = Some(crate::lifetime::Activity::process().busy());
         loop {
             let due = self.frame_due;
             let frame = async move {
@@ -149,6 +152,7 @@ impl Terminal {
                     }
                     None => {
                         ended = self.pty.take();
+                        running = None;
                         self.exited(ended.as_mut()).await;
                     }
                 },
@@ -158,6 +162,7 @@ impl Terminal {
         if let Some(pty) = self.pty.take().or(ended) {
             pty.close(grace).await;
         }
+        drop(running);
     }
 
     fn command(&mut self, command: TerminalCommand) {

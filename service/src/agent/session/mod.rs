@@ -361,6 +361,9 @@ struct Session {
     /// The last command or CLI output (the idle CLI is stopped after
     /// `cli_idle` without either).
     last_activity: Instant,
+    /// Held while a turn runs: a running turn keeps a service started on
+    /// the user's behalf up ([`crate::lifetime`]).
+    turn_running: Option<crate::lifetime::Busy>,
 }
 
 fn now_ms() -> u64 {
@@ -446,6 +449,7 @@ impl Session {
             cli_tx: watch::channel(CliSeen::NotStarted).0,
             spare: start.spare,
             last_activity: Instant::now(),
+            turn_running: None,
         };
         if let Some(restored) = start.restored {
             session.restore(restored);
@@ -1313,6 +1317,8 @@ impl Session {
             return;
         }
         self.state = state;
+        self.turn_running =
+            (state == State::Running).then(|| crate::lifetime::Activity::process().busy());
         let data = StateData {
             state,
             error: self.error.clone().filter(|_| state == State::Failed),

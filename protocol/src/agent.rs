@@ -157,6 +157,57 @@ pub struct StateData {
     /// Why a turn failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// It failed because Claude Code is not logged in (`error` then says
+    /// so in [`LoginNeeded::sentence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<LoginNeeded>,
+}
+
+/// Claude Code has no login on the machine the service runs on, and what
+/// logs it in with the CLI the service found: every front end says it in
+/// the same sentence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginNeeded {
+    /// What to do, e.g. "run `claude auth login` in a terminal".
+    pub fix: String,
+}
+
+impl LoginNeeded {
+    /// For the CLI of `version` (from its `init`): `claude auth login`
+    /// since 2.1, `/login` inside `claude` before (and when not known).
+    pub fn for_cli(version: Option<&str>) -> LoginNeeded {
+        let mut parts = version.unwrap_or_default().split('.');
+        let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        let fix = if (major, minor) >= (2, 1) {
+            "run `claude auth login` in a terminal"
+        } else {
+            "run `claude` in a terminal and type `/login`"
+        };
+        LoginNeeded { fix: fix.into() }
+    }
+
+    /// Whether a failed turn's text says the CLI has no login (an OAuth
+    /// CLI without one says "Not logged in · Please run /login"; an API
+    /// key refused, "Invalid API key").
+    pub fn said_in(text: &str) -> bool {
+        let text = text.to_lowercase();
+        text.contains("not logged in") || text.contains("/login") || text.contains("invalid api key")
+    }
+
+    /// The sentence for a person at the service's machine.
+    pub fn sentence(&self) -> String {
+        format!("Claude Code is not logged in: {}, then try again.", self.fix)
+    }
+
+    /// The sentence for a person reaching the service from elsewhere
+    /// (`connect`): the login is needed where the service runs.
+    pub fn sentence_remote(&self) -> String {
+        format!(
+            "Claude Code is not logged in on the server's machine: {} there, then try again.",
+            self.fix
+        )
+    }
 }
 
 /// The `data` of a `decision` event: how an approval ended. `tool` and

@@ -10,6 +10,7 @@ use std::io::Write;
 use moonkale_client::{Client, Notification, Notifications, Role};
 use moonkale_protocol::agent::{
     AnswerParams, Approval, ApprovalKind, ApprovalStatus, Event as AgentEvent, PermissionMode,
+    SessionState, StateData,
 };
 use serde_json::Value;
 
@@ -79,7 +80,15 @@ pub async fn send(
             (started.session, from)
         }
     };
-    eprintln!("session {}", one_line(&session));
+    // The session's id is told once something of it shows (or at its
+    // end): a turn that fails at once is one line, its reason.
+    let mut told = false;
+    let tell = |told: &mut bool| {
+        if !std::mem::replace(told, true) {
+            eprintln!("session {}", one_line(&session));
+        }
+    };
+    let mut printed = false;
     let mut stdout = std::io::stdout();
     loop {
         match next_notification(&mut notifications).await? {
@@ -89,6 +98,8 @@ pub async fn send(
                 thinking: false,
                 ..
             } if s == session => {
+                tell(&mut told);
+                printed = true;
                 let _ = write!(stdout, "{}", for_terminal(&text));
                 let _ = stdout.flush();
             }
@@ -97,23 +108,36 @@ pub async fn send(
                 approval,
                 status: ApprovalStatus::Pending,
             } if s == session => {
+                tell(&mut told);
                 eprintln!();
                 approval_hint(&approval, "moonkale-service agent answer");
             }
             Notification::AgentEvent { session: s, event }
                 if s == session && event.seq >= from && event.kind == "state" =>
             {
-                match event.data["state"].as_str() {
-                    Some("idle") => {
+                let Ok(state) = serde_json::from_value::<StateData>(event.data.clone()) else {
+                    continue;
+                };
+                match state.state {
+                    SessionState::Idle => {
+                        tell(&mut told);
                         println!();
                         return Ok(0);
                     }
-                    Some("failed") => {
-                        println!();
-                        eprintln!(
-                            "the turn failed: {}",
-                            one_line(event.data["error"].as_str().unwrap_or("(no reason given)"))
-                        );
+                    SessionState::Failed => {
+                        if printed {
+                            println!();
+                        }
+                        let why = match (&state.login, target) {
+                            (Some(login), Target::Remote(_)) => login.sentence_remote(),
+                            (Some(login), Target::Local(_)) => login.sentence(),
+                            (None, _) => format!(
+                                "the turn failed (session {}): {}",
+                                session,
+                                state.error.as_deref().unwrap_or("no reason given")
+                            ),
+                        };
+                        eprintln!("moonkale-service: {}", one_line(&why));
                         return Ok(1);
                     }
                     _ => {}
@@ -365,6 +389,9 @@ fn render_raw(event: &AgentEvent, out: &mut String) {
     match event.kind.as_str() {
         "prompt" => *out += &format!("> {}\n", text(&data["text"])),
         "cli" => match data["type"].as_str() {
+            // A message the CLI made up to say why a turn failed (no
+            // login, an API error): the failed state says it, once.
+            Some("assistant") if data["message"]["model"] == "<synthetic>" => {}
             Some("assistant") => {
                 for block in data["message"]["content"].as_array().into_iter().flatten() {
                     match block["type"].as_str() {
@@ -375,9 +402,6 @@ fn render_raw(event: &AgentEvent, out: &mut String) {
                         _ => {}
                     }
                 }
-            }
-            Some("result") if data["is_error"] == true => {
-                *out += &format!("[error: {}]\n", text(&data["result"]));
             }
             _ => {}
         },
@@ -434,7 +458,6 @@ mod tests {
             [Write {"file_path":"/w/a.txt"}]
             [asks: Write a.txt]
             [denied by timeout]
-            [error: API Error: 529]
             [failed: API Error: 529]
         "#]]
         .assert_eq(&out);

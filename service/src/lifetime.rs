@@ -86,10 +86,11 @@ impl Activity {
             // The sender lives in `self`, so the channel cannot close.
             let _ = holds.wait_for(|n| *n == 0).await;
             tokio::select! {
-                () = tokio::time::sleep(period) => return,
                 // A hold taken (even one already given back) starts the
-                // period again.
+                // period again, even one seen as the period runs out.
+                biased;
                 _ = holds.changed() => {}
+                () = tokio::time::sleep(period) => return,
             }
         }
     }
@@ -129,6 +130,7 @@ mod tests {
         assert!(!done(&mut idle).await, "idle before the period ran out");
         // A hold that comes and goes (a `status`) starts the period again.
         drop(activity.busy());
+        assert!(!done(&mut idle).await, "a brief hold did not count");
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(!done(&mut idle).await, "a brief hold did not count");
         tokio::time::advance(period).await;

@@ -241,10 +241,9 @@ impl Bridge {
         }
         let params = wire::Params(params);
         match method {
-            "authenticate" => Err(wire::Error::new(
-                code::INVALID_REQUEST,
-                "no authentication is needed here: Claude Code uses your own login (run `claude login` once in a terminal)",
-            )),
+            // Claude Code logs in by itself, in a terminal: nothing an
+            // ACP client can do for it.
+            "authenticate" => Err(wire::Error::new(code::INVALID_REQUEST, LOGIN_METHOD_TEXT)),
             "session/new" => self.new_session(&params).await.map(Some),
             "session/load" => self.open_session(&params, true).await.map(Some),
             "session/resume" => self.open_session(&params, false).await.map(Some),
@@ -593,15 +592,26 @@ impl Bridge {
             self.models = attached.view.models.clone();
         }
         let finished = attached.turn_finished();
+        let login = match &finished {
+            Some((_, Err(why))) => attached.login_needed(why),
+            _ => None,
+        };
         self.updates(session, updates).await;
         if let Some((id, outcome)) = finished {
-            let message = match outcome {
-                Ok(stop) => Outgoing::result(id, json!({"stopReason": stop})),
-                Err(why) => Outgoing::Error {
-                    id,
-                    error: wire::Error::new(code::INTERNAL_ERROR, prompt::turn_error(&why))
-                        .with_data(json!({"session": session})),
-                },
+            let error = match (outcome, login) {
+                (Ok(stop), _) => {
+                    self.send(Outgoing::result(id, json!({"stopReason": stop})))
+                        .await;
+                    return;
+                }
+                // ACP's own "authentication required", so a client can
+                // offer its login flow (`authMethods`).
+                (Err(_), Some(login)) => wire::Error::new(AUTH_REQUIRED, login.sentence()),
+                (Err(why), None) => wire::Error::new(code::INTERNAL_ERROR, why),
+            };
+            let message = Outgoing::Error {
+                id,
+                error: error.with_data(json!({"session": session})),
             };
             self.send(message).await;
         }
@@ -709,6 +719,13 @@ impl Bridge {
 /// The answer to `initialize`: version 1 whatever was asked (the client
 /// decides whether it speaks it), no authentication (the CLI uses the
 /// user's own login), sessions that load and list.
+/// ACP's error code for "authentication required".
+const AUTH_REQUIRED: i64 = -32000;
+/// The one way to log in: Claude Code's own, in a terminal.
+const LOGIN_METHOD: &str = "claude-login";
+const LOGIN_METHOD_TEXT: &str = "Claude Code uses its own login: run `claude auth login` in a terminal \
+     (or `claude`, then `/login`, on CLIs before 2.1), then try again.";
+
 fn initialize_result(_params: &Value) -> Value {
     json!({
         "protocolVersion": PROTOCOL_VERSION,
@@ -718,7 +735,11 @@ fn initialize_result(_params: &Value) -> Value {
             "mcpCapabilities": {"http": true, "sse": true},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
-        "authMethods": [],
+        "authMethods": [{
+            "id": LOGIN_METHOD,
+            "name": "Log in to Claude Code",
+            "description": LOGIN_METHOD_TEXT,
+        }],
         "agentInfo": {
             "name": "moonkale-service",
             "title": "Claude Code (Moonkale)",

@@ -106,22 +106,6 @@ pub fn stop_reason(result: &Value, cancelled: bool) -> Result<&'static str, Stri
     })
 }
 
-/// A failed turn's message for the client: the CLI's own words, and what
-/// to do when it is not logged in.
-pub fn turn_error(why: &str) -> String {
-    let lower = why.to_lowercase();
-    if lower.contains("/login")
-        || lower.contains("invalid api key")
-        || lower.contains("not logged in")
-        || lower.contains("401")
-    {
-        format!(
-            "{why} (Claude Code is not logged in: run `claude login` in a terminal, then try again)"
-        )
-    } else {
-        why.to_owned()
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -174,7 +158,5 @@ mod tests {
         let broken =
             json!({"subtype": "error_during_execution", "is_error": true, "errors": ["a", "b"]});
         assert_eq!(stop_reason(&broken, false), Err("a; b".into()));
-        assert!(turn_error("Invalid API key · Please run /login").contains("run `claude login`"));
-        assert_eq!(turn_error("API Error: 529"), "API Error: 529");
     }
 }

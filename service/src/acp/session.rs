@@ -33,6 +33,9 @@ pub struct Attached {
     /// ends the oldest.
     open_turns: VecDeque<u64>,
     finished: Option<(Value, TurnOutcome)>,
+    /// The version of the session's CLI (its `init`): a login it lacks is
+    /// fixed by a command that depends on it.
+    cli_version: Option<String>,
 }
 
 impl Attached {
@@ -43,7 +46,15 @@ impl Attached {
             last_seq: None,
             open_turns: VecDeque::new(),
             finished: None,
+            cli_version: None,
         }
+    }
+
+    /// What logs in the session's CLI, when a turn failed for want of it.
+    pub fn login_needed(&self, why: &str) -> Option<moonkale_protocol::agent::LoginNeeded> {
+        moonkale_protocol::agent::LoginNeeded::said_in(why).then(|| {
+            moonkale_protocol::agent::LoginNeeded::for_cli(self.cli_version.as_deref())
+        })
     }
 
     /// The first `seq` not seen yet.
@@ -69,6 +80,11 @@ impl Attached {
         self.last_seq = Some(event.seq);
         match event.kind.as_str() {
             "prompt" => self.open_turns.push_back(event.seq),
+            "cli" if event.data["subtype"] == "init" => {
+                self.cli_version = event.data["claude_code_version"]
+                    .as_str()
+                    .map(str::to_owned);
+            }
             "cli" if event.data["type"] == "result" => {
                 let ended = self.open_turns.pop_front();
                 if let Some(p) = &self.prompt

@@ -526,7 +526,8 @@ async fn claudes_question_is_a_form_in_a_panel_that_takes_forms() {
 }
 
 /// An API error ends the prompt with a JSON-RPC error carrying the CLI's
-/// message; a 401 also says how to log in.
+/// message; a 401 is ACP's "authentication required" (-32000), saying in
+/// the one sentence how to log in with this CLI.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_error_is_a_json_rpc_error_with_the_clis_message() {
     let w = World::builder()
@@ -548,8 +549,11 @@ async fn an_api_error_is_a_json_rpc_error_with_the_clis_message() {
         .call("session/prompt", text_prompt(&session, "who am i"))
         .await;
     let error = denied.expect_err("a 401 is an error");
-    let message = error["message"].as_str().unwrap();
-    assert!(message.contains("claude login"), "{error}");
+    assert_eq!(error["code"], -32000, "{error}");
+    assert_eq!(
+        error["message"],
+        "Claude Code is not logged in: run `claude auth login` in a terminal, then try again.",
+    );
     // A new session: a CLI once refused its key does not ask again.
     let session = acp.new_session(&w.sb.workspace).await;
     let busy = acp

@@ -28,7 +28,7 @@ use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSourc
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, Delta, TurnResult};
 use moonkale_claude::{control, edits};
 use moonkale_protocol::agent::{
-    self as wire, Decision, EventsPage, SessionData, SettingsData, StateData,
+    self as wire, Decision, EventsPage, LoginNeeded, SessionData, SettingsData, StateData,
 };
 use moonkale_protocol::to_json;
 use serde_json::{Map, Value, json};
@@ -364,6 +364,16 @@ struct Session {
     /// Held while a turn runs: a running turn keeps a service started on
     /// the user's behalf up ([`crate::lifetime`]).
     turn_running: Option<crate::lifetime::Busy>,
+    /// The CLI's version, from its `init`.
+    cli_version: Option<String>,
+    /// The CLI said, in this turn, that it has no login
+    /// (`assistant.error: authentication_failed`).
+    auth_failed: bool,
+    /// The last turn failed for want of a login.
+    login: Option<moonkale_protocol::agent::LoginNeeded>,
+    /// The last turn failed: its CLI is stopped at once, not kept for a
+    /// next prompt (which starts one again, resuming the conversation).
+    stop_cli: bool,
 }
 
 fn now_ms() -> u64 {
@@ -395,6 +405,12 @@ fn turn_error(r: &TurnResult) -> String {
     } else {
         errors.join("; ")
     }
+}
+
+/// Whether a failed turn's result says the CLI has no login (the text of
+/// an OAuth CLI without one, or an API key refused).
+fn is_login_failure(r: &TurnResult) -> bool {
+    r.api_error_status == Some(401) || LoginNeeded::said_in(r.text.as_deref().unwrap_or_default())
 }
 
 /// The tool a partial message starts using, if it does.
@@ -450,6 +466,10 @@ impl Session {
             spare: start.spare,
             last_activity: Instant::now(),
             turn_running: None,
+            cli_version: None,
+            auth_failed: false,
+            login: None,
+            stop_cli: false,
         };
         if let Some(restored) = start.restored {
             session.restore(restored);
@@ -639,8 +659,11 @@ impl Session {
         };
         self.write(sent.user_message()).await;
         self.unanswered.push_back(sent);
+        self.auth_failed = false;
+        self.stop_cli = false;
         if first_turn {
             self.error = None;
+            self.login = None;
             let begin = self.unanswered[0].title.clone();
             self.progress(AgentProgress::Begin(begin));
         }
@@ -795,14 +818,23 @@ impl Session {
             && self.unanswered.is_empty()
             && self.waiters.is_empty()
             && self.approvals.is_empty();
-        idle.then(|| self.last_activity + self.config.cli_idle)
+        let after = if self.stop_cli {
+            Duration::ZERO
+        } else {
+            self.config.cli_idle
+        };
+        idle.then(|| self.last_activity + after)
     }
 
     /// Stops a CLI with nothing to do; the conversation is the CLI's own
     /// (on disk), so the next prompt resumes it in a new process.
     async fn stop_idle_cli(&mut self) {
         let Some(cli) = self.cli.take() else { return };
-        tracing::info!(session = %self.id, "claude idle for {:?}: stopped", self.config.cli_idle);
+        if std::mem::take(&mut self.stop_cli) {
+            tracing::info!(session = %self.id, "the turn failed: claude stopped");
+        } else {
+            tracing::info!(session = %self.id, "claude idle for {:?}: stopped", self.config.cli_idle);
+        }
         cli.link.shutdown().await;
         self.cli_tx.send_replace(CliSeen::Ended);
     }
@@ -926,6 +958,9 @@ impl Session {
             CliMessage::System { ref subtype, .. } => {
                 if subtype == "init" {
                     self.has_conversation = true;
+                    self.cli_version = message.to_value()["claude_code_version"]
+                        .as_str()
+                        .map(str::to_owned);
                     if let Some(cli) = self.cli.running() {
                         cli.resuming = false;
                     }
@@ -946,6 +981,7 @@ impl Session {
             other => {
                 let value = other.to_value();
                 if value["type"] == "assistant" {
+                    self.auth_failed |= value["error"] == "authentication_failed";
                     self.approvals.remember_plan(&value);
                     // It holds what was streamed of it.
                     self.streaming = wire::Streaming::default();
@@ -1011,10 +1047,17 @@ impl Session {
         }
         let interrupted = std::mem::take(&mut self.interrupting);
         if result.is_error && !interrupted {
-            self.error = Some(turn_error(result));
+            if self.auth_failed || is_login_failure(result) {
+                let login = LoginNeeded::for_cli(self.cli_version.as_deref());
+                self.error = Some(login.sentence());
+                self.login = Some(login);
+            } else {
+                self.error = Some(turn_error(result));
+            }
         }
         if self.unanswered.is_empty() {
             let failed = result.is_error && !interrupted;
+            self.stop_cli = failed;
             let end = if failed { "failed" } else { "done" };
             self.progress(AgentProgress::End(end.into()));
             self.set_state(if failed { State::Failed } else { State::Idle });
@@ -1322,6 +1365,7 @@ impl Session {
         let data = StateData {
             state,
             error: self.error.clone().filter(|_| state == State::Failed),
+            login: self.login.clone().filter(|_| state == State::Failed),
         };
         self.record("state", to_json(&data));
     }

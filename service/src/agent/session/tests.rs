@@ -586,6 +586,51 @@ async fn an_idle_cli_is_stopped_and_the_next_prompt_resumes_it() {
     );
 }
 
+/// A turn that fails because the CLI has no login (as 2.1.332 says it: a
+/// synthetic assistant message with `error: authentication_failed`, then a
+/// failed result) ends with the one sentence naming the fix for that CLI,
+/// and its CLI is stopped at once (not kept for the CLI's idle limit); the
+/// next prompt starts one again, resuming the conversation.
+#[tokio::test]
+async fn a_turn_without_a_login_fails_with_the_fix_and_stops_its_cli() {
+    let mut w = World::new(Setup::default());
+    w.prompt("hello").await.unwrap();
+    w.launched().await;
+    w.told("user").await;
+    w.cli_says(json!({"type": "system", "subtype": "init", "session_id": "x",
+        "permissionMode": "default", "claude_code_version": "2.1.332", "apiKeySource": "none"}));
+    w.cli_says(json!({"type": "assistant", "error": "authentication_failed", "message": {
+        "model": "<synthetic>", "role": "assistant",
+        "content": [{"type": "text", "text": "Not logged in · Please run /login"}]}}));
+    w.cli_says(json!({"type": "result", "subtype": "success", "is_error": true,
+        "result": "Not logged in · Please run /login"}));
+    check(
+        &w.shown("\"login\"").await,
+        expect![[r#"
+            event session {"model":null,"permissionMode":"default","workspace":"W"}
+            event prompt {"text":"hello"}
+            progress begin "hello"
+            event state {"state":"running"}
+            event cli {"apiKeySource":"none","claude_code_version":"2.1.332","permissionMode":"default","session_id":"x","subtype":"init","type":"system"}
+            event cli {"error":"authentication_failed","message":{"content":[{"text":"Not logged in · Please run /login","type":"text"}],"model":"<synthetic>","role":"assistant"},"type":"assistant"}
+            event cli {"is_error":true,"result":"Not logged in · Please run /login","subtype":"success","type":"result"}
+            progress end "failed"
+            event state {"error":"Claude Code is not logged in: run `claude auth login` in a terminal, then try again.","login":{"fix":"run `claude auth login` in a terminal"},"state":"failed"}"#]],
+    );
+let cli = w.cli.as_mut().expect("a CLI runs");
+    let closed = tokio::time::timeout(DEADLINE, async {
+        while cli.lines.recv().await.is_some() {}
+    })
+    .await;
+    assert!(closed.is_ok(), "the CLI of a failed turn was kept");
+    w.cli = None;
+    w.prompt("hello again").await.unwrap();
+    check(
+        &w.launched().await,
+        expect!["--permission-mode=default --resume=ID"],
+    );
+}
+
 #[tokio::test]
 async fn a_lost_conversation_continues_in_a_fresh_one_with_the_prompt_sent_again() {
     let mut w = World::new(Setup {

@@ -171,6 +171,13 @@ async fn claude(env: &Env, workspace: &Path) -> Result<String, String> {
     Ok(format!("{version} at {}", bin.display()))
 }
 
+/// Whether Claude Code has a login here that `doctor` accepts (the warm
+/// spare waits for one: a CLI without a login only writes its files and
+/// fails).
+pub fn login_found() -> bool {
+    login(&Env::from_process()).is_ok()
+}
+
 fn login(env: &Env) -> Result<String, String> {
     let claude_dir = env.claude_dir();
     let credentials = claude_dir.as_ref().map(|d| d.join(".credentials.json"));

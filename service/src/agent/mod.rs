@@ -65,12 +65,15 @@ pub struct AgentConfig {
 /// The warm spare: one `claude` started ahead with the settings the next
 /// `moonkale/agent/start` is predicted to use, kept while the workspace is
 /// in use (an editor attached, or the agent used within `idle`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct SpareConfig {
     pub enabled: bool,
     /// How long after the agent's last use a spare is kept with no editor
     /// attached.
     pub idle: Duration,
+    /// Whether Claude Code has a login now ([`crate::doctor::login_found`];
+    /// tests give their own).
+    pub login_found: fn() -> bool,
 }
 
 impl SpareConfig {
@@ -78,6 +81,7 @@ impl SpareConfig {
     pub const OFF: SpareConfig = SpareConfig {
         enabled: false,
         idle: Duration::ZERO,
+        login_found: || false,
     };
 
     /// `MOONKALE_WARM_SPARE` (`0` turns it off) and
@@ -88,7 +92,11 @@ impl SpareConfig {
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(Duration::from_secs(600), Duration::from_millis);
-        SpareConfig { enabled, idle }
+        SpareConfig {
+            enabled,
+            idle,
+            login_found: crate::doctor::login_found,
+        }
     }
 }
 

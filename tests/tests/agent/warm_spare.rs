@@ -16,15 +16,19 @@ use serde_json::{Value, json};
 
 use crate::{first_piece, is_text_of};
 
-/// A world whose service keeps a warm spare (idle limit: `idle_ms`).
+/// A world whose service keeps a warm spare (idle limit: `idle_ms`), in a
+/// workspace whose agent the user has used (here: listed its sessions):
+/// an editor alone starts no `claude`.
 async fn spare_world(script: Script, idle_ms: u64) -> World {
-    World::builder()
+    let mut w = World::builder()
         .agent()
         .script(script)
         .env("MOONKALE_WARM_SPARE", "1")
         .env("MOONKALE_SPARE_IDLE_MS", idle_ms.to_string())
         .start()
-        .await
+        .await;
+    w.ed.call("moonkale/agent/list", json!({})).await;
+    w
 }
 
 /// The spare `status` shows once it satisfies `pred` (and has a pid).
@@ -226,10 +230,12 @@ async fn no_spare_outlives_the_idle_limit_without_an_editor() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_claude_there_is_no_spare_and_no_error() {
     let mut w = World::builder()
+        .agent()
         .claude(missing_claude())
         .env("MOONKALE_WARM_SPARE", "1")
         .start()
         .await;
+    w.ed.call("moonkale/agent/list", json!({})).await;
     // Each try is logged; after the last, none is made.
     let tries = poll_until(TIMEOUT, async || {
         let log = w.service_log();
@@ -254,7 +260,8 @@ fn missing_claude() -> std::path::PathBuf {
 }
 
 /// A user clones a stranger's repository and opens it: the spare starts
-/// because an editor attached, with no decision of the user's, so nothing
+/// because an editor attached (in a workspace whose agent was used), with
+/// no decision of the user's, so nothing
 /// the repository ships may run. Its `.claude/settings.json` hooks, its
 /// `.mcp.json` server and a `core.fsmonitor` command in `.git/config`
 /// (which a plain `git status` runs) all touch marker files outside the
@@ -299,6 +306,9 @@ async fn a_strangers_repository_runs_nothing_when_the_spare_starts() {
         .in_sandbox(sb)
         .start()
         .await;
+    // The user has used the agent here (the spare is started ahead of
+    // their next session, still with no decision about this repository).
+    w.ed.call("moonkale/agent/list", json!({})).await;
     let spare = spare_where(&mut w.ed, "in the stranger's repository", |_| true).await;
     let argv = cmdline(pid_of(&spare));
     assert!(argv.contains("--setting-sources=user"), "untrusted: {argv}");

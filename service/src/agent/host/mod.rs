@@ -57,7 +57,8 @@ fn spawn_in(
     chats: Result<PathBuf, String>,
 ) -> tokio::task::JoinHandle<()> {
     let root = hub.root().to_path_buf();
-    let host = Host {
+    let used_before = chats.as_ref().is_ok_and(|dir| has_transcripts(dir));
+    let mut host = Host {
         root,
         chats,
         hub,
@@ -66,7 +67,19 @@ fn spawn_in(
         sessions: HashMap::new(),
         clock: 0,
     };
+    if used_before {
+        host.used_before();
+    }
     tokio::spawn(host.run(commands))
+}
+
+/// Whether `chats` holds a session's transcript.
+fn has_transcripts(chats: &std::path::Path) -> bool {
+    std::fs::read_dir(chats).into_iter().flatten().flatten().any(|e| {
+        e.file_name()
+            .to_str()
+            .is_some_and(|n| n.ends_with(".jsonl"))
+    })
 }
 
 struct Host {

@@ -10,7 +10,11 @@
 //!   decision of now. A start that matches adopts the spare; one that does
 //!   not starts cold, and the spare is replaced by one with its settings.
 //! - It exists only while the workspace is in use: an editor attached, or
-//!   the agent used (or the last editor gone) within the idle limit.
+//!   the agent used (or the last editor gone) within the idle limit; and
+//!   only once the agent was used in this workspace (a session of it in
+//!   the user's state, a request, an ACP panel's `prepare`), and while
+//!   Claude Code has a login `doctor` accepts: opening a file in an editor
+//!   starts no `claude` for a user who never asked for one.
 //! - The next spare starts a second after a start, not to slow that
 //!   session's first turn.
 //! - A spare whose CLI ends on its own (or cannot start: no `claude`, or
@@ -76,6 +80,8 @@ pub(super) struct Spares {
     editors: usize,
     /// The agent's last use (or the last editor's detach).
     last_used: Option<Instant>,
+    /// The agent was ever used in this workspace.
+    ever_used: bool,
     /// Spares of the predicted settings that ended unadopted.
     failures: u32,
     /// No spare starts before then (just after an adoption).
@@ -96,6 +102,7 @@ impl Spares {
             predicted: (PermissionMode::Plan, None),
             editors: 0,
             last_used: None,
+            ever_used: false,
             failures: 0,
             not_before: None,
             last_start: None,
@@ -140,6 +147,13 @@ impl Host {
     /// An agent request arrived: the workspace is in use.
     pub(super) fn agent_used(&mut self) {
         self.spares.last_used = Some(Instant::now());
+        self.spares.ever_used = true;
+    }
+
+    /// The workspace has sessions from before (in the user's state): the
+    /// agent was used in it.
+    pub(super) fn used_before(&mut self) {
+        self.spares.ever_used = true;
     }
 
     /// The hub says `attached` editors are attached. The last one leaving
@@ -147,7 +161,7 @@ impl Host {
     /// the spare still warm.
     pub(super) fn editors_attached(&mut self, attached: usize) {
         if attached == 0 && self.spares.editors > 0 {
-            self.agent_used();
+            self.spares.last_used = Some(Instant::now());
         }
         self.spares.editors = attached;
         self.refresh_spare();
@@ -156,7 +170,12 @@ impl Host {
     /// The settings a spare should have now, or `None` for no spare.
     fn wanted_spare(&self) -> Option<Settings> {
         let spares = &self.spares;
-        if !spares.config.enabled || spares.failures >= MAX_SPARE_FAILURES || !spares.in_use() {
+        if !spares.config.enabled
+            || spares.failures >= MAX_SPARE_FAILURES
+            || !spares.ever_used
+            || !spares.in_use()
+            || !(spares.config.login_found)()
+        {
             return None;
         }
         Some(Settings {

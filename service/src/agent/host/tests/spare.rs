@@ -20,11 +20,18 @@ fn spare_world() -> World {
         SpareConfig {
             enabled: true,
             idle: IDLE,
+            login_found: || true,
         },
     )
 }
 
 impl World {
+    /// The user asks the agent something (here: its sessions): the
+    /// workspace's agent is in use.
+    async fn agent_was_used(&mut self) {
+        self.raw("moonkale/agent/list", json!({})).await.unwrap();
+    }
+
     async fn editors(&mut self, attached: usize) {
         let command = AgentCommand::Editors { attached };
         self.commands.send(command).await.unwrap();
@@ -91,6 +98,7 @@ async fn stopped(cli: &mut Launched) {
 #[tokio::test(start_paused = true)]
 async fn an_attached_editor_gets_a_spare_that_the_next_start_adopts() {
     let mut w = spare_world();
+    w.agent_was_used().await;
     w.editors(1).await;
     let (mut spare, id) = w.launched().await;
     expect!["--permission-mode=plan --session-id=ID"].assert_eq(&flags(&spare, &id));
@@ -139,6 +147,7 @@ async fn an_attached_editor_gets_a_spare_that_the_next_start_adopts() {
 #[tokio::test(start_paused = true)]
 async fn a_start_with_other_settings_starts_cold_and_the_spare_follows_them() {
     let mut w = spare_world();
+    w.agent_was_used().await;
     w.editors(1).await;
     let (mut old, _) = w.launched().await;
     let started = w
@@ -171,6 +180,7 @@ async fn a_start_with_other_settings_starts_cold_and_the_spare_follows_them() {
 #[tokio::test(start_paused = true)]
 async fn a_front_end_that_prepares_gets_a_spare_of_its_settings() {
     let mut w = spare_world();
+    w.agent_was_used().await;
     w.editors(1).await;
     let (mut plan, plan_id) = w.launched().await;
     expect!["--permission-mode=plan --session-id=ID"].assert_eq(&flags(&plan, &plan_id));
@@ -206,6 +216,7 @@ async fn a_front_end_that_prepares_gets_a_spare_of_its_settings() {
 #[tokio::test(start_paused = true)]
 async fn a_trust_change_replaces_the_spare() {
     let mut w = spare_world();
+    w.agent_was_used().await;
     w.editors(1).await;
     let (mut trusted, id) = w.launched().await;
     expect!["--permission-mode=plan --session-id=ID"].assert_eq(&flags(&trusted, &id));
@@ -250,6 +261,7 @@ async fn no_spare_outlives_the_idle_limit_without_an_editor() {
 #[tokio::test(start_paused = true)]
 async fn a_spare_that_keeps_dying_is_replaced_a_bounded_number_of_times() {
     let mut w = spare_world();
+    w.agent_was_used().await;
     w.editors(1).await;
     for _ in 0..super::super::spare::MAX_SPARE_FAILURES {
         let (cli, _) = w.launched().await;
@@ -280,6 +292,54 @@ async fn the_spare_is_off_with_its_setting() {
         .await
         .unwrap();
     w.launched().await;
+    w.launches_nothing().await;
+    w.stop().await;
+}
+
+/// Opening a file in an editor starts no `claude` in a workspace whose
+/// agent was never used; the first use of the agent does, and so does a
+/// workspace with sessions from before (in the user's state).
+#[tokio::test(start_paused = true)]
+async fn an_editor_alone_starts_no_spare_until_the_agent_is_used() {
+    let mut w = spare_world();
+    w.editors(1).await;
+    w.launches_nothing().await;
+    w.agent_was_used().await;
+    let (spare, id) = w.launched().await;
+    expect!["--permission-mode=plan --session-id=ID"].assert_eq(&flags(&spare, &id));
+    w.stop().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let chats = dir.path().join("chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    std::fs::write(chats.join(format!("{}.jsonl", uuid::Uuid::new_v4())), "").unwrap();
+    let mut w = World::with_spare(
+        dir,
+        SpareConfig {
+            enabled: true,
+            idle: IDLE,
+            login_found: || true,
+        },
+    );
+    w.editors(1).await;
+    w.launched().await;
+    w.stop().await;
+}
+
+/// Without a Claude Code login, no spare starts, however much the agent
+/// is used: its CLI would only write its files and fail.
+#[tokio::test(start_paused = true)]
+async fn no_login_no_spare() {
+    let mut w = World::with_spare(
+        tempfile::tempdir().unwrap(),
+        SpareConfig {
+            enabled: true,
+            idle: IDLE,
+            login_found: || false,
+        },
+    );
+    w.agent_was_used().await;
+    w.editors(1).await;
     w.launches_nothing().await;
     w.stop().await;
 }

@@ -444,6 +444,22 @@ impl Client {
         async move { done.await.map(drop) }
     }
 
+    /// Ends a session's CLI, keeping its transcript.
+    pub fn agent_close(&self, session: &str) -> impl Future<Output = Result<()>> + Send + 'static {
+        let done = self.request::<agent::Close>(agent::SessionParams {
+            session: session.to_owned(),
+        });
+        async move { done.await.map(drop) }
+    }
+
+    /// Ends a session's CLI and removes its transcript.
+    pub fn agent_delete(&self, session: &str) -> impl Future<Output = Result<()>> + Send + 'static {
+        let done = self.request::<agent::Delete>(agent::SessionParams {
+            session: session.to_owned(),
+        });
+        async move { done.await.map(drop) }
+    }
+
     pub fn agent_interrupt(
         &self,
         session: &str,

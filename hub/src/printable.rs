@@ -32,10 +32,14 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `n` and the noun that fits it: "1 change", "3 changes", "0 files"
-/// (nouns whose plural adds an `s`).
+/// `n` and the noun that fits it: "1 change", "3 changes", "0 files",
+/// "2 processes" (nouns whose plural adds `s`, or `es` after an `s`).
 pub fn counted(n: usize, singular: &str) -> String {
-    let s = if n == 1 { "" } else { "s" };
+    let s = match (n, singular.ends_with('s')) {
+        (1, _) => "",
+        (_, true) => "es",
+        (_, false) => "s",
+    };
     format!("{n} {singular}{s}")
 }
 

@@ -67,6 +67,23 @@ pub fn render(status: &serde_json::Value) -> String {
             }
         );
     }
+    if let Some(clis) = status["claudes"].as_array() {
+        let _ = writeln!(
+            out,
+            "{} run by the service",
+            counted(clis.len(), "claude process")
+        );
+        for cli in clis {
+            let rss = cli["rssBytes"].as_u64().unwrap_or_default() as f64 / 1048576.0;
+            let _ = writeln!(
+                out,
+                "  pid {}: session {} ({}), {rss:.1} MiB",
+                cli["pid"],
+                s(&cli["session"]),
+                s(&cli["state"]),
+            );
+        }
+    }
     if let Some(sets @ 1..) = status["pendingChangeSets"].as_u64() {
         let _ = writeln!(
             out,

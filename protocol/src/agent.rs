@@ -430,6 +430,22 @@ pub struct SessionParams {
 }
 
 request!(
+    /// Ends the session's `claude` (a turn running is stopped); its
+    /// transcript stays, and a prompt continues it in a new CLI.
+    Close,
+    "moonkale/agent/close",
+    SessionParams => Empty
+);
+
+request!(
+    /// [`Close`], and removes the session from the user's state (its
+    /// transcript).
+    Delete,
+    "moonkale/agent/delete",
+    SessionParams => Empty
+);
+
+request!(
     /// Interrupts the running turn; answered once the CLI acknowledged.
     Interrupt,
     "moonkale/agent/interrupt",

@@ -168,6 +168,63 @@ pub async fn list(target: &Target, as_json: bool) -> Result<String> {
         .collect())
 }
 
+/// The session the user named by `given`: its whole id, or the one id it
+/// is a unique prefix of (as git takes a commit's).
+pub async fn resolve_session(target: &Target, given: &str) -> Result<String> {
+    if uuid::Uuid::parse_str(given).is_ok() {
+        return Ok(given.to_owned());
+    }
+    if given.is_empty() {
+        return Err(Error::Invalid("give a session id (`agent list` shows them)".into()));
+    }
+    let sessions = connect(target).await?.0.agent_list().await?;
+    let matching: Vec<&str> = sessions
+        .iter()
+        .map(|s| s.session.as_str())
+        .filter(|id| id.starts_with(given))
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Err(Error::Invalid(format!(
+            "no session of this workspace starts with {}",
+            one_line(given)
+        ))),
+        many => Err(Error::Invalid(format!(
+            "{} starts {} session ids ({}); give more of it",
+            one_line(given),
+            many.len(),
+            many.iter().take(3).map(|id| one_line(id)).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// `agent close ID`.
+pub async fn close(target: &Target, session: &str) -> Result<()> {
+    Ok(connect(target).await?.0.agent_close(session).await?)
+}
+
+/// `agent delete ID`.
+pub async fn delete(target: &Target, session: &str) -> Result<()> {
+    Ok(connect(target).await?.0.agent_delete(session).await?)
+}
+
+/// `agent delete --failed`: every session whose last turn failed; how
+/// many.
+pub async fn delete_failed(target: &Target) -> Result<usize> {
+    let (door, _) = connect(target).await?;
+    let failed: Vec<String> = door
+        .agent_list()
+        .await?
+        .into_iter()
+        .filter(|s| s.state == moonkale_protocol::agent::SessionState::Failed)
+        .map(|s| s.session)
+        .collect();
+    for session in &failed {
+        door.agent_delete(session).await?;
+    }
+    Ok(failed.len())
+}
+
 /// `agent show ID`: the whole transcript, read page by page.
 pub async fn show(target: &Target, session: &str) -> Result<String> {
     let (door, _) = connect(target).await?;

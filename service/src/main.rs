@@ -211,24 +211,63 @@ async fn run_agent_command(
     target: &agent_client::Target,
     command: AgentCommand,
 ) -> anyhow::Result<i32> {
+    let resolve = async |given: &str| agent_client::resolve_session(target, given).await;
     match command {
         AgentCommand::Send {
             session,
             permission_mode,
             prompt,
-        } => Ok(agent_client::send(target, session, permission_mode, prompt).await?),
+        } => {
+            let prompt = if prompt == "-" {
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                    .context("reading the prompt from standard input")?;
+                text
+            } else {
+                prompt
+            };
+            if prompt.trim().is_empty() {
+                anyhow::bail!("the prompt is empty: say what Claude should do");
+            }
+            let session = match session {
+                Some(given) => Some(resolve(&given).await?),
+                None => None,
+            };
+            Ok(agent_client::send(target, session, permission_mode, prompt).await?)
+        }
+        AgentCommand::Close { session } => {
+            let session = resolve(&session).await?;
+            agent_client::close(target, &session).await?;
+            eprintln!("closed session {session}: its claude ended, its transcript is kept");
+            Ok(0)
+        }
+        AgentCommand::Delete { session, failed } => {
+            if failed {
+                let n = agent_client::delete_failed(target).await?;
+                eprintln!("deleted {}", printable::counted(n, "failed session"));
+            } else {
+                let session = resolve(&session.unwrap_or_default()).await?;
+                agent_client::delete(target, &session).await?;
+                eprintln!("deleted session {session}");
+            }
+            Ok(0)
+        }
         AgentCommand::List { json } => {
             print!("{}", agent_client::list(target, json).await?);
             Ok(0)
         }
         AgentCommand::Show { session } => {
+            let session = resolve(&session).await?;
             print!("{}", agent_client::show(target, &session).await?);
             Ok(0)
         }
         AgentCommand::Follow {
             session,
             until_idle,
-        } => Ok(agent_client::follow(target, &session, until_idle).await?),
+        } => {
+            let session = resolve(&session).await?;
+            Ok(agent_client::follow(target, &session, until_idle).await?)
+        }
         AgentCommand::Answer {
             approval,
             verdict,
@@ -311,7 +350,24 @@ enum AgentCommand {
         /// acceptEdits or bypassPermissions.
         #[arg(long, value_name = "MODE")]
         permission_mode: Option<String>,
+        /// The prompt; `-` reads it from standard input.
         prompt: String,
+    },
+    /// End a session's `claude` (it is started again, resuming the
+    /// conversation, by the next prompt); its transcript stays.
+    Close {
+        /// A session id, or a unique prefix of one.
+        session: String,
+    },
+    /// Remove a session from your state (its transcript), ending its
+    /// `claude`; or, with --failed, every session whose last turn failed.
+    Delete {
+        /// A session id, or a unique prefix of one.
+        #[arg(required_unless_present = "failed", conflicts_with = "failed")]
+        session: Option<String>,
+        /// Every failed session.
+        #[arg(long)]
+        failed: bool,
     },
     /// List the workspace's sessions, newest first.
     List {
@@ -319,10 +375,14 @@ enum AgentCommand {
         json: bool,
     },
     /// Print a session's transcript.
-    Show { session: String },
+    Show {
+        /// A session id, or a unique prefix of one.
+        session: String,
+    },
     /// Print a session's transcript, then follow it live (reconnecting,
     /// without missing or repeating an event, if the connection drops).
     Follow {
+        /// A session id, or a unique prefix of one.
         session: String,
         /// Exit once the session is idle (0) or failed (1).
         #[arg(long)]
@@ -431,8 +491,13 @@ fn main() {
     // SAFETY: umask has no preconditions; set before any thread exists.
     unsafe { libc::umask(0o077) };
     let cli = Cli::try_parse().unwrap_or_else(|e| exit_on_bad_arguments(&e));
-    // In a sandbox link, stderr is the terminal Claude Code draws on.
-    let quiet = matches!(cli.command, Command::SandboxLink { .. });
+    // In a sandbox link, stderr is the terminal Claude Code draws on; for
+    // `claude` it is the user's terminal, and for `acp` the panel's (or its
+    // log): no log lines there, only warnings.
+    let quiet = matches!(
+        cli.command,
+        Command::SandboxLink { .. } | Command::Claude { .. } | Command::Acp { .. }
+    );
     let default_level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -629,8 +694,12 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let ide = ide_config(no_claude_ide)?;
             Ok(server::run_stdio(root, ide, agent.config()).await?)
         }
+        // The agent's commands start the service as `acp` and `claude` do:
+        // sessions outlive it, and a first `agent send` needs no `serve`.
         Command::Agent { workspace, command } => {
-            let info = running_service(workspace)?;
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let me = std::env::current_exe().context("finding this program")?;
+            let (_, info) = client::connect_or_start(&root, &me).await?;
             run_agent_command(&agent_client::Target::Local(info.socket), command).await
         }
         Command::Changes { workspace, command } => {
@@ -700,7 +769,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let me = std::env::current_exe().context("finding this program")?;
             let (_, info) = client::connect_or_start(&root, &me).await?;
             let env: Vec<_> = std::env::vars_os().collect();
-            let launch = claude_launch(info.ide_port, &env, args).map_err(anyhow::Error::msg)?;
+            let editor_attached = editors_attached(&info).await;
+            let launch = claude_launch(info.ide_port, &env, args, editor_attached)
+                .map_err(anyhow::Error::msg)?;
             let path = std::env::var_os("PATH");
             let configured = std::env::var_os("MOONKALE_CLAUDE_BIN").map(PathBuf::from);
             let program =
@@ -798,6 +869,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .await?;
             // What the service published about itself, beside its state.
             status["idePort"] = serde_json::json!(info.ide_port);
+            let sessions = client
+                .request("moonkale/agent/list", serde_json::json!({}))
+                .await
+                .unwrap_or_default();
+            status["claudes"] = claude_processes(info.pid, &sessions["sessions"], &status);
             let _ = client.request("shutdown", serde_json::Value::Null).await;
             let _ = client.notify("exit", serde_json::Value::Null).await;
             if json {
@@ -818,6 +894,79 @@ fn running_service(workspace: Option<PathBuf>) -> anyhow::Result<runtime::Servic
     Ok(RuntimeDir::from_env()?
         .service_for(&root)
         .ok_or(Error::NotRunning { workspace: root })?)
+}
+
+/// Every `claude` the service runs (its children started with a session
+/// id): pid, session, the session's state (`spare` for the warm spare)
+/// and resident memory, read from `/proc`.
+fn claude_processes(
+    service: u32,
+    sessions: &serde_json::Value,
+    status: &serde_json::Value,
+) -> serde_json::Value {
+    let state_of = |session: &str| {
+        sessions
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["session"] == session))
+            .map_or("unknown", |s| s["state"].as_str().unwrap_or("unknown"))
+            .to_owned()
+    };
+    let spare_pid = status["agentSpare"]["pid"].as_u64();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent != Some(service) {
+            continue;
+        }
+        let argv = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let session = argv.split(|b| *b == 0).find_map(|arg| {
+            let arg = std::str::from_utf8(arg).ok()?;
+            arg.strip_prefix("--session-id=")
+                .or_else(|| arg.strip_prefix("--resume="))
+                .map(str::to_owned)
+        });
+        let Some(session) = session else { continue };
+        let rss = std::fs::read_to_string(entry.path().join("status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024);
+        let state = if spare_pid == Some(u64::from(pid)) {
+            "spare".to_owned()
+        } else {
+            state_of(&session)
+        };
+        found.push(serde_json::json!({
+            "pid": pid, "session": session, "state": state, "rssBytes": rss,
+        }));
+    }
+    serde_json::Value::Array(found)
+}
+
+/// Whether an editor is attached to the service `info` names (it then
+/// shows Claude Code's proposed edits); `false` if that cannot be told.
+async fn editors_attached(info: &runtime::ServiceInfo) -> bool {
+    let Ok(mut client) = LspClient::connect_unix(&info.socket).await else {
+        return false;
+    };
+    if client.initialize_observer("moonkale-claude").await.is_err() {
+        return false;
+    }
+    let status = client
+        .request("moonkale/status", serde_json::Value::Null)
+        .await
+        .unwrap_or_default();
+    let _ = client.request("shutdown", serde_json::Value::Null).await;
+    let _ = client.notify("exit", serde_json::Value::Null).await;
+    status["editors"].as_array().is_some_and(|e| !e.is_empty())
 }
 
 fn ide_config(disabled: bool) -> anyhow::Result<Option<IdeConfig>> {

@@ -443,7 +443,7 @@ impl Host {
             &self.workspace,
         )
         .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
-        let launch = claude_launch(self.config.ide_port, &self.config.env, args)
+        let launch = claude_launch(self.config.ide_port, &self.config.env, args, true)
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
         let mut argv = vec![program.display().to_string()];
         argv.extend(launch.args);
@@ -584,6 +584,7 @@ pub fn claude_launch(
     ide_port: Option<u16>,
     env: &[(OsString, OsString)],
     mut args: Vec<String>,
+    editor_attached: bool,
 ) -> Result<ClaudeLaunch, String> {
     let Some(port) = ide_port else {
         return Err(
@@ -597,8 +598,13 @@ pub fn claude_launch(
         )
     } else {
         args.splice(0..0, mode);
+        let review = if editor_attached {
+            "every edit comes to your editor for review"
+        } else {
+            "no editor is attached, so it asks about each edit here; `moonkale-service changes` lists what it changed"
+        };
         format!(
-            "Claude Code starts connected to this workspace (IDE port {port}) in permission mode \"default\": every edit comes to your editor for review. Pass --permission-mode or set permissions.defaultMode to choose another."
+            "Claude Code starts connected to this workspace (IDE port {port}) in permission mode \"default\": {review}. Pass --permission-mode or set permissions.defaultMode to choose another."
         )
     };
     Ok(ClaudeLaunch {
@@ -662,7 +668,7 @@ mod tests {
     fn claude_is_wired_to_the_ide_and_reviews_edits() {
         let home = tempfile::tempdir().unwrap();
         let env = vec![(OsString::from("HOME"), home.path().as_os_str().to_owned())];
-        let launch = claude_launch(Some(4242), &env, vec!["--model".into(), "x".into()]).unwrap();
+        let launch = claude_launch(Some(4242), &env, vec!["--model".into(), "x".into()], true).unwrap();
         assert_eq!(
             launch.args,
             ["--permission-mode", "default", "--model", "x"]
@@ -670,7 +676,7 @@ mod tests {
         assert_eq!(launch.env["CLAUDE_CODE_SSE_PORT"], "4242");
         assert!(launch.message.contains("review"));
         // The user's own choice wins: an argument, or their settings.
-        let own = claude_launch(Some(1), &env, vec!["--permission-mode=plan".into()]).unwrap();
+        let own = claude_launch(Some(1), &env, vec!["--permission-mode=plan".into()], true).unwrap();
         assert_eq!(own.args, ["--permission-mode=plan"]);
         std::fs::create_dir_all(home.path().join(".claude")).unwrap();
         std::fs::write(
@@ -679,12 +685,12 @@ mod tests {
         )
         .unwrap();
         assert!(
-            claude_launch(Some(1), &env, vec![])
+            claude_launch(Some(1), &env, vec![], true)
                 .unwrap()
                 .args
                 .is_empty()
         );
-        assert!(claude_launch(None, &env, vec![]).is_err());
+        assert!(claude_launch(None, &env, vec![], true).is_err());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::{first_piece, is_text_of};
 
 /// A world whose service keeps a warm spare (idle limit: `idle_ms`), in a
-/// workspace whose agent the user has used (here: listed its sessions):
+/// workspace whose agent the user has used (here: a front end prepared its sessions):
 /// an editor alone starts no `claude`.
 async fn spare_world(script: Script, idle_ms: u64) -> World {
     let mut w = World::builder()
@@ -27,7 +27,7 @@ async fn spare_world(script: Script, idle_ms: u64) -> World {
         .env("MOONKALE_SPARE_IDLE_MS", idle_ms.to_string())
         .start()
         .await;
-    w.ed.call("moonkale/agent/list", json!({})).await;
+    w.ed.call("moonkale/agent/prepare", json!({})).await;
     w
 }
 
@@ -235,7 +235,7 @@ async fn without_a_claude_there_is_no_spare_and_no_error() {
         .env("MOONKALE_WARM_SPARE", "1")
         .start()
         .await;
-    w.ed.call("moonkale/agent/list", json!({})).await;
+    w.ed.call("moonkale/agent/prepare", json!({})).await;
     // Each try is logged; after the last, none is made.
     let tries = poll_until(TIMEOUT, async || {
         let log = w.service_log();
@@ -308,7 +308,7 @@ async fn a_strangers_repository_runs_nothing_when_the_spare_starts() {
         .await;
     // The user has used the agent here (the spare is started ahead of
     // their next session, still with no decision about this repository).
-    w.ed.call("moonkale/agent/list", json!({})).await;
+    w.ed.call("moonkale/agent/prepare", json!({})).await;
     let spare = spare_where(&mut w.ed, "in the stranger's repository", |_| true).await;
     let argv = cmdline(pid_of(&spare));
     assert!(argv.contains("--setting-sources=user"), "untrusted: {argv}");

@@ -134,6 +134,11 @@ enum Routed {
         mode: PermissionMode,
         model: Option<String>,
     },
+    /// End a session's CLI; with `delete`, remove its transcript too.
+    Close {
+        session: String,
+        delete: bool,
+    },
 }
 
 /// Parses a request once, into its typed params, and checks what the
@@ -192,6 +197,18 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
             )
         })
         .on::<agent::List>(|_| Ok(Routed::List))
+        .on::<agent::Close>(|p| {
+            Ok(Routed::Close {
+                session: p.session,
+                delete: false,
+            })
+        })
+        .on::<agent::Delete>(|p| {
+            Ok(Routed::Close {
+                session: p.session,
+                delete: true,
+            })
+        })
         .on::<agent::Trust>(|p| Ok(Routed::Trust { trusted: p.trusted }))
         .on::<agent::Prepare>(|p| {
             check_model(p.model.as_deref())?;
@@ -386,7 +403,11 @@ impl Host {
                     params,
                     reply,
                 }) => {
-                    self.agent_used();
+                    // Reading the sessions (`status`, a listing) is not
+                    // using the agent.
+                    if method != <agent::List as moonkale_protocol::Request>::METHOD {
+                        self.agent_used();
+                    }
                     self.request(editor, &method, &params, reply);
                     self.refresh_spare();
                 }
@@ -482,6 +503,7 @@ impl Host {
                 self.predict_spare(mode, model);
                 reply.send(Ok(to_json(&moonkale_protocol::Empty {})));
             }
+            Routed::Close { session, delete } => reply.send(self.close(&session, delete)),
         }
     }
 
@@ -556,6 +578,27 @@ impl Host {
         if let Some(reply) = command.into_reply() {
             reply.send(Err(error));
         }
+    }
+
+    /// `agent/close` (and `agent/delete`): the session's task ends, which
+    /// stops its CLI; its transcript stays (or is removed).
+    fn close(&mut self, raw: &str, delete: bool) -> Result<Value, ResponseError> {
+        let id = session_id(raw)?;
+        let path = self.transcript_path(raw)?;
+        let live = self.sessions.remove(&id);
+        if live.is_none() && std::fs::symlink_metadata(&path).is_err() {
+            return Err(ResponseError::invalid_params(format!(
+                "no session {raw} in this workspace"
+            )));
+        }
+        drop(live);
+        if delete && let Err(e) = std::fs::remove_file(&path) {
+            return Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                format!("{} cannot be removed: {e}", path.display()),
+            ));
+        }
+        Ok(to_json(&moonkale_protocol::Empty {}))
     }
 
     /// Where session `id`'s transcript is kept.

@@ -136,11 +136,12 @@ pub async fn fresh_cli_first_turns(
     Ok(turns)
 }
 
-/// Uses the agent (lists its sessions), waits for a spare other than `old`
+/// Uses the agent (prepares sessions), waits for a spare other than `old`
 /// in `moonkale/status`, then lets it settle; returns its pid.
 pub async fn next_spare(ed: &mut RawLsp, old: Option<u32>) -> Result<u32, String> {
-    // A spare comes only in a workspace whose agent was used.
-    ed.request("moonkale/agent/list", serde_json::json!({})).await;
+    // A spare comes only in a workspace whose agent was used (a
+    // front end preparing its sessions is a use).
+    ed.request("moonkale/agent/prepare", serde_json::json!({})).await;
     let deadline = Instant::now() + TURN_DEADLINE;
     while Instant::now() < deadline {
         let status = ed.request("moonkale/status", Value::Null).await;

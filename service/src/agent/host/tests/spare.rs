@@ -26,10 +26,10 @@ fn spare_world() -> World {
 }
 
 impl World {
-    /// The user asks the agent something (here: its sessions): the
+    /// The user asks the agent something (here: a front end prepares its sessions): the
     /// workspace's agent is in use.
     async fn agent_was_used(&mut self) {
-        self.raw("moonkale/agent/list", json!({})).await.unwrap();
+        self.raw("moonkale/agent/prepare", json!({})).await.unwrap();
     }
 
     async fn editors(&mut self, attached: usize) {
@@ -236,7 +236,7 @@ async fn a_trust_change_replaces_the_spare() {
 async fn no_spare_outlives_the_idle_limit_without_an_editor() {
     let mut w = spare_world();
     // The agent used from the command line, no editor: a spare for a while.
-    w.raw("moonkale/agent/list", json!({})).await.unwrap();
+    w.raw("moonkale/agent/prepare", json!({})).await.unwrap();
     let (mut spare, _) = w.launched().await;
     let started = tokio::time::Instant::now();
     stopped(&mut spare).await;
@@ -284,7 +284,7 @@ async fn a_spare_that_keeps_dying_is_replaced_a_bounded_number_of_times() {
 async fn the_spare_is_off_with_its_setting() {
     let mut w = World::new();
     w.editors(1).await;
-    w.raw("moonkale/agent/list", json!({})).await.unwrap();
+    w.raw("moonkale/agent/prepare", json!({})).await.unwrap();
     w.launches_nothing().await;
     // A start launches its own CLI at its prompt, and nothing after it (a
     // host that kept waking up would keep paused time from passing here).

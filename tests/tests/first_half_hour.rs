@@ -1,0 +1,201 @@
+//! A newcomer's first half hour, scripted with the real pinned `claude` CLI
+//! in a fresh HOME with no Claude Code login: one `agent send`, one ACP
+//! prompt, an editor opening a file, then `connect … send` to a service on
+//! another front door. Each failure is one sentence naming the fix; no
+//! `claude` is left running (and `status` says so); no spare starts; the
+//! service the commands started on the user's behalf is gone after its idle
+//! period, with its socket and Claude Code lock file.
+
+use std::process::Stdio;
+
+use moonkale_tests::acp::AcpAgent;
+use moonkale_tests::agent::processes_in;
+use moonkale_tests::claude_cli::claude_bin;
+use moonkale_tests::{RawLsp, Sandbox, wait_until};
+use serde_json::{Value, json};
+
+const NOT_LOGGED_IN: &str =
+    "Claude Code is not logged in: run `claude auth login` in a terminal, then try again.";
+
+fn newcomer() -> Sandbox {
+    let sb = Sandbox::new();
+    std::fs::write(sb.workspace.join("app.py"), "print('hi')\n").unwrap();
+    sb
+}
+
+/// `moonkale-service ARGS` in the workspace, with the real CLI and a short
+/// idle period for what it starts.
+fn service_command(sb: &Sandbox, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = sb.command("moonkale-service");
+    cmd.args(args)
+        .current_dir(&sb.workspace)
+        .env("MOONKALE_CLAUDE_BIN", claude_bin())
+        .env("MOONKALE_AUTOSTART_IDLE_MS", "1500")
+        .stdin(Stdio::null());
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_without_a_login_gets_one_sentence_and_nothing_left_running() {
+    let sb = newcomer();
+
+    // `agent send` starts the service and fails in one line on stderr.
+    let out = service_command(&sb, &["agent", "send", "hello"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "nothing on stdout");
+    assert_eq!(stderr, format!("moonkale-service: {NOT_LOGGED_IN}\n"));
+    let info = sb.files_for(&sb.workspace).read_info().expect("a service");
+
+    // `agent show` says it once.
+    let list = service_command(&sb, &["agent", "list", "--json"])
+        .output()
+        .await
+        .unwrap();
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let session = list["sessions"][0]["session"].as_str().unwrap().to_owned();
+    assert_eq!(list["sessions"][0]["state"], "failed");
+    let show = service_command(&sb, &["agent", "show", &session[..8]])
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert_eq!(shown.matches("not logged in").count(), 1, "{shown}");
+    assert_eq!(shown.matches("Not logged in").count(), 0, "{shown}");
+
+    // An ACP panel: its prompt is answered with ACP's "authentication
+    // required", the same sentence, and `authMethods` says what to run.
+    let mut acp = AcpAgent::spawn(
+        service_command(&sb, &["acp"]),
+        &sb.root.join("acp.log"),
+    );
+    let init = acp.initialize().await;
+    let method = &init["authMethods"][0];
+    assert!(
+        method["description"].as_str().unwrap().contains("claude auth login"),
+        "{init}"
+    );
+    let acp_session = acp.new_session(&sb.workspace).await;
+    let denied = acp
+        .call(
+            "session/prompt",
+            json!({"sessionId": acp_session, "prompt": [{"type": "text", "text": "hello"}]}),
+        )
+        .await
+        .expect_err("no login");
+    assert_eq!(denied["code"], -32000, "{denied}");
+    assert_eq!(denied["message"], NOT_LOGGED_IN);
+
+    // An editor opens a file: no spare `claude` starts without a login.
+    let mut shim = sb.command("moonkale-shim");
+    shim.arg("--workspace")
+        .arg(&sb.workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    let mut shim = shim.spawn().unwrap();
+    let mut ed = RawLsp::new(shim.stdout.take().unwrap(), shim.stdin.take().unwrap());
+    ed.initialize("newcomer-editor", &["utf-8"], Value::Null).await;
+    let uri = sb.uri("app.py");
+    ed.did_open(&uri, 1, "print('hi')\n").await;
+
+    // Every failed turn's CLI is gone, no spare came: `status` says so.
+    // What runs with the workspace as its folder, but the service and the
+    // ACP adapter the test started there.
+    let claudes = || -> Vec<String> {
+        processes_in(&sb.workspace)
+            .iter()
+            .map(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .unwrap_or_default()
+                    .replace('\0', " ")
+            })
+            .filter(|argv| !argv.contains("moonkale-service"))
+            .collect()
+    };
+    let none = moonkale_tests::poll_until(moonkale_tests::TIMEOUT, async || {
+        claudes().is_empty().then_some(())
+    })
+    .await;
+    assert!(none.is_some(), "claude processes left: {:#?}", claudes());
+    let status = service_command(&sb, &["status"]).output().await.unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("0 claude processes run by the service"), "{status}");
+    assert!(!status.contains("warm spare"), "{status}");
+
+    // Everyone leaves; after its idle period the service is gone, with its
+    // socket and Claude Code lock file.
+    ed.request("shutdown", Value::Null).await;
+    ed.notify("exit", Value::Null).await;
+    shim.wait().await.unwrap();
+    acp.close().await;
+    wait_until("the auto-started service exits", || {
+        let gone = !moonkale_service::runtime::process_alive(info.pid);
+        async move { gone.then_some(()) }
+    })
+    .await;
+    assert!(!info.socket.exists(), "its socket is left");
+    let locks: Vec<_> = std::fs::read_dir(sb.home.join(".claude/ide"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "lock"))
+        .collect();
+    assert!(locks.is_empty(), "a Claude Code lock file is left");
+}
+
+/// `connect … send` to a service elsewhere (its remote front door) without
+/// a login there: the sentence says the login is needed on the server's
+/// machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_says_the_login_is_needed_on_the_servers_machine() {
+    let sb = newcomer();
+    let token = "newcomer-remote-token-0123456789abcdef";
+    let token_file = sb.root.join("remote.token");
+    std::fs::write(&token_file, token).unwrap();
+    std::fs::set_permissions(
+        &token_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut serve = service_command(
+        &sb,
+        &["serve", "--listen", &listen, "--token-file"],
+    );
+    serve
+        .arg(&token_file)
+        .env("MOONKALE_ROOT", &sb.workspace)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let _serve = serve.spawn().unwrap();
+    let files = sb.files_for(&sb.workspace);
+    wait_until("the served workspace", || {
+        let info = files.read_info();
+        async move { info }
+    })
+    .await;
+    let url = format!("ws://{listen}/");
+    let out = service_command(&sb, &["connect", &url, "--token-file"])
+        .arg(&token_file)
+        .args(["send", "hello"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "moonkale-service: Claude Code is not logged in on the server's machine: \
+         run `claude auth login` in a terminal there, then try again.\n"
+    );
+}

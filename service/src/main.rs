@@ -826,13 +826,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Stop { workspace } => {
             let info = running_service(workspace)?;
-            let mut client =
-                LspClient::connect_unix(&info.socket)
-                    .await
-                    .map_err(|_| Error::NotRunning {
-                        workspace: info.workspace.clone(),
-                    })?;
-            client.initialize_observer("moonkale-stop").await?;
+            let mut client = observe(&info, "moonkale-stop").await?;
             client
                 .request("moonkale/stop", serde_json::Value::Null)
                 .await?;
@@ -857,13 +851,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Status { workspace, json } => {
             let info = running_service(workspace)?;
-            let mut client =
-                LspClient::connect_unix(&info.socket)
-                    .await
-                    .map_err(|_| Error::NotRunning {
-                        workspace: info.workspace.clone(),
-                    })?;
-            client.initialize_observer("moonkale-status").await?;
+            let mut client = observe(&info, "moonkale-status").await?;
             let mut status = client
                 .request("moonkale/status", serde_json::Value::Null)
                 .await?;
@@ -894,6 +882,23 @@ fn running_service(workspace: Option<PathBuf>) -> anyhow::Result<runtime::Servic
     Ok(RuntimeDir::from_env()?
         .service_for(&root)
         .ok_or(Error::NotRunning { workspace: root })?)
+}
+
+type UnixClient = LspClient<
+    tokio::net::unix::OwnedReadHalf,
+    tokio::net::unix::OwnedWriteHalf,
+>;
+
+/// An observer connection (no editor of its own) to the service `info`
+/// names.
+async fn observe(info: &runtime::ServiceInfo, name: &str) -> anyhow::Result<UnixClient> {
+    let mut client = LspClient::connect_unix(&info.socket)
+        .await
+        .map_err(|_| Error::NotRunning {
+            workspace: info.workspace.clone(),
+        })?;
+    client.initialize_observer(name).await?;
+    Ok(client)
 }
 
 /// Every `claude` the service runs (its children started with a session
@@ -954,12 +959,9 @@ fn claude_processes(
 /// Whether an editor is attached to the service `info` names (it then
 /// shows Claude Code's proposed edits); `false` if that cannot be told.
 async fn editors_attached(info: &runtime::ServiceInfo) -> bool {
-    let Ok(mut client) = LspClient::connect_unix(&info.socket).await else {
+    let Ok(mut client) = observe(info, "moonkale-claude").await else {
         return false;
     };
-    if client.initialize_observer("moonkale-claude").await.is_err() {
-        return false;
-    }
     let status = client
         .request("moonkale/status", serde_json::Value::Null)
         .await

@@ -170,12 +170,16 @@ pub struct StateData {
 pub struct LoginNeeded {
     /// What to do, e.g. "run `claude auth login` in a terminal".
     pub fix: String,
+    /// The CLI's words when it has a login that was refused ("Invalid API
+    /// key · …"), rather than none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl LoginNeeded {
     /// For the CLI of `version` (from its `init`): `claude auth login`
     /// since 2.1, `/login` inside `claude` before (and when not known).
-    pub fn for_cli(version: Option<&str>) -> LoginNeeded {
+    pub fn for_cli(version: Option<&str>, said: &str) -> LoginNeeded {
         let mut parts = version.unwrap_or_default().split('.');
         let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
         let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
@@ -184,7 +188,12 @@ impl LoginNeeded {
         } else {
             "run `claude` in a terminal and type `/login`"
         };
-        LoginNeeded { fix: fix.into() }
+        let refused =
+            (!said.to_lowercase().contains("not logged in")).then(|| said.trim().to_owned());
+        LoginNeeded {
+            fix: fix.into(),
+            refused: refused.filter(|r| !r.is_empty()),
+        }
     }
 
     /// Whether a failed turn's text says the CLI has no login (an OAuth
@@ -197,16 +206,29 @@ impl LoginNeeded {
 
     /// The sentence for a person at the service's machine.
     pub fn sentence(&self) -> String {
-        format!("Claude Code is not logged in: {}, then try again.", self.fix)
+        match &self.refused {
+            None => format!("Claude Code is not logged in: {}, then try again.", self.fix),
+            Some(why) => format!(
+                "Claude Code's login was refused ({why}): {}, then try again.",
+                self.fix
+            ),
+        }
     }
 
     /// The sentence for a person reaching the service from elsewhere
     /// (`connect`): the login is needed where the service runs.
     pub fn sentence_remote(&self) -> String {
-        format!(
-            "Claude Code is not logged in on the server's machine: {} there, then try again.",
-            self.fix
-        )
+        match &self.refused {
+            None => format!(
+                "Claude Code is not logged in on the server's machine: {} there, then try again.",
+                self.fix
+            ),
+            Some(why) => format!(
+                "Claude Code's login on the server's machine was refused ({why}): {} there, \
+                 then try again.",
+                self.fix
+            ),
+        }
     }
 }
 

@@ -53,7 +53,7 @@ impl Attached {
     /// What logs in the session's CLI, when a turn failed for want of it.
     pub fn login_needed(&self, why: &str) -> Option<moonkale_protocol::agent::LoginNeeded> {
         moonkale_protocol::agent::LoginNeeded::said_in(why).then(|| {
-            moonkale_protocol::agent::LoginNeeded::for_cli(self.cli_version.as_deref())
+            moonkale_protocol::agent::LoginNeeded::for_cli(self.cli_version.as_deref(), why)
         })
     }
 

@@ -1048,7 +1048,8 @@ impl Session {
         let interrupted = std::mem::take(&mut self.interrupting);
         if result.is_error && !interrupted {
             if self.auth_failed || is_login_failure(result) {
-                let login = LoginNeeded::for_cli(self.cli_version.as_deref());
+                let said = result.text.as_deref().unwrap_or_default();
+                let login = LoginNeeded::for_cli(self.cli_version.as_deref(), said);
                 self.error = Some(login.sentence());
                 self.login = Some(login);
             } else {

@@ -488,3 +488,37 @@ async fn readme_vscode_recipe_runs_in_a_fresh_home() {
         "the second run linked inside the extension"
     );
 }
+
+/// A service's refusal reaches the person as its sentence alone: the
+/// JSON-RPC code stays on the wire (`changes` and `agent` on the socket,
+/// `connect` through the remote front door).
+#[tokio::test]
+async fn service_errors_are_printed_without_json_rpc_codes() {
+    let sb = Sandbox::new();
+    let (_svc, addr) = remote(&sb, &[]).await;
+    let ws = sb.workspace.to_str().unwrap();
+    let url = format!("ws://{addr}/");
+    let cases: [(&str, Vec<&str>, &[&str]); 3] = [
+        (
+            "changes",
+            vec!["changes", "--workspace", ws, "keep", "9"],
+            &["no change set 9"],
+        ),
+        (
+            "agent",
+            vec!["agent", "--workspace", ws, "show", "no-such-session"],
+            &["no-such-session"],
+        ),
+        (
+            "connect",
+            vec!["connect", &url, "show", "no-such-session"],
+            &["no-such-session"],
+        ),
+    ];
+    for (case, args, words) in cases {
+        let out = run(&sb, &args, &[("MOONKALE_TOKEN", TOKEN)]).await;
+        assert_one_line_error(&out, case, words);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("(-32"), "{case}: a JSON-RPC code: {stderr}");
+    }
+}

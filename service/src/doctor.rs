@@ -160,7 +160,11 @@ async fn claude(env: &Env, workspace: &Path) -> Result<String, String> {
              install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set \
              MOONKALE_CLAUDE_BIN to it"
                 ),
-                e => format!("{e}: fix MOONKALE_CLAUDE_BIN"),
+                moonkale_claude::Error::NotExecutable(path) => format!(
+                    "{} is not an executable file: fix MOONKALE_CLAUDE_BIN",
+                    path.display()
+                ),
+                e => e.to_string(),
             })?;
     let version = version_of(&bin, &["--version"]).await.map_err(|e| {
         format!(

@@ -698,13 +698,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
             let me = std::env::current_exe().context("finding this program")?;
-            let (_, info) = client::connect_or_start(&root, &me).await?;
-            let env: Vec<_> = std::env::vars_os().collect();
-            let launch = claude_launch(info.ide_port, &env, args).map_err(anyhow::Error::msg)?;
+            // No `claude` to run starts no service.
             let path = std::env::var_os("PATH");
             let configured = std::env::var_os("MOONKALE_CLAUDE_BIN").map(PathBuf::from);
             let program =
                 moonkale_claude::binary::find(configured.as_deref(), path.as_deref(), &root)?;
+            let (_, info) = client::connect_or_start(&root, &me).await?;
+            let env: Vec<_> = std::env::vars_os().collect();
+            let launch = claude_launch(info.ide_port, &env, args).map_err(anyhow::Error::msg)?;
             eprintln!("moonkale: {}", launch.message);
             use std::os::unix::process::CommandExt;
             // Replaces this process: the user's terminal talks to claude directly.

@@ -522,3 +522,33 @@ async fn service_errors_are_printed_without_json_rpc_codes() {
         assert!(!stderr.contains("(-32"), "{case}: a JSON-RPC code: {stderr}");
     }
 }
+
+/// With no `claude` to run, `moonkale-service claude` says how to name
+/// one (`MOONKALE_CLAUDE_BIN`, a service's `--claude`), and starts no
+/// service for nothing.
+#[tokio::test]
+async fn claude_not_found_names_the_real_ways_to_point_at_it() {
+    let sb = Sandbox::new();
+    let mut cmd = sb.command("moonkale-service");
+    cmd.args(["claude", "--workspace"])
+        .arg(&sb.workspace)
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("MOONKALE_CLAUDE_BIN");
+    let out = tokio::time::timeout(TIMEOUT, cmd.output())
+        .await
+        .expect("it exits")
+        .expect("run moonkale-service");
+    assert_one_line_error(
+        &out,
+        "no claude",
+        &["npm install", "MOONKALE_CLAUDE_BIN=PATH", "--claude PATH"],
+    );
+    let started: Vec<_> = std::fs::read_dir(sb.runtime.join("moonkale"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".json"))
+        .collect();
+    assert!(started.is_empty(), "a service was started: {started:?}");
+}

@@ -451,7 +451,27 @@ fn main() {
         }
         Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
     };
-    std::process::exit(code.unwrap_or_else(|e| fail(&format!("{e:#}"))));
+    std::process::exit(code.unwrap_or_else(|e| fail(&one_sentence(&e))));
+}
+
+/// The error and its causes joined with ": ", each said once. Our errors
+/// (and many others) repeat their source's text in their own message
+/// (`workspace /x: No such file or directory (os error 2)`) and also return
+/// it as their `source()`, so anyhow's `{:#}` would print the OS error
+/// twice: a cause whose text is already in the sentence adds nothing.
+fn one_sentence(error: &anyhow::Error) -> String {
+    let mut sentence = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if sentence.contains(&text) {
+            continue;
+        }
+        if !sentence.is_empty() {
+            sentence += ": ";
+        }
+        sentence += &text;
+    }
+    sentence
 }
 
 /// `claude --sandbox`: a sandbox link from the workspace's service (started
@@ -841,5 +861,26 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_os_error_is_said_once() {
+        let io = || std::io::Error::from_raw_os_error(libc::ENOENT);
+        let ours = anyhow::Error::new(Error::io("workspace /x", io()));
+        assert_eq!(
+            one_sentence(&ours),
+            "workspace /x: No such file or directory (os error 2)"
+        );
+        // A context over an error that does not repeat its source keeps both.
+        let wrapped = anyhow::Error::new(io()).context("reading /etc/x");
+        assert_eq!(
+            one_sentence(&wrapped.context("starting")),
+            "starting: reading /etc/x: No such file or directory (os error 2)"
+        );
     }
 }

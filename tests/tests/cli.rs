@@ -552,3 +552,43 @@ async fn claude_not_found_names_the_real_ways_to_point_at_it() {
         .collect();
     assert!(started.is_empty(), "a service was started: {started:?}");
 }
+
+/// An OS error is said once, with what was being done: `doctor` and `serve`
+/// on a workspace that does not exist, `serve --listen` with a missing
+/// certificate or token file.
+#[tokio::test]
+async fn os_errors_are_printed_once() {
+    let sb = Sandbox::new();
+    let missing = sb.root.join("missing");
+    let (m, ws, root) = (
+        missing.to_str().unwrap(),
+        sb.workspace.to_str().unwrap(),
+        sb.root.to_str().unwrap(),
+    );
+    let listen = ["serve", "--workspace", ws, "--listen", "127.0.0.1:0"];
+    let cases: [(&str, Vec<&str>, Vec<(&str, &str)>); 4] = [
+        ("doctor", vec!["doctor", "--workspace", m], vec![]),
+        ("serve", vec!["serve", "--workspace", m], vec![]),
+        (
+            "serve --listen, no certificate",
+            [&listen[..], &["--tls-cert", m, "--tls-key", m]].concat(),
+            vec![("MOONKALE_ROOT", root), ("MOONKALE_TOKEN", TOKEN)],
+        ),
+        (
+            "serve --listen, no token file",
+            [&listen[..], &["--token-file", m]].concat(),
+            vec![("MOONKALE_ROOT", root)],
+        ),
+    ];
+    for (case, args, env) in cases {
+        let out = run(&sb, &args, &env).await;
+        assert_one_line_error(&out, case, &[m, "No such file or directory (os error 2)"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.matches("No such file or directory").count(),
+            1,
+            "{case}: {stderr}"
+        );
+        assert!(!stderr.contains("I/O error"), "{case}: {stderr}");
+    }
+}

@@ -184,9 +184,14 @@ enum Command {
     /// service): one line each, `ok` or what to do. Exits 1 when a required
     /// check fails.
     Doctor {
-        /// The workspace folder [default: the current directory].
+        /// The workspace folder [default: the current directory; inside a
+        /// served workspace, that workspace, as `status` finds it].
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// Print JSON instead of text: {"ok", "checks": [{"name",
+        /// "status": "ok"|"warn"|"fail", "message"}]}.
+        #[arg(long)]
+        json: bool,
     },
     /// Stop the service of a workspace cleanly: its clients are told, its
     /// sessions' and terminals' programs end, its lock file, socket and
@@ -767,10 +772,15 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{message}");
             Ok(0)
         }
-        Command::Doctor { workspace } => {
-            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+        Command::Doctor { workspace, json } => {
+            let folder = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let root = doctor::workspace_for(&folder);
             let checks = doctor::run(&doctor::Env::from_process(), &root).await;
-            let (report, code) = doctor::render(&checks);
+            let (report, code) = if json {
+                doctor::render_json(&checks)
+            } else {
+                doctor::render(&checks)
+            };
             print!("{report}");
             Ok(code)
         }

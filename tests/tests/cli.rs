@@ -331,9 +331,21 @@ async fn anonymous_editors_are_named_after_their_process() {
 /// `doctor` with `PATH` set to `path` (and nothing else of this machine:
 /// the sandbox's home and runtime directory).
 async fn doctor(sb: &Sandbox, path: &str) -> (String, Option<i32>) {
+    let workspace = sb.workspace.to_str().expect("UTF-8");
+    doctor_in(sb, path, &sb.root, &["--workspace", workspace]).await
+}
+
+/// [`doctor`] run in `cwd` with `args`.
+async fn doctor_in(
+    sb: &Sandbox,
+    path: &str,
+    cwd: &std::path::Path,
+    args: &[&str],
+) -> (String, Option<i32>) {
     let mut cmd = sb.command("moonkale-service");
-    cmd.args(["doctor", "--workspace"])
-        .arg(&sb.workspace)
+    cmd.arg("doctor")
+        .args(args)
+        .current_dir(cwd)
         .env_clear()
         .env("PATH", path)
         .env("HOME", &sb.home)
@@ -416,10 +428,15 @@ async fn doctor_says_what_a_first_run_needs() {
 
 /// The shell lines of the first ```sh block after `heading` in README.md.
 fn readme_recipe(heading: &str) -> String {
+    readme_block(heading, "```sh\n")
+}
+
+/// The first block opened by `fence` after `heading` in README.md.
+fn readme_block(heading: &str, fence: &str) -> String {
     let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
     let text = std::fs::read_to_string(readme).expect("README.md");
     let section = &text[text.find(heading).expect("the heading")..];
-    let block = &section[section.find("```sh\n").expect("a sh block") + 6..];
+    let block = &section[section.find(fence).expect("a block") + fence.len()..];
     block[..block.find("```").expect("the block's end")].to_owned()
 }
 
@@ -591,4 +608,95 @@ async fn os_errors_are_printed_once() {
         );
         assert!(!stderr.contains("I/O error"), "{case}: {stderr}");
     }
+}
+
+/// `doctor --json`: every check with its name, `ok`/`warn`/`fail` and
+/// message, `ok` false and exit 1 when a required one fails.
+#[tokio::test]
+async fn doctor_json_lists_each_check() {
+    let sb = Sandbox::new();
+    let workspace = sb.workspace.to_str().unwrap();
+    let (text, code) = doctor_in(
+        &sb,
+        "/usr/bin:/bin",
+        &sb.root,
+        &["--json", "--workspace", workspace],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{text}");
+    let report: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(report["ok"], false, "{report}");
+    let status = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {report}"))
+            .clone()
+    };
+    assert_eq!(status("claude")["status"], "fail", "{report}");
+    assert!(
+        status("claude")["message"]
+            .as_str()
+            .unwrap()
+            .contains("npm install -g @anthropic-ai/claude-code"),
+        "{report}"
+    );
+    assert_eq!(status("runtime dir")["status"], "ok", "{report}");
+    assert_eq!(status("service")["status"], "warn", "{report}");
+}
+
+/// `doctor` reads Helix's `languages.toml` as Helix does: README's recipe
+/// passes; the same with its command commented out, or with broken TOML,
+/// says so.
+#[tokio::test]
+async fn doctor_reads_helix_languages_toml_as_toml() {
+    let sb = Sandbox::new();
+    let bin_dir = sb.root.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let hx = bin_dir.join("hx");
+    std::fs::write(&hx, "#!/bin/sh\necho 'helix 25.07.1 (a349c0eb)'\n").unwrap();
+    std::fs::set_permissions(&hx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    let config = sb.home.join(".config/helix/languages.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+
+    let recipe = readme_block("### Helix", "```toml\n");
+    for (case, text, says) in [
+        ("the recipe", recipe.clone(), "ok    helix          helix 25.07.1 (a349c0eb); languages.toml runs moonkale-shim for rust"),
+        (
+            "commented out",
+            recipe.replace("command = \"moonkale-shim\"", "# command = \"moonkale-shim\""),
+            "a commented-out line does not count",
+        ),
+        (
+            "broken",
+            recipe.replace("[[language]]", "[[language]"),
+            "is not valid TOML (line 4",
+        ),
+    ] {
+        std::fs::write(&config, &text).unwrap();
+        let (report, _) = doctor(&sb, &path).await;
+        let l = line(&report, "helix");
+        assert!(l.contains(says), "{case}: {l}");
+        assert_eq!(l.starts_with("ok"), case == "the recipe", "{case}: {l}");
+    }
+}
+
+/// `doctor` run in a folder of a served workspace checks that workspace,
+/// as `status` finds it: its service is running.
+#[tokio::test]
+async fn doctor_in_a_subfolder_checks_the_served_workspace() {
+    let sb = Sandbox::new();
+    let sub = sb.workspace.join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    let _svc = sb.start_service(&["--no-claude-ide"]).await;
+    let (report, _) = doctor_in(&sb, "/usr/bin:/bin", &sub, &[]).await;
+    let l = line(&report, "service");
+    let root = std::fs::canonicalize(&sb.workspace).unwrap();
+    assert!(
+        l.starts_with("ok") && l.contains(&format!("running for {}", root.display())),
+        "{report}"
+    );
 }

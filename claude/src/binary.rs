@@ -108,10 +108,7 @@ mod tests {
         let file = tmp.path().join("claude");
         std::fs::write(&file, "").unwrap();
         let err = find(Some(&file), None, tmp.path()).unwrap_err().to_string();
-        assert!(
-            err.contains("--claude or MOONKALE_CLAUDE_BIN"),
-            "{err}"
-        );
+        assert!(err.contains("--claude or MOONKALE_CLAUDE_BIN"), "{err}");
         exe(&file);
         assert_eq!(
             find(Some(&file), None, Path::new("/nowhere")).unwrap(),

@@ -14,7 +14,9 @@ pub enum Error {
          or name it with MOONKALE_CLAUDE_BIN=PATH (or `--claude PATH` for a service you start)"
     )]
     NotFound { looked: String },
-    #[error("{0} is not an executable file: fix the path given with --claude or MOONKALE_CLAUDE_BIN")]
+    #[error(
+        "{0} is not an executable file: fix the path given with --claude or MOONKALE_CLAUDE_BIN"
+    )]
     NotExecutable(PathBuf),
     #[error("argument {index} contains a line break; prompts go over stdin, never in argv")]
     LineBreakInArgv { index: usize },

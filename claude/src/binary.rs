@@ -95,6 +95,11 @@ mod tests {
             err.contains("not found") && err.contains("npm install"),
             "{err}"
         );
+        // The real ways to name another one, not "the service's configuration".
+        assert!(
+            err.contains("MOONKALE_CLAUDE_BIN=PATH") && err.contains("--claude PATH"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -102,7 +107,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("claude");
         std::fs::write(&file, "").unwrap();
-        assert!(find(Some(&file), None, tmp.path()).is_err());
+        let err = find(Some(&file), None, tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("--claude or MOONKALE_CLAUDE_BIN"), "{err}");
         exe(&file);
         assert_eq!(
             find(Some(&file), None, Path::new("/nowhere")).unwrap(),

@@ -6,12 +6,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Names the two ways to point at a `claude` elsewhere: the variable
+    /// (read by every command and every service it starts) and `serve`'s
+    /// and `lsp`'s `--claude`.
     #[error(
-        "the claude CLI was not found ({looked}); install it with `npm install -g @anthropic-ai/claude-code` \
-         or set its path in the service's configuration"
+        "the claude CLI was not found ({looked}); install it with `npm install -g @anthropic-ai/claude-code`, \
+         or name it with MOONKALE_CLAUDE_BIN=PATH (or `--claude PATH` for a service you start)"
     )]
     NotFound { looked: String },
-    #[error("{0} is not an executable file")]
+    #[error(
+        "{0} is not an executable file: fix the path given with --claude or MOONKALE_CLAUDE_BIN"
+    )]
     NotExecutable(PathBuf),
     #[error("argument {index} contains a line break; prompts go over stdin, never in argv")]
     LineBreakInArgv { index: usize },

@@ -13,8 +13,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The service answered the request with a JSON-RPC error.
-    #[error("the service answered with an error: {message} ({code})")]
+    /// The service answered the request with a JSON-RPC error. Its code is
+    /// for programs ([`Error::code`]); people read the message alone.
+    #[error("the service answered with an error: {message}")]
     Remote { code: i64, message: String },
     /// The connection ended (or was never usable); nothing more comes.
     #[error("the connection closed")]
@@ -84,7 +85,7 @@ mod tests {
         assert!(!Error::Closed.is_retryable());
         assert_eq!(
             busy.to_string(),
-            "the service answered with an error: the session is busy; try again (-32803)"
+            "the service answered with an error: the session is busy; try again"
         );
     }
 }

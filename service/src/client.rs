@@ -54,8 +54,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LspClient<R, W> {
                     id: Some(got),
                     result,
                 } if got == id => {
-                    return result
-                        .map_err(|e| Error::Remote(format!("{} ({})", e.message, e.code)));
+                    // The code is for programs; the message is what a
+                    // person reads (status, stop and changes print it).
+                    return result.map_err(|e| Error::Remote(e.message));
                 }
                 other => self.received.push(other),
             }

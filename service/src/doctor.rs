@@ -1,7 +1,8 @@
 //! `moonkale-service doctor`: what a first run needs, checked one line at a
 //! time, each `ok` or what to do. Required checks (the `claude` CLI, a
 //! login, the lock and runtime directories, the shim) decide the exit code;
-//! the editor recipes and a running service are reported for information.
+//! the editor recipes and a running service are reported for information
+//! (`warn` in `--json`).
 //!
 //! It only looks: nothing is created or changed, no secret is read beyond
 //! whether it is there, and every program it runs (`--version`) has a
@@ -122,6 +123,50 @@ fn trust(workspace: &Path) -> Result<String, String> {
     }
 }
 
+/// The folder `doctor` checks for `folder`: the served workspace that
+/// contains it, as `status` finds it, else the folder itself.
+pub fn workspace_for(folder: &Path) -> PathBuf {
+    // Only looks: a runtime directory that is not there is not created.
+    RuntimeDir::path_from_env()
+        .is_dir()
+        .then(RuntimeDir::from_env)
+        .and_then(Result::ok)
+        .and_then(|dir| dir.service_for(folder))
+        .map_or_else(|| folder.to_path_buf(), |info| info.workspace)
+}
+
+impl Check {
+    /// `ok`, `warn` (an optional check that is not in place) or `fail` (a
+    /// required one).
+    fn status(&self) -> &'static str {
+        match (&self.outcome, self.required) {
+            (Ok(_), _) => "ok",
+            (Err(_), false) => "warn",
+            (Err(_), true) => "fail",
+        }
+    }
+}
+
+/// `doctor --json`: `{"ok": bool, "checks": [{"name", "status",
+/// "message"}]}` (status `ok`, `warn` or `fail`), one check per line of
+/// [`render`], and the same exit code.
+pub fn render_json(checks: &[Check]) -> (String, i32) {
+    let failed = checks.iter().any(|c| c.status() == "fail");
+    let checks: Vec<_> = checks
+        .iter()
+        .map(|c| {
+            let (Ok(message) | Err(message)) = &c.outcome;
+            serde_json::json!({"name": c.name, "status": c.status(), "message": message})
+        })
+        .collect();
+    let report = serde_json::json!({"ok": !failed, "checks": checks});
+    let text = serde_json::to_string_pretty(&report).expect("JSON serializes");
+    (
+        crate::printable::json_for_terminal(&text) + "\n",
+        i32::from(failed),
+    )
+}
+
 /// The report and the exit code: 0 when no required check failed, else 1.
 pub fn render(checks: &[Check]) -> (String, i32) {
     let mut out = String::new();
@@ -160,7 +205,11 @@ async fn claude(env: &Env, workspace: &Path) -> Result<String, String> {
              install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set \
              MOONKALE_CLAUDE_BIN to it"
                 ),
-                e => format!("{e}: fix MOONKALE_CLAUDE_BIN"),
+                moonkale_claude::Error::NotExecutable(path) => format!(
+                    "{} is not an executable file: fix MOONKALE_CLAUDE_BIN",
+                    path.display()
+                ),
+                e => e.to_string(),
             })?;
     let version = version_of(&bin, &["--version"]).await.map_err(|e| {
         format!(
@@ -355,18 +404,80 @@ async fn helix(env: &Env) -> Result<String, String> {
         .xdg_config_home
         .clone()
         .or_else(|| env.home.as_ref().map(|h| h.join(".config")))
-        .map(|c| c.join("helix/languages.toml"));
-    let wired = config.as_ref().is_some_and(|c| {
-        std::fs::read_to_string(c).is_ok_and(|text| text.contains("moonkale-shim"))
-    });
-    if wired {
-        Ok(format!("{version}; languages.toml runs moonkale-shim"))
-    } else {
-        Err(format!(
-            "{version}, but no languages.toml names moonkale-shim: add the Helix recipe of \
-             README.md"
-        ))
+        .map(|c| c.join("helix/languages.toml"))
+        .ok_or("HOME is not set")?;
+    let text = std::fs::read_to_string(&config).map_err(|_| {
+        format!(
+            "{version}, but there is no {}: add the Helix recipe of README.md",
+            config.display()
+        )
+    })?;
+    helix_languages(&text)
+        .map(|languages| format!("{version}; languages.toml runs moonkale-shim for {languages}"))
+        .map_err(|why| format!("{version}, but {} {why}", config.display()))
+}
+
+/// Whether a Helix `languages.toml` runs moonkale-shim, read as Helix reads
+/// it (TOML, so a commented-out line is no entry): the languages whose
+/// `language-servers` name a `[language-server.*]` whose command is the
+/// shim, or what is wrong and what to do.
+fn helix_languages(text: &str) -> Result<String, String> {
+    let config: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let line = e
+            .span()
+            .map(|span| text[..span.start].lines().count().max(1))
+            .unwrap_or(1);
+        format!(
+            "is not valid TOML (line {line}: {}), so Helix ignores it: fix it",
+            e.message().trim()
+        )
+    })?;
+    let shim_servers: Vec<&str> = config
+        .get("language-server")
+        .and_then(toml::Value::as_table)
+        .into_iter()
+        .flatten()
+        .filter(|(_, server)| {
+            server
+                .get("command")
+                .and_then(toml::Value::as_str)
+                .is_some_and(|c| Path::new(c).file_name() == Some("moonkale-shim".as_ref()))
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if shim_servers.is_empty() {
+        return Err(
+            "has no [language-server.*] entry with command = \"moonkale-shim\" (a commented-out \
+             line does not count): add the Helix recipe of README.md"
+                .into(),
+        );
     }
+    // `language-servers` items are names or `{ name = "…", … }`.
+    let uses_shim = |language: &toml::Value| {
+        language
+            .get("language-servers")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().or_else(|| s.get("name")?.as_str()))
+            .any(|name| shim_servers.contains(&name))
+    };
+    let languages: Vec<&str> = config
+        .get("language")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|language| uses_shim(language))
+        .filter_map(|language| language.get("name")?.as_str())
+        .collect();
+    if languages.is_empty() {
+        return Err(format!(
+            "runs moonkale-shim as [language-server.{0}], but no [[language]] lists {0:?} in its \
+             language-servers: add it there (see the Helix recipe of README.md)",
+            shim_servers[0]
+        ));
+    }
+    Ok(languages.join(", "))
 }
 
 fn vscode(env: &Env) -> Result<String, String> {
@@ -489,5 +600,46 @@ mod tests {
             text.starts_with("FAIL  login          no login^[[2J\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn json_says_each_checks_status() {
+        let checks = [
+            Check::required("claude", Ok("2.1.332".into())),
+            Check::optional("helix", Err("hx is not on PATH".into())),
+            Check::required("login", Err("no login".into())),
+        ];
+        let (text, code) = render_json(&checks);
+        assert_eq!(code, 1);
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            report,
+            serde_json::json!({"ok": false, "checks": [
+                {"name": "claude", "status": "ok", "message": "2.1.332"},
+                {"name": "helix", "status": "warn", "message": "hx is not on PATH"},
+                {"name": "login", "status": "fail", "message": "no login"},
+            ]})
+        );
+    }
+
+    #[test]
+    fn helix_languages_toml_is_read_as_toml() {
+        let recipe = "[language-server.moonkale]\ncommand = \"moonkale-shim\"\n\n\
+                      [[language]]\nname = \"rust\"\nlanguage-servers = [\"rust-analyzer\", \"moonkale\"]\n";
+        assert_eq!(helix_languages(recipe).as_deref(), Ok("rust"));
+        // Wrapping a server, named in a table, by its full path.
+        let wrapped = "[language-server.w]\ncommand = \"/usr/local/bin/moonkale-shim\"\n\
+                       args = [\"--\", \"pylsp\"]\n[[language]]\nname = \"python\"\n\
+                       language-servers = [{ name = \"w\" }]\n";
+        assert_eq!(helix_languages(wrapped).as_deref(), Ok("python"));
+        let commented = recipe.replace("command =", "# command =");
+        let err = helix_languages(&commented).unwrap_err();
+        assert!(err.contains("commented-out line does not count"), "{err}");
+        let broken = recipe.replace("[[language]]", "[[language]");
+        let err = helix_languages(&broken).unwrap_err();
+        assert!(err.contains("not valid TOML (line 4"), "{err}");
+        let unused = recipe.replace("\"moonkale\"]", "\"other\"]");
+        let err = helix_languages(&unused).unwrap_err();
+        assert!(err.contains("no [[language]] lists \"moonkale\""), "{err}");
     }
 }

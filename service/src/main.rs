@@ -10,7 +10,9 @@ use moonkale_service::client::{self, LspClient};
 use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::terminal::host::{claude_launch, mode_args};
-use moonkale_service::{Error, acp, agent_client, doctor, hub, lifetime, printable, remote, server};
+use moonkale_service::{
+    Error, acp, agent_client, doctor, hub, lifetime, printable, remote, server,
+};
 
 /// One long-running process per workspace: editors attach to it as a
 /// language server; it holds their documents, selections and diagnostics.
@@ -97,6 +99,8 @@ enum Command {
         /// --token-file.
         #[arg(long, value_name = "URL")]
         connect: Option<String>,
+        /// The file holding the remote token, when MOONKALE_TOKEN is not
+        /// set.
         #[arg(long, value_name = "FILE", requires = "connect")]
         token_file: Option<PathBuf>,
         /// For wss://: the PEM certificate (or its CA) to trust.
@@ -154,6 +158,8 @@ enum Command {
     Connect {
         /// `ws://host:port/` or `wss://host:port/`.
         url: String,
+        /// The file holding the remote token, when MOONKALE_TOKEN is not
+        /// set.
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
         /// For wss://: the PEM certificate (or its CA) to trust.
@@ -184,9 +190,14 @@ enum Command {
     /// service): one line each, `ok` or what to do. Exits 1 when a required
     /// check fails.
     Doctor {
-        /// The workspace folder [default: the current directory].
+        /// The workspace folder [default: the current directory; inside a
+        /// served workspace, that workspace, as `status` finds it].
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+        /// Print JSON instead of text: {"ok", "checks": [{"name",
+        /// "status": "ok"|"warn"|"fail", "message"}]}.
+        #[arg(long)]
+        json: bool,
     },
     /// Stop the service of a workspace cleanly: its clients are told, its
     /// sessions' and terminals' programs end, its lock file, socket and
@@ -195,6 +206,20 @@ enum Command {
         /// The workspace folder [default: the current directory].
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
+    },
+    /// Print the completion script for SHELL on stdout, e.g.
+    /// `moonkale-service completions bash >
+    /// ~/.local/share/bash-completion/completions/moonkale-service`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) of this program, or of one of its
+    /// commands (`man agent send`), on stdout: `moonkale-service man | man
+    /// -l -`.
+    Man {
+        /// The command whose page to print [default: the program's].
+        command: Vec<String>,
     },
     /// Show what the running service for a workspace holds.
     Status {
@@ -287,12 +312,15 @@ enum ChangesVerb {
         /// Every set this service holds, kept and undone ones too.
         #[arg(long)]
         all: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// A set's files and hunks.
     Show {
+        /// The change set's number (as `list` prints it).
         set: u64,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -300,15 +328,23 @@ enum ChangesVerb {
     /// `show` prints). Lines changed since Claude wrote them are left as
     /// they are.
     Undo {
+        /// The change set's number.
         set: u64,
+        /// Only this file of the set (a path in the workspace).
         file: Option<PathBuf>,
+        /// Only this hunk of that file (its index, as `show` prints it).
         hunk: Option<usize>,
         /// Why, for Claude: a hosted session hears it with its next prompt.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Keep (dismiss) a set or one file of it.
-    Keep { set: u64, file: Option<PathBuf> },
+    Keep {
+        /// The change set's number.
+        set: u64,
+        /// Only this file of the set (a path in the workspace).
+        file: Option<PathBuf>,
+    },
 }
 
 async fn run_changes_command(
@@ -350,7 +386,7 @@ enum AgentCommand {
         /// acceptEdits or bypassPermissions.
         #[arg(long, value_name = "MODE")]
         permission_mode: Option<String>,
-        /// The prompt; `-` reads it from standard input.
+        /// What to ask Claude; `-` reads it from standard input.
         prompt: String,
     },
     /// End a session's `claude` (it is started again, resuming the
@@ -371,6 +407,7 @@ enum AgentCommand {
     },
     /// List the workspace's sessions, newest first.
     List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -394,7 +431,10 @@ enum AgentCommand {
     /// `answer TEXT…`, one text per question, in order (a label, labels
     /// joined with ", ", or your own words).
     Answer {
+        /// The question's id (as the editors, `show` and `follow` print it).
         approval: String,
+        /// The answer: allow, always, deny, accept-edits, or answer with
+        /// the texts after it.
         #[arg(value_parser = ["allow", "always", "deny", "accept-edits", "answer"])]
         verdict: String,
         /// With `answer`: the answers.
@@ -516,7 +556,27 @@ fn main() {
         }
         Err(e) => Err(anyhow::Error::new(e).context("starting the async runtime")),
     };
-    std::process::exit(code.unwrap_or_else(|e| fail(&format!("{e:#}"))));
+    std::process::exit(code.unwrap_or_else(|e| fail(&one_sentence(&e))));
+}
+
+/// The error and its causes joined with ": ", each said once. Our errors
+/// (and many others) repeat their source's text in their own message
+/// (`workspace /x: No such file or directory (os error 2)`) and also return
+/// it as their `source()`, so anyhow's `{:#}` would print the OS error
+/// twice: a cause whose text is already in the sentence adds nothing.
+fn one_sentence(error: &anyhow::Error) -> String {
+    let mut sentence = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if sentence.contains(&text) {
+            continue;
+        }
+        if !sentence.is_empty() {
+            sentence += ": ";
+        }
+        sentence += &text;
+    }
+    sentence
 }
 
 /// `claude --sandbox`: a sandbox link from the workspace's service (started
@@ -642,8 +702,45 @@ fn exit_on_bad_arguments(e: &clap::Error) -> ! {
     std::process::exit(2);
 }
 
+/// `man [COMMAND…]`: the page of the program or of one of its commands,
+/// rendered from the same definitions as `--help`.
+fn manual_page(path: &[String], out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    // Built, every command knows its full name (`moonkale-service-agent-send`).
+    let mut command = Cli::command().disable_help_subcommand(true);
+    command.build();
+    for name in path {
+        command = command.find_subcommand(name).cloned().ok_or_else(|| {
+            anyhow::anyhow!(
+                "there is no command {}; see `moonkale-service --help`",
+                printable::one_line(&path.join(" "))
+            )
+        })?;
+    }
+    // A command's own page names the program's version, as the top one does.
+    clap_mangen::Man::new(command)
+        .source(format!("moonkale-service {}", env!("CARGO_PKG_VERSION")))
+        .render(out)
+        .context("writing the manual page")
+}
+
 async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(
+                shell,
+                &mut command,
+                "moonkale-service",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
+        Command::Man { command } => {
+            manual_page(&command, &mut std::io::stdout().lock())?;
+            Ok(0)
+        }
         Command::Serve {
             workspaces,
             lsp_tcp,
@@ -767,15 +864,16 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
             let me = std::env::current_exe().context("finding this program")?;
+            // No `claude` to run starts no service.
+            let path = std::env::var_os("PATH");
+            let configured = std::env::var_os("MOONKALE_CLAUDE_BIN").map(PathBuf::from);
+            let program =
+                moonkale_claude::binary::find(configured.as_deref(), path.as_deref(), &root)?;
             let (_, info) = client::connect_or_start(&root, &me).await?;
             let env: Vec<_> = std::env::vars_os().collect();
             let editor_attached = editors_attached(&info).await;
             let launch = claude_launch(info.ide_port, &env, args, editor_attached)
                 .map_err(anyhow::Error::msg)?;
-            let path = std::env::var_os("PATH");
-            let configured = std::env::var_os("MOONKALE_CLAUDE_BIN").map(PathBuf::from);
-            let program =
-                moonkale_claude::binary::find(configured.as_deref(), path.as_deref(), &root)?;
             eprintln!("moonkale: {}", launch.message);
             use std::os::unix::process::CommandExt;
             // Replaces this process: the user's terminal talks to claude directly.
@@ -817,10 +915,15 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{message}");
             Ok(0)
         }
-        Command::Doctor { workspace } => {
-            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+        Command::Doctor { workspace, json } => {
+            let folder = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let root = doctor::workspace_for(&folder);
             let checks = doctor::run(&doctor::Env::from_process(), &root).await;
-            let (report, code) = doctor::render(&checks);
+            let (report, code) = if json {
+                doctor::render_json(&checks)
+            } else {
+                doctor::render(&checks)
+            };
             print!("{report}");
             Ok(code)
         }
@@ -991,5 +1094,76 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every command and option says what it is for in `--help` (and so in
+    /// the manual page and the completions that show descriptions).
+    #[test]
+    fn every_argument_and_command_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                let sub_path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                    missing.push(sub_path.clone());
+                }
+                walk(sub, &sub_path, missing);
+            }
+        }
+        let mut command = Cli::command();
+        command.build();
+        let mut missing = Vec::new();
+        walk(&command, "moonkale-service", &mut missing);
+        assert!(missing.is_empty(), "without help text: {missing:#?}");
+    }
+
+    #[test]
+    fn a_manual_page_for_the_program_and_each_command() {
+        let page = |path: &[&str]| {
+            let mut out = Vec::new();
+            let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+            manual_page(&path, &mut out).map(|()| String::from_utf8(out).unwrap())
+        };
+        let top = page(&[]).unwrap();
+        assert!(top.starts_with(".ie \\n(.g .ds Aq"), "{top}");
+        assert!(top.contains(".TH moonkale-service 1"), "{top}");
+        for command in ["serve", "doctor", "completions", "man"] {
+            assert!(top.contains(command), "no {command} in {top}");
+        }
+        let send = page(&["agent", "send"]).unwrap();
+        assert!(send.contains(".TH moonkale-service-agent-send 1"), "{send}");
+        assert!(send.contains("permission\\-mode"), "{send}");
+        let err = page(&["nonsense"]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "there is no command nonsense; see `moonkale-service --help`"
+        );
+    }
+
+    #[test]
+    fn an_os_error_is_said_once() {
+        let io = || std::io::Error::from_raw_os_error(libc::ENOENT);
+        let ours = anyhow::Error::new(Error::io("workspace /x", io()));
+        assert_eq!(
+            one_sentence(&ours),
+            "workspace /x: No such file or directory (os error 2)"
+        );
+        // A context over an error that does not repeat its source keeps both.
+        let wrapped = anyhow::Error::new(io()).context("reading /etc/x");
+        assert_eq!(
+            one_sentence(&wrapped.context("starting")),
+            "starting: reading /etc/x: No such file or directory (os error 2)"
+        );
     }
 }

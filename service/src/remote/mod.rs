@@ -186,20 +186,23 @@ pub fn token_from(env: Option<String>, file: Option<&Path>) -> Result<String> {
 pub fn tls_from(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let bad = |what: &Path, e: &dyn std::fmt::Display| {
-        Error::Invalid(format!("reading {}: {e}", what.display()))
+    // A file that is not there is an OS error, said as such ("reading
+    // cert.pem: No such file or directory"), not as "I/O error: …".
+    let bad = |what: &Path, e: rustls::pki_types::pem::Error| match e {
+        rustls::pki_types::pem::Error::Io(e) => Error::io(format!("reading {}", what.display()), e),
+        e => Error::Invalid(format!("reading {}: {e}", what.display())),
     };
     let chain = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| bad(cert, &e))?
+        .map_err(|e| bad(cert, e))?
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| bad(cert, &e))?;
+        .map_err(|e| bad(cert, e))?;
     if chain.is_empty() {
         return Err(Error::Invalid(format!(
             "no certificate in {}",
             cert.display()
         )));
     }
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(key, &e))?;
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(key, e))?;
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))

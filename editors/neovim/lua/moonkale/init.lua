@@ -325,8 +325,9 @@ function M.claude()
   vim.cmd.startinsert()
 end
 
---- `workspace/executeCommand` on the moonkale client; errors are shown.
-function M.execute(command, arguments)
+--- `workspace/executeCommand` on the moonkale client; errors are shown,
+--- a result goes to `on_result` if given.
+function M.execute(command, arguments, on_result)
   local client = M.client(0)
   if not client then
     vim.notify('moonkale: no client attached', vim.log.levels.ERROR)
@@ -334,9 +335,11 @@ function M.execute(command, arguments)
   end
   -- Passing the buffer makes Neovim flush its debounced didChange first, so
   -- the service decides on exactly what the buffer shows.
-  request(client, 'workspace/executeCommand', { command = command, arguments = arguments }, function(err)
+  request(client, 'workspace/executeCommand', { command = command, arguments = arguments }, function(err, result)
     if err then
       vim.notify(('moonkale: %s: %s'):format(command, err.message), vim.log.levels.ERROR)
+    elseif on_result then
+      on_result(result)
     end
   end, vim.api.nvim_get_current_buf())
 end
@@ -346,7 +349,18 @@ function M.send_to_claude(first, last)
   local uri = vim.uri_from_bufnr(0)
   -- Whole lines: end at column 0 of the line after, as LSP ranges do.
   local range = { start = { line = first - 1, character = 0 }, ['end'] = { line = last, character = 0 } }
-  M.execute('moonkale.sendToClaude', { uri, range })
+  M.execute('moonkale.sendToClaude', { uri, range }, function(result)
+    -- The service keeps a mention no Claude Code took (`{"queued": true}`)
+    -- for the next one that connects; without this the user would think
+    -- it was sent.
+    if type(result) == 'table' and result.queued then
+      vim.notify(
+        'moonkale: no Claude Code is connected; the mention waits for the next one that connects'
+          .. ' (:MoonkaleClaude starts one)',
+        vim.log.levels.WARN
+      )
+    end
+  end)
 end
 
 function M.setup(opts)

@@ -586,7 +586,8 @@ async fn os_errors_are_printed_once() {
         sb.root.to_str().unwrap(),
     );
     let listen = ["serve", "--workspace", ws, "--listen", "127.0.0.1:0"];
-    let cases: [(&str, Vec<&str>, Vec<(&str, &str)>); 4] = [
+    type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let cases: [Case; 4] = [
         ("doctor", vec!["doctor", "--workspace", m], vec![]),
         ("serve", vec!["serve", "--workspace", m], vec![]),
         (

@@ -63,7 +63,7 @@ async fn wrong_attempt(addr: String) -> u16 {
 
 /// `connect` with a wrong token, while throttled, against a port nobody
 /// listens on, over TLS with a certificate it does not trust, to a host that
-/// does not exist; `agent` with no service running; a bad argument: each is
+/// does not exist; `changes` with no service running (`agent` starts one); a bad argument: each is
 /// one line with the words that say what to do.
 #[tokio::test]
 async fn cli_errors_are_one_line_without_a_backtrace() {
@@ -180,7 +180,7 @@ async fn cli_errors_are_one_line_without_a_backtrace() {
     std::fs::create_dir_all(&ws).unwrap();
     let out = run(
         &sb,
-        &["agent", "--workspace", ws.to_str().unwrap(), "list"],
+        &["changes", "--workspace", ws.to_str().unwrap(), "list"],
         &[],
     )
     .await;

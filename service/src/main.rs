@@ -768,7 +768,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 agent: agent.config(),
                 exit_when_idle: exit_when_idle.then(lifetime::autostart_idle),
             };
-            match server::serve(cfg, shutdown_signal()).await {
+            let shutdown = shutdown_signal().context("installing the SIGINT/SIGTERM handlers")?;
+            match server::serve(cfg, shutdown).await {
                 Ok(()) => Ok(0),
                 Err(
                     e @ (Error::AlreadyRunning { .. }
@@ -1088,13 +1089,20 @@ fn workspace_or_cwd(workspace: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     }
 }
 
-async fn shutdown_signal() {
+/// SIGINT or SIGTERM. The handlers are installed here, before `serve`
+/// publishes anything: installed when the future is first polled (after
+/// the info and lock files are written), a signal in between took the
+/// default action and left those files behind.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
 }
 
 #[cfg(test)]

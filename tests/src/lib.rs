@@ -508,10 +508,14 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> ws_rpc::WsRpc<S> {
     }
 }
 
-/// A service with a short selection pacing interval (10 ms), and a
-/// connected, initialized Claude Code stand-in (the editor tests).
+/// The service environment of the editor tests: a short selection pacing
+/// interval (10 ms).
+pub const SHORT_SELECTION_INTERVAL: (&str, &str) = ("MOONKALE_SELECTION_INTERVAL_MS", "10");
+
+/// A service with [`SHORT_SELECTION_INTERVAL`], and a connected,
+/// initialized Claude Code stand-in (the editor tests).
 pub async fn service_and_claude(sb: &Sandbox) -> (Service, IdeClient) {
-    service_with_env_and_claude(sb, &[("MOONKALE_SELECTION_INTERVAL_MS", "10")]).await
+    service_with_env_and_claude(sb, &[SHORT_SELECTION_INTERVAL]).await
 }
 
 /// [`service_and_claude`] with the service's environment `env` (empty: its
@@ -521,10 +525,19 @@ pub async fn service_with_env_and_claude(
     env: &[(&str, &str)],
 ) -> (Service, IdeClient) {
     let svc = sb.start_service_with_env(&[], env).await;
-    let (port, lock) = ide_lock(sb, &svc);
+    let c = claude_stand_in(sb, &svc).await;
+    (svc, c)
+}
+
+/// A Claude Code stand-in connected to `svc`'s IDE server, past the CLI's
+/// opening. Unlike the CLI it answers the service's pings only while the
+/// test reads it: a test that leaves it unread for two ping intervals
+/// (60 s) finds it dropped.
+pub async fn claude_stand_in(sb: &Sandbox, svc: &Service) -> IdeClient {
+    let (port, lock) = ide_lock(sb, svc);
     let mut c = IdeClient::connect(port, lock["authToken"].as_str().expect("token")).await;
     c.initialize("2025-11-25").await;
-    (svc, c)
+    c
 }
 
 /// Reads `selection_changed` until one has `text` (each read has a deadline).

@@ -156,12 +156,24 @@ pub async fn make_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 /// Sends a raw upgrade request with `extra` header lines to `path`; the
 /// HTTP status of the answer.
 pub async fn upgrade_status(addr: &str, path: &str, extra: &str) -> u16 {
+    let tcp = send_upgrade(addr, path, extra).await;
+    read_status(tcp).await
+}
+
+/// Connects and sends a raw upgrade request with `extra` header lines to
+/// `path`, without reading the answer ([`read_status`]).
+pub async fn send_upgrade(addr: &str, path: &str, extra: &str) -> TcpStream {
     let mut tcp = TcpStream::connect(addr).await.expect("connect");
     let head = format!(
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n"
     );
     tcp.write_all(head.as_bytes()).await.expect("write");
+    tcp
+}
+
+/// The HTTP status of the answer to an upgrade request sent on `tcp`.
+pub async fn read_status(mut tcp: TcpStream) -> u16 {
     let mut answer = Vec::new();
     let mut buf = [0u8; 1024];
     while !answer.windows(2).any(|w| w == b"\r\n") {

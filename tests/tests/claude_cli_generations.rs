@@ -27,9 +27,9 @@
 //!   and the Edit's tool result says "has been updated." (2.1.x: "…updated
 //!   successfully.").
 //!
-//! Each test starts the CLI, waits until the service lists it as connected
-//! (`status --json` `claudeClients` with the CLI's pid, from its
-//! `ide_connected`), then runs one Edit: the model proposes it, the CLI
+//! Each test starts the CLI, waits for its prompt, then until the service
+//! lists it as connected (`status --json` `claudeClients` with the CLI's
+//! pid, from its `ide_connected`), then runs one Edit: the model proposes it, the CLI
 //! sends `openDiff`, the editor gets the proposal, tweaks it and accepts it,
 //! and the CLI writes the tweaked text to disk.
 
@@ -237,7 +237,9 @@ fn config(w: &World, guard: &EgressGuard, generation: &Generation) -> ClaudeConf
 }
 
 /// Waits until `status --json` lists a Claude client with the CLI's pid
-/// (the service got its `ide_connected`); returns that entry.
+/// (the service got its `ide_connected`); returns that entry. These CLIs
+/// look for the IDE only once their UI is up: call it after the prompt
+/// shows, so that its step is the connection, not the CLI's start too.
 async fn wait_connected(w: &World, cli: &Claude) -> Value {
     let pid = cli.pid();
     let deadline = Instant::now() + STEP;
@@ -289,12 +291,14 @@ async fn edit_accepted_in_the_editor_with_a_tweak(generation: &Generation) {
     let uri = w.open("hello.txt").await;
     let mut cli = Claude::spawn(config(&w, &guard, generation));
 
+    // The CLI is up (under load, node loading the bundle alone takes most
+    // of a step), and only then looks for the IDE and connects: two steps.
+    cli.wait_screen("the prompt", STEP, prompt_ready).await;
     // Connected: the service got `ide_connected` with the CLI's pid ...
     let client = wait_connected(&w, &cli).await;
     assert!(client["id"].is_u64(), "{client}");
     // ... and the CLI's UI has taken the connection in (it uses the IDE in
     // a turn only if so): the editor's selection shows in its prompt box.
-    cli.wait_screen("the prompt", STEP, prompt_ready).await;
     w.show_in_cli(&mut cli, &uri, (0, 0), (0, 5), "⧉ 1 line selected")
         .await;
     let connected = started.elapsed();

@@ -85,6 +85,43 @@ async fn l1_lock_file_and_l2_removal() {
     assert!(!path.exists(), "lock removed on stop");
 }
 
+/// L2 at the earliest moment: a SIGTERM as soon as the info file appears
+/// stops the service cleanly (exit 0, lock removed), every time. The
+/// service used to install its handlers only after writing its lock and
+/// info files; a signal in between killed it and left the lock behind
+/// (how l1 failed under load).
+#[tokio::test]
+async fn l2_a_sigterm_right_after_the_start_removes_the_lock() {
+    for round in 0..10 {
+        let sb = Sandbox::new();
+        let mut cmd = sb.command("moonkale-service");
+        cmd.arg("serve")
+            .arg("--workspace")
+            .arg(&sb.workspace)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        let mut child = cmd.spawn().expect("spawn moonkale-service");
+        let pid = child.id().expect("pid");
+        let files = sb.files();
+        let deadline = tokio::time::Instant::now() + moonkale_tests::TIMEOUT;
+        let info = loop {
+            if let Some(info) = files.read_info().filter(|i| i.pid == pid) {
+                break info;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no info file");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        let status = child.wait().await.unwrap();
+        assert_eq!(status.code(), Some(0), "round {round}: {status}");
+        let lock = sb
+            .home
+            .join(format!(".claude/ide/{}.lock", info.ide_port.unwrap()));
+        assert!(!lock.exists(), "round {round}: lock left behind");
+    }
+}
+
 /// CLAUDE_CONFIG_DIR moves the lock directory; our own stale lock (dead pid)
 /// is cleaned at start, other IDEs' locks are left.
 #[tokio::test]

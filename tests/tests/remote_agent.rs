@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moonkale_tests::bin;
-use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::fakeapi::{Gate, Reply, Script};
 use moonkale_tests::remote::{RemoteClient, TOKEN};
 use moonkale_tests::world::World;
 use serde_json::{Value, json};
@@ -96,6 +96,8 @@ async fn remote_clients_follow_answer_and_catch_up_on_a_local_turn() {
     let mut w = remote_world().await;
     let addr = w.svc().info.remote.clone().expect("remote address");
     let path = w.path("remote.txt");
+    // The turn's last words wait until remote-two has gone away.
+    let away = Gate::new();
     w.fake.set_script(
         Script::new()
             .on_prompt(
@@ -105,11 +107,7 @@ async fn remote_clients_follow_answer_and_catch_up_on_a_local_turn() {
                     json!({"file_path": path.display().to_string(), "content": "FROM AFAR\n"}),
                 ),
             )
-            // The turn goes on for a while after the answer.
-            .after_tool(
-                "Write",
-                Reply::text("REMOTE_DONE").with_delay(Duration::from_secs(3)),
-            ),
+            .after_tool("Write", Reply::text("REMOTE_DONE").gated(&away, 0)),
     );
     let root = w.sb.workspace.clone();
     let mut r1 = follower(&addr, "remote-one", &root).await;
@@ -171,6 +169,7 @@ async fn remote_clients_follow_answer_and_catch_up_on_a_local_turn() {
     let last = *seen_by_r2.iter().max().expect("remote-two saw events");
     drop(r2);
     let back_at = tokio::time::Instant::now() + AWAY;
+    away.open();
 
     let prompt_seq = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, prompt_seq).await;

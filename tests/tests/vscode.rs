@@ -12,8 +12,8 @@ use moonkale_tests::fakeapi::{FakeApi, Reply, Script};
 use moonkale_tests::review;
 use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
 use moonkale_tests::{
-    IdeClient, Sandbox, next_selection_in, selection_with_text, service_and_claude,
-    service_with_env_and_claude, tool_json, wait_until,
+    IdeClient, SHORT_SELECTION_INTERVAL, Sandbox, Service, claude_stand_in, next_selection_in,
+    selection_with_text, tool_json, wait_until,
 };
 use serde_json::{Value, json};
 
@@ -44,6 +44,21 @@ async fn vscode(sb: &Sandbox, env: &[(String, String)]) -> (CodeServer, Browser)
     (server, browser)
 }
 
+/// The service (its environment `env`), VS Code attached to it, then a
+/// Claude Code stand-in: last, as a CLI started once VS Code is open. The
+/// stand-in answers the service's pings only while the test reads it, and
+/// VS Code takes most of a minute to start under load; connected first, it
+/// was dropped as silent after two ping intervals (60 s) unread.
+async fn vscode_and_claude(
+    sb: &Sandbox,
+    env: &[(&str, &str)],
+) -> (Service, CodeServer, Browser, IdeClient) {
+    let svc = sb.start_service_with_env(&[], env).await;
+    let (server, browser) = vscode(sb, &[]).await;
+    let c = claude_stand_in(sb, &svc).await;
+    (svc, server, browser, c)
+}
+
 /// The extension sends every selection change at once (no debounce of its
 /// own), the service at its defaults (one update per 50 ms while the
 /// cursor keeps moving): one ArrowDown reaches Claude Code as
@@ -59,8 +74,7 @@ async fn vscode_follows_the_cursor_as_it_moves() {
     let path = sb.workspace.join("moves.txt");
     let text: String = (1..=60).map(|i| format!("line {i}\n")).collect();
     std::fs::write(&path, text).expect("write file");
-    let (_svc, mut c) = service_with_env_and_claude(&sb, &[]).await;
-    let (_server, mut browser) = vscode(&sb, &[]).await;
+    let (_svc, _server, mut browser, mut c) = vscode_and_claude(&sb, &[]).await;
     browser.quick_open("moves.txt").await;
     let (line, _) = next_selection_in(&mut c, &path).await;
     assert_eq!(line, 0);
@@ -106,8 +120,8 @@ async fn vscode_selection_mention_accept_and_reject() {
     let sb = Sandbox::new();
     let target = sb.workspace.join("main.txt");
     std::fs::write(&target, "alpha beta\nnaïve 😀 café\ngamma\n").expect("write file");
-    let (_svc, mut c) = service_and_claude(&sb).await;
-    let (_server, mut browser) = vscode(&sb, &[]).await;
+    let (_svc, _server, mut browser, mut c) =
+        vscode_and_claude(&sb, &[SHORT_SELECTION_INTERVAL]).await;
 
     // 1. Select line 2 with the keyboard.
     browser.quick_open("main.txt").await;
@@ -208,8 +222,8 @@ async fn vscode_reviews_a_proposal_in_the_diff_editor() {
     let sb = Sandbox::new();
     let target = sb.workspace.join("main.txt");
     std::fs::write(&target, "a\nb\nc\nd\ne\nf\ng\nh\n").expect("write file");
-    let (_svc, mut c) = service_and_claude(&sb).await;
-    let (_server, mut browser) = vscode(&sb, &[]).await;
+    let (_svc, _server, mut browser, mut c) =
+        vscode_and_claude(&sb, &[SHORT_SELECTION_INTERVAL]).await;
 
     // 1. Hunk by hunk.
     let args = json!({"old_file_path": target, "new_file_path": target,
@@ -455,8 +469,8 @@ async fn vscode_forwards_its_language_servers_diagnostics() {
     let sb = Sandbox::new();
     let file = sb.workspace.join("broken.json");
     std::fs::write(&file, "{\"a\": 1,, \"b\": 2}\n").expect("write file");
-    let (_svc, mut c) = service_and_claude(&sb).await;
-    let (_server, mut browser) = vscode(&sb, &[]).await;
+    let (_svc, _server, mut browser, mut c) =
+        vscode_and_claude(&sb, &[SHORT_SELECTION_INTERVAL]).await;
 
     browser.quick_open("broken.json").await;
     let found = diagnostics_until(&mut c, &file, "the JSON server's diagnostic", |ds| {
@@ -498,8 +512,8 @@ async fn vscode_names_a_bracketed_file_as_claude_code_does() {
     std::fs::create_dir_all(&dir).expect("mkdir");
     let file = dir.join("[id].json");
     std::fs::write(&file, "{\"a\": 1,, \"b\": 2}\n").expect("write file");
-    let (_svc, mut c) = service_and_claude(&sb).await;
-    let (_server, mut browser) = vscode(&sb, &[]).await;
+    let (_svc, _server, mut browser, mut c) =
+        vscode_and_claude(&sb, &[SHORT_SELECTION_INTERVAL]).await;
 
     browser.quick_open("[id].json").await;
     diagnostics_until(&mut c, &file, "the JSON server's diagnostic", |ds| {
@@ -629,8 +643,8 @@ async fn vscode_shows_a_proposal_in_its_diff_and_an_accepted_file_ends_saved() {
     let sb = Sandbox::new();
     let target = sb.workspace.join("app.py");
     std::fs::write(&target, APP).expect("write file");
-    let (_svc, mut c) = service_and_claude(&sb).await;
-    let (_server, mut browser) = vscode(&sb, &[]).await;
+    let (_svc, _server, mut browser, mut c) =
+        vscode_and_claude(&sb, &[SHORT_SELECTION_INTERVAL]).await;
     browser.quick_open("app.py").await;
 
     let args = json!({"old_file_path": target, "new_file_path": target,

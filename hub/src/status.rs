@@ -89,7 +89,10 @@ pub fn render(status: &serde_json::Value) -> String {
             out,
             "Claude's changes to review: {}, {} (`moonkale-service changes list`)",
             counted(sets as usize, "change set"),
-            counted(status["pendingChangedFiles"].as_u64().unwrap_or_default() as usize, "file")
+            counted(
+                status["pendingChangedFiles"].as_u64().unwrap_or_default() as usize,
+                "file"
+            )
         );
     }
     let editors = status["editors"].as_array().cloned().unwrap_or_default();

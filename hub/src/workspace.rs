@@ -267,8 +267,7 @@ impl Workspace {
 
     /// [`Workspace::scope_sees`] for a document's URI.
     pub(super) fn scope_sees_uri(&self, scope: IdeScope, uri: &Url) -> bool {
-        scope == IdeScope::Host
-            || (scope.sees_uri(&self.root, uri) && !self.through_symlink(uri))
+        scope == IdeScope::Host || (scope.sees_uri(&self.root, uri) && !self.through_symlink(uri))
     }
 
     fn through_symlink(&self, uri: &Url) -> bool {

@@ -201,13 +201,18 @@ impl LoginNeeded {
     /// key refused, "Invalid API key").
     pub fn said_in(text: &str) -> bool {
         let text = text.to_lowercase();
-        text.contains("not logged in") || text.contains("/login") || text.contains("invalid api key")
+        text.contains("not logged in")
+            || text.contains("/login")
+            || text.contains("invalid api key")
     }
 
     /// The sentence for a person at the service's machine.
     pub fn sentence(&self) -> String {
         match &self.refused {
-            None => format!("Claude Code is not logged in: {}, then try again.", self.fix),
+            None => format!(
+                "Claude Code is not logged in: {}, then try again.",
+                self.fix
+            ),
             Some(why) => format!(
                 "Claude Code's login was refused ({why}): {}, then try again.",
                 self.fix

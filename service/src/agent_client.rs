@@ -175,7 +175,9 @@ pub async fn resolve_session(target: &Target, given: &str) -> Result<String> {
         return Ok(given.to_owned());
     }
     if given.is_empty() {
-        return Err(Error::Invalid("give a session id (`agent list` shows them)".into()));
+        return Err(Error::Invalid(
+            "give a session id (`agent list` shows them)".into(),
+        ));
     }
     let sessions = connect(target).await?.0.agent_list().await?;
     let matching: Vec<&str> = sessions
@@ -193,7 +195,11 @@ pub async fn resolve_session(target: &Target, given: &str) -> Result<String> {
             "{} starts {} session ids ({}); give more of it",
             one_line(given),
             many.len(),
-            many.iter().take(3).map(|id| one_line(id)).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .take(3)
+                .map(|id| one_line(id))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }

@@ -159,7 +159,10 @@ pub async fn undo(
         reason,
     };
     let result = connect(socket).await?.undo_change(params).await?;
-    let mut out = format!("undid {}\n", crate::printable::counted(result.undone, "hunk"));
+    let mut out = format!(
+        "undid {}\n",
+        crate::printable::counted(result.undone, "hunk")
+    );
     for r in &result.refused {
         let _ = writeln!(out, "not undone: {}", one_line(&r.message));
     }

@@ -113,7 +113,9 @@ mod tests {
 
     /// Polls `f` once: whether it is done.
     async fn done(f: &mut std::pin::Pin<Box<impl Future<Output = ()>>>) -> bool {
-        tokio::time::timeout(Duration::ZERO, f.as_mut()).await.is_ok()
+        tokio::time::timeout(Duration::ZERO, f.as_mut())
+            .await
+            .is_ok()
     }
 
     #[tokio::test(start_paused = true)]

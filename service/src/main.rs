@@ -988,19 +988,17 @@ fn running_service(workspace: Option<PathBuf>) -> anyhow::Result<runtime::Servic
         .ok_or(Error::NotRunning { workspace: root })?)
 }
 
-type UnixClient = LspClient<
-    tokio::net::unix::OwnedReadHalf,
-    tokio::net::unix::OwnedWriteHalf,
->;
+type UnixClient = LspClient<tokio::net::unix::OwnedReadHalf, tokio::net::unix::OwnedWriteHalf>;
 
 /// An observer connection (no editor of its own) to the service `info`
 /// names.
 async fn observe(info: &runtime::ServiceInfo, name: &str) -> anyhow::Result<UnixClient> {
-    let mut client = LspClient::connect_unix(&info.socket)
-        .await
-        .map_err(|_| Error::NotRunning {
-            workspace: info.workspace.clone(),
-        })?;
+    let mut client =
+        LspClient::connect_unix(&info.socket)
+            .await
+            .map_err(|_| Error::NotRunning {
+                workspace: info.workspace.clone(),
+            })?;
     client.initialize_observer(name).await?;
     Ok(client)
 }
@@ -1023,7 +1021,11 @@ fn claude_processes(
     let spare_pid = status["agentSpare"]["pid"].as_u64();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();

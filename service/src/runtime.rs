@@ -229,7 +229,10 @@ impl WorkspaceFiles {
             workspace: self.root.clone(),
         };
         let path = self.start_claim_path();
-        write_private_atomic(&path, &serde_json::to_vec(&claim).expect("a claim serializes"))?;
+        write_private_atomic(
+            &path,
+            &serde_json::to_vec(&claim).expect("a claim serializes"),
+        )?;
         Ok(StartClaim { path })
     }
 
@@ -244,7 +247,8 @@ impl WorkspaceFiles {
         if !young {
             return None;
         }
-        let claim: StartClaimFile = serde_json::from_slice(&read_small_private(&path).ok()?).ok()?;
+        let claim: StartClaimFile =
+            serde_json::from_slice(&read_small_private(&path).ok()?).ok()?;
         (claim.workspace == self.root && process_alive(claim.pid)).then_some(claim.pid)
     }
 

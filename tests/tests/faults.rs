@@ -421,7 +421,9 @@ async fn editors_opened_at_once_on_a_workspace_and_a_folder_inside_share_one_ser
     let (_outer_shim, mut outer) = shim(&sb.workspace, &held);
     let (_inner_shim, mut inner) = shim(&sub, &moonkale_tests::bin("moonkale-service"));
     let outer_init = tokio::spawn(async move {
-        outer.initialize("editor-in-ws", &["utf-8"], Value::Null).await;
+        outer
+            .initialize("editor-in-ws", &["utf-8"], Value::Null)
+            .await;
         outer
     });
     let claim = sb.files_for(&sb.workspace).start_claim_path();

@@ -46,7 +46,11 @@ async fn a_newcomer_without_a_login_gets_one_sentence_and_nothing_left_running()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "nothing on stdout");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "",
+        "nothing on stdout"
+    );
     assert_eq!(stderr, format!("moonkale-service: {NOT_LOGGED_IN}\n"));
     let info = sb.files_for(&sb.workspace).read_info().expect("a service");
 
@@ -68,14 +72,14 @@ async fn a_newcomer_without_a_login_gets_one_sentence_and_nothing_left_running()
 
     // An ACP panel: its prompt is answered with ACP's "authentication
     // required", the same sentence, and `authMethods` says what to run.
-    let mut acp = AcpAgent::spawn(
-        service_command(&sb, &["acp"]),
-        &sb.root.join("acp.log"),
-    );
+    let mut acp = AcpAgent::spawn(service_command(&sb, &["acp"]), &sb.root.join("acp.log"));
     let init = acp.initialize().await;
     let method = &init["authMethods"][0];
     assert!(
-        method["description"].as_str().unwrap().contains("claude auth login"),
+        method["description"]
+            .as_str()
+            .unwrap()
+            .contains("claude auth login"),
         "{init}"
     );
     let acp_session = acp.new_session(&sb.workspace).await;
@@ -98,7 +102,8 @@ async fn a_newcomer_without_a_login_gets_one_sentence_and_nothing_left_running()
         .kill_on_drop(true);
     let mut shim = shim.spawn().unwrap();
     let mut ed = RawLsp::new(shim.stdout.take().unwrap(), shim.stdin.take().unwrap());
-    ed.initialize("newcomer-editor", &["utf-8"], Value::Null).await;
+    ed.initialize("newcomer-editor", &["utf-8"], Value::Null)
+        .await;
     let uri = sb.uri("app.py");
     ed.did_open(&uri, 1, "print('hi')\n").await;
 
@@ -123,7 +128,10 @@ async fn a_newcomer_without_a_login_gets_one_sentence_and_nothing_left_running()
     assert!(none.is_some(), "claude processes left: {:#?}", claudes());
     let status = service_command(&sb, &["status"]).output().await.unwrap();
     let status = String::from_utf8_lossy(&status.stdout);
-    assert!(status.contains("0 claude processes run by the service"), "{status}");
+    assert!(
+        status.contains("0 claude processes run by the service"),
+        "{status}"
+    );
     assert!(!status.contains("warm spare"), "{status}");
 
     // Everyone leaves; after its idle period the service is gone, with its
@@ -167,10 +175,7 @@ async fn connect_says_the_login_is_needed_on_the_servers_machine() {
         .unwrap()
         .port();
     let listen = format!("127.0.0.1:{port}");
-    let mut serve = service_command(
-        &sb,
-        &["serve", "--listen", &listen, "--token-file"],
-    );
+    let mut serve = service_command(&sb, &["serve", "--listen", &listen, "--token-file"]);
     serve
         .arg(&token_file)
         .env("MOONKALE_ROOT", &sb.workspace)

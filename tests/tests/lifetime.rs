@@ -37,7 +37,11 @@ async fn gone_with_its_files(sb: &Sandbox, workspace: &Path, pid: u32, socket: &
         sb.files_for(workspace).read_info().is_none(),
         "its info file is left behind"
     );
-    assert_eq!(ide_lock_files(sb), Vec::<PathBuf>::new(), "its IDE lock file");
+    assert_eq!(
+        ide_lock_files(sb),
+        Vec::<PathBuf>::new(),
+        "its IDE lock file"
+    );
 }
 
 fn shim(sb: &Sandbox, env: &[(&str, &str)]) -> (tokio::process::Child, RawLsp) {
@@ -72,7 +76,10 @@ async fn a_service_the_shim_started_exits_once_idle_and_leaves_nothing() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         ed.request("moonkale/status", Value::Null).await;
     }
-    assert!(alive(info.pid), "the service exited with an editor attached");
+    assert!(
+        alive(info.pid),
+        "the service exited with an editor attached"
+    );
     ed.request("shutdown", Value::Null).await;
     ed.notify("exit", Value::Null).await;
     child.wait().await.unwrap();
@@ -80,7 +87,10 @@ async fn a_service_the_shim_started_exits_once_idle_and_leaves_nothing() {
 
     let (_child, mut again) = shim(&sb, &idle);
     again.initialize("editor", &["utf-8"], Value::Null).await;
-    let second = sb.files_for(&sb.workspace).read_info().expect("a new service");
+    let second = sb
+        .files_for(&sb.workspace)
+        .read_info()
+        .expect("a new service");
     assert_ne!(second.pid, info.pid);
 }
 

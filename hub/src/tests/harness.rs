@@ -316,7 +316,8 @@ impl World {
 
     /// A `didOpen` the adapter found reached through a symlink.
     pub fn did_open_through_symlink(&mut self, id: u64, uri: &str, text: &str) {
-        let params = json!({"textDocument": {"uri": uri, "languageId": "rust", "version": 1, "text": text}});
+        let params =
+            json!({"textDocument": {"uri": uri, "languageId": "rust", "version": 1, "text": text}});
         self.step(
             format!("ed{id} textDocument/didOpen through a symlink {uri}"),
             Event::DidOpen {

@@ -106,7 +106,6 @@ pub fn stop_reason(result: &Value, cancelled: bool) -> Result<&'static str, Stri
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -668,7 +668,8 @@ mod tests {
     fn claude_is_wired_to_the_ide_and_reviews_edits() {
         let home = tempfile::tempdir().unwrap();
         let env = vec![(OsString::from("HOME"), home.path().as_os_str().to_owned())];
-        let launch = claude_launch(Some(4242), &env, vec!["--model".into(), "x".into()], true).unwrap();
+        let launch =
+            claude_launch(Some(4242), &env, vec!["--model".into(), "x".into()], true).unwrap();
         assert_eq!(
             launch.args,
             ["--permission-mode", "default", "--model", "x"]
@@ -676,7 +677,8 @@ mod tests {
         assert_eq!(launch.env["CLAUDE_CODE_SSE_PORT"], "4242");
         assert!(launch.message.contains("review"));
         // The user's own choice wins: an argument, or their settings.
-        let own = claude_launch(Some(1), &env, vec!["--permission-mode=plan".into()], true).unwrap();
+        let own =
+            claude_launch(Some(1), &env, vec!["--permission-mode=plan".into()], true).unwrap();
         assert_eq!(own.args, ["--permission-mode=plan"]);
         std::fs::create_dir_all(home.path().join(".claude")).unwrap();
         std::fs::write(

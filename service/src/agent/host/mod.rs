@@ -75,11 +75,15 @@ fn spawn_in(
 
 /// Whether `chats` holds a session's transcript.
 fn has_transcripts(chats: &std::path::Path) -> bool {
-    std::fs::read_dir(chats).into_iter().flatten().flatten().any(|e| {
-        e.file_name()
-            .to_str()
-            .is_some_and(|n| n.ends_with(".jsonl"))
-    })
+    std::fs::read_dir(chats)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.ends_with(".jsonl"))
+        })
 }
 
 struct Host {

@@ -597,13 +597,19 @@ async fn a_turn_without_a_login_fails_with_the_fix_and_stops_its_cli() {
     w.prompt("hello").await.unwrap();
     w.launched().await;
     w.told("user").await;
-    w.cli_says(json!({"type": "system", "subtype": "init", "session_id": "x",
-        "permissionMode": "default", "claude_code_version": "2.1.332", "apiKeySource": "none"}));
-    w.cli_says(json!({"type": "assistant", "error": "authentication_failed", "message": {
+    w.cli_says(
+        json!({"type": "system", "subtype": "init", "session_id": "x",
+        "permissionMode": "default", "claude_code_version": "2.1.332", "apiKeySource": "none"}),
+    );
+    w.cli_says(
+        json!({"type": "assistant", "error": "authentication_failed", "message": {
         "model": "<synthetic>", "role": "assistant",
-        "content": [{"type": "text", "text": "Not logged in · Please run /login"}]}}));
-    w.cli_says(json!({"type": "result", "subtype": "success", "is_error": true,
-        "result": "Not logged in · Please run /login"}));
+        "content": [{"type": "text", "text": "Not logged in · Please run /login"}]}}),
+    );
+    w.cli_says(
+        json!({"type": "result", "subtype": "success", "is_error": true,
+        "result": "Not logged in · Please run /login"}),
+    );
     check(
         &w.shown("\"login\"").await,
         expect![[r#"
@@ -617,7 +623,7 @@ async fn a_turn_without_a_login_fails_with_the_fix_and_stops_its_cli() {
             progress end "failed"
             event state {"error":"Claude Code is not logged in: run `claude auth login` in a terminal, then try again.","login":{"fix":"run `claude auth login` in a terminal"},"state":"failed"}"#]],
     );
-let cli = w.cli.as_mut().expect("a CLI runs");
+    let cli = w.cli.as_mut().expect("a CLI runs");
     let closed = tokio::time::timeout(DEADLINE, async {
         while cli.lines.recv().await.is_some() {}
     })

@@ -141,7 +141,8 @@ pub async fn fresh_cli_first_turns(
 pub async fn next_spare(ed: &mut RawLsp, old: Option<u32>) -> Result<u32, String> {
     // A spare comes only in a workspace whose agent was used (a
     // front end preparing its sessions is a use).
-    ed.request("moonkale/agent/prepare", serde_json::json!({})).await;
+    ed.request("moonkale/agent/prepare", serde_json::json!({}))
+        .await;
     let deadline = Instant::now() + TURN_DEADLINE;
     while Instant::now() < deadline {
         let status = ed.request("moonkale/status", Value::Null).await;

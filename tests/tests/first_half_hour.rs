@@ -70,6 +70,40 @@ async fn a_newcomer_without_a_login_gets_one_sentence_and_nothing_left_running()
     assert_eq!(shown.matches("not logged in").count(), 1, "{shown}");
     assert_eq!(shown.matches("Not logged in").count(), 0, "{shown}");
 
+    // An empty prompt from standard input is refused in one sentence; a
+    // failed session is closed, then cleaned with the others in one go.
+    // (Its standard input is empty.)
+    let empty = service_command(&sb, &["agent", "send", "-"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(empty.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&empty.stderr),
+        "moonkale-service: the prompt is empty: say what Claude should do\n"
+    );
+    let closed = service_command(&sb, &["agent", "close", &session[..6]])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(closed.status.code(), Some(0), "{closed:?}");
+    let deleted = service_command(&sb, &["agent", "delete", "--failed"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&deleted.stderr),
+        "deleted 1 failed session\n"
+    );
+    let listed = service_command(&sb, &["agent", "list"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout),
+        "no agent sessions in this workspace\n"
+    );
+
     // An ACP panel: its prompt is answered with ACP's "authentication
     // required", the same sentence, and `authMethods` says what to run.
     let mut acp = AcpAgent::spawn(service_command(&sb, &["acp"]), &sb.root.join("acp.log"));

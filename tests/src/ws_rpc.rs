@@ -59,6 +59,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsRpc<S> {
             .expect("the server closed the connection")
     }
 
+    /// Runs `work` while reading this connection (what arrives is set
+    /// aside), so that it answers the service's pings meanwhile, as the CLI
+    /// does: a stand-in left unread for two ping intervals (60 s), which a
+    /// long step takes under load, is dropped as silent. Closed meanwhile,
+    /// it fails at its next use.
+    pub async fn answering_pings<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(work);
+        let mut open = true;
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                frame = self.ws.next(), if open => match frame {
+                    Some(Ok(Message::Text(t))) => {
+                        self.notifications.push(serde_json::from_str(&t).expect("JSON"));
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => open = false,
+                },
+            }
+        }
+    }
+
     /// The response with `id` (already set aside, or the next to come),
     /// keeping the other messages aside.
     pub async fn response(&mut self, id: i64) -> Value {

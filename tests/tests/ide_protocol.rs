@@ -1331,40 +1331,47 @@ async fn hostile_13_clients_that_do_not_read() {
     );
     drop(flooder);
 
-    let mut lazy = IdeClient::connect(port, &token).await;
-    lazy.initialize("2025-11-25").await;
-    let big = "x".repeat(10 << 20);
-    // All six are read while nothing is queued (past 1 MiB queued the
-    // service would stop reading this client). Socket buffers absorb about
-    // one answer; the rest pass the 32 MiB cap.
-    const PROPOSALS: i64 = 6;
-    for i in 0..PROPOSALS {
-        let path = sb
-            .workspace
-            .join(format!("big{i}.txt"))
-            .display()
-            .to_string();
-        start_open_diff(
-            &mut lazy,
-            200 + i,
-            open_diff(&path, &big, &format!("big-{i}")),
-        )
-        .await;
-        ed.server_request("window/showDocument").await;
-    }
-    for i in 0..PROPOSALS {
-        let args = json!({"command": "moonkale.acceptProposal", "arguments": [format!("big-{i}")]});
-        // Once the client is dropped its remaining proposals are withdrawn,
-        // so a late accept may fail.
-        ed.request("workspace/executeCommand", args).await;
-    }
-    // The lazy client now reads: it gets what was on the wire, then the end.
-    let mut answers = 0;
-    while let Some(msg) = lazy.try_recv().await {
-        answers += usize::from(msg["result"]["content"][0]["text"] == "FILE_SAVED");
-    }
-    // try_recv returned None: the service closed the connection.
-    assert!(answers < PROPOSALS as usize, "{answers} answers arrived");
+    // `other` answers pings meanwhile, as the CLI would: under load this
+    // takes most of a minute.
+    let lazy_client = async {
+        let mut lazy = IdeClient::connect(port, &token).await;
+        lazy.initialize("2025-11-25").await;
+        let big = "x".repeat(10 << 20);
+        // All six are read while nothing is queued (past 1 MiB queued the
+        // service would stop reading this client). Socket buffers absorb
+        // about one answer; the rest pass the 32 MiB cap.
+        const PROPOSALS: i64 = 6;
+        for i in 0..PROPOSALS {
+            let path = sb
+                .workspace
+                .join(format!("big{i}.txt"))
+                .display()
+                .to_string();
+            start_open_diff(
+                &mut lazy,
+                200 + i,
+                open_diff(&path, &big, &format!("big-{i}")),
+            )
+            .await;
+            ed.server_request("window/showDocument").await;
+        }
+        for i in 0..PROPOSALS {
+            let args =
+                json!({"command": "moonkale.acceptProposal", "arguments": [format!("big-{i}")]});
+            // Once the client is dropped its remaining proposals are
+            // withdrawn, so a late accept may fail.
+            ed.request("workspace/executeCommand", args).await;
+        }
+        // The lazy client now reads: it gets what was on the wire, then the
+        // end.
+        let mut answers = 0;
+        while let Some(msg) = lazy.try_recv().await {
+            answers += usize::from(msg["result"]["content"][0]["text"] == "FILE_SAVED");
+        }
+        // try_recv returned None: the service closed the connection.
+        assert!(answers < PROPOSALS as usize, "{answers} answers arrived");
+    };
+    other.answering_pings(lazy_client).await;
     assert_eq!(
         other.request("ping", Value::Null).await["result"],
         json!({})

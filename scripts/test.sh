@@ -3,6 +3,8 @@
 # claude CLI 2.1.332 from npm) and runs every test. This is the command CI
 # runs (.ci/run).
 set -euo pipefail
+# Incremental caches only cost disk on a one-off build.
+export CARGO_INCREMENTAL=0
 cd "$(dirname "$0")/.."
 bash scripts/install-test-peers.sh
 # The end-to-end tests run the real binaries, so build them all first.

@@ -139,9 +139,13 @@ pub fn parse_version(output: &str) -> Option<Version> {
     })
 }
 
+/// How long `claude --version` may take: an old generation is a 10 MB
+/// script that node parses first, which a loaded machine makes slow.
+pub const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// `program --version`, run once per executable (by path and modification
-/// time) with `env`; `None` if it does not answer within 20 s or says no
-/// version.
+/// time) with `env`; `None` if it does not answer within
+/// [`VERSION_TIMEOUT`] or says no version.
 pub async fn version(
     program: &Path,
     env: &[(std::ffi::OsString, std::ffi::OsString)],
@@ -166,7 +170,7 @@ pub async fn version(
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
-    let found = match tokio::time::timeout(std::time::Duration::from_secs(20), run).await {
+    let found = match tokio::time::timeout(VERSION_TIMEOUT, run).await {
         Ok(Ok(out)) => parse_version(&String::from_utf8_lossy(&out.stdout)),
         _ => None,
     };

@@ -67,6 +67,15 @@ pub fn set_permission_mode(request_id: &str, mode: crate::launch::PermissionMode
     )
 }
 
+/// Replaces the CLI's MCP servers with `servers` (as `--mcp-config`'s
+/// `mcpServers`; an `sdk` entry is served over this control protocol).
+pub fn set_mcp_servers(request_id: &str, servers: &serde_json::Map<String, Value>) -> Vec<u8> {
+    request(
+        request_id,
+        json!({"subtype": "mcp_set_servers", "servers": servers}),
+    )
+}
+
 /// `None` goes back to the default model.
 pub fn set_model(request_id: &str, model: Option<&str>) -> Vec<u8> {
     request(request_id, json!({"subtype": "set_model", "model": model}))

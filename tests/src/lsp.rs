@@ -363,6 +363,18 @@ impl Client {
     /// Connects to the service, initializes with `caps` and sends
     /// `initialized`.
     pub async fn connect(svc: &Service, name: &str, caps: Value, diag: Diag) -> Client {
+        Client::connect_with(svc, name, caps, Value::Null, diag).await
+    }
+
+    /// [`Client::connect`] with `initializationOptions` (`{"moonkaleRole":
+    /// "observer"}` for a client that is not an editor).
+    pub async fn connect_with(
+        svc: &Service,
+        name: &str,
+        caps: Value,
+        options: Value,
+        diag: Diag,
+    ) -> Client {
         let (r, w) = tokio::net::UnixStream::connect(&svc.info.socket)
             .await
             .expect("connect to the service's socket")
@@ -387,7 +399,7 @@ impl Client {
         c.call(
             "initialize",
             json!({"processId": std::process::id(), "clientInfo": {"name": name, "version": "test"},
-                   "rootUri": null, "capabilities": caps}),
+                   "rootUri": null, "capabilities": caps, "initializationOptions": options}),
         )
         .await;
         c.notify("initialized", json!({})).await;
@@ -458,11 +470,17 @@ impl Client {
 
     /// Sends a request and returns the whole response.
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_within(method, params, crate::STEP).await
+    }
+
+    /// [`Client::request`] for a request whose answer the service itself
+    /// bounds by more than a step: waits up to `within`.
+    pub async fn request_within(&mut self, method: &str, params: Value, within: Duration) -> Value {
         self.next_id += 1;
         let id = json!(self.next_id);
         self.send(request_message(&id, method, params.clone()))
             .await;
-        let deadline = tokio::time::Instant::now() + crate::STEP;
+        let deadline = tokio::time::Instant::now() + within;
         loop {
             if let Some(i) = self.responses.iter().position(|r| r["id"] == id) {
                 return self.responses.remove(i);

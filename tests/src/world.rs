@@ -34,6 +34,8 @@ pub struct WorldBuilder {
     args: Vec<String>,
     editor: String,
     caps: Value,
+    /// The first client's `initializationOptions`.
+    options: Value,
     jailed: bool,
 }
 
@@ -104,6 +106,13 @@ impl WorldBuilder {
         self
     }
 
+    /// The first client is an observer (a front end, not an editor): the
+    /// workspace has no editor attached.
+    pub fn observer(mut self) -> WorldBuilder {
+        self.options = json!({"moonkaleRole": "observer"});
+        self
+    }
+
     /// The first editor does not show buttons.
     pub fn without_buttons(mut self) -> WorldBuilder {
         self.caps = plain_caps();
@@ -155,7 +164,14 @@ impl WorldBuilder {
         env.extend(self.env);
         let svc = start_service(&sb, &self.args, &env).await;
         let diag = diag(&sb, &fake);
-        let ed = Client::connect(&svc, &self.editor, self.caps.clone(), diag).await;
+        let ed = Client::connect_with(
+            &svc,
+            &self.editor,
+            self.caps.clone(),
+            self.options.clone(),
+            diag,
+        )
+        .await;
         World {
             jail,
             ed,
@@ -163,7 +179,7 @@ impl WorldBuilder {
             fake,
             env,
             args: self.args,
-            editor: (self.editor, self.caps),
+            editor: (self.editor, self.caps, self.options),
             sb,
         }
     }
@@ -195,7 +211,7 @@ pub struct World {
     env: Vec<(String, String)>,
     args: Vec<String>,
     /// The first editor's name and capabilities.
-    editor: (String, Value),
+    editor: (String, Value, Value),
     /// The jail of a [`WorldBuilder::jailed`] world.
     pub jail: Option<Jail>,
     pub sb: Sandbox,
@@ -261,6 +277,7 @@ impl World {
             args: Vec::new(),
             editor: "editor-a".to_owned(),
             caps: buttons_caps(),
+            options: Value::Null,
             jailed: false,
         }
     }
@@ -378,8 +395,8 @@ impl World {
             }
         }
         self.svc = Some(start_service(&self.sb, &self.args, &self.env).await);
-        let (name, caps) = self.editor.clone();
-        self.ed = self.client(&name, caps).await;
+        let (name, caps, options) = self.editor.clone();
+        self.ed = Client::connect_with(self.svc(), &name, caps, options, self.diag()).await;
     }
 
     /// `moonkale-service <args>` pointed at this sandbox, with the

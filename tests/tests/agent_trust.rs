@@ -298,10 +298,14 @@ async fn old_cli_refuses_an_untrusted_workspace(version: &str) {
         .claude(generation(version))
         .start()
         .await;
+    // The answer waits for `claude --version`, which the service bounds by
+    // VERSION_TIMEOUT: a 10 MB script for node to parse first, slow under
+    // load (the answer took over a step with two builds running).
     let r =
-        w.ed.request(
+        w.ed.request_within(
             "moonkale/agent/start",
             json!({"prompt": "hello", "permissionMode": "default"}),
+            moonkale_claude::binary::VERSION_TIMEOUT + STEP,
         )
         .await;
     let error = r["error"]["message"].as_str().unwrap_or_default();

@@ -20,6 +20,7 @@ use moonkale_protocol::dispatch::Dispatch;
 use moonkale_protocol::to_json;
 use serde_json::Value;
 use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use self::spare::Spares;
@@ -66,6 +67,7 @@ fn spawn_in(
         config: Arc::new(config),
         sessions: HashMap::new(),
         clock: 0,
+        editors: watch::Sender::new(0),
     };
     if used_before {
         host.used_before();
@@ -97,6 +99,9 @@ struct Host {
     sessions: HashMap<Uuid, Live>,
     clock: u64,
     spares: Spares,
+    /// Editors attached, as the hub last said: sessions offer the CLI the
+    /// editor tools only while one is.
+    editors: watch::Sender<usize>,
 }
 
 struct Live {
@@ -655,6 +660,7 @@ impl Host {
                     cwd: None,
                     mcp_servers: Default::default(),
                     spare: false,
+                    editors: self.editors.subscribe(),
                 },
                 self.hub.clone(),
                 self.config.clone(),
@@ -718,6 +724,7 @@ impl Host {
                     cwd,
                     mcp_servers: place.mcp_servers,
                     spare: false,
+                    editors: self.editors.subscribe(),
                 },
                 self.hub.clone(),
                 self.config.clone(),

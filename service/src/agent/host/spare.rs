@@ -164,6 +164,7 @@ impl Host {
             self.spares.last_used = Some(Instant::now());
         }
         self.spares.editors = attached;
+        self.editors.send_replace(attached);
         self.refresh_spare();
     }
 
@@ -231,6 +232,7 @@ impl Host {
                 cwd: None,
                 mcp_servers: Default::default(),
                 spare: true,
+                editors: self.editors.subscribe(),
             },
             self.hub.clone(),
             self.config.clone(),

@@ -174,6 +174,8 @@ pub(super) struct Running {
     /// This process is the one retry after a lost (or already used)
     /// conversation: it is not retried again.
     pub retry: bool,
+    /// Offered our MCP server (the editor tools).
+    pub editor_tools: bool,
 }
 
 impl CliState {

@@ -258,6 +258,9 @@ pub struct Start {
     /// A warm spare: its CLI starts now, and nothing is announced or
     /// stored until [`SessionCommand::Adopt`] (its `log` is in memory).
     pub spare: bool,
+    /// How many editors are attached: the editor tools are offered to the
+    /// CLI only while one is.
+    pub editors: watch::Receiver<usize>,
 }
 
 pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionHandle {
@@ -320,6 +323,8 @@ struct Session {
     /// Where the CLI runs when not in `workspace`.
     cwd: Option<PathBuf>,
     mcp_servers: Map<String, Value>,
+    /// Editors attached (the host's count).
+    editors: watch::Receiver<usize>,
     /// What the CLI streamed of the message it is writing.
     streaming: wire::Streaming,
     /// Our `initialize` request to the CLI: its answer (commands, models)
@@ -440,6 +445,7 @@ impl Session {
             workspace: start.workspace,
             cwd: start.cwd,
             mcp_servers: start.mcp_servers,
+            editors: start.editors,
             initialize_request: None,
             streaming: wire::Streaming::default(),
             hub,
@@ -520,6 +526,7 @@ impl Session {
                     self.cli_output(message).await;
                 }
                 () = sleep_until(idle) => self.stop_idle_cli().await,
+                Ok(()) = self.editors.changed() => self.offer_editor_tools().await,
                 Some(done) = internal.recv() => match done {
                     Internal::McpReply { request_id, reply } => {
                         self.write(control::mcp_response(&request_id, Some(reply))).await;
@@ -749,11 +756,12 @@ impl Session {
             self.note_untrusted_settings();
         }
         let resuming = matches!(start, SessionStart::Resume(_));
+        let editor_tools = *self.editors.borrow_and_update() > 0;
         let launch = Launch {
             session: start,
             permission_mode: self.permission_mode,
             model: self.model.clone(),
-            mcp_config: Some(self.mcp_config()),
+            mcp_config: Some(self.mcp_config(editor_tools)),
             // Headless, the CLI asks no trust question of its own and would
             // run the repository's hooks and MCP servers: only the user's
             // own settings until the user trusts the workspace.
@@ -778,22 +786,49 @@ impl Session {
             trusted,
             resuming,
             retry,
+            editor_tools,
         }));
         let id = self.request_id();
         self.initialize_request = Some(id.clone());
-        self.write(control::initialize(&id, &[MCP_SERVER])).await;
+        let ours: &[&str] = if editor_tools { &[MCP_SERVER] } else { &[] };
+        self.write(control::initialize(&id, ours)).await;
         Ok(())
     }
 
-    /// The CLI's MCP servers: ours (in-process, over the control protocol)
-    /// and the front end's.
-    fn mcp_config(&self) -> String {
+    /// The CLI's MCP servers: the front end's, and ours (in-process, over
+    /// the control protocol) when `editor_tools`.
+    fn mcp_servers(&self, editor_tools: bool) -> Map<String, Value> {
         let mut servers = self.mcp_servers.clone();
-        servers.insert(
-            MCP_SERVER.into(),
-            json!({"type": "sdk", "name": MCP_SERVER}),
-        );
-        json!({"mcpServers": servers}).to_string()
+        if editor_tools {
+            servers.insert(
+                MCP_SERVER.into(),
+                json!({"type": "sdk", "name": MCP_SERVER}),
+            );
+        }
+        servers
+    }
+
+    fn mcp_config(&self, editor_tools: bool) -> String {
+        json!({"mcpServers": self.mcp_servers(editor_tools)}).to_string()
+    }
+
+    /// An editor attached while the CLI runs without the editor tools: they
+    /// are added now (`mcp_set_servers` replaces the whole set, so the front
+    /// end's go with them). Without an editor they would only cost each CLI
+    /// CPU for tools that have nothing to show, and ten CLIs at once on two
+    /// cores pay that together. They stay once offered.
+    async fn offer_editor_tools(&mut self) {
+        let attached = *self.editors.borrow_and_update() > 0;
+        let Some(running) = self.cli.running() else {
+            return;
+        };
+        if !attached || running.editor_tools {
+            return;
+        }
+        running.editor_tools = true;
+        let id = self.request_id();
+        let servers = self.mcp_servers(true);
+        self.write(control::set_mcp_servers(&id, &servers)).await;
     }
 
     /// The CLI's answer to `initialize`, kept for front ends: its slash
@@ -943,6 +978,8 @@ impl Session {
                             .map(|_| result)
                             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e)),
                     );
+                } else if let Err(why) = outcome {
+                    tracing::warn!(session = %self.id, "the CLI refused our request {request_id}: {why}");
                 }
             }
             CliMessage::ControlCancel { request_id } => {

@@ -35,6 +35,8 @@ struct World {
     cli: Option<Launched>,
     /// What the session told the change-set host.
     changes: mpsc::Receiver<ChangesCommand>,
+    /// How many editors the host says are attached (none at first).
+    editors: tokio::sync::watch::Sender<usize>,
     _dir: tempfile::TempDir,
 }
 
@@ -93,6 +95,7 @@ impl World {
             restored
         });
         let (hub, events) = HubHandle::detached(workspace.clone());
+        let editors = tokio::sync::watch::Sender::new(0);
         let handle = super::spawn(
             Start {
                 id,
@@ -105,6 +108,7 @@ impl World {
                 cwd: None,
                 mcp_servers: Default::default(),
                 spare: false,
+                editors: editors.subscribe(),
             },
             hub,
             Arc::new(config),
@@ -117,6 +121,7 @@ impl World {
             launches,
             cli: None,
             changes,
+            editors,
             _dir: dir,
         }
     }
@@ -235,7 +240,15 @@ fn render_cli_line(line: &Value) -> String {
     let compact = |v: &Value| serde_json::to_string(v).unwrap();
     match line["type"].as_str() {
         Some("user") => format!("user {}", compact(&line["message"]["content"])),
-        Some("control_request") => format!("control_request {}", line["request"]["subtype"]),
+        Some("control_request") => {
+            let request = &line["request"];
+            let servers = match request["subtype"].as_str() {
+                Some("initialize") => format!(" sdkMcpServers={}", request["sdkMcpServers"]),
+                Some("mcp_set_servers") => format!(" servers={}", compact(&request["servers"])),
+                _ => String::new(),
+            };
+            format!("control_request {}{servers}", request["subtype"])
+        }
         Some("control_response") => {
             format!(
                 "control_response {}",
@@ -307,7 +320,7 @@ async fn a_prompt_starts_the_cli_and_the_turn_ends_idle() {
     check(
         &w.told("user").await,
         expect![[r#"
-            control_request "initialize"
+            control_request "initialize" sdkMcpServers=[]
             user "Say hello""#]],
     );
     w.cli_says(init());
@@ -323,6 +336,66 @@ async fn a_prompt_starts_the_cli_and_the_turn_ends_idle() {
             event cli {"is_error":false,"result":"Hello!","subtype":"success","type":"result"}
             progress end "done"
             event state {"state":"idle"}"#]],
+    );
+}
+
+/// The `mcpServers` of the CLI's `--mcp-config`.
+fn mcp_config(launched: &Launched) -> String {
+    let config = launched
+        .args
+        .iter()
+        .find_map(|a| a.strip_prefix("--mcp-config="))
+        .or_else(|| {
+            let at = launched.args.iter().position(|a| a == "--mcp-config")?;
+            launched.args.get(at + 1).map(String::as_str)
+        })
+        .expect("an --mcp-config");
+    let config: Value = serde_json::from_str(config).unwrap();
+    serde_json::to_string(&config["mcpServers"]).unwrap()
+}
+
+#[tokio::test]
+async fn the_editor_tools_are_offered_once_an_editor_is_attached() {
+    let mut w = World::new(Setup::default());
+    w.prompt("hi").await.unwrap();
+    w.launched().await;
+    // No editor: nothing to show, so no MCP server for the CLI to start.
+    check(&mcp_config(w.cli.as_ref().unwrap()), expect!["{}"]);
+    check(
+        &w.told("user").await,
+        expect![[r#"
+            control_request "initialize" sdkMcpServers=[]
+            user "hi""#]],
+    );
+    // An editor attaches: the running CLI gets them.
+    w.editors.send_replace(1);
+    check(
+        &w.told("control_request").await,
+        expect![[
+            r#"control_request "mcp_set_servers" servers={"moonkale":{"name":"moonkale","type":"sdk"}}"#
+        ]],
+    );
+    w.cli_says(init());
+    w.cli_says(success("ok"));
+    w.shown("\"idle\"").await;
+    // A CLI started with an editor attached has them from its start.
+    w.cli_exits("");
+    let mut cli = w.handle.cli.clone();
+    tokio::time::timeout(DEADLINE, cli.wait_for(|c| *c == super::CliSeen::Ended))
+        .await
+        .expect("the session sees its CLI end")
+        .unwrap();
+    w.prompt("again").await.unwrap();
+    w.launched().await;
+    check(
+        &mcp_config(w.cli.as_ref().unwrap()),
+        expect![[r#"{"moonkale":{"name":"moonkale","type":"sdk"}}"#]],
+    );
+    check(
+        &w.told("user").await,
+        expect![[r#"
+            control_request "initialize" sdkMcpServers=["moonkale"]
+            user "again""#]],
     );
 }
 
@@ -581,8 +654,8 @@ async fn an_idle_cli_is_stopped_and_the_next_prompt_resumes_it() {
     check(
         &w.told("user").await,
         expect![[r#"
-        control_request "initialize"
-        user "Go on""#]],
+            control_request "initialize" sdkMcpServers=[]
+            user "Go on""#]],
     );
 }
 
@@ -657,7 +730,7 @@ async fn a_lost_conversation_continues_in_a_fresh_one_with_the_prompt_sent_again
     check(
         &w.told("user").await,
         expect![[r#"
-            control_request "initialize"
+            control_request "initialize" sdkMcpServers=[]
             user "Go on""#]],
     );
     let shown = w.shown("notice").await;

@@ -180,28 +180,8 @@ pub async fn resolve_session(target: &Target, given: &str) -> Result<String> {
         ));
     }
     let sessions = connect(target).await?.0.agent_list().await?;
-    let matching: Vec<&str> = sessions
-        .iter()
-        .map(|s| s.session.as_str())
-        .filter(|id| id.starts_with(given))
-        .collect();
-    match matching.as_slice() {
-        [one] => Ok((*one).to_owned()),
-        [] => Err(Error::Invalid(format!(
-            "no session of this workspace starts with {}",
-            one_line(given)
-        ))),
-        many => Err(Error::Invalid(format!(
-            "{} starts {} session ids ({}); give more of it",
-            one_line(given),
-            many.len(),
-            many.iter()
-                .take(3)
-                .map(|id| one_line(id))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-    }
+    let ids = sessions.iter().map(|s| s.session.as_str());
+    crate::id_prefix::pick(given, ids, "session", "agent list").map(str::to_owned)
 }
 
 /// `agent close ID`.

@@ -169,6 +169,21 @@ pub async fn undo(
     Ok(out)
 }
 
+/// The change set `given` names: its number, or a unique prefix of one
+/// among every set the service holds.
+pub async fn resolve_set(socket: &Path, given: &str) -> Result<u64> {
+    let sets = connect(socket).await?.changes(true).await?;
+    let ids: Vec<String> = sets.iter().map(|s| s.id.to_string()).collect();
+    let id = crate::id_prefix::pick(
+        given,
+        ids.iter().map(String::as_str),
+        "change set",
+        "changes list --all",
+    )?;
+    id.parse()
+        .map_err(|_| Error::Invalid(format!("{} is not a change set number", one_line(id))))
+}
+
 /// `changes keep`.
 pub async fn keep(socket: &Path, set: u64, file: Option<&Path>) -> Result<()> {
     let params = KeepParams {

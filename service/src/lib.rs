@@ -20,6 +20,7 @@
 //! - [`user_state`]: what is kept for the user outside every workspace
 //!   (transcripts, workspace trust).
 //! - [`doctor`]: the first-run check.
+//! - [`id_prefix`]: ids given by a unique prefix on the command line.
 //! - [`printable`]: untrusted text made safe to print on a terminal.
 
 pub mod acp;
@@ -31,6 +32,7 @@ pub mod client;
 pub mod doctor;
 pub mod error;
 pub mod http;
+pub mod id_prefix;
 pub mod ide;
 pub mod lifetime;
 pub mod lsp;

@@ -318,8 +318,9 @@ enum ChangesVerb {
     },
     /// A set's files and hunks.
     Show {
-        /// The change set's number (as `list` prints it).
-        set: u64,
+        /// The change set's number (as `list` prints it), or a unique
+        /// prefix of one.
+        set: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -328,8 +329,8 @@ enum ChangesVerb {
     /// `show` prints). Lines changed since Claude wrote them are left as
     /// they are.
     Undo {
-        /// The change set's number.
-        set: u64,
+        /// The change set's number, or a unique prefix of one.
+        set: String,
         /// Only this file of the set (a path in the workspace).
         file: Option<PathBuf>,
         /// Only this hunk of that file (its index, as `show` prints it).
@@ -340,8 +341,8 @@ enum ChangesVerb {
     },
     /// Keep (dismiss) a set or one file of it.
     Keep {
-        /// The change set's number.
-        set: u64,
+        /// The change set's number, or a unique prefix of one.
+        set: String,
         /// Only this file of the set (a path in the workspace).
         file: Option<PathBuf>,
     },
@@ -358,6 +359,7 @@ async fn run_changes_command(
             print!("{}", changes::list(socket, root, all, json).await?)
         }
         ChangesVerb::Show { set, json } => {
+            let set = changes::resolve_set(socket, &set).await?;
             print!("{}", changes::show(socket, root, set, json).await?)
         }
         ChangesVerb::Undo {
@@ -366,10 +368,14 @@ async fn run_changes_command(
             hunk,
             reason,
         } => {
+            let set = changes::resolve_set(socket, &set).await?;
             let done = changes::undo(socket, set, file.as_deref(), hunk, reason).await?;
             print!("{done}");
         }
-        ChangesVerb::Keep { set, file } => changes::keep(socket, set, file.as_deref()).await?,
+        ChangesVerb::Keep { set, file } => {
+            let set = changes::resolve_set(socket, &set).await?;
+            changes::keep(socket, set, file.as_deref()).await?
+        }
     }
     Ok(0)
 }

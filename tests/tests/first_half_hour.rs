@@ -238,3 +238,69 @@ async fn connect_says_the_login_is_needed_on_the_servers_machine() {
          run `claude auth login` in a terminal there, then try again.\n"
     );
 }
+
+/// `moonkale-service claude` in a terminal: the user's `claude` (here a
+/// stand-in that prints its arguments) gets the terminal after one line of
+/// ours on stderr that says where edits are reviewed, with an editor
+/// attached or without; never a log line, neither of the command nor of the
+/// service it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_says_one_line_of_its_own_and_where_edits_are_reviewed() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = newcomer();
+    let stub = sb.root.join("claude-stand-in");
+    std::fs::write(&stub, "#!/bin/sh\necho \"STAND_IN_CLAUDE $*\"\n").unwrap();
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let claude = async || {
+        let out = service_command(&sb, &["claude"])
+            .env("MOONKALE_CLAUDE_BIN", &stub)
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "STAND_IN_CLAUDE --permission-mode default\n",
+            "the user's claude runs with the terminal"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(stderr.lines().count(), 1, "one line of ours: {stderr}");
+        assert!(stderr.starts_with("moonkale: Claude Code starts connected to this workspace"));
+        stderr
+    };
+
+    let alone = claude().await;
+    assert!(
+        alone.contains("no editor is attached")
+            && alone.contains("`moonkale-service changes`")
+            && !alone.contains("comes to your editor"),
+        "{alone}"
+    );
+
+    let mut shim = sb.command("moonkale-shim");
+    shim.arg("--workspace")
+        .arg(&sb.workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    let mut shim = shim.spawn().unwrap();
+    let mut ed = RawLsp::new(shim.stdout.take().unwrap(), shim.stdin.take().unwrap());
+    ed.initialize("an-editor", &["utf-8"], Value::Null).await;
+    let with_editor = claude().await;
+    assert!(
+        with_editor.contains("every edit comes to your editor for review"),
+        "{with_editor}"
+    );
+
+    // The service `claude` started lives on its own (its output is not
+    // the terminal's) and leaves once nobody uses it.
+    let info = sb.files_for(&sb.workspace).read_info().expect("a service");
+    ed.request("shutdown", Value::Null).await;
+    ed.notify("exit", Value::Null).await;
+    shim.wait().await.unwrap();
+    wait_until("the auto-started service exits", || {
+        let gone = !moonkale_service::runtime::process_alive(info.pid);
+        async move { gone.then_some(()) }
+    })
+    .await;
+}

@@ -99,10 +99,13 @@ async fn stopped(cli: &mut Launched) {
 async fn an_attached_editor_gets_a_spare_that_the_next_start_adopts() {
     let mut w = spare_world();
     w.agent_was_used().await;
-    w.editors(1).await;
     let (mut spare, id) = w.launched().await;
     expect!["--permission-mode=plan --session-id=ID"].assert_eq(&flags(&spare, &id));
     expect![[r#"control_request "initialize""#]].assert_eq(&told(&mut spare).await);
+    // The spare started when the agent was used, before the editor came:
+    // the editor brings the spare's CLI the editor tools.
+    w.editors(1).await;
+    expect![[r#"control_request "mcp_set_servers""#]].assert_eq(&told(&mut spare).await);
     let shown = w.hub_sees("AgentSpare(Some").await;
     expect!["AgentSpare(Some(0))"].assert_eq(&shown);
     // Not listed, nothing on disk, until adopted.

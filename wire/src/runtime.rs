@@ -13,7 +13,7 @@
 //! directory can delete away, so two services never serve one folder; and
 //! one on `ws-<hash>.lock`, so two services never publish under one name.
 //! A running service puts back whatever of its files disappear
-//! ([`WorkspaceLock::hold_file`], `server::Published`).
+//! ([`WorkspaceLock::hold_file`], the service's `server::Published`).
 //!
 //! **Invariant:** editors opened at once on a workspace and on a folder
 //! inside it end with one service, the outer one's: a starter (the shim)

@@ -494,3 +494,65 @@ pub fn uid() -> u32 {
 pub fn path_hash(root: &Path) -> u64 {
     moonkale_protocol::path_hash(root)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Publishes `ws-<hash>.json` for `folder` as a service with `pid` would.
+    fn publish(dir: &RuntimeDir, folder: &Path, pid: u32) {
+        let info = ServiceInfo {
+            pid,
+            workspace: folder.to_path_buf(),
+            socket: dir.path().join(format!("{pid}.sock")),
+            lsp_tcp: None,
+            remote: None,
+            token_file: dir.path().join("token"),
+            ide_port: None,
+            version: "test".into(),
+        };
+        let files = dir.workspace(folder);
+        write_private_atomic(&files.info_path(), &serde_json::to_vec(&info).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_service_is_found_only_while_its_pid_runs_and_the_outermost_wins() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RuntimeDir::at(tmp.path().join("run")).unwrap();
+        let outer = tmp.path().join("ws");
+        let inner = outer.join("sub");
+        std::fs::create_dir_all(&inner).unwrap();
+
+        // A service that exited (reaped: its pid is free) is not alive,
+        // whatever files it left behind.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        publish(&dir, &outer, gone);
+        assert_eq!(dir.service_for(&inner), None);
+
+        // A live one inside is found; a live one outside wins over it.
+        publish(&dir, &inner, std::process::id());
+        assert_eq!(dir.service_for(&inner).unwrap().workspace, inner);
+        assert_eq!(dir.enclosing_service(&inner), None);
+        publish(&dir, &outer, std::process::id());
+        assert_eq!(dir.service_for(&inner).unwrap().workspace, outer);
+        let all: Vec<PathBuf> = dir.services_for(&inner).map(|i| i.workspace).collect();
+        assert_eq!(all, [outer.clone(), inner.clone()]);
+    }
+
+    #[test]
+    fn a_zombie_is_not_alive() {
+        // Not waited for, the exited child stays a zombie until reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while process_alive(pid) {
+            assert!(std::time::Instant::now() < deadline, "{pid} still alive");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(0));
+    }
+}

@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use moonkale_protocol::jsonrpc::{self, Message, RequestId};
+use moonkale_wire::framing::{FrameReader, write_frame};
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
-use crate::framing::{read_frame, write_frame};
 use crate::notification::{Delivery, Notifications, QUEUE, typed};
 
 /// Frames that may wait for the writer; a caller past that waits itself.
@@ -52,7 +52,7 @@ impl Calls {
         let (table_tx, table_rx) = oneshot::channel::<std::sync::Weak<Calls>>();
         let reader = tokio::spawn(async move {
             let Ok(calls) = table_rx.await else { return };
-            read_loop(BufReader::new(read), calls, Delivery { tx, missed: 0 }).await;
+            read_loop(FrameReader::new(read), calls, Delivery { tx, missed: 0 }).await;
         });
         let calls = Arc::new(Calls {
             outgoing,
@@ -157,11 +157,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 }
 
 async fn read_loop<R: AsyncRead + Unpin>(
-    mut read: BufReader<R>,
+    mut read: FrameReader<R>,
     calls: std::sync::Weak<Calls>,
     mut delivery: Delivery,
 ) {
-    while let Ok(Some(body)) = read_frame(&mut read).await {
+    while let Ok(Some(body)) = read.read_frame().await {
         let Some(calls) = calls.upgrade() else { return };
         match jsonrpc::parse(&body) {
             Ok(Message::Response {

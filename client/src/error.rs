@@ -24,6 +24,18 @@ pub enum Error {
     /// result has.
     #[error("unexpected answer to {method}: {why}")]
     Decode { method: &'static str, why: String },
+    /// Starting the service failed (its log could not be opened, its
+    /// binary not run).
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime directory could not be used (to find or start a
+    /// service), said as the wire crate says it.
+    #[error(transparent)]
+    Wire(#[from] moonkale_wire::Error),
     /// A value we were given cannot go on the wire (a URI that does not
     /// parse, …).
     #[error("{0}")]

@@ -18,14 +18,18 @@
 //! [`Client::find_socket`]) or any reader/writer pair ([`Client::over`]:
 //! the service's remote WebSocket bridge, a test's in-memory pipe).
 //!
-//! **Invariant:** this crate depends on the protocol crate, never on the
-//! service: a front end builds without the server's PTY, vt100 or rustls.
+//! Starting: [`connect_or_start`] connects to a folder's service, starting
+//! one first if none runs (the shim, `moonkale-service acp`).
+//!
+//! **Invariant:** this crate depends on the protocol and wire crates, never
+//! on the service: a front end builds without the server's PTY, vt100 or
+//! rustls.
 
 mod calls;
 mod discover;
 mod error;
-mod framing;
 pub mod notification;
+mod start;
 
 use std::future::Future;
 use std::path::Path;
@@ -51,6 +55,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub use error::{Error, Result};
 pub use moonkale_protocol;
 pub use notification::{Notification, Notifications};
+pub use start::{START_TIMEOUT, connect_or_start};
 
 /// Who the connection is, for the service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -672,7 +677,8 @@ mod tests {
 
     use super::*;
     use moonkale_protocol::jsonrpc::{self, Message, ResponseError, code};
-    use tokio::io::{BufReader, DuplexStream, ReadHalf, WriteHalf};
+    use moonkale_wire::framing::{FrameReader, write_frame};
+    use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
 
     fn assert_shell_friendly<T: Clone + Send + Sync + 'static>() {}
 
@@ -689,17 +695,14 @@ mod tests {
 
     /// The service's end of the pipe.
     struct Service {
-        read: BufReader<ReadHalf<DuplexStream>>,
+        read: FrameReader<ReadHalf<DuplexStream>>,
         write: WriteHalf<DuplexStream>,
     }
 
     impl Service {
         /// The next message the client sent: (id, method).
         async fn next(&mut self) -> (Option<jsonrpc::RequestId>, String) {
-            let body = crate::framing::read_frame(&mut self.read)
-                .await
-                .unwrap()
-                .expect("a frame");
+            let body = self.read.read_frame().await.unwrap().expect("a frame");
             match jsonrpc::parse(&body).unwrap() {
                 Message::Request { id, method, .. } => (Some(id), method),
                 Message::Notification { method, .. } => (None, method),
@@ -708,9 +711,7 @@ mod tests {
         }
 
         async fn send(&mut self, body: Vec<u8>) {
-            crate::framing::write_frame(&mut self.write, &body)
-                .await
-                .unwrap();
+            write_frame(&mut self.write, &body).await.unwrap();
         }
 
         async fn answer(&mut self, id: &jsonrpc::RequestId, result: Result<Value, ResponseError>) {
@@ -724,7 +725,7 @@ mod tests {
         let (read, write) = tokio::io::split(ours);
         let (their_read, their_write) = tokio::io::split(theirs);
         let mut service = Service {
-            read: BufReader::new(their_read),
+            read: FrameReader::new(their_read),
             write: their_write,
         };
         let connecting = tokio::spawn(Client::over(read, write, Role::Editor, "test"));

@@ -10,7 +10,7 @@
 //!
 //! Starting the service is race-free: every shim that finds no service
 //! starts one, but a service serves a workspace only while holding its lock
-//! (see `moonkale_service::runtime`), so all but one exit at once and every
+//! (see `moonkale_wire::runtime`), so all but one exit at once and every
 //! shim connects to the survivor.
 //!
 //! `moonkale-shim -- <server> <args…>` wraps a real language server for
@@ -21,11 +21,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use moonkale_service::lsp::connection::editor_root;
-use moonkale_service::lsp::framing::{FrameError, FrameReader, write_frame};
-use moonkale_service::lsp::message::{self, Message, ResponseError, code};
-use moonkale_service::lsp::stdio;
-use moonkale_service::runtime;
+use moonkale_protocol::jsonrpc::{self as message, Message, ResponseError, code};
+use moonkale_wire::framing::{FrameError, FrameReader, write_frame};
+use moonkale_wire::runtime::{self, editor_root};
+use moonkale_wire::stdio;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
@@ -212,7 +211,7 @@ async fn write_stdout(mut rx: mpsc::Receiver<Vec<u8>>) {
 
 /// Connects to the workspace's service, starting one if none answers.
 async fn connect_or_start(root: &Path) -> anyhow::Result<UnixStream> {
-    let (stream, _) = moonkale_service::client::connect_or_start(root, &service_binary()).await?;
+    let (stream, _) = moonkale_client::connect_or_start(root, &service_binary()).await?;
     Ok(stream)
 }
 

@@ -40,9 +40,9 @@ use std::time::Duration;
 
 use moonkale_protocol::Notification;
 use moonkale_protocol::document::PublishDiagnostics;
-use moonkale_service::lsp::framing::{FrameReader, write_frame};
-use moonkale_service::lsp::message::{self, Message, RequestId, ResponseError, code};
-use moonkale_service::lsp::stdio;
+use moonkale_protocol::jsonrpc::{self as message, Message, RequestId, ResponseError, code};
+use moonkale_wire::framing::{FrameReader, write_frame};
+use moonkale_wire::stdio;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};

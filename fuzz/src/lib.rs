@@ -10,9 +10,9 @@ use moonkale_service::core::position::{
 };
 use moonkale_service::ide::handshake;
 use moonkale_service::ide::paths::confine;
-use moonkale_service::lsp::framing::{FrameReader, encode_frame};
 use moonkale_service::lsp::message;
 use moonkale_service::remote::auth;
+use moonkale_wire::framing::{FrameReader, encode_frame};
 use ropey::Rope;
 use serde_json::json;
 use std::path::{Component, Path, PathBuf};

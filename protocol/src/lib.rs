@@ -338,8 +338,10 @@ mod crate_graph {
             .collect()
     }
 
-    /// The hub depends on no adapter; the protocol and the front-door
-    /// client on nothing of the server (no PTYs, no TLS, no WebSocket).
+    /// The hub depends on no adapter; the protocol, the wire crate, the
+    /// front-door client and the shim on nothing of the server (no PTYs, no
+    /// TLS, no WebSocket); the wire crate, under the client and the shim, on
+    /// neither of them nor on the hub (ARCHITECTURE.md, Crates).
     #[test]
     fn the_hub_and_the_front_ends_do_not_depend_on_the_server() {
         let server = [
@@ -351,13 +353,23 @@ mod crate_graph {
             "tokio-rustls",
             "tokio-tungstenite",
         ];
-        for folder in ["protocol", "hub", "client"] {
+        for folder in ["protocol", "wire", "hub", "client", "editor-shim"] {
             let deps = dependencies(folder);
             assert!(!deps.is_empty(), "{folder}: no dependencies read");
             for dep in &deps {
                 assert!(!server.contains(&dep.as_str()), "{folder} depends on {dep}");
             }
         }
+        for dep in dependencies("wire") {
+            assert!(
+                !["moonkale-hub", "moonkale-client", "moonkale-shim"].contains(&dep.as_str()),
+                "wire depends on {dep}"
+            );
+        }
         assert!(dependencies("hub").contains(&"moonkale-protocol".to_owned()));
+        for folder in ["client", "editor-shim", "service"] {
+            let deps = dependencies(folder);
+            assert!(deps.contains(&"moonkale-wire".to_owned()), "{folder}");
+        }
     }
 }

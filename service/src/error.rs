@@ -40,7 +40,7 @@ pub enum Error {
     #[error("LSP address {0} is not a loopback address; LSP has no authentication of its own")]
     NonLoopback(std::net::SocketAddr),
     #[error("framing: {0}")]
-    Framing(#[from] crate::lsp::framing::FrameError),
+    Framing(moonkale_wire::Error),
     #[error("the service answered with an error: {0}")]
     Remote(String),
     #[error("the connection closed")]
@@ -60,6 +60,20 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+}
+
+/// The wire crate's errors as the service has always said them: a runtime
+/// file's under its own variants, a frame's as [`Error::Framing`].
+impl From<moonkale_wire::Error> for Error {
+    fn from(e: moonkale_wire::Error) -> Error {
+        use moonkale_wire::Error as W;
+        match e {
+            W::File { context, source } => Error::Io { context, source },
+            W::UnsafeRuntimeDir { path, why } => Error::UnsafeRuntimeDir { path, why },
+            W::Invalid(why) => Error::Invalid(why),
+            frame @ (W::BadHeader(_) | W::UnexpectedEof | W::Io(_)) => Error::Framing(frame),
         }
     }
 }

@@ -4,16 +4,19 @@
 //! # Layout
 //! - [`core`] and [`hub`] (the `moonkale-hub` crate): the pure text model
 //!   and the single owner of workspace state, fed by [`hub::Event`].
-//! - [`lsp`]: the LSP wire: framing with caps, JSON-RPC messages, and the
+//! - [`lsp`]: the LSP wire: framing with caps and JSON-RPC messages
+//!   (re-exported from `moonkale-wire` and `moonkale-protocol`), and the
 //!   per-connection adapter with the LSP lifecycle.
 //! - [`ide`]: Claude Code's IDE: lock file and WebSocket MCP server.
 //! - [`mcp`]: the MCP both MCP servers (the IDE's, the hosted session's
 //!   editor tools) speak.
-//! - [`runtime`]: where a workspace's socket, token and info files live.
+//! - [`runtime`]: where a workspace's socket, token and info files live
+//!   (`moonkale_wire::runtime`, shared with the shim and the client).
 //! - [`lifetime`]: how long the process lives (signals, `stop`, idle exit).
 //! - [`server`]: listeners (unix socket, loopback TCP, stdio) that wire
 //!   connections to a hub.
-//! - [`client`]: a small LSP client used by `status`, the shim and tests.
+//! - [`client`]: a small LSP client used by `status` and tests.
+//! - [`clock`]: the one `now_ms` of stored timestamps.
 //! - [`agent`]: the agent host: crash-safe session transcripts.
 //! - [`changes`]: the change-set host: Claude's edits kept for review,
 //!   undone atomically.
@@ -29,6 +32,7 @@ pub mod agent_client;
 pub mod changes;
 pub mod changes_client;
 pub mod client;
+pub mod clock;
 pub mod doctor;
 pub mod error;
 pub mod http;

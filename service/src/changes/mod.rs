@@ -34,6 +34,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::clock::now_ms;
 use crate::hub::ports::{
     AgentCommand, AgentPort, ChangeRecord, ChangeSource, ChangesCommand, OpenBuffer, Request,
 };
@@ -100,12 +101,6 @@ fn spawn_with(
         bursts: HashMap::new(),
     };
     tokio::spawn(host.run(commands))
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 struct Host {

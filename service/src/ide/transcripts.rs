@@ -27,6 +27,7 @@ use moonkale_claude::edits::{TranscriptEntry, parse_transcript_line};
 use moonkale_claude::sessions::project_slug;
 use tokio::sync::watch;
 
+use crate::clock::now_ms;
 use crate::hub::ports::{ChangeRecord, ChangeSource, ChangesCommand, ChangesPort};
 
 /// Longest transcript line read; a longer one is skipped whole.
@@ -330,12 +331,6 @@ impl Tailer {
         }
         out
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The complete lines of `path` from `tail.offset` (up to `len`, at most

@@ -555,26 +555,7 @@ fn opened_through_symlink(root: &Path, params: &Params) -> bool {
         && crate::ide::paths::confine(&roots, raw).is_err()
 }
 
-/// The editor's root folder from `initialize`: the first workspace folder,
-/// else `rootUri`, else `rootPath`.
-pub fn editor_root(params: &Value) -> Option<PathBuf> {
-    let from_uri = |v: &Value| {
-        v.as_str()
-            .and_then(|s| lsp_types::Url::parse(s).ok())
-            .and_then(|u| u.to_file_path().ok())
-    };
-    params
-        .pointer("/workspaceFolders/0/uri")
-        .and_then(from_uri)
-        .or_else(|| params.get("rootUri").and_then(from_uri))
-        .or_else(|| {
-            params
-                .get("rootPath")
-                .and_then(Value::as_str)
-                .map(PathBuf::from)
-        })
-        .filter(|p| p.is_absolute())
-}
+pub use moonkale_wire::runtime::editor_root;
 
 /// The capabilities every editor gets. Deliberately small: the service must
 /// not take over features (hover, goto) from the editor's real language

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, Delta, TurnResult};
@@ -47,6 +47,7 @@ use self::cli::{CliState, Running};
 use super::log::EventLog;
 use super::transcript::Transcript;
 use super::{AgentConfig, Answer, policy};
+use crate::clock::now_ms;
 use crate::hub::ports::{ChangeRecord, ChangeSource, ChangesCommand};
 use crate::hub::{AgentProgress, Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{ResponseError, code};
@@ -379,12 +380,6 @@ struct Session {
     /// The last turn failed: its CLI is stopped at once, not kept for a
     /// next prompt (which starts one again, resuming the conversation).
     stop_cli: bool,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Runs blocking file work (a transcript's fdatasync) without stalling the

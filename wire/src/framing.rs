@@ -22,17 +22,9 @@ pub const MAX_BODY: usize = 64 << 20;
 const READ_CHUNK: usize = 64 * 1024;
 const RESYNC_MARKER: &[u8] = b"Content-Length:";
 
-#[derive(Debug, thiserror::Error)]
-pub enum FrameError {
-    /// The bytes are not a valid LSP header block.
-    #[error("bad header: {0}")]
-    BadHeader(String),
-    /// The stream ended inside a frame.
-    #[error("stream ended inside a frame")]
-    UnexpectedEof,
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
+/// The errors of reading frames: [`Error::BadHeader`],
+/// [`Error::UnexpectedEof`] and [`Error::Io`] of the crate's one error type.
+pub use crate::Error as FrameError;
 
 /// Reads LSP frames from a byte stream.
 pub struct FrameReader<R> {

@@ -107,14 +107,6 @@ impl SessionEvent {
             SessionEvent::Unknown { kind } => kind,
         }
     }
-
-    /// A CLI message of `type` (`system`, `assistant`, `user`, `result`, …).
-    pub fn cli(&self, r#type: &str) -> Option<&Value> {
-        match self {
-            SessionEvent::Cli(message) if message["type"] == r#type => Some(message),
-            _ => None,
-        }
-    }
 }
 
 impl Serialize for SessionEvent {
@@ -443,6 +435,7 @@ mod tests {
             e["seq"] = json!(seq);
             e["at"] = json!(100 + seq);
             let event: Event = serde_json::from_value(e.clone()).unwrap();
+            assert_eq!(event.event.kind(), e["kind"]);
             if round_trip {
                 assert_eq!(serde_json::to_value(&event).unwrap(), e);
             }

@@ -49,7 +49,7 @@ impl Attached {
     }
 
     /// What logs in the session's CLI, when a turn failed for want of it.
-    pub fn login_needed(&self, why: &str) -> Option<moonkale_protocol::agent::LoginNeeded> {
+    pub fn login_needed(&self, why: &str) -> Option<LoginNeeded> {
         let version = self.view.session.cli_version.as_deref();
         LoginNeeded::said_in(why).then(|| LoginNeeded::for_cli(version, why))
     }

@@ -14,7 +14,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use moonkale_client::moonkale_protocol::agent::{AnswerParams, ApprovalStatus, PermissionMode};
+use moonkale_client::moonkale_protocol::agent::{
+    AnswerParams, ApprovalStatus, PermissionMode, SessionEvent,
+};
 use moonkale_client::moonkale_protocol::lsp_types::Url;
 use moonkale_client::moonkale_protocol::status::SelectionStatus;
 use moonkale_client::moonkale_protocol::terminal::OpenParams;
@@ -90,10 +92,11 @@ async fn main() -> Result<(), Error> {
         .await?;
     println!("approval answered: allow");
     let state = wait_for(&mut notes, "the turn's end", |n| match n {
-        Notification::AgentEvent { session: s, event }
-            if *s == session && event.kind == "state" =>
-        {
-            let state = event.data["state"].as_str()?;
+        Notification::AgentEvent { session: s, event } if *s == session => {
+            let SessionEvent::State(data) = &event.event else {
+                return None;
+            };
+            let state = data.state.as_str();
             matches!(state, "idle" | "failed").then(|| state.to_owned())
         }
         _ => None,

@@ -8,6 +8,13 @@ use serde_json::{Map, Value};
 
 use crate::{Empty, NoParams, notification, request};
 
+mod event;
+
+pub use self::event::{
+    CapabilitiesData, DecisionData, Event, ModelChoice, NoteData, NoticeData, PolicyDecision,
+    PromptData, SessionEvent, SessionView, SlashCommand, title_of,
+};
+
 /// How much the CLI may do without asking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PermissionMode {
@@ -113,18 +120,6 @@ pub struct SessionSummary {
     /// The folder the CLI runs in, when it is not the workspace itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
-}
-
-/// One stored event of a session: `kind` names what `data` holds
-/// (docs/protocol.md, Events); a CLI message (`cli`) is kept as it came.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    /// From 0, one per event.
-    pub seq: u64,
-    /// Milliseconds since the epoch.
-    pub at: u64,
-    pub kind: String,
-    pub data: Value,
 }
 
 /// The `data` of a `session` event (the first one).
@@ -243,6 +238,8 @@ impl LoginNeeded {
 #[serde(rename_all = "camelCase")]
 pub struct Decision {
     pub approval: String,
+    /// Missing in decisions of earlier versions: the approval's tool.
+    #[serde(default)]
     pub tool: String,
     pub allow: bool,
     pub always: bool,

@@ -10,7 +10,7 @@ use std::io::Write;
 use moonkale_client::{Client, Notification, Notifications, Role};
 use moonkale_protocol::agent::{
     AnswerParams, Approval, ApprovalKind, ApprovalStatus, Event as AgentEvent, PermissionMode,
-    SessionState, StateData,
+    SessionEvent, SessionState,
 };
 use serde_json::Value;
 
@@ -112,10 +112,8 @@ pub async fn send(
                 eprintln!();
                 approval_hint(&approval, "moonkale-service agent answer");
             }
-            Notification::AgentEvent { session: s, event }
-                if s == session && event.seq >= from && event.kind == "state" =>
-            {
-                let Ok(state) = serde_json::from_value::<StateData>(event.data.clone()) else {
+            Notification::AgentEvent { session: s, event } if s == session && event.seq >= from => {
+                let SessionEvent::State(state) = &event.event else {
                     continue;
                 };
                 match state.state {
@@ -365,8 +363,8 @@ async fn follow_once(
             Notification::AgentEvent { session: s, event } if s == session => {
                 print(&event, next);
                 if until_idle
-                    && event.kind == "state"
-                    && let Some(code) = event.data["state"].as_str().and_then(ended)
+                    && let SessionEvent::State(data) = &event.event
+                    && let Some(code) = ended(data.state.as_str())
                 {
                     return Ok(code);
                 }
@@ -427,39 +425,38 @@ fn render_event(event: &AgentEvent, out: &mut String) {
 }
 
 fn render_raw(event: &AgentEvent, out: &mut String) {
-    let data = &event.data;
     let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    match event.kind.as_str() {
-        "prompt" => *out += &format!("> {}\n", text(&data["text"])),
-        "cli" => match data["type"].as_str() {
-            // A message the CLI made up to say why a turn failed (no
-            // login, an API error): the failed state says it, once.
-            Some("assistant") if data["message"]["model"] == "<synthetic>" => {}
-            Some("assistant") => {
-                for block in data["message"]["content"].as_array().into_iter().flatten() {
-                    match block["type"].as_str() {
-                        Some("text") => *out += &format!("{}\n", text(&block["text"])),
-                        Some("tool_use") => {
-                            *out += &format!("[{} {}]\n", text(&block["name"]), block["input"])
-                        }
-                        _ => {}
+    match &event.event {
+        SessionEvent::Prompt(prompt) => *out += &format!("> {}\n", prompt.text),
+        // A CLI message is the CLI's own format: only its text and tool
+        // calls are shown. One it made up to say why a turn failed (no
+        // login, an API error) is not: the failed state says it, once.
+        SessionEvent::Cli(data)
+            if data["type"] == "assistant" && data["message"]["model"] != "<synthetic>" =>
+        {
+            for block in data["message"]["content"].as_array().into_iter().flatten() {
+                match block["type"].as_str() {
+                    Some("text") => *out += &format!("{}\n", text(&block["text"])),
+                    Some("tool_use") => {
+                        *out += &format!("[{} {}]\n", text(&block["name"]), block["input"])
                     }
+                    _ => {}
                 }
             }
-            _ => {}
-        },
-        "approval" => *out += &format!("[asks: {}]\n", text(&data["title"])),
-        "decision" => {
-            let verdict = if data["allow"] == true {
+        }
+        SessionEvent::Approval(approval) => *out += &format!("[asks: {}]\n", approval.title),
+        SessionEvent::Decision(decision) => {
+            let verdict = if decision.allow() {
                 "allowed"
             } else {
                 "denied"
             };
-            *out += &format!("[{verdict} by {}]\n", text(&data["by"]));
+            *out += &format!("[{verdict} by {}]\n", decision.by());
         }
-        "notice" => *out += &format!("[{}]\n", text(&data["message"])),
-        "state" if data["state"] == "failed" => {
-            *out += &format!("[failed: {}]\n", text(&data["error"]));
+        SessionEvent::Notice(notice) => *out += &format!("[{}]\n", notice.message),
+        SessionEvent::State(state) if state.state == SessionState::Failed => {
+            let error = state.error.as_deref().unwrap_or_default();
+            *out += &format!("[failed: {error}]\n");
         }
         _ => {}
     }
@@ -480,19 +477,18 @@ mod tests {
                 {"type": "text", "text": "Writing it."},
                 {"type": "tool_use", "name": "Write", "input": {"file_path": "/w/a.txt"}},
             ]}}}),
-            json!({"kind": "approval", "data": {"title": "Write a.txt"}}),
-            json!({"kind": "decision", "data": {"allow": false, "by": "timeout"}}),
+            json!({"kind": "approval", "data": {"approval": "s/1", "session": "s", "kind": "tool",
+                "tool": "Write", "input": {}, "title": "Write a.txt", "destructive": false}}),
+            json!({"kind": "decision", "data": {"approval": "s/1", "tool": "Write", "allow": false,
+                "always": false, "by": "timeout"}}),
             json!({"kind": "cli", "data": {"type": "result", "is_error": true, "result": "API Error: 529"}}),
             json!({"kind": "state", "data": {"state": "failed", "error": "API Error: 529"}}),
         ];
         let mut out = String::new();
-        for (seq, e) in events.into_iter().enumerate() {
-            let event = AgentEvent {
-                seq: seq as u64,
-                at: 0,
-                kind: e["kind"].as_str().unwrap().to_owned(),
-                data: e["data"].clone(),
-            };
+        for (seq, mut e) in events.into_iter().enumerate() {
+            e["seq"] = json!(seq);
+            e["at"] = json!(0);
+            let event: AgentEvent = serde_json::from_value(e).unwrap();
             render_event(&event, &mut out);
         }
         expect![[r#"
@@ -504,5 +500,29 @@ mod tests {
             [failed: API Error: 529]
         "#]]
         .assert_eq(&out);
+    }
+
+    /// A transcript written by an earlier version (main at 7a99753) prints
+    /// as that version printed it.
+    #[test]
+    fn renders_a_transcript_of_an_earlier_version() {
+        let text = include_str!("../tests/data/transcript-7a99753.jsonl");
+        let mut out = String::new();
+        for line in text.lines() {
+            render_event(&serde_json::from_str(line).unwrap(), &mut out);
+        }
+        expect![[r#"
+            [This workspace is not trusted, so its .claude/settings.json is not loaded: Claude Code sessions the service runs for it load the repository's own Claude Code settings: .claude/settings.json and .claude/settings.local.json (hooks there run shell commands, permission rules there can allow tools without asking) and the MCP servers of .mcp.json (programs that start with the session) would. Trust it with `moonkale-service trust` (or the editor command "Moonkale: trust this workspace") if you trust whoever wrote it.]
+            > Write a.txt
+            with a greeting
+            I will write it.
+            [Write {"content":"hi\n","file_path":"/tmp/w/a.txt"}]
+            [denied by policy]
+            [asks: Write /tmp/w/a.txt]
+            [allowed by editor]
+            Done.
+            > Now look at this
+            [failed: API Error: 529 overloaded]
+        "#]].assert_eq(&out);
     }
 }

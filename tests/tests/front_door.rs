@@ -2,7 +2,7 @@
 //! against a real service: documents and selection, terminals with typed
 //! screens and updates, agent sessions, and the example shell.
 
-use moonkale_client::moonkale_protocol::agent::AnswerParams;
+use moonkale_client::moonkale_protocol::agent::{AnswerParams, SessionEvent, SessionState};
 use moonkale_client::moonkale_protocol::terminal::OpenParams as OpenTerminal;
 use moonkale_client::{Client, Notification, Notifications};
 use moonkale_tests::{Sandbox, TIMEOUT};
@@ -172,20 +172,19 @@ async fn agent_sessions() {
     .await;
     assert_eq!(text, "stand-in reply");
     wait_for(&mut notes, "the turn's end", |n| match n {
-        Notification::AgentEvent { event, .. }
-            if event.kind == "state" && event.data["state"] == "idle" =>
-        {
-            Some(())
-        }
+        Notification::AgentEvent { event, .. } => match &event.event {
+            SessionEvent::State(data) if data.state == SessionState::Idle => Some(()),
+            _ => None,
+        },
         _ => None,
     })
     .await;
     let page = door.agent_events(&session, 0).await.unwrap();
-    assert_eq!(page.events[0].kind, "session");
+    assert_eq!(page.events[0].event.kind(), "session");
     assert!(
         page.events
             .iter()
-            .any(|e| e.kind == "prompt" && e.data["text"] == "hello")
+            .any(|e| matches!(&e.event, SessionEvent::Prompt(p) if p.text == "hello"))
     );
     assert_eq!(page.state, moonkale_service::agent::SessionState::Idle);
     let list = door.agent_list().await.unwrap();

@@ -31,14 +31,15 @@ use std::path::PathBuf;
 
 use moonkale_client::{Client, Notification, Notifications};
 use moonkale_protocol::agent::{
-    AnswerParams, Approval, ApprovalStatus, Event, PermissionMode, StartParams,
+    AnswerParams, Approval, ApprovalStatus, Event, ModelChoice, PermissionMode, SessionEvent,
+    StartParams,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use self::session::{Attached, PermissionAsked};
-use self::translate::{DEFAULT_MODEL, MODEL_OPTION, SessionView};
+use self::translate::{AcpView, DEFAULT_MODEL, MODEL_OPTION};
 use self::wire::{Incoming, Outgoing, code};
 use crate::error::Result;
 
@@ -104,7 +105,7 @@ struct Bridge {
     sessions: HashMap<String, Attached>,
     /// The models the CLI offered last, for a new session's reply before
     /// its own CLI says.
-    models: Vec<(String, String, Option<String>)>,
+    models: Vec<ModelChoice>,
     /// What must follow the reply being sent.
     after_reply: Vec<AfterReply>,
     /// Our `session/request_permission` requests waiting for the client.
@@ -325,7 +326,7 @@ impl Bridge {
             .await
             .map_err(wire::Error::from_service)?;
         if let Some(attached) = self.sessions.get_mut(session) {
-            attached.view.model = set;
+            attached.view.session.model = set;
         }
         Ok(())
     }
@@ -347,8 +348,8 @@ impl Bridge {
             .await
             .map_err(wire::Error::from_service)?;
         let session = started.session;
-        let mut view = SessionView::new(&self.workspace, ACP_DEFAULT_MODE, None);
-        view.models = self.models.clone();
+        let mut view = AcpView::new(&self.workspace, ACP_DEFAULT_MODE, None);
+        view.session.models = self.models.clone();
         let mut attached = Attached::new(view);
         // A warm CLI already told its commands and models: read them now.
         let page = self
@@ -394,7 +395,7 @@ impl Bridge {
             .agent_subscribe(Some(&session))
             .await
             .map_err(wire::Error::from_service)?;
-        let view = SessionView::new(&self.workspace, PermissionMode::Plan, None);
+        let view = AcpView::new(&self.workspace, PermissionMode::Plan, None);
         let mut attached = Attached::new(view);
         let mut since = 0;
         let (pending, streaming) = loop {
@@ -588,8 +589,8 @@ impl Bridge {
             return;
         };
         let updates = attached.event(event);
-        if event.kind == "capabilities" {
-            self.models = attached.view.models.clone();
+        if let SessionEvent::Capabilities(_) = event.event {
+            self.models = attached.view.session.models.clone();
         }
         let finished = attached.turn_finished();
         let login = match &finished {

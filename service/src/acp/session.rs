@@ -3,11 +3,13 @@
 
 use std::collections::VecDeque;
 
-use moonkale_protocol::agent::{AnswerParams, Approval, ApprovalKind, Event};
+use moonkale_protocol::agent::{
+    AnswerParams, Approval, ApprovalKind, Event, LoginNeeded, SessionEvent, SessionState,
+};
 use serde_json::{Map, Value, json};
 
 use super::prompt;
-use super::translate::SessionView;
+use super::translate::AcpView;
 
 /// A `session/prompt` whose reply waits for the end of its turn.
 #[derive(Debug)]
@@ -25,7 +27,7 @@ pub type TurnOutcome = Result<&'static str, String>;
 
 #[derive(Debug)]
 pub struct Attached {
-    pub view: SessionView,
+    pub view: AcpView,
     pub prompt: Option<PendingPrompt>,
     /// The newest event seen: older ones (replayed already) are skipped.
     last_seq: Option<u64>,
@@ -33,28 +35,23 @@ pub struct Attached {
     /// ends the oldest.
     open_turns: VecDeque<u64>,
     finished: Option<(Value, TurnOutcome)>,
-    /// The version of the session's CLI (its `init`): a login it lacks is
-    /// fixed by a command that depends on it.
-    cli_version: Option<String>,
 }
 
 impl Attached {
-    pub fn new(view: SessionView) -> Attached {
+    pub fn new(view: AcpView) -> Attached {
         Attached {
             view,
             prompt: None,
             last_seq: None,
             open_turns: VecDeque::new(),
             finished: None,
-            cli_version: None,
         }
     }
 
     /// What logs in the session's CLI, when a turn failed for want of it.
-    pub fn login_needed(&self, why: &str) -> Option<moonkale_protocol::agent::LoginNeeded> {
-        moonkale_protocol::agent::LoginNeeded::said_in(why).then(|| {
-            moonkale_protocol::agent::LoginNeeded::for_cli(self.cli_version.as_deref(), why)
-        })
+    pub fn login_needed(&self, why: &str) -> Option<LoginNeeded> {
+        let version = self.view.session.cli_version.as_deref();
+        LoginNeeded::said_in(why).then(|| LoginNeeded::for_cli(version, why))
     }
 
     /// The first `seq` not seen yet.
@@ -78,30 +75,26 @@ impl Attached {
             return Vec::new();
         }
         self.last_seq = Some(event.seq);
-        match event.kind.as_str() {
-            "prompt" => self.open_turns.push_back(event.seq),
-            "cli" if event.data["subtype"] == "init" => {
-                self.cli_version = event.data["claude_code_version"]
-                    .as_str()
-                    .map(str::to_owned);
-            }
-            "cli" if event.data["type"] == "result" => {
+        match &event.event {
+            SessionEvent::Prompt(_) => self.open_turns.push_back(event.seq),
+            SessionEvent::Cli(message) if message["type"] == "result" => {
                 let ended = self.open_turns.pop_front();
                 if let Some(p) = &self.prompt
                     && ended.is_none_or(|seq| seq >= p.seq)
                 {
                     let p = self.prompt.take().expect("checked");
-                    let outcome = prompt::stop_reason(&event.data, p.cancelled);
+                    let outcome = prompt::stop_reason(message, p.cancelled);
                     self.finished = Some((p.id, outcome));
                 }
             }
-            "state" if event.data["state"] == "failed" => {
+            SessionEvent::State(state) if state.state == SessionState::Failed => {
                 // The CLI ended without a `result` (it died, or never
                 // started): every open turn is over.
                 self.open_turns.clear();
                 if let Some(p) = self.prompt.take() {
-                    let why = event.data["error"]
-                        .as_str()
+                    let why = state
+                        .error
+                        .as_deref()
                         .unwrap_or("the turn failed")
                         .to_owned();
                     self.finished = Some((

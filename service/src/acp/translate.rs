@@ -12,7 +12,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use moonkale_protocol::agent::{Approval, ApprovalKind, Event, PermissionMode};
+use moonkale_protocol::agent::{
+    Approval, ApprovalKind, Event, PermissionMode, SessionEvent, SessionView,
+};
 use serde_json::{Value, json};
 
 use crate::agent::policy;
@@ -53,10 +55,14 @@ struct ToolUse {
     input: Value,
 }
 
-/// One session as one client follows it.
+/// One session as one client follows it: the session as its events leave
+/// it (the one reducer, [`SessionView`]) and what this client was shown.
 #[derive(Debug)]
-pub struct SessionView {
+pub struct AcpView {
     workspace: PathBuf,
+    /// Settings, models and commands, from the events (and the settings
+    /// this client set).
+    pub session: SessionView,
     /// Text and thinking streamed to this client and not yet matched by a
     /// stored message.
     streamed_text: String,
@@ -65,26 +71,21 @@ pub struct SessionView {
     /// The order tool calls were announced, to find the one an approval
     /// asks about.
     tool_order: Vec<String>,
-    pub mode: PermissionMode,
-    pub model: Option<String>,
-    /// The models the CLI offers: (value, name, description).
-    pub models: Vec<(String, String, Option<String>)>,
+    /// The commands this client was shown last.
     commands: Option<Value>,
     /// `seq`s of prompts this client sent itself: they are not echoed.
     own_prompts: Vec<u64>,
 }
 
-impl SessionView {
-    pub fn new(workspace: &Path, mode: PermissionMode, model: Option<String>) -> SessionView {
-        SessionView {
+impl AcpView {
+    pub fn new(workspace: &Path, mode: PermissionMode, model: Option<String>) -> AcpView {
+        AcpView {
             workspace: workspace.to_owned(),
+            session: SessionView::new(mode, model),
             streamed_text: String::new(),
             streamed_thinking: String::new(),
             tools: HashMap::new(),
             tool_order: Vec::new(),
-            mode,
-            model,
-            models: Vec::new(),
             commands: None,
             own_prompts: Vec::new(),
         }
@@ -124,117 +125,89 @@ impl SessionView {
         out
     }
 
-    /// A stored event.
+    /// A stored event: folded into the session's view, and shown as what
+    /// it says or what it changed.
     pub fn event(&mut self, event: &Event) -> Vec<Value> {
-        let data = &event.data;
-        match event.kind.as_str() {
-            "prompt" => {
+        let session = &self.session;
+        let before = (
+            session.permission_mode,
+            session.model.clone(),
+            session.models.clone(),
+        );
+        self.session.fold(event);
+        let mut out = Vec::new();
+        match &event.event {
+            SessionEvent::Prompt(prompt) => {
                 if let Some(i) = self.own_prompts.iter().position(|s| *s == event.seq) {
                     self.own_prompts.swap_remove(i);
                     return Vec::new();
                 }
-                let mut out: Vec<Value> = data["images"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|image| {
-                        json!({"sessionUpdate": "user_message_chunk", "content": {
-                            "type": "image", "mimeType": image["mediaType"], "data": image["data"]}})
-                    })
-                    .collect();
-                let text = data["text"].as_str().unwrap_or_default();
-                if !text.is_empty() {
-                    out.push(chunk("user_message_chunk", text));
+                out.extend(prompt.images.iter().map(|image| {
+                    json!({"sessionUpdate": "user_message_chunk", "content": {
+                        "type": "image", "mimeType": image.media_type, "data": image.data}})
+                }));
+                if !prompt.text.is_empty() {
+                    out.push(chunk("user_message_chunk", &prompt.text));
                 }
-                out
             }
-            "note" => {
-                let text = data["text"].as_str().unwrap_or_default();
-                vec![chunk(
-                    "user_message_chunk",
-                    &format!("(why a change was undone) {text}"),
-                )]
+            SessionEvent::Note(note) => out.push(chunk(
+                "user_message_chunk",
+                &format!("(why a change was undone) {}", note.text),
+            )),
+            SessionEvent::Notice(notice) => out.push(chunk(
+                "agent_message_chunk",
+                &format!("\n\n*{}*\n\n", notice.message),
+            )),
+            // The settings it started with: the client is told them in
+            // the reply.
+            SessionEvent::Session(_) => {}
+            SessionEvent::Settings(_) => {
+                let mode = self.session.permission_mode;
+                if mode != before.0 {
+                    out.push(json!({"sessionUpdate": "current_mode_update", "currentModeId": mode.as_str()}));
+                }
+                if self.session.model != before.1 {
+                    out.push(self.config_update());
+                }
             }
-            "notice" => {
-                let text = data["message"].as_str().unwrap_or_default();
-                vec![chunk("agent_message_chunk", &format!("\n\n*{text}*\n\n"))]
+            SessionEvent::Capabilities(_) => {
+                if self.session.models != before.2 {
+                    out.push(self.config_update());
+                }
+                out.extend(self.commands_update());
             }
-            "session" => {
-                // The settings it started with: the client is told them
-                // in the reply.
-                self.mode = data["permissionMode"]
-                    .as_str()
-                    .and_then(PermissionMode::parse)
-                    .unwrap_or(self.mode);
-                self.model = data["model"].as_str().map(str::to_owned);
-                Vec::new()
-            }
-            "settings" => self.settings(data),
-            "capabilities" => self.capabilities(data),
-            "cli" => self.cli(data),
-            _ => Vec::new(),
-        }
-    }
-
-    fn settings(&mut self, data: &Value) -> Vec<Value> {
-        let mut out = Vec::new();
-        if let Some(mode) = data["permissionMode"]
-            .as_str()
-            .and_then(PermissionMode::parse)
-            && mode != self.mode
-        {
-            self.mode = mode;
-            out.push(
-                json!({"sessionUpdate": "current_mode_update", "currentModeId": mode.as_str()}),
-            );
-        }
-        if data.get("model").is_some() {
-            let model = data["model"].as_str().map(str::to_owned);
-            if model != self.model {
-                self.model = model;
-                out.push(self.config_update());
-            }
+            SessionEvent::Cli(message) => match message["type"].as_str() {
+                Some("assistant") => out = self.assistant(message),
+                Some("user") => out = self.tool_results(message),
+                Some("system") => out.extend(self.commands_update()),
+                _ => {}
+            },
+            SessionEvent::State(_)
+            | SessionEvent::Approval(_)
+            | SessionEvent::Decision(_)
+            | SessionEvent::Unknown { .. } => {}
         }
         out
     }
 
-    fn capabilities(&mut self, data: &Value) -> Vec<Value> {
-        let mut out = Vec::new();
-        let models: Vec<_> = data["models"]
-            .as_array()
-            .into_iter()
+    /// The commands the CLI offers, when they differ from what this client
+    /// was shown.
+    fn commands_update(&mut self) -> Option<Value> {
+        let commands: Vec<Value> = self
+            .session
+            .commands
+            .iter()
             .flatten()
-            .filter_map(|m| {
-                let value = m["value"].as_str()?.to_owned();
-                let name = m["displayName"].as_str().unwrap_or(&value).to_owned();
-                let description = m["description"].as_str().map(str::to_owned);
-                Some((value, name, description))
-            })
-            .collect();
-        if !models.is_empty() && models != self.models {
-            self.models = models;
-            out.push(self.config_update());
-        }
-        let commands: Vec<Value> = data["commands"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| {
-                let name = c["name"].as_str()?;
-                let description = c["description"].as_str().unwrap_or_default();
-                let mut command = json!({"name": name, "description": description});
-                if let Some(hint) = c["argumentHint"].as_str().filter(|h| !h.is_empty()) {
+            .map(|c| {
+                let mut command = json!({"name": c.name, "description": c.description});
+                if let Some(hint) = &c.hint {
                     command["input"] = json!({"hint": hint});
                 }
-                Some(command)
+                command
             })
             .collect();
-        out.extend(self.commands_update(Value::Array(commands)));
-        out
-    }
-
-    fn commands_update(&mut self, commands: Value) -> Option<Value> {
-        if self.commands.as_ref() == Some(&commands) {
+        let commands = Value::Array(commands);
+        if self.session.commands.is_none() || self.commands.as_ref() == Some(&commands) {
             return None;
         }
         self.commands = Some(commands.clone());
@@ -243,12 +216,12 @@ impl SessionView {
 
     /// The session's config options: the model, with what the CLI offers.
     pub fn config_options(&self) -> Value {
-        let current = self.model.as_deref().unwrap_or(DEFAULT_MODEL);
+        let current = self.session.model.as_deref().unwrap_or(DEFAULT_MODEL);
         let mut options = vec![json!({"value": DEFAULT_MODEL, "name": "Default model"})];
-        for (value, name, description) in &self.models {
-            if value != DEFAULT_MODEL {
-                let mut option = json!({"value": value, "name": name});
-                if let Some(d) = description {
+        for model in &self.session.models {
+            if model.value != DEFAULT_MODEL {
+                let mut option = json!({"value": model.value, "name": model.name});
+                if let Some(d) = &model.description {
                     option["description"] = json!(d);
                 }
                 options.push(option);
@@ -271,32 +244,11 @@ impl SessionView {
                 json!({"id": mode.as_str(), "name": name, "description": description})
             })
             .collect();
-        json!({"currentModeId": self.mode.as_str(), "availableModes": available})
+        json!({"currentModeId": self.session.permission_mode.as_str(), "availableModes": available})
     }
 
     fn config_update(&self) -> Value {
         json!({"sessionUpdate": "config_option_update", "configOptions": self.config_options()})
-    }
-
-    fn cli(&mut self, message: &Value) -> Vec<Value> {
-        match message["type"].as_str() {
-            Some("assistant") => self.assistant(message),
-            Some("user") => self.tool_results(message),
-            Some("system") if message["subtype"] == "init" && self.commands.is_none() => {
-                // Names only; the `capabilities` event, when there, has more.
-                let commands: Vec<Value> = message["slash_commands"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(|name| json!({"name": name, "description": format!("/{name}")}))
-                    .collect();
-                self.commands_update(Value::Array(commands))
-                    .into_iter()
-                    .collect()
-            }
-            _ => Vec::new(),
-        }
     }
 
     fn assistant(&mut self, message: &Value) -> Vec<Value> {

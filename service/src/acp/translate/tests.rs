@@ -5,7 +5,7 @@ use expect_test::{Expect, expect};
 use moonkale_protocol::agent::{Approval, ApprovalKind, Event, PermissionMode};
 use serde_json::{Value, json};
 
-use super::SessionView;
+use super::AcpView;
 
 /// What goes in: stored events and streamed text.
 enum In {
@@ -18,19 +18,20 @@ enum In {
     Sent(u64),
 }
 
+/// A stored event as the wire has it.
+fn event(seq: u64, kind: &str, data: Value) -> Event {
+    let event = json!({"seq": seq, "at": 0, "kind": kind, "data": data});
+    serde_json::from_value(event).unwrap()
+}
+
 fn run(inputs: Vec<In>, want: Expect) {
-    let mut view = SessionView::new(std::path::Path::new("/w"), PermissionMode::Default, None);
+    let mut view = AcpView::new(std::path::Path::new("/w"), PermissionMode::Default, None);
     let mut out = String::new();
     let mut seq = 0;
     for input in inputs {
         let updates = match input {
             In::Event(kind, data) => {
-                let event = Event {
-                    seq,
-                    at: 0,
-                    kind: kind.into(),
-                    data,
-                };
+                let event = event(seq, kind, data);
                 seq += 1;
                 out += &format!("> {kind}\n");
                 view.event(&event)
@@ -179,7 +180,10 @@ fn tools_become_tool_calls_with_diffs_plans_and_output() {
 fn modes_models_and_commands_are_updated_when_they_change() {
     run(
         vec![
-            In::Event("session", json!({"permissionMode": "plan", "model": null})),
+            In::Event(
+                "session",
+                json!({"workspace": "/w", "permissionMode": "plan", "model": null}),
+            ),
             In::Event(
                 "capabilities",
                 json!({"commands": [{"name": "review", "description": "Review a PR", "argumentHint": "<pr>"}],
@@ -218,16 +222,13 @@ fn modes_models_and_commands_are_updated_when_they_change() {
 
 #[test]
 fn an_approval_finds_the_tool_call_it_asks_about() {
-    let mut view = SessionView::new(std::path::Path::new("/w"), PermissionMode::Default, None);
+    let mut view = AcpView::new(std::path::Path::new("/w"), PermissionMode::Default, None);
     let input = json!({"file_path": "/w/n.txt", "content": "x"});
-    view.event(&Event {
-        seq: 0,
-        at: 0,
-        kind: "cli".into(),
-        data: assistant(
-            json!([{"type": "tool_use", "id": "toolu_9", "name": "Write", "input": input}]),
-        ),
-    });
+    view.event(&event(
+        0,
+        "cli",
+        assistant(json!([{"type": "tool_use", "id": "toolu_9", "name": "Write", "input": input}])),
+    ));
     let approval = |tool: &str, input: Value| Approval {
         approval: "s/1".into(),
         session: "s".into(),
@@ -243,4 +244,60 @@ fn an_approval_finds_the_tool_call_it_asks_about() {
     let other = view.tool_call_for(&approval("Bash", json!({"command": "ls"})));
     assert_eq!(other["toolCallId"], "approval-s/1");
     assert_eq!(other["kind"], "execute");
+}
+
+/// A transcript written by an earlier version (main at 7a99753) shows what
+/// that version showed.
+#[test]
+fn a_transcript_of_an_earlier_version_replays_the_same() {
+    let text = include_str!("../../../tests/data/transcript-7a99753.jsonl");
+    let mut view = AcpView::new(std::path::Path::new("/w"), PermissionMode::Default, None);
+    let mut out = String::new();
+    for line in text.lines() {
+        let event: Event = serde_json::from_str(line).unwrap();
+        out += &format!("> {}\n", event.event.kind());
+        for update in view.event(&event) {
+            out += &format!("  {update}\n");
+        }
+    }
+    out += &format!("modes {}\nconfig {}\n", view.modes(), view.config_options());
+    expect![[r#"
+        > session
+        > notice
+          {"content":{"text":"\n\n*This workspace is not trusted, so its .claude/settings.json is not loaded: Claude Code sessions the service runs for it load the repository's own Claude Code settings: .claude/settings.json and .claude/settings.local.json (hooks there run shell commands, permission rules there can allow tools without asking) and the MCP servers of .mcp.json (programs that start with the session) would. Trust it with `moonkale-service trust` (or the editor command \"Moonkale: trust this workspace\") if you trust whoever wrote it.*\n\n","type":"text"},"sessionUpdate":"agent_message_chunk"}
+        > prompt
+          {"content":{"text":"Write a.txt\nwith a greeting","type":"text"},"sessionUpdate":"user_message_chunk"}
+        > state
+        > capabilities
+          {"configOptions":[{"category":"model","currentValue":"default","id":"model","name":"Model","options":[{"name":"Default model","value":"default"},{"name":"Sonnet","value":"sonnet"}],"type":"select"}],"sessionUpdate":"config_option_update"}
+          {"availableCommands":[{"description":"Review a pull request","input":{"hint":"<pr>"},"name":"review"},{"description":"Compact the conversation","name":"compact"}],"sessionUpdate":"available_commands_update"}
+        > cli
+        > cli
+          {"content":{"text":"I will write it.","type":"text"},"sessionUpdate":"agent_message_chunk"}
+          {"content":[{"newText":"hi\n","oldText":null,"path":"/tmp/w/a.txt","type":"diff"}],"kind":"edit","locations":[{"path":"/tmp/w/a.txt"}],"rawInput":{"content":"hi\n","file_path":"/tmp/w/a.txt"},"sessionUpdate":"tool_call","status":"pending","title":"Write /tmp/w/a.txt","toolCallId":"t1"}
+        > decision
+        > settings
+          {"currentModeId":"default","sessionUpdate":"current_mode_update"}
+        > cli
+        > approval
+        > state
+        > decision
+        > state
+        > cli
+          {"content":[{"newText":"hi\n","oldText":null,"path":"/tmp/w/a.txt","type":"diff"}],"sessionUpdate":"tool_call_update","status":"completed","toolCallId":"t1"}
+        > cli
+          {"content":{"text":"Done.","type":"text"},"sessionUpdate":"agent_message_chunk"}
+        > cli
+        > state
+        > note
+          {"content":{"text":"(why a change was undone) I undid your change to a.txt: keep it empty.","type":"text"},"sessionUpdate":"user_message_chunk"}
+        > prompt
+          {"content":{"data":"iVBORw0KGgo=","mimeType":"image/png","type":"image"},"sessionUpdate":"user_message_chunk"}
+          {"content":{"text":"Now look at this","type":"text"},"sessionUpdate":"user_message_chunk"}
+        > state
+        > cli
+        > state
+        modes {"availableModes":[{"description":"Ask before edits and commands","id":"default","name":"Default"},{"description":"Edit files without asking; commands still ask","id":"acceptEdits","name":"Accept edits"},{"description":"Read only: Claude plans, and asks before it leaves plan mode","id":"plan","name":"Plan"},{"description":"Everything without asking","id":"bypassPermissions","name":"Bypass permissions"}],"currentModeId":"default"}
+        config [{"category":"model","currentValue":"default","id":"model","name":"Model","options":[{"name":"Default model","value":"default"},{"name":"Sonnet","value":"sonnet"}],"type":"select"}]
+    "#]].assert_eq(&out);
 }

@@ -860,7 +860,7 @@ fn summary_from_disk(path: &Path, id: &str) -> Option<SessionSummary> {
     head.split(|&b| b == b'\n')
         .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
         .for_each(|event| restored.feed(&event));
-    let mut summary = restored.summary;
+    let mut summary = restored.summary();
     if let Ok(modified) = meta.modified()
         && let Ok(since) = modified.duration_since(std::time::UNIX_EPOCH)
     {

@@ -19,7 +19,7 @@
 //! `moonkale/agent/start` ([`SessionCommand::Adopt`]). A spare whose CLI
 //! ends stays an empty session; the host replaces it.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,10 +27,13 @@ use std::time::Duration;
 use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, Delta, TurnResult};
 use moonkale_claude::{control, edits};
+pub(crate) use moonkale_protocol::agent::title_of;
 use moonkale_protocol::agent::{
-    self as wire, Decision, EventsPage, LoginNeeded, SessionData, SettingsData, StateData,
+    self as wire, CapabilitiesData, Decision, DecisionData, EventsPage, LoginNeeded, NoteData,
+    NoticeData, PolicyDecision, PromptData, SessionData, SessionEvent, SettingsData, StateData,
 };
 use moonkale_protocol::to_json;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -76,105 +79,62 @@ const MAX_CAPABILITIES: usize = 500;
 
 pub use moonkale_protocol::agent::{SessionState as State, SessionSummary as Summary};
 
-/// What stored events say of a session, read one event at a time: its
-/// settings, title and state, why its last turn failed, whether the CLI
-/// has its conversation, and the tools the user allowed "always". A turn
-/// that was running when the service stopped did not finish: such a
-/// session is idle. Only the service writes transcripts, in the user's
-/// state directory, so what they say of settings is the user's choice.
+/// What a session's stored events say of it, through the one reducer
+/// ([`wire::SessionView`]): its settings, title and state, why its last
+/// turn failed, whether the CLI has its conversation, the tools the user
+/// allowed "always" and the notes for its next prompt. A turn that was
+/// running when the service stopped did not finish: such a session is
+/// idle. Only the service writes transcripts, in the user's state
+/// directory, so what they say of settings is the user's choice.
 pub(super) struct Restored {
-    pub summary: Summary,
-    pub error: Option<String>,
-    pub has_conversation: bool,
-    pub always: HashSet<String>,
-    /// Approval id → tool, to find what an "always" decision allowed.
-    tools: HashMap<String, String>,
-    /// Notes for Claude stored after the last prompt: the next one carries them.
-    pub notes: Vec<String>,
-    seen: usize,
+    id: String,
+    /// When it was read: the times of a session with no event.
+    now: u64,
+    pub view: wire::SessionView,
 }
 
 impl Restored {
     pub fn new(id: &str) -> Restored {
-        let now = now_ms();
         Restored {
-            summary: Summary {
-                session: id.to_owned(),
-                state: State::Idle,
-                title: String::new(),
-                created: now,
-                updated: now,
-                permission_mode: PermissionMode::Plan,
-                model: None,
-                events: Some(0),
-                cwd: None,
-            },
-            error: None,
-            has_conversation: false,
-            always: HashSet::new(),
-            tools: HashMap::new(),
-            notes: Vec::new(),
-            seen: 0,
+            id: id.to_owned(),
+            now: now_ms(),
+            view: wire::SessionView::new(PermissionMode::Plan, None),
         }
     }
 
+    /// One stored event as it is on disk. One this version cannot read
+    /// (damaged, or of a kind a newer version changed) still counts and
+    /// dates the session, and says nothing else.
     pub fn feed(&mut self, event: &Value) {
-        let summary = &mut self.summary;
-        if let Some(at) = event["at"].as_u64() {
-            if self.seen == 0 {
-                summary.created = at;
+        let event = wire::Event::deserialize(event).unwrap_or_else(|e| {
+            tracing::warn!(session = %self.id, "an unreadable stored event is skipped: {e}");
+            wire::Event {
+                seq: event["seq"].as_u64().unwrap_or_default(),
+                at: event["at"].as_u64().unwrap_or(self.now),
+                event: SessionEvent::Unknown {
+                    kind: event["kind"].as_str().unwrap_or_default().to_owned(),
+                },
             }
-            summary.updated = at;
-        }
-        self.seen += 1;
-        summary.events = Some(self.seen);
-        let data = &event["data"];
-        match event["kind"].as_str() {
-            Some("session") | Some("settings") => {
-                if let Some(mode) = data["permissionMode"]
-                    .as_str()
-                    .and_then(PermissionMode::parse)
-                {
-                    summary.permission_mode = mode;
-                }
-                if data.get("model").is_some() {
-                    summary.model = data["model"].as_str().map(str::to_owned);
-                }
-                if let Some(cwd) = data["cwd"].as_str() {
-                    summary.cwd = Some(PathBuf::from(cwd));
-                }
-            }
-            Some("prompt") => {
-                self.notes.clear();
-                if summary.title.is_empty() {
-                    summary.title = title_of(data["text"].as_str().unwrap_or_default());
-                }
-            }
-            Some("note") => self.notes.extend(data["text"].as_str().map(str::to_owned)),
-            Some("state") => {
-                self.error = data["error"].as_str().map(str::to_owned);
-                summary.state = if data["state"] == "failed" {
-                    State::Failed
-                } else {
-                    State::Idle
-                };
-            }
-            Some("cli") if data["type"] == "system" && data["subtype"] == "init" => {
-                self.has_conversation = true;
-            }
-            Some("approval") => {
-                if let (Some(id), Some(tool)) = (data["approval"].as_str(), data["tool"].as_str()) {
-                    self.tools.insert(id.to_owned(), tool.to_owned());
-                }
-            }
-            Some("decision") if data["always"] == true && data["allow"] == true => {
-                let tool = data["tool"].as_str().map(str::to_owned).or_else(|| {
-                    let id = data["approval"].as_str()?;
-                    self.tools.get(id).cloned()
-                });
-                self.always.extend(tool);
-            }
-            _ => {}
+        });
+        self.view.fold(&event);
+    }
+
+    /// What `list` shows of it.
+    pub fn summary(&self) -> Summary {
+        let view = &self.view;
+        Summary {
+            session: self.id.clone(),
+            state: match view.state {
+                State::Failed => State::Failed,
+                _ => State::Idle,
+            },
+            title: view.title.clone(),
+            created: view.created.unwrap_or(self.now),
+            updated: view.updated.unwrap_or(self.now),
+            permission_mode: view.permission_mode,
+            model: view.model.clone(),
+            events: Some(view.events),
+            cwd: view.cwd.clone(),
         }
     }
 }
@@ -278,7 +238,7 @@ pub fn spawn(start: Start, hub: HubHandle, config: Arc<AgentConfig>) -> SessionH
             model: session.model.clone(),
             cwd: session.cwd.clone(),
         };
-        session.record("session", to_json(&data));
+        session.record(SessionEvent::Session(data));
     }
     let task = tokio::spawn(session.run(rx, internal_rx));
     SessionHandle {
@@ -430,7 +390,7 @@ impl Session {
         let id_text = start.id.to_string();
         config.sources.sessions.insert_hosted(id_text.clone());
         let approvals = Approvals::new(id_text.clone(), start.workspace.clone());
-        let mut summary = Restored::new(&id_text).summary;
+        let mut summary = Restored::new(&id_text).summary();
         summary.permission_mode = start.permission_mode;
         summary.model = start.model.clone();
         summary.cwd = start.cwd.clone();
@@ -480,17 +440,19 @@ impl Session {
 
     /// State and settings as the stored events leave them.
     fn restore(&mut self, restored: Restored) {
-        let summary = restored.summary;
+        let summary = restored.summary();
+        let view = restored.view;
         self.permission_mode = summary.permission_mode;
         self.model = summary.model.clone();
         self.state = summary.state;
-        self.error = restored.error;
-        self.has_conversation = restored.has_conversation;
+        self.error = view.error;
+        self.has_conversation = view.has_conversation;
         if summary.cwd.is_some() {
             self.cwd = summary.cwd.clone();
         }
-        self.approvals.restore_always(restored.always);
-        self.notes = restored.notes;
+        self.approvals
+            .restore_always(view.always.into_iter().collect());
+        self.notes = view.notes;
         self.summary_tx.send_replace(summary);
     }
 
@@ -591,7 +553,7 @@ impl Session {
                 }
             }
             SessionCommand::TellClaude { text } => {
-                self.record("note", json!({"text": text}));
+                self.record(SessionEvent::Note(NoteData { text: text.clone() }));
                 self.notes.push(text);
             }
             SessionCommand::Adopt { transcript } => self.adopt(transcript),
@@ -638,11 +600,11 @@ impl Session {
             reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
             return;
         }
-        let mut stored = json!({"text": text});
-        if !images.is_empty() {
-            stored["images"] = to_json(&images);
-        }
-        let Some(seq) = self.record("prompt", stored) else {
+        let stored = PromptData {
+            text: text.clone(),
+            images: images.clone(),
+        };
+        let Some(seq) = self.record(SessionEvent::Prompt(stored)) else {
             let why = self.store_error.clone().unwrap_or_default();
             reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
             return;
@@ -727,10 +689,9 @@ impl Session {
                 "with the repository's own Claude Code settings"
             };
             cli.link.shutdown().await;
-            self.record(
-                "notice",
-                json!({"message": format!("The workspace's trust changed: Claude Code restarts {how}.")}),
-            );
+            self.notice(format!(
+                "The workspace's trust changed: Claude Code restarts {how}."
+            ));
         }
         if self.cli.is_running() {
             return Ok(());
@@ -830,13 +791,14 @@ impl Session {
     /// commands and the models it offers, as it gave them.
     fn capabilities(&mut self, response: &Value) {
         let pick = |key: &str| match &response[key] {
-            Value::Array(items) => {
-                Value::Array(items.iter().take(MAX_CAPABILITIES).cloned().collect())
-            }
-            _ => Value::Array(Vec::new()),
+            Value::Array(items) => items.iter().take(MAX_CAPABILITIES).cloned().collect(),
+            _ => Vec::new(),
         };
-        let data = json!({"commands": pick("commands"), "models": pick("models")});
-        self.record("capabilities", data);
+        let data = CapabilitiesData {
+            commands: pick("commands"),
+            models: pick("models"),
+        };
+        self.record(SessionEvent::Capabilities(data));
     }
 
     /// When the CLI has had nothing to do long enough to be stopped: no
@@ -891,7 +853,10 @@ impl Session {
             if shipped.len() == 1 { "is" } else { "are" },
             crate::user_state::TRUST_ENABLES,
         );
-        self.record("notice", json!({"message": message, "untrusted": true}));
+        self.record(SessionEvent::Notice(NoticeData {
+            message,
+            untrusted: true,
+        }));
     }
 
     /// Writes one line to the CLI; a failure is left to the end of its
@@ -919,10 +884,7 @@ impl Session {
         match message {
             None => self.cli_ended().await,
             Some(Err(e)) => {
-                self.record(
-                    "notice",
-                    json!({"message": format!("unreadable output from claude: {e}")}),
-                );
+                self.notice(format!("unreadable output from claude: {e}"));
             }
             Some(Ok(message)) => self.cli_message(message).await,
         }
@@ -984,7 +946,7 @@ impl Session {
             }
             CliMessage::Result(result) => {
                 self.streaming = wire::Streaming::default();
-                self.record("cli", result.raw.clone());
+                self.record(SessionEvent::Cli(result.raw.clone()));
                 self.turn_ended(&result);
             }
             CliMessage::System { ref subtype, .. } => {
@@ -1008,7 +970,7 @@ impl Session {
                     self.permission_mode = mode;
                     self.record_settings(Some("claude"));
                 }
-                self.record("cli", value);
+                self.record(SessionEvent::Cli(value));
             }
             other => {
                 let value = other.to_value();
@@ -1021,7 +983,7 @@ impl Session {
                 if let Some(result) = value.get("tool_use_result") {
                     self.tool_result(result);
                 }
-                self.record("cli", value);
+                self.record(SessionEvent::Cli(value));
             }
         }
     }
@@ -1121,7 +1083,7 @@ impl Session {
         if let Some((start, why)) = retry
             && !self.unanswered.is_empty()
         {
-            self.record("notice", json!({"message": why}));
+            self.notice(why.to_owned());
             self.has_conversation = matches!(start, SessionStart::Resume(_));
             match self.launch(start, true).await {
                 Ok(()) => {
@@ -1200,17 +1162,22 @@ impl Session {
                 self.write(control::deny(&request_id, &message, false))
                     .await;
                 let title = policy::title(&tool, &input, &self.workspace);
-                self.record(
-                    "decision",
-                    json!({"tool": tool, "title": title, "allow": false, "always": false, "by": "policy", "message": message}),
-                );
+                let decision = PolicyDecision {
+                    tool,
+                    title,
+                    allow: false,
+                    always: false,
+                    by: "policy".into(),
+                    message: Some(message),
+                };
+                self.record(SessionEvent::Decision(DecisionData::Policy(decision)));
             }
             policy::Verdict::Ask { destructive } => {
                 let deadline = Instant::now() + self.config.approval_timeout;
                 let approval = self
                     .approvals
                     .ask(request_id, tool, input, destructive, deadline);
-                self.record("approval", to_json(&approval));
+                self.record(SessionEvent::Approval(approval.clone()));
                 let _ = self.hub.send(Event::AgentApproval { approval }).await;
                 self.set_state(State::WaitingForApproval);
             }
@@ -1249,7 +1216,7 @@ impl Session {
     /// Records a decision and takes the question away from the editors.
     fn decided(&mut self, decision: Decision) {
         let approval = decision.approval.clone();
-        self.record("decision", to_json(&decision));
+        self.record(SessionEvent::Decision(DecisionData::Answered(decision)));
         let event = Event::AgentApprovalClosed {
             session: self.id_text.clone(),
             approval,
@@ -1358,22 +1325,22 @@ impl Session {
 
     /// Stores an event and tells subscribers; its `seq`, or `None` if it
     /// could not be stored.
-    fn record(&mut self, kind: &str, data: Value) -> Option<u64> {
+    fn record(&mut self, event: SessionEvent) -> Option<u64> {
         let seq = self.log.len() as u64;
-        if kind == "prompt" && self.store_error.is_some() {
+        let prompt = matches!(event, SessionEvent::Prompt(_));
+        if prompt && self.store_error.is_some() {
             return None; // never run a prompt we could not keep
         }
         let event = wire::Event {
             seq,
             at: now_ms(),
-            kind: kind.to_owned(),
-            data,
+            event,
         };
         let store = self.store_error.is_none();
         if let Err(e) = blocking(|| self.log.append(to_json(&event), store)) {
             tracing::error!(session = %self.id, "storing an event failed: {e}");
             self.store_error = Some(e.to_string());
-            if kind == "prompt" {
+            if prompt {
                 return None;
             }
             // Kept in memory, so those watching still see it.
@@ -1388,6 +1355,11 @@ impl Session {
         Some(seq)
     }
 
+    fn notice(&mut self, message: String) {
+        let untrusted = false;
+        self.record(SessionEvent::Notice(NoticeData { message, untrusted }));
+    }
+
     fn set_state(&mut self, state: State) {
         if self.state == state {
             return;
@@ -1400,7 +1372,7 @@ impl Session {
             error: self.error.clone().filter(|_| state == State::Failed),
             login: self.login.clone().filter(|_| state == State::Failed),
         };
-        self.record("state", to_json(&data));
+        self.record(SessionEvent::State(data));
     }
 
     fn publish_summary(&self) {
@@ -1432,7 +1404,7 @@ impl Session {
             model: self.model.clone(),
             by: by.map(str::to_owned),
         };
-        self.record("settings", to_json(&data));
+        self.record(SessionEvent::Settings(data));
     }
 
     fn progress(&self, progress: AgentProgress) {
@@ -1470,16 +1442,6 @@ fn with_notes(notes: Vec<String>, prompt: String) -> String {
     }
     text.push_str(&prompt);
     text
-}
-
-/// A session's title: the start of its first prompt, on one line.
-pub(crate) fn title_of(prompt: &str) -> String {
-    let line = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() > 80 {
-        line.chars().take(79).collect::<String>() + "…"
-    } else {
-        line
-    }
 }
 
 /// The tools of our MCP server, for `tools/list`.

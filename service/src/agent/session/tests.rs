@@ -850,3 +850,49 @@ async fn a_note_for_claude_comes_before_the_next_prompt() {
     w.prompt("third").await.unwrap();
     check(&w.told("user").await, expect![[r#"user "third""#]]);
 }
+
+/// A transcript written by an earlier version (main at 7a99753, from this
+/// file's scripted CLI: every kind of event) loads through the typed
+/// events, and restores what that version restored.
+#[test]
+fn a_transcript_of_an_earlier_version_restores_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chat.jsonl");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/transcript-7a99753.jsonl"
+    );
+    std::fs::copy(fixture, &path).unwrap();
+    let mut restored = super::Restored::new("ID");
+    let log = EventLog::load(Transcript::open(&path).unwrap(), |e| restored.feed(e)).unwrap();
+    assert_eq!(log.len(), 23);
+    let view = &restored.view;
+    let out = format!(
+        "{:#?}\nerror: {:?}\nhas_conversation: {}\nalways: {:?}\nnotes: {:?}\n",
+        restored.summary(),
+        view.error,
+        view.has_conversation,
+        view.always.iter().collect::<Vec<_>>(),
+        view.notes
+    );
+    expect![[r#"
+        SessionSummary {
+            session: "ID",
+            state: Failed,
+            title: "Write a.txt with a greeting",
+            created: 1796245479695,
+            updated: 1796245479780,
+            permission_mode: Default,
+            model: None,
+            events: Some(
+                23,
+            ),
+            cwd: None,
+        }
+        error: Some("API Error: 529 overloaded")
+        has_conversation: true
+        always: ["Write"]
+        notes: []
+    "#]]
+    .assert_eq(&out);
+}

@@ -1,5 +1,5 @@
-//! moonkale-hub: the single owner of one workspace's state, and the pure
-//! text model under it ([`core`]).
+//! moonkale-hub: the single owner of one workspace's state, over the pure
+//! text model of the `moonkale-core` crate (re-exported as [`core`]).
 //!
 //! **Invariant:** documents, selections, attached editors, diagnostics,
 //! proposals and the approvals shown to editors are owned by exactly one
@@ -17,7 +17,7 @@
 //! (`moonkale/waitForVersion`, `openDiff`) park their [`Responder`] in the
 //! state and are answered by a later event, so no editor can stall the loop.
 
-pub mod core;
+pub use moonkale_core as core;
 mod diagnostics;
 pub mod ports;
 pub mod printable;
@@ -279,13 +279,7 @@ pub enum Event {
     },
 }
 
-/// A file of a pending change set with its pending hunks.
-#[derive(Clone, Debug)]
-pub struct PendingFile {
-    pub set: u64,
-    pub uri: lsp_types::Url,
-    pub hunks: Vec<moonkale_protocol::changes::ChangeHunk>,
-}
+pub use moonkale_core::PendingFile;
 
 /// A turn's progress, shown in editors as `$/progress`.
 #[derive(Clone, Debug)]

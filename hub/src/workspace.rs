@@ -125,7 +125,7 @@ pub(super) struct Workspace {
     /// The active editor's selection as `selection_changed` params, as
     /// paced for Claude Code.
     selection_tx: tokio::sync::watch::Sender<Option<SelectionNotification>>,
-    selection_pacer: Pacer<Option<SelectionChanged>>,
+    selection_pacer: Pacer<Option<SelectionChanged>, tokio::time::Instant>,
     /// What the payload last offered to the pacer was computed from.
     selection_offered: Option<Option<selections::SelectionInputs>>,
     /// How often the payload was computed for the pacer (tests count it).

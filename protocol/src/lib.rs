@@ -372,4 +372,28 @@ mod crate_graph {
             assert!(deps.contains(&"moonkale-wire".to_owned()), "{folder}");
         }
     }
+
+    /// The core is pure by construction: no async runtime, no IO crate, no
+    /// crate above it; the hub stands on it.
+    #[test]
+    fn the_core_has_no_runtime_and_the_hub_stands_on_it() {
+        let core = dependencies("core");
+        assert!(!core.is_empty(), "core: no dependencies read");
+        for dep in &core {
+            assert!(
+                !dep.starts_with("tokio")
+                    && !dep.starts_with("futures")
+                    && ![
+                        "libc",
+                        "moonkale-hub",
+                        "moonkale-wire",
+                        "moonkale-client",
+                        "moonkale-service"
+                    ]
+                    .contains(&dep.as_str()),
+                "core depends on {dep}"
+            );
+        }
+        assert!(dependencies("hub").contains(&"moonkale-core".to_owned()));
+    }
 }

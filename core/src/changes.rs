@@ -32,12 +32,20 @@ use lsp_types::Url;
 use serde::{Deserialize, Serialize};
 
 use super::diff::{Hunk, hunks, lines};
-use crate::PendingFile;
 use moonkale_protocol::changes::{
     ChangeHunk, ChangeSetSummary, ChangeSource, FileChange, FileChangeKind, FileSummary,
     KeepParams, LineRange, Refusal, ReviewState, ShowResult,
 };
 use moonkale_protocol::jsonrpc::ResponseError;
+
+/// A file of a pending change set with its pending hunks (what editors are
+/// shown as review diagnostics and code actions).
+#[derive(Clone, Debug)]
+pub struct PendingFile {
+    pub set: u64,
+    pub uri: Url,
+    pub hunks: Vec<ChangeHunk>,
+}
 
 /// Longest title kept, in characters.
 const MAX_TITLE_CHARS: usize = 120;

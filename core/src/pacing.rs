@@ -9,16 +9,16 @@
 //! - the last state always goes out, at most one interval after it arrived;
 //! - a state equal to the one sent last is never sent again.
 //!
-//! The pacer reads no clock: every call is given `now`, and the caller
-//! arms a timer for [`Pacer::due`].
+//! The pacer reads no clock: every call is given `now`, of whatever instant
+//! type the caller's clock has (the hub's is tokio's, so paused test time
+//! paces it), and the caller arms a timer for [`Pacer::due`].
 
+use std::ops::Add;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-/// The pacing state of one stream of `T`s.
+/// The pacing state of one stream of `T`s, with `Instant` for time.
 #[derive(Debug)]
-pub struct Pacer<T> {
+pub struct Pacer<T, Instant = std::time::Instant> {
     interval: Duration,
     /// The state the reader has: the one sent last, or the one it started
     /// with.
@@ -29,10 +29,10 @@ pub struct Pacer<T> {
     pending: Option<T>,
 }
 
-impl<T: PartialEq> Pacer<T> {
+impl<T: PartialEq, Instant: Copy + Ord + Add<Duration, Output = Instant>> Pacer<T, Instant> {
     /// At most one state per `interval` (zero: every change at once),
     /// towards a reader that starts with `initial`.
-    pub fn new(interval: Duration, initial: T) -> Pacer<T> {
+    pub fn new(interval: Duration, initial: T) -> Pacer<T, Instant> {
         Pacer {
             interval,
             sent: initial,
@@ -85,6 +85,7 @@ impl<T: PartialEq> Pacer<T> {
 mod tests {
     use super::*;
     use expect_test::{Expect, expect};
+    use std::time::Instant;
 
     /// Plays `script` (one step per line: `<ms> <state>` offers a state at
     /// that time, `<ms> tick` fires the timer if it is due by then) with a

@@ -16,8 +16,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 
-use lsp_types::{CodeAction, CodeActionKind, CodeActionOrCommand, Command, Url};
-use serde_json::value::RawValue;
+use lsp_types::notification::DidOpenTextDocument;
+use lsp_types::{
+    CodeAction, CodeActionKind, CodeActionOrCommand, Command, DidOpenTextDocumentParams, Url,
+};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -53,6 +55,7 @@ use super::{
 use moonkale_protocol::changes::{KEEP_COMMAND, OPEN_COMMAND, UNDO_COMMAND};
 use moonkale_protocol::dispatch::{Dispatch, parse as parse_params};
 use moonkale_protocol::document::VersionParams;
+use moonkale_protocol::editor::{EditorNotification, params_of};
 use moonkale_protocol::ide::{CallToolResult, SelectionChanged};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
@@ -420,7 +423,10 @@ impl Workspace {
                 through_symlink,
             } => {
                 let result = catch_unwind(AssertUnwindSafe(|| {
-                    self.opened(editor, params, through_symlink)
+                    match params_of::<DidOpenTextDocument>(&params) {
+                        Ok(p) => self.opened(editor, p, through_symlink),
+                        Err(invalid) => self.violation(editor, invalid.to_string()),
+                    }
                 }));
                 if result.is_err() {
                     tracing::error!(editor = editor.0, "didOpen handler panicked");
@@ -446,7 +452,12 @@ impl Workspace {
     // ----- notifications -------------------------------------------------
 
     /// `textDocument/didOpen` ([`Event::DidOpen`]).
-    fn opened(&mut self, editor: EditorId, params: Params, through_symlink: bool) {
+    fn opened(
+        &mut self,
+        editor: EditorId,
+        params: DidOpenTextDocumentParams,
+        through_symlink: bool,
+    ) {
         if !self.editors.contains_key(&editor) {
             return;
         }
@@ -461,29 +472,32 @@ impl Workspace {
         self.refresh_review_diagnostics();
     }
 
+    /// An editor's notification, parsed here into its one type.
     fn notification(&mut self, editor: EditorId, method: &str, params: Params) {
         if !self.editors.contains_key(&editor) {
             return;
         }
-        match method {
-            "textDocument/didOpen" => self.opened(editor, params, false),
-            "textDocument/didChange" => {
-                self.did_change(editor, params);
+        let notification = match EditorNotification::parse(method, &params) {
+            Ok(notification) => notification,
+            Err(invalid) => return self.violation(editor, invalid.to_string()),
+        };
+        match notification {
+            EditorNotification::DidOpen(p) => self.opened(editor, p, false),
+            EditorNotification::DidChange(p) => {
+                self.did_change(editor, p);
                 self.proposals_after_sync();
             }
-            "textDocument/didSave" => self.did_save(editor, params),
-            "textDocument/didClose" => {
-                self.did_close(editor, params);
+            EditorNotification::DidSave(p) => self.did_save(editor, p),
+            EditorNotification::DidClose(p) => {
+                self.did_close(editor, p);
                 self.proposals_after_sync();
             }
-            "moonkale/selectionChanged" => self.selection_changed(editor, params),
-            "moonkale/publishDiagnostics" => self.publish_diagnostics(editor, params),
-            "textDocument/willSave"
-            | "workspace/didChangeConfiguration"
-            | "workspace/didChangeWorkspaceFolders"
-            | "workspace/didChangeWatchedFiles" => {}
-            _ if method.starts_with("$/") => {}
-            _ => tracing::debug!(editor = editor.0, method, "ignoring unknown notification"),
+            EditorNotification::SelectionChanged(p) => self.selection_changed(editor, p),
+            EditorNotification::PublishDiagnostics(p) => self.publish_diagnostics(editor, p),
+            EditorNotification::Ignored => {}
+            EditorNotification::Unknown(method) => {
+                tracing::debug!(editor = editor.0, method, "ignoring unknown notification")
+            }
         }
     }
 
@@ -500,13 +514,13 @@ impl Workspace {
             )));
         }
         // The hosts' namespaces go to them whole; they dispatch typed.
-        if method.starts_with("moonkale/agent/") {
+        if method.starts_with(moonkale_protocol::agent::NAMESPACE) {
             return self.agent_request(editor, method, params, reply);
         }
-        if method.starts_with("moonkale/terminal/") {
+        if method.starts_with(moonkale_protocol::terminal::NAMESPACE) {
             return self.terminal_request(editor, method, params, reply);
         }
-        if method.starts_with("moonkale/changes/") {
+        if method.starts_with(moonkale_protocol::changes::NAMESPACE) {
             return self.changes_request(editor, method, params, reply);
         }
         #[cfg(test)]
@@ -635,21 +649,6 @@ impl Workspace {
             ))),
         };
         reply.send(answer);
-    }
-
-    fn parse<T: serde::de::DeserializeOwned>(
-        &mut self,
-        editor: EditorId,
-        what: &str,
-        params: &RawValue,
-    ) -> Option<T> {
-        match serde_json::from_str(params.get()) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                self.violation(editor, format!("{what} with invalid params: {e}"));
-                None
-            }
-        }
     }
 }
 

@@ -8,6 +8,10 @@ use serde_json::{Map, Value};
 
 use crate::{Empty, NoParams, notification, request};
 
+/// What every method of this namespace starts with; the hub hands such
+/// requests to the agent host whole.
+pub const NAMESPACE: &str = "moonkale/agent/";
+
 mod event;
 
 pub use self::event::{

@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Empty, notification, request};
 
+/// What every method of this namespace starts with; the hub hands such
+/// requests to the change-set host whole.
+pub const NAMESPACE: &str = "moonkale/changes/";
+
 /// `workspace/executeCommand`: undoes Claude's change. Arguments
 /// `[UndoParams]`.
 pub const UNDO_COMMAND: &str = "moonkale.undoChange";

@@ -9,6 +9,7 @@
 //!   [`lsp_types::notification::Notification`], with typed params and
 //!   result. [`ALL_METHODS`] lists them; docs/protocol.md documents exactly
 //!   these (a test checks it).
+//! - [`editor`]: the notifications an editor sends, one closed enum.
 //! - [`ide`]: Claude Code's IDE protocol: MCP tool results, `selection_changed`.
 //! - [`screen`]: a terminal's screen on the wire (rows of styled spans).
 //! - [`status`]: the `moonkale/status` snapshot.
@@ -27,6 +28,7 @@ mod approval_id;
 pub mod changes;
 pub mod dispatch;
 pub mod document;
+pub mod editor;
 pub mod ide;
 pub mod jsonrpc;
 pub mod proposal;

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 use crate::screen::{Row, Snapshot, Update};
 use crate::{Empty, NoParams, notification, request};
 
+/// What every method of this namespace starts with; the hub hands such
+/// requests to the terminal host whole.
+pub const NAMESPACE: &str = "moonkale/terminal/";
+
 /// A terminal's id, unique within the service.
 pub type TerminalId = u64;
 

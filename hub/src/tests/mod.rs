@@ -14,4 +14,5 @@ mod ide_tools;
 mod proposals;
 mod review;
 mod selections;
+mod sources;
 mod topics;

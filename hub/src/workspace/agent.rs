@@ -21,9 +21,11 @@ use serde_json::{Value, json};
 use super::{Awaited, Workspace, command_action, parse_params, tool_result};
 use crate::ports::{AgentCommand, AgentPort, Answer, Request, forward};
 use crate::{AgentProgress, EditorId, IdeClientId, IdeScope, Responder, Role, Topic};
+use lsp_types::notification::Notification as _;
+use lsp_types::request::Request as _;
 use moonkale_protocol::PermissionMode;
 use moonkale_protocol::agent::{
-    Approval, ApprovalKind, ApprovalParams, ApprovalStatus, Question as AskedQuestion,
+    self, Approval, ApprovalKind, ApprovalParams, ApprovalStatus, Question as AskedQuestion,
 };
 use moonkale_protocol::ide::{Buffer, CallToolResult};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
@@ -131,17 +133,14 @@ impl Workspace {
         params: Params,
         reply: Responder,
     ) {
-        if let "moonkale/agent/subscribe" | "moonkale/agent/unsubscribe" = method {
-            #[derive(Deserialize)]
-            struct P {
-                session: Option<String>,
-            }
-            let p: P = match parse_params(&params) {
+        let subscribe = method == agent::Subscribe::METHOD;
+        if subscribe || method == agent::Unsubscribe::METHOD {
+            let p: agent::SubscriptionParams = match parse_params(&params) {
                 Ok(p) => p,
                 Err(e) => return reply.send(Err(e)),
             };
             let topic = p.session.map_or(Topic::AllSessions, Topic::Session);
-            return reply.send(Ok(self.subscription(editor, method, topic)));
+            return reply.send(Ok(self.subscription(editor, subscribe, topic)));
         }
         let request = Request::new(editor, method, params, reply);
         forward(self.agent.sender.as_ref(), request, "the agent is");
@@ -176,7 +175,7 @@ impl Workspace {
             .and_then(Value::as_bool)
             .unwrap_or(true);
         let params = message::params(&json!({"trusted": trusted}));
-        self.agent_request(editor, "moonkale/agent/trust", params, reply)
+        self.agent_request(editor, agent::Trust::METHOD, params, reply)
     }
 
     /// "Trust this workspace", offered while it is not trusted.
@@ -220,7 +219,7 @@ impl Workspace {
             status,
         };
         let params = serde_json::to_value(params).expect("approvals serialize");
-        self.agent_notify(&session, "moonkale/agent/approval", params);
+        self.agent_notify(&session, agent::ApprovalNotification::METHOD, params);
     }
 
     /// Shows a message with buttons in every editor that has them, else a

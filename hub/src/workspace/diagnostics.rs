@@ -6,7 +6,6 @@ use lsp_types::{
     DocumentDiagnosticReport, FullDocumentDiagnosticReport, RelatedFullDocumentDiagnosticReport,
     Url,
 };
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::Workspace;
@@ -14,19 +13,11 @@ use crate::EditorId;
 use crate::core::PositionEncoding;
 use crate::core::position::{to_char_idx, to_wire};
 use crate::diagnostics::SourceDiagnostics;
-use moonkale_protocol::jsonrpc::{Params, ResponseError};
+use moonkale_protocol::document::PublishDiagnosticsParams;
+use moonkale_protocol::jsonrpc::ResponseError;
 
 impl Workspace {
-    pub(super) fn publish_diagnostics(&mut self, editor: EditorId, params: Params) {
-        #[derive(Deserialize)]
-        struct Params {
-            uri: Url,
-            source: String,
-            diagnostics: Vec<lsp_types::Diagnostic>,
-        }
-        let Some(p) = self.parse::<Params>(editor, "moonkale/publishDiagnostics", &params) else {
-            return;
-        };
+    pub(super) fn publish_diagnostics(&mut self, editor: EditorId, p: PublishDiagnosticsParams) {
         let encoding = self.editors[&editor].info.encoding;
         let entry = SourceDiagnostics::new(editor, encoding, p.diagnostics);
         let budget = (self.limits.total_bytes.saturating_sub(self.total_bytes))

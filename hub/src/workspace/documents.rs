@@ -21,7 +21,7 @@ use super::{Selection, Workspace};
 use crate::core::{Document, SyncState, TextChange};
 use crate::{EditorId, Responder};
 use moonkale_protocol::document::{DocumentState, UriParams, VersionParams};
-use moonkale_protocol::jsonrpc::{Params, ResponseError, code};
+use moonkale_protocol::jsonrpc::{ResponseError, code};
 
 pub(super) struct OpenDocument {
     pub(super) doc: Document,
@@ -74,10 +74,9 @@ impl Workspace {
     pub(super) fn did_open(
         &mut self,
         editor: EditorId,
-        params: Params,
+        p: lsp_types::DidOpenTextDocumentParams,
         through_symlink: bool,
     ) -> Option<Url> {
-        let p = self.parse::<lsp_types::DidOpenTextDocumentParams>(editor, "didOpen", &params)?;
         let item = p.text_document;
         if !accepted_scheme(&item.uri) {
             let why = format!(
@@ -128,12 +127,11 @@ impl Workspace {
         Some(item.uri)
     }
 
-    pub(super) fn did_change(&mut self, editor: EditorId, params: Params) {
-        let Some(p) =
-            self.parse::<lsp_types::DidChangeTextDocumentParams>(editor, "didChange", &params)
-        else {
-            return;
-        };
+    pub(super) fn did_change(
+        &mut self,
+        editor: EditorId,
+        p: lsp_types::DidChangeTextDocumentParams,
+    ) {
         let uri = p.text_document.uri;
         let ed = self.editors.get_mut(&editor).expect("checked by caller");
         let encoding = ed.info.encoding;
@@ -183,12 +181,7 @@ impl Workspace {
         }
     }
 
-    pub(super) fn did_save(&mut self, editor: EditorId, params: Params) {
-        let Some(p) =
-            self.parse::<lsp_types::DidSaveTextDocumentParams>(editor, "didSave", &params)
-        else {
-            return;
-        };
+    pub(super) fn did_save(&mut self, editor: EditorId, p: lsp_types::DidSaveTextDocumentParams) {
         let uri = p.text_document.uri;
         let ed = self.editors.get_mut(&editor).expect("checked by caller");
         let Some(open) = ed.docs.get_mut(&uri) else {
@@ -204,12 +197,7 @@ impl Workspace {
         }
     }
 
-    pub(super) fn did_close(&mut self, editor: EditorId, params: Params) {
-        let Some(p) =
-            self.parse::<lsp_types::DidCloseTextDocumentParams>(editor, "didClose", &params)
-        else {
-            return;
-        };
+    pub(super) fn did_close(&mut self, editor: EditorId, p: lsp_types::DidCloseTextDocumentParams) {
         let uri = p.text_document.uri;
         let ed = self.editors.get_mut(&editor).expect("checked by caller");
         match ed.docs.remove(&uri) {

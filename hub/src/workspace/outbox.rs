@@ -70,9 +70,14 @@ impl Workspace {
         }
     }
 
-    /// `…/subscribe` or `…/unsubscribe` of `topic`; the (empty) result.
-    pub(super) fn subscription(&mut self, editor: EditorId, method: &str, topic: Topic) -> Value {
-        if method.ends_with("/subscribe") {
+    /// A subscription to `topic` (or its end); the (empty) result.
+    pub(super) fn subscription(
+        &mut self,
+        editor: EditorId,
+        subscribe: bool,
+        topic: Topic,
+    ) -> Value {
+        if subscribe {
             self.subscriptions.subscribe(editor, topic);
         } else {
             self.subscriptions.unsubscribe(editor, &topic);

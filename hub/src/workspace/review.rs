@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use lsp_types::notification::PublishDiagnostics;
-use lsp_types::request::RegisterCapability;
+use lsp_types::request::{InlayHintRequest, RegisterCapability, Request as _};
 use lsp_types::{
     Diagnostic, DiagnosticSeverity, InlayHint, InlayHintLabel, InlayHintTooltip, NumberOrString,
     Position, PublishDiagnosticsParams, Range, Registration, RegistrationParams, Url,
@@ -328,7 +328,7 @@ impl Workspace {
         let params = RegistrationParams {
             registrations: vec![Registration {
                 id: "moonkale-proposal-hints".into(),
-                method: "textDocument/inlayHint".into(),
+                method: InlayHintRequest::METHOD.into(),
                 register_options: Some(json!({
                     // Proposals live in the service's runtime directory
                     // (`…/moonkale/proposals/` or `/tmp/moonkale-<uid>/proposals/`).

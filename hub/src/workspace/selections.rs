@@ -11,15 +11,16 @@
 use std::path::PathBuf;
 
 use lsp_types::Url;
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Editor, Workspace, file_uri};
 use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{LineCol, PositionEncoding, WirePosition};
 use crate::{EditorId, IdeScope, Role};
+use lsp_types::notification::Notification as _;
+use moonkale_protocol::document::{self, SelectionChangedParams};
 use moonkale_protocol::ide::{SelectionChanged, SelectionRange};
-use moonkale_protocol::jsonrpc::{Params, ResponseError};
+use moonkale_protocol::jsonrpc::ResponseError;
 
 /// The command Helix keymaps call to push their selection (editors.md §3b).
 pub const SELECTION_COMMAND: &str = "moonkale.selection";
@@ -46,17 +47,7 @@ pub(super) struct Selection {
 
 impl Workspace {
     /// `moonkale/selectionChanged` from a plugin: a range, the cursor, or both.
-    pub(super) fn selection_changed(&mut self, editor: EditorId, params: Params) {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Params {
-            text_document: lsp_types::TextDocumentIdentifier,
-            selection: Option<lsp_types::Range>,
-            cursor: Option<lsp_types::Position>,
-        }
-        let Some(p) = self.parse::<Params>(editor, "moonkale/selectionChanged", &params) else {
-            return;
-        };
+    pub(super) fn selection_changed(&mut self, editor: EditorId, p: SelectionChangedParams) {
         let (anchor, cursor) = match (p.selection, p.cursor) {
             (Some(r), Some(c)) => {
                 // The anchor is whichever end of the selection the cursor is not at.
@@ -68,7 +59,10 @@ impl Workspace {
             (None, None) => {
                 return self.violation(
                     editor,
-                    "moonkale/selectionChanged needs `selection` or `cursor`".into(),
+                    format!(
+                        "{} needs `selection` or `cursor`",
+                        document::SelectionChanged::METHOD
+                    ),
                 );
             }
         };
@@ -77,7 +71,7 @@ impl Workspace {
             p.text_document.uri,
             anchor.into(),
             cursor.into(),
-            "moonkale/selectionChanged",
+            document::SelectionChanged::METHOD,
         );
     }
 

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use super::{Workspace, parse_params};
 use crate::ports::{Request, TerminalHostCommand, TerminalPort, forward};
 use crate::{EditorId, Responder, Topic};
+use lsp_types::request::Request as _;
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
+use moonkale_protocol::terminal;
 
 pub const START_CLAUDE_COMMAND: &str = "moonkale.startClaude";
 
@@ -39,21 +41,17 @@ impl Workspace {
         params: Params,
         reply: Responder,
     ) {
-        #[derive(Deserialize)]
-        struct Id {
-            terminal: u64,
+        let subscribe = method == terminal::Subscribe::METHOD;
+        if subscribe || method == terminal::Unsubscribe::METHOD {
+            let p: terminal::TerminalParams = match parse_params(&params) {
+                Ok(p) => p,
+                Err(e) => return reply.send(Err(e)),
+            };
+            let topic = Topic::Terminal(p.terminal);
+            return reply.send(Ok(self.subscription(editor, subscribe, topic)));
         }
-        match method {
-            "moonkale/terminal/subscribe" | "moonkale/terminal/unsubscribe" => {
-                let p: Id = match parse_params(&params) {
-                    Ok(p) => p,
-                    Err(e) => return reply.send(Err(e)),
-                };
-                let topic = Topic::Terminal(p.terminal);
-                return reply.send(Ok(self.subscription(editor, method, topic)));
-            }
-            "moonkale/terminal/openLink" => return reply.send(self.open_link(params)),
-            _ => {}
+        if method == terminal::OpenLink::METHOD {
+            return reply.send(self.open_link(params));
         }
         let request = Request::new(editor, method, params, reply);
         forward(self.terminals.sender.as_ref(), request, "terminals are");
@@ -113,7 +111,7 @@ impl Workspace {
         let params = json!({"args": list(0), "sandbox": list(1)});
         self.terminal_request(
             editor,
-            "moonkale/terminal/startClaude",
+            terminal::StartClaude::METHOD,
             message::params(&params),
             reply,
         )

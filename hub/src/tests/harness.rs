@@ -471,7 +471,17 @@ impl World {
     /// CLI sends them (`openDiff` is [`World::open_diff`]).
     pub fn ide_tool(&mut self, client: u64, tool: &str, arguments: Value) -> usize {
         let what = format!("ide{client} {tool} {}", compact(&arguments));
-        self.ide_call(client, what, ide_call(tool, &arguments))
+        self.ide_call(client, what, ide_call(tool, &arguments, ""))
+    }
+
+    /// `openFile` of a file no editor holds, whose text on disk (which the
+    /// adapter reads for the hub) is `on_disk`.
+    pub fn open_file_on_disk(&mut self, client: u64, arguments: Value, on_disk: &str) -> usize {
+        let what = format!(
+            "ide{client} openFile {} on disk {on_disk:?}",
+            compact(&arguments)
+        );
+        self.ide_call(client, what, ide_call("openFile", &arguments, on_disk))
     }
 
     /// `openDiff` from a Claude Code connection, as the adapter passes it
@@ -783,9 +793,9 @@ pub fn diff(tab: &str, path: &str, old: &str, new: &str) -> OpenDiff {
     }
 }
 
-/// A call as the IDE adapter types it, from the CLI's arguments (`fileText`:
-/// the file's text the adapter reads for `openFile`).
-fn ide_call(tool: &str, args: &Value) -> IdeToolCall {
+/// A call as the IDE adapter types it, from the CLI's arguments (and, for
+/// `openFile`, the file's text the adapter read).
+fn ide_call(tool: &str, args: &Value, file_text: &str) -> IdeToolCall {
     let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
     let path = |k: &str| text(k).expect("a path argument").into();
     let flag = |k: &str| args.get(k).and_then(Value::as_bool);
@@ -801,7 +811,7 @@ fn ide_call(tool: &str, args: &Value) -> IdeToolCall {
             end_text: text("endText"),
             select_to_end_of_line: flag("selectToEndOfLine").unwrap_or(false),
             make_frontmost: flag("makeFrontmost").unwrap_or(true),
-            file_text: text("fileText").unwrap_or_default(),
+            file_text: file_text.into(),
         }),
         IdeTool::GetCurrentSelection => IdeToolCall::GetCurrentSelection,
         IdeTool::GetLatestSelection => IdeToolCall::GetLatestSelection,

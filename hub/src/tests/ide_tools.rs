@@ -497,7 +497,11 @@ fn open_file_selects_text_in_the_active_editor() {
         "openFile",
         json!({"filePath": "/w/src/a.rs", "startText": "nowhere", "endText": ""}),
     );
-    w.ide_tool(9, "openFile", json!({"filePath": "/w/other.rs", "startText": "b", "fileText": "a\nb\n", "makeFrontmost": false}));
+    w.open_file_on_disk(
+        9,
+        json!({"filePath": "/w/other.rs", "startText": "b", "makeFrontmost": false}),
+        "a\nb\n",
+    );
     w.ide_tool(
         9,
         "openFile",
@@ -539,7 +543,7 @@ fn open_file_selects_text_in_the_active_editor() {
           #5 <- Ok tool result
               text:
                 Opened file, but text "nowhere" not found
-        > #6 ide9 openFile {"filePath":"/w/other.rs","fileText":"a\nb\n","makeFrontmost":false,"startText":"b"}
+        > #6 ide9 openFile {"filePath":"/w/other.rs","makeFrontmost":false,"startText":"b"} on disk "a\nb\n"
           ed1 <- request "moonkale-16" window/showDocument {"selection":{"end":{"character":1,"line":1},"start":{"character":0,"line":1}},"takeFocus":false,"uri":"file:///w/other.rs"}
           #6 <- Ok tool result
               text:

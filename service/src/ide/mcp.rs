@@ -64,7 +64,7 @@ pub enum ToolCall {
     /// Ask the hub this call (its paths confined); remove `cleanup` (a
     /// directory we created) once it has answered.
     Hub {
-        call: IdeToolCall,
+        call: Box<IdeToolCall>,
         cleanup: Option<PathBuf>,
     },
 }
@@ -72,7 +72,7 @@ pub enum ToolCall {
 impl From<IdeToolCall> for ToolCall {
     fn from(call: IdeToolCall) -> ToolCall {
         ToolCall::Hub {
-            call,
+            call: Box::new(call),
             cleanup: None,
         }
     }
@@ -153,14 +153,14 @@ pub fn prepare_call(
                 Err(why) => return ToolCall::Answer(hub::error_result(why)),
             };
             ToolCall::Hub {
-                call: IdeToolCall::OpenDiff(OpenDiff {
+                call: Box::new(IdeToolCall::OpenDiff(OpenDiff {
                     old_file_path: old_path,
                     new_file_path: new_path,
                     new_file_contents: contents.to_owned(),
                     tab_name: tab_name.to_owned(),
                     old_text,
                     proposal_path: proposal,
-                }),
+                })),
                 cleanup: Some(dir),
             }
         }

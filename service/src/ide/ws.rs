@@ -575,7 +575,7 @@ impl Reader<'_> {
                         .send(message::response(&id, &Err(ResponseError::new(code, why))))
                         .await;
                 }
-                ToolCall::Hub { call, cleanup } => (call, cleanup),
+                ToolCall::Hub { call, cleanup } => (*call, cleanup),
             };
         let (reply, answer) = crate::hub::Responder::new();
         let event = Event::IdeToolCall {

@@ -1283,6 +1283,8 @@ impl Session {
             .get("arguments")
             .cloned()
             .unwrap_or_else(|| json!({}));
+        // A `filePath` is confined first, whatever the tool, then the call
+        // is typed (a tool we do not have is not found).
         let call = match arguments.get("filePath").and_then(Value::as_str) {
             Some(raw) => crate::ide::paths::confine(std::slice::from_ref(&self.workspace), raw)
                 .map(|path| arguments["filePath"] = json!(path))

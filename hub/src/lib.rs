@@ -205,14 +205,13 @@ pub enum Event {
         client: IdeClientId,
         pid: Option<u32>,
     },
-    /// A `tools/call` answered from the hub's state. Paths in `arguments`
-    /// were already confined to the workspace by the adapter; the answer
-    /// holds only what `scope` sees.
+    /// A `tools/call` answered from the hub's state, typed by the adapter.
+    /// Its paths were already confined to the workspace by the adapter; the
+    /// answer holds only what `scope` sees.
     IdeToolCall {
         client: IdeClientId,
         scope: IdeScope,
-        tool: String,
-        arguments: Value,
+        call: moonkale_protocol::ide::IdeToolCall,
         reply: Responder,
     },
     /// From a host: tell the connections subscribed to `topic`.
@@ -257,10 +256,10 @@ pub enum Event {
     AgentSpare {
         spare: Option<moonkale_protocol::status::SpareStatus>,
     },
-    /// From the agent: one of the editor tools it offers the CLI.
+    /// From the agent: one of the editor tools it offers the CLI, its
+    /// paths confined by the session.
     AgentToolCall {
-        tool: String,
-        arguments: Value,
+        call: moonkale_protocol::ide::EditorToolCall,
         reply: Responder,
     },
     /// From the change-set host: the sets changed. `pending` holds every
@@ -308,8 +307,8 @@ impl std::fmt::Debug for Event {
             Event::IdeAttach { client, .. } => write!(f, "IdeAttach({})", client.0),
             Event::IdeDetach { client } => write!(f, "IdeDetach({})", client.0),
             Event::IdeConnected { client, pid } => write!(f, "IdeConnected({}, {pid:?})", client.0),
-            Event::IdeToolCall { client, tool, .. } => {
-                write!(f, "IdeToolCall({}, {tool})", client.0)
+            Event::IdeToolCall { client, call, .. } => {
+                write!(f, "IdeToolCall({}, {})", client.0, call.tool())
             }
             Event::Publish { topic, method, .. } => write!(f, "Publish({topic:?}, {method})"),
             Event::Subscribe { editor, topic } => write!(f, "Subscribe({}, {topic:?})", editor.0),
@@ -327,7 +326,7 @@ impl std::fmt::Debug for Event {
             Event::AgentProgress { session, progress } => {
                 write!(f, "AgentProgress({session}, {progress:?})")
             }
-            Event::AgentToolCall { tool, .. } => write!(f, "AgentToolCall({tool})"),
+            Event::AgentToolCall { call, .. } => write!(f, "AgentToolCall({})", call.tool()),
             Event::ChangesUpdated { sets, announce, .. } => {
                 write!(f, "ChangesUpdated({} sets, {announce:?})", sets.len())
             }

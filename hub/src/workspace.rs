@@ -317,12 +317,9 @@ impl Workspace {
             Event::AgentProgress { session, progress } => self.agent_progress(&session, progress),
             Event::WorkspaceTrust { trusted, message } => self.workspace_trust(trusted, message),
             Event::AgentSpare { spare } => self.agent.spare = spare,
-            Event::AgentToolCall {
-                tool,
-                arguments,
-                reply,
-            } => {
-                let answer = catch_unwind(AssertUnwindSafe(|| self.agent_tool(&tool, &arguments)))
+            Event::AgentToolCall { call, reply } => {
+                let tool = call.tool();
+                let answer = catch_unwind(AssertUnwindSafe(|| self.agent_tool(call)))
                     .unwrap_or_else(|_| {
                         tracing::error!(%tool, "agent tool handler panicked");
                         Err(ResponseError::new(
@@ -346,17 +343,13 @@ impl Workspace {
             Event::IdeToolCall {
                 client,
                 scope,
-                tool,
-                arguments,
+                call,
                 reply,
             } => {
+                let tool = call.tool();
                 // A panic drops `reply`, which then answers an internal error.
                 let result = catch_unwind(AssertUnwindSafe(|| {
-                    if tool == "openDiff" {
-                        self.open_diff(client, &arguments, reply)
-                    } else {
-                        reply.send(self.ide_tool(client, scope, &tool, &arguments))
-                    }
+                    self.ide_tool(client, scope, call, reply)
                 }));
                 if result.is_err() {
                     tracing::error!(%tool, "IDE tool handler panicked");

@@ -1,12 +1,16 @@
 //! The wire of Claude Code's IDE protocol as the service speaks it: MCP
 //! tool results, the `selection_changed` and `at_mentioned` notifications,
-//! and the JSON the IDE tools answer with (ide-protocol.md §4–§6).
+//! and the JSON the IDE tools answer with (ide-protocol.md §4–§6); the
+//! tools themselves, their one table and their calls are [`tools`]'.
 //!
 //! Lines and characters are 0-based and characters count UTF-16 code
 //! units, as VS Code's do. Field names are the CLI's (camelCase); fields
 //! it treats as absent when missing are left out, never sent as `null`.
 
 use std::path::PathBuf;
+
+pub mod tools;
+pub use tools::{EditorTool, EditorToolCall, IdeTool, IdeToolCall, OpenDiff, OpenFile, ToolSpec};
 
 use lsp_types::{Position, Range};
 use serde::{Deserialize, Serialize};

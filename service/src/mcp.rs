@@ -1,14 +1,16 @@
 //! The MCP both of the service's MCP servers speak: Claude Code's IDE
 //! server (`ide::mcp`, over the WebSocket) and the editor tools a hosted
 //! session offers its CLI (`agent::session`, in-process over the control
-//! protocol). One place knows the methods, the `initialize` answer and the
-//! tool schemas; each server keeps only its own tools.
+//! protocol). One place knows the methods, the `initialize` answer and how
+//! a tool's entry of the tool table (`moonkale_protocol::ide::tools`) is
+//! listed; each server lists only its own tools.
 //!
 //! Hand-written rather than rmcp: four methods are used, over transports
 //! rmcp does not ship (a WebSocket, the CLI's control protocol), with
 //! replies that must match recorded shapes (see ARCHITECTURE.md).
 
-use serde_json::{Value, json};
+use moonkale_protocol::ide::ToolSpec;
+use serde_json::{Map, Value, json};
 
 /// The MCP methods a server answers; anything else is not found.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,23 +77,38 @@ impl ServerInfo {
     }
 }
 
+/// A `tools/list` answer of these tools, in order, each from its entry
+/// in the one tool table ([`moonkale_protocol::ide::tools`]).
+pub fn tools_list(tools: impl IntoIterator<Item = ToolSpec>) -> Value {
+    json!({"tools": tools.into_iter().map(tool).collect::<Vec<_>>()})
+}
+
 /// One tool of a `tools/list` answer, its arguments an object schema.
-pub fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+fn tool(spec: ToolSpec) -> Value {
+    let properties: Map<String, Value> = spec
+        .params
+        .iter()
+        .map(|p| {
+            let schema = match p.description {
+                Some(description) => {
+                    json!({"type": p.kind.json_type(), "description": description})
+                }
+                None => json!({"type": p.kind.json_type()}),
+            };
+            (p.name.to_owned(), schema)
+        })
+        .collect();
+    let required: Vec<&str> = spec
+        .params
+        .iter()
+        .filter(|p| p.required)
+        .map(|p| p.name)
+        .collect();
     json!({
-        "name": name,
-        "description": description,
+        "name": spec.name,
+        "description": spec.description,
         "inputSchema": {"type": "object", "properties": properties, "required": required},
     })
-}
-
-/// A string argument's schema.
-pub fn string(description: &str) -> Value {
-    json!({"type": "string", "description": description})
-}
-
-/// A boolean argument's schema.
-pub fn boolean(description: &str) -> Value {
-    json!({"type": "boolean", "description": description})
 }
 
 #[cfg(test)]

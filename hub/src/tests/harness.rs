@@ -23,6 +23,9 @@ use crate::{
     AgentProgress, EditorId, EditorInfo, Event, IdeClientId, IdeScope, Responder, Role, Topic,
     Transport,
 };
+use moonkale_protocol::ide::{
+    EditorTool, EditorToolCall, IdeTool, IdeToolCall, OpenDiff, OpenFile,
+};
 use moonkale_protocol::jsonrpc::{self as message, RequestId};
 
 /// The workspace root every script runs in.
@@ -464,15 +467,43 @@ impl World {
         );
     }
 
-    /// A `tools/call` from a Claude Code connection.
+    /// A `tools/call` from a Claude Code connection, its arguments as the
+    /// CLI sends them (`openDiff` is [`World::open_diff`]).
     pub fn ide_tool(&mut self, client: u64, tool: &str, arguments: Value) -> usize {
         let what = format!("ide{client} {tool} {}", compact(&arguments));
+        self.ide_call(client, what, ide_call(tool, &arguments, ""))
+    }
+
+    /// `openFile` of a file no editor holds, whose text on disk (which the
+    /// adapter reads for the hub) is `on_disk`.
+    pub fn open_file_on_disk(&mut self, client: u64, arguments: Value, on_disk: &str) -> usize {
+        let what = format!(
+            "ide{client} openFile {} on disk {on_disk:?}",
+            compact(&arguments)
+        );
+        self.ide_call(client, what, ide_call("openFile", &arguments, on_disk))
+    }
+
+    /// `openDiff` from a Claude Code connection, as the adapter passes it
+    /// on: with the file's text and the proposal document it wrote.
+    pub fn open_diff(&mut self, client: u64, diff: OpenDiff) -> usize {
+        let what = format!(
+            "ide{client} openDiff {:?} {} (proposal {}) old {:?} new {:?}",
+            diff.tab_name,
+            diff.new_file_path.display(),
+            diff.proposal_path.display(),
+            diff.old_text,
+            diff.new_file_contents,
+        );
+        self.ide_call(client, what, IdeToolCall::OpenDiff(diff))
+    }
+
+    fn ide_call(&mut self, client: u64, what: String, call: IdeToolCall) -> usize {
         let scope = self.scope(client);
         self.ask_hub(what, |reply| Event::IdeToolCall {
             client: IdeClientId(client),
             scope,
-            tool: tool.into(),
-            arguments,
+            call,
             reply,
         })
     }
@@ -482,11 +513,8 @@ impl World {
     /// An editor tool of the agent's MCP server.
     pub fn agent_tool(&mut self, tool: &str, arguments: Value) -> usize {
         let what = format!("agent tool {tool} {}", compact(&arguments));
-        self.ask_hub(what, |reply| Event::AgentToolCall {
-            tool: tool.into(),
-            arguments,
-            reply,
-        })
+        let call = editor_call(tool, &arguments);
+        self.ask_hub(what, |reply| Event::AgentToolCall { call, reply })
     }
 
     /// Runs an event that carries a reply, numbered `#n` in the
@@ -751,6 +779,79 @@ fn request_line(r: &Request) -> String {
 }
 
 /// One line of JSON, keys sorted.
+/// `openDiff` of `path` (`/w/…`) from `old` to `new`, its proposal
+/// document where the adapter writes one.
+pub fn diff(tab: &str, path: &str, old: &str, new: &str) -> OpenDiff {
+    let name = std::path::Path::new(path).file_name().expect("a file name");
+    OpenDiff {
+        old_file_path: path.into(),
+        new_file_path: path.into(),
+        new_file_contents: new.into(),
+        tab_name: tab.into(),
+        old_text: old.into(),
+        proposal_path: std::path::Path::new("/run/user/1000/moonkale/proposals/1-ab").join(name),
+    }
+}
+
+/// A call as the IDE adapter types it, from the CLI's arguments (and, for
+/// `openFile`, the file's text the adapter read).
+fn ide_call(tool: &str, args: &Value, file_text: &str) -> IdeToolCall {
+    let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
+    let path = |k: &str| text(k).expect("a path argument").into();
+    let flag = |k: &str| args.get(k).and_then(Value::as_bool);
+    match IdeTool::parse(tool).expect("an IDE tool") {
+        IdeTool::CloseTab => IdeToolCall::CloseTab {
+            tab_name: text("tab_name").expect("tab_name"),
+        },
+        IdeTool::CloseAllDiffTabs => IdeToolCall::CloseAllDiffTabs,
+        IdeTool::GetDiagnostics => IdeToolCall::GetDiagnostics { uri: text("uri") },
+        IdeTool::OpenFile => IdeToolCall::OpenFile(OpenFile {
+            file_path: path("filePath"),
+            start_text: text("startText"),
+            end_text: text("endText"),
+            select_to_end_of_line: flag("selectToEndOfLine").unwrap_or(false),
+            make_frontmost: flag("makeFrontmost").unwrap_or(true),
+            file_text: file_text.into(),
+        }),
+        IdeTool::GetCurrentSelection => IdeToolCall::GetCurrentSelection,
+        IdeTool::GetLatestSelection => IdeToolCall::GetLatestSelection,
+        IdeTool::GetOpenEditors => IdeToolCall::GetOpenEditors,
+        IdeTool::GetWorkspaceFolders => IdeToolCall::GetWorkspaceFolders,
+        IdeTool::CheckDocumentDirty => IdeToolCall::CheckDocumentDirty {
+            file_path: path("filePath"),
+        },
+        IdeTool::SaveDocument => IdeToolCall::SaveDocument {
+            file_path: path("filePath"),
+        },
+        tool @ (IdeTool::OpenDiff | IdeTool::ExecuteCode) => {
+            panic!("{tool} does not reach the hub this way")
+        }
+    }
+}
+
+/// A call as the session types it, from the CLI's arguments.
+fn editor_call(tool: &str, args: &Value) -> EditorToolCall {
+    let path = |k: &str| args[k].as_str().expect("a path argument").into();
+    let line = |k: &str| args.get(k).and_then(Value::as_u64);
+    match EditorTool::parse(tool).expect("an editor tool") {
+        EditorTool::GetOpenEditors => EditorToolCall::GetOpenEditors,
+        EditorTool::GetCurrentSelection => EditorToolCall::GetCurrentSelection,
+        EditorTool::GetLatestSelection => EditorToolCall::GetLatestSelection,
+        EditorTool::GetDiagnostics => EditorToolCall::GetDiagnostics {
+            uri: args.get("uri").and_then(Value::as_str).map(str::to_owned),
+        },
+        EditorTool::GetWorkspaceFolders => EditorToolCall::GetWorkspaceFolders,
+        EditorTool::ReadBuffer => EditorToolCall::ReadBuffer {
+            file_path: path("filePath"),
+        },
+        EditorTool::OpenFile => EditorToolCall::OpenFile {
+            file_path: path("filePath"),
+            start_line: line("startLine"),
+            end_line: line("endLine"),
+        },
+    }
+}
+
 pub fn compact(v: &Value) -> String {
     serde_json::to_string(v).expect("JSON serializes")
 }

@@ -49,14 +49,12 @@ fn workspace_documents_and_dirtiness() {
     w.ide_tool(9, "checkDocumentDirty", json!({"filePath": "/w/b c.rs"}));
     w.ide_tool(9, "checkDocumentDirty", json!({"filePath": "/w/src/a.rs"}));
     w.ide_tool(9, "checkDocumentDirty", json!({"filePath": "/w/none.rs"}));
-    w.ide_tool(9, "checkDocumentDirty", json!({}));
     w.ide_tool(9, "saveDocument", json!({"filePath": "/w/b c.rs"}));
     w.ide_tool(9, "saveDocument", json!({"filePath": "/w/src/a.rs"}));
     w.ide_tool(9, "saveDocument", json!({"filePath": "/w/none.rs"}));
     w.ide_tool(9, "getCurrentSelection", json!({}));
     w.ide_tool(9, "close_tab", json!({"tab_name": "nothing"}));
     w.ide_tool(9, "closeAllDiffTabs", json!({}));
-    w.ide_tool(9, "noSuchTool", json!({}));
     w.status();
     w.check(expect![[r#"
         > ide9 attaches
@@ -147,10 +145,8 @@ fn workspace_documents_and_dirtiness() {
                   "message": "Document not open: /w/none.rs",
                   "success": false
                 }
-        > #6 ide9 checkDocumentDirty {}
-          #6 <- Err -32602 missing required parameter: filePath
-        > #7 ide9 saveDocument {"filePath":"/w/b c.rs"}
-          #7 <- Ok tool result
+        > #6 ide9 saveDocument {"filePath":"/w/b c.rs"}
+          #6 <- Ok tool result
               text:
                 {
                   "filePath": "/w/b c.rs",
@@ -158,8 +154,8 @@ fn workspace_documents_and_dirtiness() {
                   "saved": false,
                   "success": true
                 }
-        > #8 ide9 saveDocument {"filePath":"/w/src/a.rs"}
-          #8 <- Ok tool result
+        > #7 ide9 saveDocument {"filePath":"/w/src/a.rs"}
+          #7 <- Ok tool result
               text:
                 {
                   "filePath": "/w/src/a.rs",
@@ -167,15 +163,15 @@ fn workspace_documents_and_dirtiness() {
                   "saved": false,
                   "success": true
                 }
-        > #9 ide9 saveDocument {"filePath":"/w/none.rs"}
-          #9 <- Ok tool result
+        > #8 ide9 saveDocument {"filePath":"/w/none.rs"}
+          #8 <- Ok tool result
               text:
                 {
                   "message": "Document not open: /w/none.rs",
                   "success": false
                 }
-        > #10 ide9 getCurrentSelection {}
-          #10 <- Ok tool result
+        > #9 ide9 getCurrentSelection {}
+          #9 <- Ok tool result
               text:
                 {
                   "filePath": "/w/src/a.rs",
@@ -194,16 +190,14 @@ fn workspace_documents_and_dirtiness() {
                   "success": true,
                   "text": ""
                 }
-        > #11 ide9 close_tab {"tab_name":"nothing"}
-          #11 <- Ok tool result
+        > #10 ide9 close_tab {"tab_name":"nothing"}
+          #10 <- Ok tool result
               text:
                 TAB_CLOSED
-        > #12 ide9 closeAllDiffTabs {}
-          #12 <- Ok tool result
+        > #11 ide9 closeAllDiffTabs {}
+          #11 <- Ok tool result
               text:
                 CLOSED_0_DIFF_TABS
-        > #13 ide9 noSuchTool {}
-          #13 <- Err -32601 Tool not found: noSuchTool
         > status
           workspace /w (pid 0)
           2 editors attached
@@ -503,13 +497,16 @@ fn open_file_selects_text_in_the_active_editor() {
         "openFile",
         json!({"filePath": "/w/src/a.rs", "startText": "nowhere", "endText": ""}),
     );
-    w.ide_tool(9, "openFile", json!({"filePath": "/w/other.rs", "startText": "b", "fileText": "a\nb\n", "makeFrontmost": false}));
+    w.open_file_on_disk(
+        9,
+        json!({"filePath": "/w/other.rs", "startText": "b", "makeFrontmost": false}),
+        "a\nb\n",
+    );
     w.ide_tool(
         9,
         "openFile",
         json!({"filePath": "/w/src/a.rs", "makeFrontmost": false}),
     );
-    w.ide_tool(9, "openFile", json!({}));
     w.check(expect![[r#"
         > ide9 attaches
         > ide9 ide_connected pid 4242
@@ -546,7 +543,7 @@ fn open_file_selects_text_in_the_active_editor() {
           #5 <- Ok tool result
               text:
                 Opened file, but text "nowhere" not found
-        > #6 ide9 openFile {"filePath":"/w/other.rs","fileText":"a\nb\n","makeFrontmost":false,"startText":"b"}
+        > #6 ide9 openFile {"filePath":"/w/other.rs","makeFrontmost":false,"startText":"b"} on disk "a\nb\n"
           ed1 <- request "moonkale-16" window/showDocument {"selection":{"end":{"character":1,"line":1},"start":{"character":0,"line":1}},"takeFocus":false,"uri":"file:///w/other.rs"}
           #6 <- Ok tool result
               text:
@@ -576,8 +573,6 @@ fn open_file_selects_text_in_the_active_editor() {
                   "message": "Opened file: /w/src/a.rs",
                   "success": true
                 }
-        > #8 ide9 openFile {}
-          #8 <- Err -32602 missing required parameter: filePath
     "#]]);
 }
 
@@ -594,7 +589,6 @@ fn agent_tools() {
     w.agent_tool("openFile", json!({"filePath": "/w/src/a.rs"}));
     w.agent_tool("getLatestSelection", json!({}));
     w.agent_tool("getWorkspaceFolders", json!({}));
-    w.agent_tool("saveDocument", json!({"filePath": "/w/src/a.rs"}));
     w.detach(1);
     w.detach(2);
     w.agent_tool("openFile", json!({"filePath": "/w/src/a.rs"}));
@@ -666,15 +660,13 @@ fn agent_tools() {
                   "success": true,
                   "workspaceFile": null
                 }
-        > #8 agent tool saveDocument {"filePath":"/w/src/a.rs"}
-          #8 <- Err -32601 Tool not found: saveDocument
         > ed1 detaches
           terminals <- Detach ed1
           selection = none
         > ed2 detaches
           terminals <- Detach ed2
-        > #9 agent tool openFile {"filePath":"/w/src/a.rs"}
-          #9 <- Ok tool result (isError)
+        > #8 agent tool openFile {"filePath":"/w/src/a.rs"}
+          #8 <- Ok tool result (isError)
               text:
                 no editor is attached
     "#]]);

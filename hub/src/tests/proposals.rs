@@ -4,24 +4,18 @@
 //! and withdrawn when the CLI goes.
 
 use expect_test::expect;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::harness::{Caps, World};
+use super::harness::{Caps, World, diff};
+use moonkale_protocol::ide::OpenDiff;
 
 const TARGET: &str = "file:///w/src/lib.rs";
 const PROPOSAL: &str = "file:///run/user/1000/moonkale/proposals/1-ab/lib.rs";
 const OLD: &str = "one\ntwo\nthree\nfour\n";
 const NEW: &str = "one\n2\nthree\nfour\nfive\n";
 
-fn open_diff(tab: &str) -> Value {
-    json!({
-        "old_file_path": "/w/src/lib.rs",
-        "new_file_path": "/w/src/lib.rs",
-        "proposalPath": "/run/user/1000/moonkale/proposals/1-ab/lib.rs",
-        "tab_name": tab,
-        "new_file_contents": NEW,
-        "oldText": OLD,
-    })
+fn open_diff(tab: &str) -> OpenDiff {
+    diff(tab, "/w/src/lib.rs", OLD, NEW)
 }
 
 /// A CLI, an editor with buttons holding the target unmodified, and one
@@ -40,7 +34,7 @@ fn world() -> World {
 #[test]
 fn reviewed_hunk_by_hunk_then_accepted_with_a_code_action() {
     let mut w = world();
-    w.ide_tool(9, "openDiff", open_diff("✻ [Claude Code] lib.rs"));
+    w.open_diff(9, open_diff("✻ [Claude Code] lib.rs"));
     w.status();
     w.did_open(2, PROPOSAL, 1, NEW);
     w.code_actions(2, PROPOSAL, (1, 0), (1, 0));
@@ -61,7 +55,7 @@ fn reviewed_hunk_by_hunk_then_accepted_with_a_code_action() {
         > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
         > ed2 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour (mine)\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
           selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":4},"isEmpty":true,"start":{"character":0,"line":4}},"text":""}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+        > #1 ide9 openDiff "✻ [Claude Code] lib.rs" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-10" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-11" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- request "moonkale-12" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
@@ -149,12 +143,12 @@ fn reviewed_hunk_by_hunk_then_accepted_with_a_code_action() {
 #[test]
 fn accepted_and_rejected_with_buttons() {
     let mut w = world();
-    w.ide_tool(9, "openDiff", open_diff("first"));
+    w.open_diff(9, open_diff("first"));
     w.press(1, "Accept");
-    w.ide_tool(9, "openDiff", open_diff("second"));
+    w.open_diff(9, open_diff("second"));
     w.press(1, "Reject");
     // Dismissed: the buttons are gone, the code actions and commands stay.
-    w.ide_tool(9, "openDiff", open_diff("third"));
+    w.open_diff(9, open_diff("third"));
     w.dismiss(1);
     w.execute(2, "moonkale.rejectProposal", json!(["third"]));
     w.check(expect![[r#"
@@ -165,7 +159,7 @@ fn accepted_and_rejected_with_buttons() {
         > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
         > ed2 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour (mine)\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
           selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":4},"isEmpty":true,"start":{"character":0,"line":4}},"text":""}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"first"}
+        > #1 ide9 openDiff "first" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-10" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-11" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- request "moonkale-12" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
@@ -190,7 +184,7 @@ fn accepted_and_rejected_with_buttons() {
                 three
                 four
                 five
-        > #2 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"second"}
+        > #2 ide9 openDiff "second" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-16" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-17" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
@@ -208,7 +202,7 @@ fn accepted_and_rejected_with_buttons() {
                 DIFF_REJECTED
               text:
                 second
-        > #3 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"third"}
+        > #3 ide9 openDiff "third" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-20" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-21" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
@@ -231,122 +225,114 @@ fn accepted_and_rejected_with_buttons() {
     "#]]);
 }
 
+/// `close_tab` rejects the caller's proposal of that name: the editors
+/// are told it closed, and the waiting `openDiff` answers `DIFF_REJECTED`.
+/// Another CLI's `close_tab` of the same name is not its to close.
 #[test]
-fn closed_by_the_cli_or_withdrawn_when_it_goes() {
+fn close_tab_rejects_the_callers_proposal_of_that_name() {
     let mut w = world();
     w.ide_attach(8);
-    w.ide_tool(9, "openDiff", open_diff("a"));
-    w.ide_tool(9, "openDiff", open_diff("b"));
-    w.ide_tool(8, "openDiff", open_diff("c"));
+    w.open_diff(9, open_diff("a"));
+    w.forget();
     w.ide_tool(8, "close_tab", json!({"tab_name": "a"}));
     w.ide_tool(9, "close_tab", json!({"tab_name": "a"}));
-    w.ide_tool(9, "openDiff", open_diff("d"));
-    w.ide_tool(9, "closeAllDiffTabs", json!({}));
-    w.ide_detach(8);
-    w.ide_tool(9, "openDiff", json!({"tab_name": "incomplete"}));
-    w.ide_tool(9, "openDiff", json!({"new_file_path": "relative.rs", "proposalPath": "p", "tab_name": "t", "new_file_contents": "", "oldText": ""}));
-    w.execute(1, "moonkale.rejectProposal", json!([]));
     w.check(expect![[r#"
-        > ide9 attaches
-        > ed1 attaches (Editor, buttons, progress, utf-16)
-        > ed2 attaches (Editor, utf-32)
-        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > ed2 textDocument/didChange {"contentChanges":[{"text":"one\ntwo\nthree\nfour (mine)\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
-          selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":4},"isEmpty":true,"start":{"character":0,"line":4}},"text":""}
-        > ide8 attaches
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"a"}
-          ed1 <- request "moonkale-10" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed1 <- request "moonkale-11" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
-          ed1 <- request "moonkale-12" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- request "moonkale-13" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
-          ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          #1 waits
-        > #2 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"b"}
-          ed1 <- request "moonkale-15" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed1 <- request "moonkale-16" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- request "moonkale-17" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
-          ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          #2 waits
-        > #3 ide8 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"c"}
-          ed1 <- request "moonkale-19" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed1 <- request "moonkale-20" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- request "moonkale-21" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
-          ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          #3 waits
-        > #4 ide8 close_tab {"tab_name":"a"}
-          #4 <- Ok tool result
+        > #2 ide8 close_tab {"tab_name":"a"}
+          #2 <- Ok tool result
               text:
                 TAB_CLOSED
-        > #5 ide9 close_tab {"tab_name":"a"}
+        > #3 ide9 close_tab {"tab_name":"a"}
           ed1 <- $/cancelRequest {"id":"moonkale-12"}
           ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           #1 <- Ok tool result
               text:
                 DIFF_REJECTED
               text:
                 a
-          #5 <- Ok tool result
+          #3 <- Ok tool result
               text:
                 TAB_CLOSED
-        > #6 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"d"}
-          ed1 <- request "moonkale-23" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed1 <- request "moonkale-24" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- request "moonkale-25" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
-          ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          #6 waits
-        > #7 ide9 closeAllDiffTabs {}
-          ed1 <- $/cancelRequest {"id":"moonkale-16"}
+    "#]]);
+}
+
+/// `closeAllDiffTabs` rejects every proposal of the caller (not another
+/// CLI's) and says how many it closed.
+#[test]
+fn close_all_diff_tabs_rejects_the_callers_proposals() {
+    let mut w = world();
+    w.ide_attach(8);
+    w.open_diff(9, open_diff("a"));
+    w.open_diff(8, open_diff("b"));
+    w.open_diff(9, open_diff("c"));
+    w.forget();
+    w.ide_tool(9, "closeAllDiffTabs", json!({}));
+    w.check(expect![[r#"
+        > #4 ide9 closeAllDiffTabs {}
+          ed1 <- $/cancelRequest {"id":"moonkale-12"}
           ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed1 <- $/cancelRequest {"id":"moonkale-24"}
+          ed1 <- $/cancelRequest {"id":"moonkale-20"}
           ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          #2 <- Ok tool result
+          #1 <- Ok tool result
               text:
                 DIFF_REJECTED
               text:
-                b
-          #6 <- Ok tool result
-              text:
-                DIFF_REJECTED
-              text:
-                d
-          #7 <- Ok tool result
-              text:
-                CLOSED_2_DIFF_TABS
-        > ide8 detaches
-          ed1 <- $/cancelRequest {"id":"moonkale-20"}
-          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
-          ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+                a
           #3 <- Ok tool result
               text:
                 DIFF_REJECTED
               text:
                 c
-        > #8 ide9 openDiff {"tab_name":"incomplete"}
-          #8 <- Err -32602 openDiff arguments are incomplete
-        > #9 ide9 openDiff {"new_file_contents":"","new_file_path":"relative.rs","oldText":"","proposalPath":"p","tab_name":"t"}
-          #9 <- Err -32602 openDiff paths must be absolute
-        > #10 ed1 workspace/executeCommand {"arguments":[],"command":"moonkale.rejectProposal"}
-          #10 <- Err -32803 no proposal from Claude Code is waiting
+          #4 <- Ok tool result
+              text:
+                CLOSED_2_DIFF_TABS
+    "#]]);
+}
+
+/// A CLI that goes withdraws its proposals: rejected, the editors told,
+/// and nothing is left to decide.
+#[test]
+fn a_cli_that_goes_withdraws_its_proposals() {
+    let mut w = world();
+    w.ide_attach(8);
+    w.open_diff(8, open_diff("a"));
+    w.forget();
+    w.ide_detach(8);
+    w.execute(1, "moonkale.rejectProposal", json!([]));
+    w.check(expect![[r#"
+        > ide8 detaches
+          ed1 <- $/cancelRequest {"id":"moonkale-12"}
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed2 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          #1 <- Ok tool result
+              text:
+                DIFF_REJECTED
+              text:
+                a
+        > #2 ed1 workspace/executeCommand {"arguments":[],"command":"moonkale.rejectProposal"}
+          #2 <- Err -32803 no proposal from Claude Code is waiting
+    "#]]);
+}
+
+/// An `openDiff` whose paths are not absolute is refused.
+#[test]
+fn an_open_diff_of_a_relative_path_is_refused() {
+    let mut w = world();
+    w.forget();
+    w.open_diff(9, diff("t", "relative.rs", "", ""));
+    w.check(expect![[r#"
+        > #1 ide9 openDiff "t" relative.rs (proposal /run/user/1000/moonkale/proposals/1-ab/relative.rs) old "" new ""
+          #1 <- Err -32602 openDiff paths must be absolute
     "#]]);
 }
 
@@ -390,16 +376,10 @@ fn a_plugin_decides_in_its_own_view_and_reloads_the_accepted_file() {
           selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":10},"isEmpty":true,"start":{"character":0,"line":10}},"text":""}
         > ed3 textDocument/didChange {"contentChanges":[{"text":"1\n2\n3\n4\n5\n6\n7\n8\nnine (mine)\n10\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
     "#]]);
-    w.ide_tool(
-        9,
-        "openDiff",
-        json!({"old_file_path": "/w/src/lib.rs", "new_file_path": "/w/src/lib.rs",
-               "proposalPath": "/run/user/1000/moonkale/proposals/1-ab/lib.rs", "tab_name": "tab",
-               "new_file_contents": new, "oldText": old}),
-    );
+    w.open_diff(9, diff("tab", "/w/src/lib.rs", &old, &new));
     w.execute(1, "moonkale.acceptProposal", json!([PROPOSAL]));
     w.check(expect![[r#"
-        > #1 ide9 openDiff {"new_file_contents":"1\n2\n3\n4\n5\n6\n7\neight\n9\n10\n","new_file_path":"/w/src/lib.rs","oldText":"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"tab"}
+        > #1 ide9 openDiff "tab" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n" new "1\n2\n3\n4\n5\n6\n7\neight\n9\n10\n"
           ed1 <- request "moonkale-18" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-19" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 8 of the file:\n- 8","range":{"end":{"character":0,"line":8},"start":{"character":0,"line":7}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}

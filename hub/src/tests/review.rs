@@ -8,26 +8,20 @@
 use expect_test::expect;
 use serde_json::{Value, json};
 
-use super::harness::{Caps, World};
+use super::harness::{Caps, World, diff};
 use crate::{Event, PendingFile};
 use moonkale_protocol::changes::{
     ChangeHunk, ChangeSetSummary, ChangeSource, FileChangeKind, FileSummary, LineRange, ReviewState,
 };
+use moonkale_protocol::ide::OpenDiff;
 
 const TARGET: &str = "file:///w/src/lib.rs";
 const PROPOSAL: &str = "file:///run/user/1000/moonkale/proposals/1-ab/lib.rs";
 const OLD: &str = "one\ntwo\nthree\nfour\n";
 const NEW: &str = "one\n2\nthree\nfour\nfive\n";
 
-fn open_diff() -> Value {
-    json!({
-        "old_file_path": "/w/src/lib.rs",
-        "new_file_path": "/w/src/lib.rs",
-        "proposalPath": "/run/user/1000/moonkale/proposals/1-ab/lib.rs",
-        "tab_name": "✻ [Claude Code] lib.rs",
-        "new_file_contents": NEW,
-        "oldText": OLD,
-    })
+fn open_diff() -> OpenDiff {
+    diff("✻ [Claude Code] lib.rs", "/w/src/lib.rs", OLD, NEW)
 }
 
 /// Helix as it is when it cannot show a document for the service.
@@ -42,7 +36,7 @@ fn hunks_on_the_target_kept_and_reverted_until_the_proposal_is_answered() {
     w.ide_attach(9);
     w.attach(1, NO_DOCUMENTS);
     w.did_open(1, TARGET, 1, OLD);
-    w.ide_tool(9, "openDiff", open_diff());
+    w.open_diff(9, open_diff());
     w.request(1, "moonkale/proposals", Value::Null);
     w.code_actions(1, TARGET, (1, 0), (1, 0));
     w.execute(1, "moonkale.keepHunk", json!([PROPOSAL, 0]));
@@ -54,7 +48,7 @@ fn hunks_on_the_target_kept_and_reverted_until_the_proposal_is_answered() {
         > ide9 attaches
         > ed1 attaches (Editor, utf-32)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+        > #1 ide9 openDiff "✻ [Claude Code] lib.rs" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
@@ -98,7 +92,7 @@ fn every_hunk_reverted_in_the_editor_rejects_the_proposal() {
     w.ide_attach(9);
     w.attach(1, Caps::BUTTONS);
     w.did_open(1, TARGET, 1, OLD);
-    w.ide_tool(9, "openDiff", open_diff());
+    w.open_diff(9, open_diff());
     w.did_open(1, PROPOSAL, 1, NEW);
     w.request(
         1,
@@ -113,7 +107,7 @@ fn every_hunk_reverted_in_the_editor_rejects_the_proposal() {
         > ide9 attaches
         > ed1 attaches (Editor, buttons, progress, utf-16)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+        > #1 ide9 openDiff "✻ [Claude Code] lib.rs" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-6" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
@@ -152,7 +146,7 @@ fn an_editor_that_refuses_to_show_the_proposal_sees_it_on_the_target() {
     w.ide_attach(9);
     w.attach(1, Caps::BUTTONS);
     w.did_open(1, TARGET, 1, OLD);
-    w.ide_tool(9, "openDiff", open_diff());
+    w.open_diff(9, open_diff());
     w.answer(1, "window/showDocument", json!({"success": false}));
     // Rejected with a reason: the CLI is pointed at the lines it wanted.
     w.execute(
@@ -164,7 +158,7 @@ fn an_editor_that_refuses_to_show_the_proposal_sees_it_on_the_target() {
         > ide9 attaches
         > ed1 attaches (Editor, buttons, progress, utf-16)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+        > #1 ide9 openDiff "✻ [Claude Code] lib.rs" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-6" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- request "moonkale-7" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 2 changes to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}
@@ -195,13 +189,13 @@ fn a_null_show_document_puts_the_hunks_on_the_target_once_it_is_opened() {
     let mut w = World::new();
     w.ide_attach(9);
     w.attach(1, Caps::PLAIN);
-    w.ide_tool(9, "openDiff", open_diff());
+    w.open_diff(9, open_diff());
     w.answer(1, "window/showDocument", Value::Null);
     w.did_open(1, TARGET, 1, OLD);
     w.check(expect![[r#"
         > ide9 attaches
         > ed1 attaches (Editor, utf-32)
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+        > #1 ide9 openDiff "✻ [Claude Code] lib.rs" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-3" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
@@ -222,7 +216,7 @@ fn a_show_document_not_answered_in_time_counts_as_refused() {
     w.ide_attach(9);
     w.attach(1, Caps::PLAIN);
     w.did_open(1, TARGET, 1, OLD);
-    w.ide_tool(9, "openDiff", open_diff());
+    w.open_diff(9, open_diff());
     w.wait_ms(4_000);
     w.wait_ms(1_000);
     w.answer(1, "window/showDocument", json!({"success": true}));
@@ -230,7 +224,7 @@ fn a_show_document_not_answered_in_time_counts_as_refused() {
         > ide9 attaches
         > ed1 attaches (Editor, utf-32)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\ntwo\nthree\nfour\n","uri":"file:///w/src/lib.rs","version":1}}
-        > #1 ide9 openDiff {"new_file_contents":"one\n2\nthree\nfour\nfive\n","new_file_path":"/w/src/lib.rs","oldText":"one\ntwo\nthree\nfour\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"✻ [Claude Code] lib.rs"}
+        > #1 ide9 openDiff "✻ [Claude Code] lib.rs" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "one\ntwo\nthree\nfour\n" new "one\n2\nthree\nfour\nfive\n"
           ed1 <- request "moonkale-5" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- window/showMessage {"message":"Claude Code proposes 2 changes to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
           ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 2, replacing line 2 of the file:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":3,"source":"claude"},{"code":"proposal","data":{"hunk":1,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 2 of 2 adds 1 line.","range":{"end":{"character":0,"line":5},"start":{"character":0,"line":4}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
@@ -485,18 +479,15 @@ fn an_inlay_hint_stays_short() {
     let mut w = World::new();
     w.ide_attach(9);
     w.attach(1, Caps::BUTTONS);
-    w.ide_tool(
+    w.open_diff(
         9,
-        "openDiff",
-        json!({"old_file_path": "/w/src/lib.rs", "new_file_path": "/w/src/lib.rs",
-               "proposalPath": "/run/user/1000/moonkale/proposals/1-ab/lib.rs", "tab_name": "tab",
-               "new_file_contents": "let greeting = hello(name);\n", "oldText": old}),
+        diff("tab", "/w/src/lib.rs", old, "let greeting = hello(name);\n"),
     );
     w.did_open(1, PROPOSAL, 1, "let greeting = hello(name);\n");
     w.check(expect![[r#"
         > ide9 attaches
         > ed1 attaches (Editor, buttons, progress, utf-16)
-        > #1 ide9 openDiff {"new_file_contents":"let greeting = hello(name);\n","new_file_path":"/w/src/lib.rs","oldText":"let greeting = format!(\"hello, {}\", name.to_uppercase());\n","old_file_path":"/w/src/lib.rs","proposalPath":"/run/user/1000/moonkale/proposals/1-ab/lib.rs","tab_name":"tab"}
+        > #1 ide9 openDiff "tab" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "let greeting = format!(\"hello, {}\", name.to_uppercase());\n" new "let greeting = hello(name);\n"
           ed1 <- request "moonkale-3" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
           ed1 <- request "moonkale-4" client/registerCapability {"registrations":[{"id":"moonkale-proposal-hints","method":"textDocument/inlayHint","registerOptions":{"documentSelector":[{"pattern":"**/moonkale*/proposals/**","scheme":"file"}]}}]}
           ed1 <- request "moonkale-5" window/showMessageRequest {"actions":[{"title":"Accept"},{"title":"Reject"}],"message":"Claude Code proposes 1 change to lib.rs. Edit the proposal if you like, then accept or reject it.","type":3}

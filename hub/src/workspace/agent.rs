@@ -7,6 +7,7 @@
 //! actions and route an editor's answer back.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
 
 use lsp_types::notification::Progress;
 use lsp_types::request::WorkDoneProgressCreate;
@@ -27,7 +28,7 @@ use moonkale_protocol::PermissionMode;
 use moonkale_protocol::agent::{
     self, Approval, ApprovalKind, ApprovalParams, ApprovalStatus, Question as AskedQuestion,
 };
-use moonkale_protocol::ide::{Buffer, CallToolResult};
+use moonkale_protocol::ide::{Buffer, CallToolResult, EditorToolCall, IdeToolCall};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 
 pub const ANSWER_APPROVAL_COMMAND: &str = "moonkale.answerApproval";
@@ -659,73 +660,87 @@ impl Workspace {
 
     /// The editor tools of the agent's MCP server. Paths were confined to
     /// the workspace by the agent.
-    pub(super) fn agent_tool(&mut self, tool: &str, args: &Value) -> Result<Value, ResponseError> {
-        match tool {
-            "readBuffer" => {
-                let path = args["filePath"].as_str().unwrap_or_default();
-                let Some(uri) = super::file_uri(std::path::Path::new(path)) else {
-                    return Ok(tool_result(CallToolResult::error(
-                        "filePath must be an absolute path",
-                    )));
-                };
-                Ok(tool_result(match self.latest(&uri) {
-                    Some((_, open)) => {
-                        let (text, cut) = answer_sized(open.doc.text());
-                        let buffer = Buffer {
-                            file_path: path.to_owned(),
-                            is_dirty: open.doc.is_dirty(),
-                            version: open.doc.version(),
-                            text,
-                        };
-                        let buffer = serde_json::to_string(&buffer).expect("a buffer serializes");
-                        match cut {
-                            None => CallToolResult::text(buffer),
-                            Some(note) => CallToolResult::texts([buffer, note]),
-                        }
-                    }
-                    None => CallToolResult::error(format!(
-                        "{path} is not open in any editor; read it from disk instead"
-                    )),
-                }))
+    pub(super) fn agent_tool(&mut self, call: EditorToolCall) -> Result<Value, ResponseError> {
+        // The hosted CLI runs as the user, unjailed: what it shares with
+        // the IDE tools it sees as a CLI on the host's IDE port does.
+        let ide = match call {
+            EditorToolCall::GetOpenEditors => IdeToolCall::GetOpenEditors,
+            EditorToolCall::GetCurrentSelection => IdeToolCall::GetCurrentSelection,
+            EditorToolCall::GetLatestSelection => IdeToolCall::GetLatestSelection,
+            EditorToolCall::GetDiagnostics { uri } => IdeToolCall::GetDiagnostics { uri },
+            EditorToolCall::GetWorkspaceFolders => IdeToolCall::GetWorkspaceFolders,
+            EditorToolCall::ReadBuffer { file_path } => {
+                return Ok(tool_result(self.read_buffer(&file_path)));
             }
-            "openFile" => {
-                let path = args["filePath"].as_str().unwrap_or_default();
-                let Some(uri) = super::file_uri(std::path::Path::new(path)) else {
-                    return Ok(tool_result(CallToolResult::error(
-                        "filePath must be an absolute path",
-                    )));
-                };
-                // 1-based on the wire; 0-based (and at most u32) in LSP.
-                let line = |k: &str| {
-                    args.get(k)
-                        .and_then(Value::as_u64)
-                        .map(|l| u32::try_from(l.saturating_sub(1)).unwrap_or(u32::MAX))
-                };
-                let selection = line("startLine").map(|start| {
-                    let end = line("endLine").unwrap_or(start).max(start);
-                    Range::new(
-                        Position::new(start, 0),
-                        Position::new(end.saturating_add(1), 0),
-                    )
-                });
-                let Some((editor, _)) = self.active_editor() else {
-                    return Ok(tool_result(CallToolResult::error("no editor is attached")));
-                };
-                self.show_document(editor, uri, true, selection);
-                Ok(tool_result(CallToolResult::text(format!("Opened {path}"))))
+            EditorToolCall::OpenFile {
+                file_path,
+                start_line,
+                end_line,
+            } => {
+                return Ok(tool_result(
+                    self.open_file_lines(&file_path, start_line, end_line),
+                ));
             }
-            // The hosted CLI runs as the user, unjailed: it sees what a CLI
-            // on the host's IDE port sees.
-            "getOpenEditors"
-            | "getCurrentSelection"
-            | "getLatestSelection"
-            | "getDiagnostics"
-            | "getWorkspaceFolders" => self.ide_tool(IdeClientId(0), IdeScope::Host, tool, args),
-            _ => Err(ResponseError::new(
-                code::METHOD_NOT_FOUND,
-                format!("Tool not found: {tool}"),
+        };
+        Ok(tool_result(self.ide_answer(
+            IdeClientId(0),
+            IdeScope::Host,
+            ide,
+        )))
+    }
+
+    /// `readBuffer`: the editors' latest buffer of `path`.
+    fn read_buffer(&self, path: &Path) -> CallToolResult {
+        let Some(uri) = super::file_uri(path) else {
+            return CallToolResult::error("filePath must be an absolute path");
+        };
+        match self.latest(&uri) {
+            Some((_, open)) => {
+                let (text, cut) = answer_sized(open.doc.text());
+                let buffer = Buffer {
+                    file_path: path.display().to_string(),
+                    is_dirty: open.doc.is_dirty(),
+                    version: open.doc.version(),
+                    text,
+                };
+                let buffer = serde_json::to_string(&buffer).expect("a buffer serializes");
+                match cut {
+                    None => CallToolResult::text(buffer),
+                    Some(note) => CallToolResult::texts([buffer, note]),
+                }
+            }
+            None => CallToolResult::error(format!(
+                "{} is not open in any editor; read it from disk instead",
+                path.display()
             )),
         }
+    }
+
+    /// The agent's `openFile`: shows `path` in the active editor, selecting
+    /// lines `start..=end` (1-based on the wire; 0-based, and at most u32,
+    /// in LSP).
+    fn open_file_lines(
+        &mut self,
+        path: &Path,
+        start: Option<u64>,
+        end: Option<u64>,
+    ) -> CallToolResult {
+        let Some(uri) = super::file_uri(path) else {
+            return CallToolResult::error("filePath must be an absolute path");
+        };
+        let line = |l: u64| u32::try_from(l.saturating_sub(1)).unwrap_or(u32::MAX);
+        let selection = start.map(line).map(|start| {
+            let end = end.map(line).unwrap_or(start).max(start);
+            Range::new(
+                Position::new(start, 0),
+                Position::new(end.saturating_add(1), 0),
+            )
+        });
+        let Some((editor, _)) = self.active_editor() else {
+            return CallToolResult::error("no editor is attached");
+        };
+        self.show_document(editor, uri, true, selection);
+        CallToolResult::text(format!("Opened {}", path.display()))
     }
 }
 

@@ -14,21 +14,23 @@
 //! document outside the workspace, which its tool arguments could not name
 //! either.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use lsp_types::{DiagnosticSeverity, NumberOrString, Position, Range, Url};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{OpenDocument, Workspace, tool_result};
+use crate::Responder;
 use crate::core::PositionEncoding;
 use crate::core::position::to_wire;
 use crate::{IdeClientId, IdeScope};
 use moonkale_protocol::ide::{
     AtMentioned, CallToolResult, CurrentSelection, Diagnostic, DocumentDirty, DocumentSave,
-    FileDiagnostics, OpenEditors, OpenedFile, Tab, ToolFailure, WorkspaceFolder, WorkspaceFolders,
+    FileDiagnostics, IdeToolCall, OpenEditors, OpenFile, OpenedFile, Tab, ToolFailure,
+    WorkspaceFolder, WorkspaceFolders,
 };
-use moonkale_protocol::jsonrpc::{self as message, ResponseError, code};
+use moonkale_protocol::jsonrpc::{self as message, ResponseError};
 
 /// The command (and code action) that sends the selection to Claude Code.
 pub const SEND_TO_CLAUDE_COMMAND: &str = "moonkale.sendToClaude";
@@ -88,45 +90,51 @@ impl Budget {
 }
 
 impl Workspace {
-    /// Answers a `tools/call` for a tool whose answer is in the hub's state.
+    /// Answers a `tools/call`: at once from the hub's state, or, for
+    /// `openDiff`, once the user decided (the reply parked in the state).
     pub(crate) fn ide_tool(
         &mut self,
         client: IdeClientId,
         scope: IdeScope,
-        tool: &str,
-        args: &Value,
-    ) -> Result<Value, ResponseError> {
-        let path_arg = |name: &str| -> Result<PathBuf, ResponseError> {
-            args.get(name)
-                .and_then(Value::as_str)
-                .map(PathBuf::from)
-                .ok_or_else(|| {
-                    ResponseError::invalid_params(format!("missing required parameter: {name}"))
-                })
-        };
+        call: IdeToolCall,
+        reply: Responder,
+    ) {
+        match call {
+            IdeToolCall::OpenDiff(diff) => self.open_diff(client, diff, reply),
+            call => reply.send(Ok(tool_result(self.ide_answer(client, scope, call)))),
+        }
+    }
+
+    /// The answer of a tool whose answer is in the hub's state.
+    pub(crate) fn ide_answer(
+        &mut self,
+        client: IdeClientId,
+        scope: IdeScope,
+        call: IdeToolCall,
+    ) -> CallToolResult {
         let not_open = |path: &Path| {
             json_result(&ToolFailure::new(format!(
                 "Document not open: {}",
                 path.display()
             )))
         };
-        let answer = match tool {
-            "getDiagnostics" => {
-                self.ide_diagnostics(scope, args.get("uri").and_then(Value::as_str))
-            }
-            "getCurrentSelection" => match self.selection_for(scope) {
+        match call {
+            // Waits for the user: see `ide_tool`.
+            IdeToolCall::OpenDiff(_) => CallToolResult::error("openDiff is answered by the user"),
+            IdeToolCall::GetDiagnostics { uri } => self.ide_diagnostics(scope, uri.as_deref()),
+            IdeToolCall::GetCurrentSelection => match self.selection_for(scope) {
                 Some(selection) => json_result(&CurrentSelection {
                     success: true,
                     selection,
                 }),
                 None => json_result(&ToolFailure::new("No active editor found")),
             },
-            "getLatestSelection" => match self.selection_for(scope) {
+            IdeToolCall::GetLatestSelection => match self.selection_for(scope) {
                 Some(latest) => json_result(&latest),
                 None => json_result(&ToolFailure::new("No selection available")),
             },
-            "getOpenEditors" => self.open_editors(scope),
-            "getWorkspaceFolders" => {
+            IdeToolCall::GetOpenEditors => self.open_editors(scope),
+            IdeToolCall::GetWorkspaceFolders => {
                 let root = self.root.display().to_string();
                 let name = self
                     .root
@@ -145,8 +153,7 @@ impl Workspace {
                     workspace_file: None,
                 })
             }
-            "checkDocumentDirty" => {
-                let path = path_arg("filePath")?;
+            IdeToolCall::CheckDocumentDirty { file_path: path } => {
                 match self.latest_by_path(&path) {
                     Some(open) => json_result(&DocumentDirty {
                         success: true,
@@ -157,8 +164,7 @@ impl Workspace {
                     None => not_open(&path),
                 }
             }
-            "saveDocument" => {
-                let path = path_arg("filePath")?;
+            IdeToolCall::SaveDocument { file_path: path } => {
                 // LSP gives a server no way to make an editor save, and
                 // writing the buffer ourselves behind the editor's back would
                 // leave it thinking the file is modified.
@@ -177,57 +183,33 @@ impl Workspace {
                     None => not_open(&path),
                 }
             }
-            "openFile" => self.open_file(&path_arg("filePath")?, args),
-            "close_tab" => {
-                let tab = args
-                    .get("tab_name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                self.close_tab(client, tab);
+            IdeToolCall::OpenFile(open) => self.open_file(&open),
+            IdeToolCall::CloseTab { tab_name } => {
+                self.close_tab(client, &tab_name);
                 CallToolResult::text("TAB_CLOSED")
             }
-            "closeAllDiffTabs" => {
+            IdeToolCall::CloseAllDiffTabs => {
                 CallToolResult::text(format!("CLOSED_{}_DIFF_TABS", self.close_all_diffs(client)))
             }
-            _ => {
-                return Err(ResponseError::new(
-                    code::METHOD_NOT_FOUND,
-                    format!("Tool not found: {tool}"),
-                ));
-            }
-        };
-        Ok(tool_result(answer))
+        }
     }
 
     /// `openFile`: shows the file in the active editor (`window/showDocument`),
     /// selecting the text between `startText` and `endText` when given (empty
     /// strings count as absent, as old CLIs send them). The text searched is
     /// the editor's buffer, else the file's contents the adapter read.
-    fn open_file(&mut self, path: &Path, args: &Value) -> CallToolResult {
+    fn open_file(&mut self, open: &OpenFile) -> CallToolResult {
+        let path = open.file_path.as_path();
         let Some(uri) = super::file_uri(path) else {
             return CallToolResult::error("not a file path");
         };
-        let non_empty = |k: &str| {
-            args.get(k)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        };
-        let (start_text, end_text) = (non_empty("startText"), non_empty("endText"));
-        let to_eol = args
-            .get("selectToEndOfLine")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let frontmost = args
-            .get("makeFrontmost")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
+        let start_text = open.start_text.as_deref().filter(|s| !s.is_empty());
+        let end_text = open.end_text.as_deref().filter(|s| !s.is_empty());
+        let to_eol = open.select_to_end_of_line;
+        let frontmost = open.make_frontmost;
         let rope = match self.latest(&uri) {
             Some((_, open)) => open.doc.text().clone(),
-            None => ropey::Rope::from_str(
-                args.get("fileText")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default(),
-            ),
+            None => ropey::Rope::from_str(&open.file_text),
         };
         let text = rope.to_string();
         let mut message = format!("Opened file: {}", path.display());

@@ -21,7 +21,6 @@
 //! is left to decide.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use lsp_types::request::{ApplyWorkspaceEdit, Request};
 use lsp_types::{
@@ -36,7 +35,7 @@ use crate::core::diff::{Hunk, hunks, merge};
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::{EditorId, IdeClientId, Responder};
 use moonkale_protocol::changes::LineRange;
-use moonkale_protocol::ide::CallToolResult;
+use moonkale_protocol::ide::{CallToolResult, OpenDiff};
 use moonkale_protocol::jsonrpc::RequestId;
 use moonkale_protocol::jsonrpc::{ResponseError, code};
 use moonkale_protocol::proposal::{
@@ -128,26 +127,22 @@ pub(super) fn line_range(r: &std::ops::Range<usize>) -> LineRange {
 impl Workspace {
     /// `openDiff`: records the proposal and shows it in every editor; the
     /// reply waits for the user.
-    pub(crate) fn open_diff(&mut self, client: IdeClientId, args: &Value, reply: Responder) {
+    pub(crate) fn open_diff(&mut self, client: IdeClientId, diff: OpenDiff, reply: Responder) {
         if self.proposals.len() >= MAX_PENDING_PROPOSALS {
             let why = format!("{MAX_PENDING_PROPOSALS} proposals already wait for the user");
             return reply.send(Ok(tool_result(CallToolResult::error(why))));
         }
-        let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
-        let (Some(target), Some(document), Some(tab_name), Some(proposed_text), Some(old_text)) = (
-            text("new_file_path"),
-            text("proposalPath"),
-            text("tab_name"),
-            text("new_file_contents"),
-            text("oldText"),
-        ) else {
-            return reply.send(Err(ResponseError::invalid_params(
-                "openDiff arguments are incomplete",
-            )));
-        };
+        let OpenDiff {
+            new_file_path,
+            new_file_contents: proposed_text,
+            tab_name,
+            old_text,
+            proposal_path,
+            ..
+        } = diff;
         let (Some(target), Some(document)) = (
-            super::file_uri(Path::new(&target)),
-            super::file_uri(Path::new(&document)),
+            super::file_uri(&new_file_path),
+            super::file_uri(&proposal_path),
         ) else {
             return reply.send(Err(ResponseError::invalid_params(
                 "openDiff paths must be absolute",

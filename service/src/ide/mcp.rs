@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::paths;
 use crate::hub;
-use crate::mcp::{ServerInfo, Versions, boolean, string, tool};
+use crate::mcp::{self, ServerInfo, Versions};
+use moonkale_protocol::ide::{IdeTool, IdeToolCall, OpenDiff, OpenFile};
 
 /// Versions the CLI accepts in an `initialize` answer (2.1.332's list).
 pub const PROTOCOL_VERSIONS: [&str; 5] = [
@@ -33,32 +34,9 @@ pub const SERVER: ServerInfo = ServerInfo {
     tools_list_changed: true,
 };
 
+/// The IDE server's `tools/list`: every [`IdeTool`].
 pub fn tools_list() -> Value {
-    let (s, b) = (string, boolean);
-    json!({"tools": [
-        tool("openDiff", "Open a diff of a proposed change for the user to accept or reject in their editor.",
-             json!({"old_file_path": s("Path of the file to change"), "new_file_path": s("Path of the file after the change"),
-                    "new_file_contents": s("The whole proposed contents"), "tab_name": s("Name of the diff view")}),
-             &["old_file_path", "new_file_path", "new_file_contents", "tab_name"]),
-        tool("close_tab", "Close a diff view by its name.", json!({"tab_name": s("Name of the diff view")}), &["tab_name"]),
-        tool("closeAllDiffTabs", "Close every diff view opened for Claude Code.", json!({}), &[]),
-        tool("getDiagnostics", "Get language diagnostics from the editor.",
-             json!({"uri": s("Optional file URI to get diagnostics for. If not provided, gets diagnostics for all files.")}), &[]),
-        tool("openFile", "Open a file in the editor and optionally select a range of text.",
-             json!({"filePath": s("Path to the file to open"), "preview": b("Open in preview mode"),
-                    "startText": s("Text pattern to find the start of the selection"),
-                    "endText": s("Text pattern to find the end of the selection"),
-                    "selectToEndOfLine": b("Extend the selection to the end of the line"),
-                    "makeFrontmost": b("Make the file the active editor tab")}), &["filePath"]),
-        tool("getCurrentSelection", "Get the current text selection in the active editor.", json!({}), &[]),
-        tool("getLatestSelection", "Get the most recent text selection.", json!({}), &[]),
-        tool("getOpenEditors", "Get the documents open in the editors.", json!({}), &[]),
-        tool("getWorkspaceFolders", "Get the workspace folders.", json!({}), &[]),
-        tool("checkDocumentDirty", "Check whether a document has unsaved changes.",
-             json!({"filePath": s("Path to the file to check")}), &["filePath"]),
-        tool("saveDocument", "Save a document with unsaved changes.", json!({"filePath": s("Path to the file to save")}), &["filePath"]),
-        tool("executeCode", "Execute code in the editor (not supported by Moonkale).", json!({"code": s("The code to execute")}), &["code"]),
-    ]})
+    mcp::tools_list(IdeTool::ALL.map(IdeTool::spec))
 }
 
 /// Largest file `openFile` reads to find its selection text.
@@ -83,19 +61,27 @@ pub enum ToolCall {
     Answer(Value),
     /// A JSON-RPC error (bad params, unknown tool).
     Error(i64, String),
-    /// Ask the hub, with these (confined) arguments; remove `cleanup` (a
+    /// Ask the hub this call (its paths confined); remove `cleanup` (a
     /// directory we created) once it has answered.
     Hub {
-        tool: String,
-        arguments: Value,
+        call: Box<IdeToolCall>,
         cleanup: Option<PathBuf>,
     },
 }
 
-/// Checks a `tools/call`'s params and confines the paths it names to the
-/// workspace `root` (one per IDE server); an `openDiff`'s proposal is
-/// written to `proposals`. Refused paths become `isError`
-/// results that quote only the path.
+impl From<IdeToolCall> for ToolCall {
+    fn from(call: IdeToolCall) -> ToolCall {
+        ToolCall::Hub {
+            call: Box::new(call),
+            cleanup: None,
+        }
+    }
+}
+
+/// Checks a `tools/call`'s params, types it as the hub takes it and
+/// confines the paths it names to the workspace `root` (one per IDE
+/// server); an `openDiff`'s proposal is written to `proposals`. Refused
+/// paths become `isError` results that quote only the path.
 pub fn prepare_call(
     params: &Value,
     root: &paths::Root,
@@ -114,18 +100,22 @@ pub fn prepare_call(
         }
     };
     let string_arg = |key: &str| args.get(key).and_then(Value::as_str);
+    let missing = |key: &str| {
+        ToolCall::Error(
+            code::INVALID_PARAMS,
+            format!("Missing required parameter: {key}"),
+        )
+    };
     let confined = |key: &str| -> Result<PathBuf, ToolCall> {
-        let raw = string_arg(key).ok_or_else(|| {
-            ToolCall::Error(
-                code::INVALID_PARAMS,
-                format!("Missing required parameter: {key}"),
-            )
-        })?;
+        let raw = string_arg(key).ok_or_else(|| missing(key))?;
         paths::confine(roots, raw)
             .map_err(|paths::Refused(why)| ToolCall::Answer(hub::error_result(why)))
     };
-    match name {
-        "openDiff" => {
+    let Some(tool) = IdeTool::parse(name) else {
+        return ToolCall::Error(code::METHOD_NOT_FOUND, format!("Tool not found: {name}"));
+    };
+    match tool {
+        IdeTool::OpenDiff => {
             for key in [
                 "old_file_path",
                 "new_file_path",
@@ -133,12 +123,11 @@ pub fn prepare_call(
                 "tab_name",
             ] {
                 if string_arg(key).is_none() {
-                    return ToolCall::Error(
-                        code::INVALID_PARAMS,
-                        format!("Missing required parameter: {key}"),
-                    );
+                    return missing(key);
                 }
             }
+            let contents = string_arg("new_file_contents").unwrap_or_default();
+            let tab_name = string_arg("tab_name").unwrap_or_default();
             let (old_path, new_path) = match confined("old_file_path")
                 .and_then(|old| Ok((old, confined("new_file_path")?)))
             {
@@ -159,47 +148,40 @@ pub fn prepare_call(
             } else {
                 String::new() // a new file
             };
-            let contents = string_arg("new_file_contents").unwrap_or_default();
             let (dir, proposal) = match proposals.write(&new_path, contents) {
                 Ok(written) => written,
                 Err(why) => return ToolCall::Answer(hub::error_result(why)),
             };
-            let mut arguments = args.clone();
-            arguments["oldText"] = json!(old_text);
-            arguments["new_file_path"] = json!(new_path);
-            arguments["proposalPath"] = json!(proposal);
             ToolCall::Hub {
-                tool: name.into(),
-                arguments,
+                call: Box::new(IdeToolCall::OpenDiff(OpenDiff {
+                    old_file_path: old_path,
+                    new_file_path: new_path,
+                    new_file_contents: contents.to_owned(),
+                    tab_name: tab_name.to_owned(),
+                    old_text,
+                    proposal_path: proposal,
+                })),
                 cleanup: Some(dir),
             }
         }
-        "close_tab" => match string_arg("tab_name") {
-            Some(_) => ToolCall::Hub {
-                tool: name.into(),
-                arguments: args,
-                cleanup: None,
-            },
-            None => ToolCall::Error(
-                code::INVALID_PARAMS,
-                "Missing required parameter: tab_name".into(),
-            ),
+        IdeTool::CloseTab => match string_arg("tab_name") {
+            Some(tab_name) => IdeToolCall::CloseTab {
+                tab_name: tab_name.to_owned(),
+            }
+            .into(),
+            None => missing("tab_name"),
         },
-        "closeAllDiffTabs" => ToolCall::Hub {
-            tool: name.into(),
-            arguments: args,
-            cleanup: None,
-        },
-        "executeCode" => ToolCall::Answer(hub::error_result(
-            "executeCode is not supported by Moonkale",
-        )),
-        "getDiagnostics" => {
-            let mut args = args.clone();
+        IdeTool::CloseAllDiffTabs => IdeToolCall::CloseAllDiffTabs.into(),
+        IdeTool::ExecuteCode => ToolCall::Answer(hub::error_result(format!(
+            "{tool} is not supported by Moonkale"
+        ))),
+        IdeTool::GetDiagnostics => {
+            let mut uri = None;
             if let Some(raw) = string_arg("uri") {
                 // The canonical form, as the hub keys diagnostics.
-                let uri = hub::lenient_file_url(raw);
-                let path = uri.as_ref().and_then(|u| u.to_file_path().ok());
-                let (Some(uri), Some(path)) = (uri, path.as_ref().and_then(|p| p.to_str())) else {
+                let url = hub::lenient_file_url(raw);
+                let path = url.as_ref().and_then(|u| u.to_file_path().ok());
+                let (Some(url), Some(path)) = (url, path.as_ref().and_then(|p| p.to_str())) else {
                     return ToolCall::Answer(hub::error_result(format!(
                         "not a local file URI: {raw:?}"
                     )));
@@ -207,30 +189,22 @@ pub fn prepare_call(
                 if let Err(paths::Refused(why)) = paths::confine(roots, path) {
                     return ToolCall::Answer(hub::error_result(why));
                 }
-                args["uri"] = json!(uri);
+                uri = Some(url.to_string());
             }
-            ToolCall::Hub {
-                tool: name.into(),
-                arguments: args,
-                cleanup: None,
-            }
+            IdeToolCall::GetDiagnostics { uri }.into()
         }
-        "checkDocumentDirty" | "saveDocument" => match confined("filePath") {
-            Ok(path) => ToolCall::Hub {
-                tool: name.into(),
-                arguments: json!({"filePath": path}),
-                cleanup: None,
-            },
+        IdeTool::CheckDocumentDirty | IdeTool::SaveDocument => match confined("filePath") {
+            Ok(file_path) if tool == IdeTool::SaveDocument => {
+                IdeToolCall::SaveDocument { file_path }.into()
+            }
+            Ok(file_path) => IdeToolCall::CheckDocumentDirty { file_path }.into(),
             Err(answer) => answer,
         },
-        "getCurrentSelection" | "getLatestSelection" | "getOpenEditors" | "getWorkspaceFolders" => {
-            ToolCall::Hub {
-                tool: name.into(),
-                arguments: args,
-                cleanup: None,
-            }
-        }
-        "openFile" => {
+        IdeTool::GetCurrentSelection => IdeToolCall::GetCurrentSelection.into(),
+        IdeTool::GetLatestSelection => IdeToolCall::GetLatestSelection.into(),
+        IdeTool::GetOpenEditors => IdeToolCall::GetOpenEditors.into(),
+        IdeTool::GetWorkspaceFolders => IdeToolCall::GetWorkspaceFolders.into(),
+        IdeTool::OpenFile => {
             let raw = string_arg("filePath").unwrap_or_default();
             // Older CLIs send paths relative to the first workspace folder.
             let absolute = match roots.first() {
@@ -241,19 +215,22 @@ pub fn prepare_call(
             };
             match paths::confine(roots, &absolute) {
                 Ok(path) if path.is_file() => {
-                    let mut args = args.clone();
-                    args["filePath"] = json!(path);
                     // The hub searches the editor's buffer when the file is
                     // open; it does no IO, so it gets the file's text too.
-                    match read_capped(root, &path) {
-                        Ok(text) => args["fileText"] = json!(text),
+                    let file_text = match read_capped(root, &path) {
+                        Ok(text) => text,
                         Err(why) => return ToolCall::Answer(hub::error_result(why)),
-                    }
-                    ToolCall::Hub {
-                        tool: name.into(),
-                        arguments: args,
-                        cleanup: None,
-                    }
+                    };
+                    let flag = |key: &str| args.get(key).and_then(Value::as_bool);
+                    IdeToolCall::OpenFile(OpenFile {
+                        file_path: path,
+                        start_text: string_arg("startText").map(str::to_owned),
+                        end_text: string_arg("endText").map(str::to_owned),
+                        select_to_end_of_line: flag("selectToEndOfLine").unwrap_or(false),
+                        make_frontmost: flag("makeFrontmost").unwrap_or(true),
+                        file_text,
+                    })
+                    .into()
                 }
                 Ok(path) => ToolCall::Answer(hub::error_result(format!(
                     "File not found: {}",
@@ -262,6 +239,61 @@ pub fn prepare_call(
                 Err(paths::Refused(why)) => ToolCall::Answer(hub::error_result(why)),
             }
         }
-        _ => ToolCall::Error(code::METHOD_NOT_FOUND, format!("Tool not found: {name}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One tool as the list was written by hand before the tool table.
+    fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+        json!({
+            "name": name,
+            "description": description,
+            "inputSchema": {"type": "object", "properties": properties, "required": required},
+        })
+    }
+
+    fn string(description: &str) -> Value {
+        json!({"type": "string", "description": description})
+    }
+
+    fn boolean(description: &str) -> Value {
+        json!({"type": "boolean", "description": description})
+    }
+
+    /// The table lists the tools byte for byte as the hand-written list did.
+    #[test]
+    fn tools_list_is_the_recorded_one() {
+        let (s, b) = (string, boolean);
+        let expected = json!({"tools": [
+            tool("openDiff", "Open a diff of a proposed change for the user to accept or reject in their editor.",
+                 json!({"old_file_path": s("Path of the file to change"), "new_file_path": s("Path of the file after the change"),
+                        "new_file_contents": s("The whole proposed contents"), "tab_name": s("Name of the diff view")}),
+                 &["old_file_path", "new_file_path", "new_file_contents", "tab_name"]),
+            tool("close_tab", "Close a diff view by its name.", json!({"tab_name": s("Name of the diff view")}), &["tab_name"]),
+            tool("closeAllDiffTabs", "Close every diff view opened for Claude Code.", json!({}), &[]),
+            tool("getDiagnostics", "Get language diagnostics from the editor.",
+                 json!({"uri": s("Optional file URI to get diagnostics for. If not provided, gets diagnostics for all files.")}), &[]),
+            tool("openFile", "Open a file in the editor and optionally select a range of text.",
+                 json!({"filePath": s("Path to the file to open"), "preview": b("Open in preview mode"),
+                        "startText": s("Text pattern to find the start of the selection"),
+                        "endText": s("Text pattern to find the end of the selection"),
+                        "selectToEndOfLine": b("Extend the selection to the end of the line"),
+                        "makeFrontmost": b("Make the file the active editor tab")}), &["filePath"]),
+            tool("getCurrentSelection", "Get the current text selection in the active editor.", json!({}), &[]),
+            tool("getLatestSelection", "Get the most recent text selection.", json!({}), &[]),
+            tool("getOpenEditors", "Get the documents open in the editors.", json!({}), &[]),
+            tool("getWorkspaceFolders", "Get the workspace folders.", json!({}), &[]),
+            tool("checkDocumentDirty", "Check whether a document has unsaved changes.",
+                 json!({"filePath": s("Path to the file to check")}), &["filePath"]),
+            tool("saveDocument", "Save a document with unsaved changes.", json!({"filePath": s("Path to the file to save")}), &["filePath"]),
+            tool("executeCode", "Execute code in the editor (not supported by Moonkale).", json!({"code": s("The code to execute")}), &["code"]),
+        ]});
+        assert_eq!(
+            serde_json::to_string(&tools_list()).unwrap(),
+            serde_json::to_string(&expected).unwrap()
+        );
     }
 }

@@ -565,7 +565,7 @@ impl Reader<'_> {
     }
 
     async fn tool_call(&mut self, id: RequestId, params: &Value) -> bool {
-        let (tool, arguments, cleanup) =
+        let (call, cleanup) =
             match mcp::prepare_call(params, &self.shared.root, &self.shared.proposals) {
                 ToolCall::Answer(result) => {
                     return self.send(message::response(&id, &Ok(result))).await;
@@ -575,18 +575,13 @@ impl Reader<'_> {
                         .send(message::response(&id, &Err(ResponseError::new(code, why))))
                         .await;
                 }
-                ToolCall::Hub {
-                    tool,
-                    arguments,
-                    cleanup,
-                } => (tool, arguments, cleanup),
+                ToolCall::Hub { call, cleanup } => (*call, cleanup),
             };
         let (reply, answer) = crate::hub::Responder::new();
         let event = Event::IdeToolCall {
             client: self.client,
             scope: self.shared.scope,
-            tool,
-            arguments,
+            call,
             reply,
         };
         if !self.shared.hub.send(event).await {

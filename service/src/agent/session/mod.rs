@@ -32,6 +32,7 @@ use moonkale_protocol::agent::{
     self as wire, CapabilitiesData, Decision, DecisionData, EventsPage, LoginNeeded, NoteData,
     NoticeData, PolicyDecision, PromptData, SessionData, SessionEvent, SettingsData, StateData,
 };
+use moonkale_protocol::ide::{EditorTool, EditorToolCall};
 use moonkale_protocol::to_json;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -1277,33 +1278,41 @@ impl Session {
         params: Value,
         reply: impl FnOnce(Result<Value, (i64, String)>) -> Value + Send + 'static,
     ) {
-        let tool = params["name"].as_str().unwrap_or_default().to_owned();
+        let name = params["name"].as_str().unwrap_or_default();
         let mut arguments = params
             .get("arguments")
             .cloned()
             .unwrap_or_else(|| json!({}));
-        if let Some(raw) = arguments.get("filePath").and_then(Value::as_str) {
-            match crate::ide::paths::confine(std::slice::from_ref(&self.workspace), raw) {
-                Ok(path) => arguments["filePath"] = json!(path),
-                Err(refused) => {
-                    let result = crate::hub::error_result(refused.0);
-                    let done = Internal::McpReply {
-                        request_id,
-                        reply: reply(Ok(result)),
-                    };
-                    let _ = self.internal_tx.send(done).await;
-                    return;
-                }
-            }
+        // A `filePath` is confined first, whatever the tool, then the call
+        // is typed (a tool we do not have is not found).
+        let call = match arguments.get("filePath").and_then(Value::as_str) {
+            Some(raw) => crate::ide::paths::confine(std::slice::from_ref(&self.workspace), raw)
+                .map(|path| arguments["filePath"] = json!(path))
+                .map_err(|refused| Ok(crate::hub::error_result(refused.0))),
+            None => Ok(()),
         }
+        .and_then(|()| {
+            editor_tool_call(name, &arguments)
+                .ok_or_else(|| Err((code::METHOD_NOT_FOUND, format!("Tool not found: {name}"))))
+        });
+        let call = match call {
+            Ok(call) => call,
+            Err(answer) => {
+                let done = Internal::McpReply {
+                    request_id,
+                    reply: reply(answer),
+                };
+                let _ = self.internal_tx.send(done).await;
+                return;
+            }
+        };
         let hub = self.hub.clone();
         let internal = self.internal_tx.clone();
         tokio::spawn(async move {
             let (responder, rx) = Responder::new();
             let asked = hub
                 .send(Event::AgentToolCall {
-                    tool,
-                    arguments,
+                    call,
                     reply: responder,
                 })
                 .await;
@@ -1446,14 +1455,27 @@ fn with_notes(notes: Vec<String>, prompt: String) -> String {
 
 /// The tools of our MCP server, for `tools/list`.
 fn editor_tools() -> Value {
-    let path = mcp::string("Absolute path of a file in the workspace");
-    let tool = mcp::tool;
-    json!({"tools": [
-        tool("getOpenEditors", "The files open in the user's editors, with their unsaved-changes flag.", json!({}), &[]),
-        tool("getCurrentSelection", "The user's current selection (or cursor) in their active editor, with its text.", json!({}), &[]),
-        tool("getDiagnostics", "Diagnostics (errors, warnings) the user's editors show, for one file URI or all.", json!({"uri": {"type": "string"}}), &[]),
-        tool("getWorkspaceFolders", "The workspace folder.", json!({}), &[]),
-        tool("readBuffer", "The text of a file as the user's editor holds it, including unsaved changes. Prefer this to reading the file from disk when the user is editing it.", json!({"filePath": path}), &["filePath"]),
-        tool("openFile", "Shows a file in the user's editor, optionally selecting lines (1-based, inclusive).", json!({"filePath": path, "startLine": {"type": "integer"}, "endLine": {"type": "integer"}}), &["filePath"]),
-    ]})
+    mcp::tools_list(EditorTool::LISTED.map(EditorTool::spec))
+}
+
+/// A `tools/call` of our MCP server typed, its path already confined; `None`
+/// for a tool it does not have.
+fn editor_tool_call(name: &str, args: &Value) -> Option<EditorToolCall> {
+    let path = || PathBuf::from(args["filePath"].as_str().unwrap_or_default());
+    let line = |key: &str| args.get(key).and_then(Value::as_u64);
+    Some(match EditorTool::parse(name)? {
+        EditorTool::GetOpenEditors => EditorToolCall::GetOpenEditors,
+        EditorTool::GetCurrentSelection => EditorToolCall::GetCurrentSelection,
+        EditorTool::GetLatestSelection => EditorToolCall::GetLatestSelection,
+        EditorTool::GetDiagnostics => EditorToolCall::GetDiagnostics {
+            uri: args.get("uri").and_then(Value::as_str).map(str::to_owned),
+        },
+        EditorTool::GetWorkspaceFolders => EditorToolCall::GetWorkspaceFolders,
+        EditorTool::ReadBuffer => EditorToolCall::ReadBuffer { file_path: path() },
+        EditorTool::OpenFile => EditorToolCall::OpenFile {
+            file_path: path(),
+            start_line: line("startLine"),
+            end_line: line("endLine"),
+        },
+    })
 }

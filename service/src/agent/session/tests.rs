@@ -896,3 +896,45 @@ fn a_transcript_of_an_earlier_version_restores_the_same() {
     "#]]
     .assert_eq(&out);
 }
+
+/// The editor tools are listed byte for byte as the hand-written list did,
+/// from the one tool table; a tool the server does not have is none.
+#[test]
+fn editor_tools_are_the_recorded_list() {
+    let tool = |name: &str, description: &str, properties: Value, required: &[&str]| {
+        json!({
+            "name": name,
+            "description": description,
+            "inputSchema": {"type": "object", "properties": properties, "required": required},
+        })
+    };
+    let path = json!({"type": "string", "description": "Absolute path of a file in the workspace"});
+    let expected = json!({"tools": [
+        tool("getOpenEditors", "The files open in the user's editors, with their unsaved-changes flag.", json!({}), &[]),
+        tool("getCurrentSelection", "The user's current selection (or cursor) in their active editor, with its text.", json!({}), &[]),
+        tool("getDiagnostics", "Diagnostics (errors, warnings) the user's editors show, for one file URI or all.", json!({"uri": {"type": "string"}}), &[]),
+        tool("getWorkspaceFolders", "The workspace folder.", json!({}), &[]),
+        tool("readBuffer", "The text of a file as the user's editor holds it, including unsaved changes. Prefer this to reading the file from disk when the user is editing it.", json!({"filePath": path}), &["filePath"]),
+        tool("openFile", "Shows a file in the user's editor, optionally selecting lines (1-based, inclusive).", json!({"filePath": path, "startLine": {"type": "integer"}, "endLine": {"type": "integer"}}), &["filePath"]),
+    ]});
+    assert_eq!(
+        serde_json::to_string(&super::editor_tools()).unwrap(),
+        serde_json::to_string(&expected).unwrap()
+    );
+    use moonkale_protocol::ide::EditorToolCall;
+    assert_eq!(super::editor_tool_call("saveDocument", &json!({})), None);
+    assert_eq!(
+        super::editor_tool_call("openFile", &json!({"filePath": "/w/a", "startLine": 3})),
+        Some(EditorToolCall::OpenFile {
+            file_path: "/w/a".into(),
+            start_line: Some(3),
+            end_line: None
+        })
+    );
+    assert_eq!(
+        super::editor_tool_call("readBuffer", &json!({})),
+        Some(EditorToolCall::ReadBuffer {
+            file_path: "".into()
+        })
+    );
+}

@@ -27,7 +27,7 @@ use std::time::Duration;
 use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, Delta, TurnResult};
 use moonkale_claude::{control, edits};
-pub(crate) use moonkale_protocol::agent::title_of;
+use moonkale_protocol::agent::title_of;
 use moonkale_protocol::agent::{
     self as wire, CapabilitiesData, Decision, DecisionData, EventsPage, LoginNeeded, NoteData,
     NoticeData, PolicyDecision, PromptData, SessionData, SessionEvent, SettingsData, StateData,
@@ -1283,7 +1283,7 @@ impl Session {
             .cloned()
             .unwrap_or_else(|| json!({}));
         if let Some(raw) = arguments.get("filePath").and_then(Value::as_str) {
-            match crate::ide::paths::confine(std::slice::from_ref(&self.workspace), raw) {
+            match crate::workspace_fs::confine(std::slice::from_ref(&self.workspace), raw) {
                 Ok(path) => arguments["filePath"] = json!(path),
                 Err(refused) => {
                     let result = crate::hub::error_result(refused.0);

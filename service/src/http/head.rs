@@ -128,3 +128,27 @@ pub fn plain_upgrade(head: &Head) -> Result<(), Refusal> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head_with(extra: &str) -> String {
+        format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:4000\r\n{extra}\r\n")
+    }
+
+    #[test]
+    fn subprotocol_offer() {
+        let head =
+            parse_head(head_with("Sec-WebSocket-Protocol: foo, MCP\r\n").as_bytes()).unwrap();
+        assert!(head.offers_mcp());
+        assert!(!parse_head(head_with("").as_bytes()).unwrap().offers_mcp());
+    }
+
+    #[test]
+    fn refusals_carry_no_cors_headers() {
+        let r = String::from_utf8(Refusal::new(405, "x").response()).unwrap();
+        assert!(r.starts_with("HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\n"));
+        assert!(!r.to_ascii_lowercase().contains("access-control"));
+    }
+}

@@ -236,19 +236,4 @@ mod tests {
         "#]]
         .assert_eq(&out);
     }
-
-    #[test]
-    fn subprotocol_offer() {
-        let head =
-            parse_head(head_with("Sec-WebSocket-Protocol: foo, MCP\r\n").as_bytes()).unwrap();
-        assert!(head.offers_mcp());
-        assert!(!parse_head(head_with("").as_bytes()).unwrap().offers_mcp());
-    }
-
-    #[test]
-    fn refusals_carry_no_cors_headers() {
-        let r = String::from_utf8(Refusal::new(405, "x").response()).unwrap();
-        assert!(r.starts_with("HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\n"));
-        assert!(!r.to_ascii_lowercase().contains("access-control"));
-    }
 }

@@ -1,5 +1,5 @@
 //! The lexical half of path confinement, shared by every check of a path
-//! from the wire (the service's `ide::paths::confine` adds the walk that
+//! from the wire (the service's `workspace_fs::confine` adds the walk that
 //! refuses symlinks, which needs the file system).
 //!
 //! A path is accepted only if it is absolute, has no `..`, lies inside a

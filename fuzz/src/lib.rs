@@ -9,7 +9,7 @@ use moonkale_service::core::position::{
     PositionEncoding, WirePosition, clamp_char_idx, clamp_to_line_col, to_char_idx, to_wire,
 };
 use moonkale_service::ide::handshake;
-use moonkale_service::ide::paths::confine;
+use moonkale_service::workspace_fs::confine;
 use moonkale_service::lsp::message;
 use moonkale_service::remote::auth;
 use moonkale_wire::framing::{FrameReader, encode_frame};
@@ -64,7 +64,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 /// refused without a panic, and a head is accepted only if it carries the
 /// token.
 pub fn ws_handshake(data: &[u8]) {
-    let Ok(head) = handshake::parse_head(data) else {
+    let Ok(head) = moonkale_service::http::parse_head(data) else {
         return;
     };
     let ide = handshake::decide(&head, handshake::HostRule::Port(45678), TOKEN);
@@ -243,7 +243,7 @@ pub fn mcp_calls(data: &[u8]) {
             let _ = mcp::SERVER.initialize_result(&params);
         }
         "tools/call" => {
-            let root = moonkale_service::ide::paths::Root::open(root).expect("the fuzz root");
+            let root = moonkale_service::workspace_fs::Root::open(root).expect("the fuzz root");
             // Proposals go to a runtime directory of the fuzz run's own,
             // beside the workspace.
             let run = root.path().parent().expect("beside the root").join("run");

@@ -319,6 +319,9 @@ mod tests {
 }
 
 #[cfg(test)]
+mod module_graph;
+
+#[cfg(test)]
 mod crate_graph {
     /// The `[dependencies]` of a workspace crate, by its folder.
     fn dependencies(folder: &str) -> Vec<String> {

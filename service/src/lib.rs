@@ -18,10 +18,14 @@
 //! - [`client`]: a small LSP client used by `status` and tests.
 //! - [`clock`]: the one `now_ms` of stored timestamps.
 //! - [`agent`]: the agent host: crash-safe session transcripts.
+//! - [`change_sources`]: where change records come from: the change-set
+//!   host's port and the CLI sessions the service started.
 //! - [`changes`]: the change-set host: Claude's edits kept for review,
 //!   undone atomically.
 //! - [`user_state`]: what is kept for the user outside every workspace
 //!   (transcripts, workspace trust).
+//! - [`workspace_fs`]: paths confined to the workspace, files opened
+//!   beneath its descriptor.
 //! - [`doctor`]: the first-run check.
 //! - [`id_prefix`]: ids given by a unique prefix on the command line.
 //! - [`printable`]: untrusted text made safe to print on a terminal.
@@ -29,6 +33,7 @@
 pub mod acp;
 pub mod agent;
 pub mod agent_client;
+pub mod change_sources;
 pub mod changes;
 pub mod changes_client;
 pub mod client;
@@ -48,6 +53,7 @@ pub mod sandbox_link;
 pub mod server;
 pub mod terminal;
 pub mod user_state;
+pub mod workspace_fs;
 
 pub use error::{Error, Result};
 /// The hub and the text model live in their own crate, which depends on no

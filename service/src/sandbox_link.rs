@@ -79,7 +79,7 @@ pub async fn run(socket: PathBuf, command: Vec<String>) -> Result<i32> {
             cli.env_remove(key);
         }
     }
-    cli.envs(crate::terminal::host::ide_env(port));
+    cli.envs(crate::ide::cli_env(port));
     let mut child = cli
         .spawn()
         .map_err(|e| Error::io(format!("starting {program}"), e))?;

@@ -14,12 +14,12 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::agent::AgentConfig;
+use crate::change_sources::{ChangeSources, KnownSessions};
 use crate::error::{Error, IoContext, Result};
 use crate::hub::ports::{
     self, AgentCommand, AgentPort, ChangesCommand, ChangesPort, TerminalHostCommand, TerminalPort,
 };
 use crate::hub::{self, HubHandle, Transport};
-use crate::ide::transcripts::{ChangeSources, KnownSessions};
 use crate::ide::{IdeConfig, IdeServer};
 use crate::lsp::connection::{ConnectionConfig, Ending, HubSelector, serve_connection};
 use crate::lsp::stdio;

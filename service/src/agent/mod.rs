@@ -31,7 +31,6 @@ use std::time::Duration;
 pub use host::spawn;
 pub use moonkale_protocol::agent::{SessionState, SessionSummary};
 pub use session::Launcher;
-pub(crate) use session::title_of;
 
 pub use crate::hub::ports::{AgentCommand, Answer};
 
@@ -53,7 +52,7 @@ pub struct AgentConfig {
     /// Where sessions report the files Claude changed (the change-set
     /// host; none keeps no change sets), and where they say their CLI's
     /// transcript is theirs, not an IDE client's.
-    pub sources: crate::ide::transcripts::ChangeSources,
+    pub sources: crate::change_sources::ChangeSources,
     /// Whether a warm spare CLI is kept for the next new session, and how
     /// long without an editor.
     pub spare: SpareConfig,

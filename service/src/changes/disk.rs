@@ -5,7 +5,7 @@
 //! one the undo read.
 //!
 //! **Invariant:** nothing here follows a symlink or leaves the workspace:
-//! every path passes [`crate::ide::paths::confine`] (lexical rules, no
+//! every path passes [`crate::workspace_fs::confine`] (lexical rules, no
 //! symlink on the way, no `.git`), and every open,
 //! write, rename and removal is an `*at` call on a folder reached by the
 //! `O_NOFOLLOW` walk of [`Root::open_parent_beneath`].
@@ -21,7 +21,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::ide::paths::{self, Open, Root, check, stat_at, unlink_at};
+use crate::workspace_fs::{self as paths, Open, Root, check, stat_at, unlink_at};
 
 /// The suffix of an undo's temporary file beside its target (a fixed name:
 /// one service per workspace, and a crash's leftover is found again).

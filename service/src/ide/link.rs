@@ -31,10 +31,10 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, watch};
 
 use super::handshake::HostRule;
-use super::paths::{self, Root};
 use super::ws::{self, IdeLimits};
 use crate::error::{Error, IoContext, Result};
 use crate::hub::{HubHandle, IdeScope};
+use crate::workspace_fs::{self as paths, Root};
 
 /// How a link's socket is named: this, 16 hex digits, [`SOCKET_SUFFIX`].
 pub const SOCKET_PREFIX: &str = ".moonkale-link-";

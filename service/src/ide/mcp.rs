@@ -7,10 +7,10 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::paths;
 use crate::hub;
 use crate::mcp::{self, ServerInfo, Versions};
 use moonkale_protocol::ide::{IdeTool, IdeToolCall, OpenDiff, OpenFile};
+use crate::workspace_fs as paths;
 
 /// Versions the CLI accepts in an `initialize` answer (2.1.332's list).
 pub const PROTOCOL_VERSIONS: [&str; 5] = [

@@ -11,7 +11,6 @@ pub mod handshake;
 pub mod link;
 pub mod lockfile;
 pub mod mcp;
-pub mod paths;
 pub mod proposals;
 pub mod transcripts;
 mod ws;
@@ -24,6 +23,20 @@ pub use ws::IdeLimits;
 use crate::error::{Error, IoContext, Result};
 use crate::hub::HubHandle;
 use lockfile::{LockContents, LockFile};
+
+/// The variables that make every CLI generation connect at once to the
+/// IDE on `port` (cli-matrix.md): the port, plus what older ones need.
+pub fn cli_env(port: u16) -> Vec<(String, String)> {
+    [
+        ("CLAUDE_CODE_SSE_PORT", port.to_string()),
+        ("ENABLE_IDE_INTEGRATION", "true".into()),
+        ("CLAUDE_CODE_AUTO_CONNECT_IDE", "true".into()),
+        ("FORCE_CODE_TERMINAL", "true".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
 
 pub struct IdeConfig {
     /// Where lock files go (`lockfile::lock_dir()` by default).
@@ -134,13 +147,13 @@ async fn keep_lock_file(lock: Arc<Mutex<Option<LockFile>>>, dir: PathBuf, root: 
 pub async fn start(
     hub: HubHandle,
     cfg: &IdeConfig,
-    sources: transcripts::ChangeSources,
+    sources: crate::change_sources::ChangeSources,
 ) -> Result<IdeServer> {
     lockfile::remove_stale_own_locks(&cfg.lock_dir);
     let token = Arc::new(crate::runtime::new_token()?);
     let roots = vec![hub.root().to_path_buf()];
-    // Held from now on: tool files are opened from it (`paths::Root`).
-    let root = paths::Root::open(hub.root())
+    // Held from now on: tool files are opened from it (`workspace_fs::Root`).
+    let root = crate::workspace_fs::Root::open(hub.root())
         .context(|| format!("opening workspace {}", hub.root().display()))?;
     link::remove_stale(&root);
     cfg.proposals.remove_stale();

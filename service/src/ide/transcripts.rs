@@ -20,15 +20,15 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moonkale_claude::edits::{TranscriptEntry, parse_transcript_line};
 use moonkale_claude::sessions::project_slug;
 use tokio::sync::watch;
 
+use crate::change_sources::{ChangeSources, KnownSessions};
 use crate::clock::now_ms;
-use crate::hub::ports::{ChangeRecord, ChangeSource, ChangesCommand, ChangesPort};
+use crate::hub::ports::{ChangeRecord, ChangeSource, ChangesCommand};
 
 /// Longest transcript line read; a longer one is skipped whole.
 pub const MAX_LINE: usize = 16 << 20;
@@ -36,89 +36,6 @@ pub const MAX_LINE: usize = 16 << 20;
 const MAX_READ_PER_POLL: u64 = 64 << 20;
 /// Most transcript files followed at once (the newest are kept).
 const MAX_FILES: usize = 512;
-
-/// Sessions [`KnownSessions`] remembers; past that the least recently
-/// started is forgotten. A live session is always among the newest: each
-/// CLI start (a terminal's, a hosted session's, a resume) notes it again.
-const MAX_KNOWN_SESSIONS: usize = 4096;
-
-/// The CLI sessions the service started itself, by session id: a
-/// terminal's records are that terminal's, not an anonymous IDE client's;
-/// a hosted session's are reported by the session itself (from the CLI's
-/// stdout), so its transcript is not read. At most
-/// [`MAX_KNOWN_SESSIONS`], the most recently started.
-#[derive(Clone, Debug, Default)]
-pub struct KnownSessions(Arc<Mutex<Known>>);
-
-#[derive(Debug, Default)]
-struct Known {
-    owners: HashMap<String, Owner>,
-    /// The ids, least recently started first.
-    order: std::collections::VecDeque<String>,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Owner {
-    Terminal(u64),
-    Hosted,
-}
-
-impl KnownSessions {
-    /// `session` runs in terminal `terminal`.
-    pub fn insert_terminal(&self, session: String, terminal: u64) {
-        self.insert(session, Owner::Terminal(terminal));
-    }
-
-    /// `session` is a hosted agent session.
-    pub fn insert_hosted(&self, session: String) {
-        self.insert(session, Owner::Hosted);
-    }
-
-    fn insert(&self, session: String, owner: Owner) {
-        let mut known = self.0.lock().expect("known sessions lock");
-        if known.owners.insert(session.clone(), owner).is_some() {
-            known.order.retain(|s| *s != session);
-        }
-        known.order.push_back(session);
-        while known.order.len() > MAX_KNOWN_SESSIONS {
-            if let Some(oldest) = known.order.pop_front() {
-                known.owners.remove(&oldest);
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.0.lock().expect("known sessions lock").owners.len()
-    }
-
-    /// Whose records `session`'s are; `None`: not the transcript's to say.
-    fn source(&self, session: &str) -> Option<ChangeSource> {
-        let session = session.to_owned();
-        match self
-            .0
-            .lock()
-            .expect("known sessions lock")
-            .owners
-            .get(&session)
-        {
-            Some(Owner::Terminal(terminal)) => Some(ChangeSource::Terminal {
-                terminal: *terminal,
-                session,
-            }),
-            Some(Owner::Hosted) => None,
-            None => Some(ChangeSource::Ide { session }),
-        }
-    }
-}
-
-/// Where the change-set host hears of a workspace's transcript edits.
-#[derive(Clone, Debug, Default)]
-pub struct ChangeSources {
-    /// `None`: no change sets, nothing is read.
-    pub changes: Option<ChangesPort>,
-    pub sessions: KnownSessions,
-}
 
 /// The CLI's projects folder for the service's own environment:
 /// `$CLAUDE_CONFIG_DIR/projects`, else `$HOME/.claude/projects`.
@@ -276,7 +193,7 @@ impl Tailer {
                 let turn = Turn {
                     source,
                     key: format!("{session}:{turn}"),
-                    title: Some(crate::agent::title_of(&text)),
+                    title: Some(moonkale_protocol::agent::title_of(&text)),
                 };
                 self.turns.insert(session, turn);
             }
@@ -552,32 +469,6 @@ mod tests {
             record Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-2 None /ws/c None -> Some("c")
             ended Ide { session: "11111111-2222-4333-8444-555555555555" } 11111111-2222-4333-8444-555555555555:seen-0-2"#]]
         .assert_eq(&describe(&all));
-    }
-
-    /// Sessions are remembered up to the cap, the least recently started
-    /// forgotten first; starting one again makes it the newest.
-    #[test]
-    fn known_sessions_are_bounded() {
-        let known = KnownSessions::default();
-        known.insert_hosted("first".into());
-        for i in 0..MAX_KNOWN_SESSIONS - 1 {
-            known.insert_terminal(format!("t{i}"), i as u64);
-        }
-        known.insert_hosted("first".into());
-        known.insert_terminal("one more".into(), 1);
-        assert_eq!(known.len(), MAX_KNOWN_SESSIONS);
-        assert_eq!(known.source("first"), None, "started again: kept");
-        assert_eq!(
-            known.source("t0"),
-            Some(ChangeSource::Ide {
-                session: "t0".into()
-            }),
-            "the oldest is forgotten"
-        );
-        assert!(matches!(
-            known.source("t1"),
-            Some(ChangeSource::Terminal { terminal: 1, .. })
-        ));
     }
 
     #[test]

@@ -28,9 +28,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::handshake::{self, HostRule, Refusal};
+use super::handshake::{self, HostRule};
 use super::mcp::{self, ToolCall};
-use crate::http::{self, Prefixed};
+use crate::http::{self, Prefixed, Refusal};
 use crate::hub::{Event, HubHandle, IdeClientId, IdeScope, SelectionNotification};
 use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
 use crate::mcp::Method;
@@ -68,7 +68,7 @@ pub(super) struct Listener {
     pub port: u16,
     pub token: Arc<String>,
     pub hub: HubHandle,
-    pub root: super::paths::Root,
+    pub root: crate::workspace_fs::Root,
     pub limits: IdeLimits,
     pub proposals: Arc<super::proposals::ProposalDir>,
     /// How many clients are connected (the transcript reader follows it).
@@ -212,7 +212,7 @@ pub(super) struct Shared {
     pub scope: IdeScope,
     pub token: Arc<String>,
     pub hub: HubHandle,
-    pub root: super::paths::Root,
+    pub root: crate::workspace_fs::Root,
     pub limits: IdeLimits,
     /// Where `openDiff` writes its proposal documents.
     pub proposals: Arc<super::proposals::ProposalDir>,
@@ -242,7 +242,7 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
             return None;
         }
     };
-    let parsed = handshake::parse_head(&head[..head_len]);
+    let parsed = http::parse_head(&head[..head_len]);
     let decision =
         parsed.and_then(|h| handshake::decide(&h, shared.host_rule, &shared.token).map(|()| h));
     let parsed = match decision {

@@ -530,7 +530,7 @@ impl Connection {
 /// path's letters that is reached through a symlink on the disk (or
 /// cannot be checked): a jailed CLI must not learn of it
 /// ([`Event::DidOpen`]), by the rule its own tool arguments pass
-/// ([`crate::ide::paths::confine`]).
+/// ([`crate::workspace_fs::confine`]).
 fn opened_through_symlink(root: &Path, params: &Params) -> bool {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -552,7 +552,7 @@ fn opened_through_symlink(root: &Path, params: &Params) -> bool {
     };
     let roots = [root.to_path_buf()];
     crate::core::confine::confine_lexically(&roots, raw).is_ok()
-        && crate::ide::paths::confine(&roots, raw).is_err()
+        && crate::workspace_fs::confine(&roots, raw).is_err()
 }
 
 pub use moonkale_wire::runtime::editor_root;
@@ -828,7 +828,7 @@ fn canonical_name(s: &str, root: Option<&Path>) -> Result<Option<String>, String
         if path != root {
             let raw = path.to_str().expect("checked above");
             if let Err(refused) =
-                crate::ide::paths::confine(std::slice::from_ref(&root.to_path_buf()), raw)
+                crate::workspace_fs::confine(std::slice::from_ref(&root.to_path_buf()), raw)
             {
                 return Err(format!("{} (the root is {})", refused.0, root.display()));
             }

@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use crate::ide::handshake::{self, Head, Refusal};
+use crate::http::{self, Head, Refusal};
 
 /// Failures per address within [`THROTTLE_WINDOW`] that are answered at once.
 pub const FREE_FAILURES: usize = 5;
@@ -45,7 +45,7 @@ pub fn decide(head: &Head, token: &str) -> Result<(), Refusal> {
             "credentials in the URL are refused: send Authorization: Bearer <token>",
         ));
     }
-    handshake::plain_upgrade(head)?;
+    http::plain_upgrade(head)?;
     let value = match head.single("authorization") {
         Err(()) => return Err(Refusal::new(401, "Authorization given twice")),
         Ok(None) => {
@@ -166,7 +166,7 @@ impl Throttle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ide::handshake::parse_head;
+    use crate::http::parse_head;
     use expect_test::{Expect, expect};
 
     const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";

@@ -37,7 +37,6 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use crate::error::{Error, IoContext, Result};
 use crate::http::{self, Prefixed};
 use crate::hub::Transport;
-use crate::ide::handshake;
 use crate::lsp::connection::{ConnectionConfig, HubSelector, serve_connection};
 use crate::lsp::framing::{FrameReader, write_frame};
 
@@ -331,8 +330,7 @@ async fn handshake(stream: TcpStream, peer: SocketAddr, shared: &Shared) -> Opti
             return None;
         }
     };
-    let verdict =
-        handshake::parse_head(&head[..head_len]).and_then(|h| auth::decide(&h, &shared.token));
+    let verdict = http::parse_head(&head[..head_len]).and_then(|h| auth::decide(&h, &shared.token));
     if let Err(mut refusal) = verdict {
         if refusal.status == 401 {
             let now = std::time::Instant::now();

@@ -24,10 +24,10 @@ use tokio::sync::mpsc;
 
 use super::pty::{Pty, Spawn, scrubbed_env};
 use super::session::{self, TerminalCommand, TerminalHandle, TerminalInfo};
+use crate::change_sources::KnownSessions;
 use crate::hub::ports::{Request, TerminalHostCommand};
 use crate::hub::{EditorId, Event, HubHandle, Responder, Topic};
 use crate::ide::link::{Link, Links};
-use crate::ide::transcripts::KnownSessions;
 use crate::lsp::message::{Params, ResponseError, code};
 
 /// Terminals one workspace may have open.
@@ -609,7 +609,7 @@ pub fn claude_launch(
     };
     Ok(ClaudeLaunch {
         args,
-        env: ide_env(port).into_iter().collect(),
+        env: crate::ide::cli_env(port).into_iter().collect(),
         message,
     })
 }
@@ -628,20 +628,6 @@ pub fn mode_args(env: &[(OsString, OsString)], args: &[String]) -> Vec<String> {
     } else {
         vec!["--permission-mode".to_owned(), "default".to_owned()]
     }
-}
-
-/// The variables that make every CLI generation connect at once to the
-/// IDE on `port` (cli-matrix.md): the port, plus what older ones need.
-pub fn ide_env(port: u16) -> Vec<(String, String)> {
-    [
-        ("CLAUDE_CODE_SSE_PORT", port.to_string()),
-        ("ENABLE_IDE_INTEGRATION", "true".into()),
-        ("CLAUDE_CODE_AUTO_CONNECT_IDE", "true".into()),
-        ("FORCE_CODE_TERMINAL", "true".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect()
 }
 
 /// `permissions.defaultMode` from the user's Claude Code settings.
@@ -796,7 +782,7 @@ mod tests {
         let (tx, rx) = terminal_channel();
         let config = test_config(Some(Links::new(
             hub.clone(),
-            crate::ide::paths::Root::open(&root).unwrap(),
+            crate::workspace_fs::Root::open(&root).unwrap(),
             crate::ide::IdeLimits::default(),
             std::sync::Arc::default(),
         )));

@@ -27,7 +27,7 @@ use std::time::Duration;
 use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
 use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, Delta, TurnResult};
 use moonkale_claude::{control, edits};
-pub(crate) use moonkale_protocol::agent::title_of;
+use moonkale_protocol::agent::title_of;
 use moonkale_protocol::agent::{
     self as wire, CapabilitiesData, Decision, DecisionData, EventsPage, LoginNeeded, NoteData,
     NoticeData, PolicyDecision, PromptData, SessionData, SessionEvent, SettingsData, StateData,
@@ -1286,7 +1286,7 @@ impl Session {
         // A `filePath` is confined first, whatever the tool, then the call
         // is typed (a tool we do not have is not found).
         let call = match arguments.get("filePath").and_then(Value::as_str) {
-            Some(raw) => crate::ide::paths::confine(std::slice::from_ref(&self.workspace), raw)
+            Some(raw) => crate::workspace_fs::confine(std::slice::from_ref(&self.workspace), raw)
                 .map(|path| arguments["filePath"] = json!(path))
                 .map_err(|refused| Ok(crate::hub::error_result(refused.0))),
             None => Ok(()),

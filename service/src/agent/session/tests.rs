@@ -79,7 +79,7 @@ impl World {
             shutdown_grace: Duration::from_millis(100),
             trust: Some(trust),
             launcher: Launcher::Script(scripts),
-            sources: crate::ide::transcripts::ChangeSources {
+            sources: crate::change_sources::ChangeSources {
                 changes: Some(changes_tx),
                 sessions: Default::default(),
             },

@@ -1,13 +1,19 @@
 //! The HTTP pieces both WebSocket listeners (Claude Code's IDE server and
 //! the remote front door) need before tungstenite takes over: reading a
-//! bounded request head, replaying it, and refusing with a status.
+//! bounded request head, parsing it ([`head`]), replaying it, and refusing
+//! with a status.
+//!
+//! It is a top-level module under `ide` and `remote` because both stand on
+//! it; it depends on nothing of the service.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use crate::ide::handshake::{MAX_HEAD, Refusal, TOO_LARGE};
+pub mod head;
+
+pub use head::{Head, MAX_HEAD, MAX_HEADER_LINES, Refusal, TOO_LARGE, parse_head, plain_upgrade};
 
 /// Reads up to the blank line that ends a request head: the bytes read
 /// (possibly more than the head) and the head's length. `None` when the

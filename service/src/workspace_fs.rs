@@ -1,4 +1,11 @@
-//! Confinement of paths named by Claude Code's tool calls.
+//! The workspace's file system, confined: the paths named by Claude Code's
+//! tool calls, a transcript's records, a hosted session's tools and a remote
+//! client's URIs checked against the workspace folders, and files opened or
+//! changed only beneath the workspace's own descriptor.
+//!
+//! It is a top-level module, under `ide`, `lsp`, `agent` and `changes`,
+//! because all of them confine paths the same way; it depends on nothing of
+//! the service but the core's lexical rules.
 //!
 //! Every path from the wire is untrusted (security.md 31–37). A path is
 //! accepted only if it passes the lexical rules of

@@ -1,4 +1,6 @@
-//! JSON-RPC 2.0 messages as LSP uses them, parsed defensively.
+//! JSON-RPC 2.0 messages, parsed defensively: the one model of every
+//! JSON-RPC peer of the project, LSP's frames and ACP's lines alike (the
+//! framing is the caller's; `service/src/acp/wire.rs` only splits lines).
 //!
 //! Parsing never trusts the peer: the body must be UTF-8 and JSON (nesting is
 //! bounded by serde_json's recursion limit), `jsonrpc` must be `"2.0"`, and an
@@ -83,10 +85,13 @@ pub enum Message {
     },
 }
 
+/// A JSON-RPC error object: its code, its message and, when the peer sent
+/// or we send one, its `data`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResponseError {
     pub code: i64,
     pub message: String,
+    pub data: Option<Value>,
 }
 
 impl ResponseError {
@@ -94,10 +99,24 @@ impl ResponseError {
         ResponseError {
             code,
             message: message.into(),
+            data: None,
         }
     }
     pub fn invalid_params(message: impl Into<String>) -> ResponseError {
         ResponseError::new(code::INVALID_PARAMS, message)
+    }
+    pub fn with_data(mut self, data: Value) -> ResponseError {
+        self.data = Some(data);
+        self
+    }
+
+    /// The error object as it goes on the wire.
+    pub fn to_json(&self) -> Value {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            error["data"] = data.clone();
+        }
+        error
     }
 }
 
@@ -201,6 +220,7 @@ pub fn parse(body: &[u8]) -> Result<Message, ParseError> {
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_owned(),
+                    data: err.get("data").cloned(),
                 }),
                 _ => {
                     return Err(ParseError::Invalid {
@@ -257,7 +277,7 @@ pub fn response(id: &RequestId, result: &Result<Value, ResponseError>) -> Vec<u8
 
 pub fn error_response(id: Option<&RequestId>, err: &ResponseError) -> Vec<u8> {
     let id = id.map_or(Value::Null, RequestId::to_json);
-    to_vec(json!({"jsonrpc": "2.0", "id": id, "error": {"code": err.code, "message": err.message}}))
+    to_vec(json!({"jsonrpc": "2.0", "id": id, "error": err.to_json()}))
 }
 
 fn to_vec(v: Value) -> Vec<u8> {
@@ -291,6 +311,21 @@ mod tests {
         check(
             r#"{"jsonrpc":"2.0","id":"a","result":null}"#,
             expect![[r#"Response { id: Some(String("a")), result: Ok(Null) }"#]],
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32000,"message":"m","data":{"k":1}}}"#,
+            expect![[
+                r#"Response { id: Some(Number(2)), result: Err(ResponseError { code: -32000, message: "m", data: Some(Object {"k": Number(1)}) }) }"#
+            ]],
+        );
+    }
+
+    #[test]
+    fn errors_carry_their_data() {
+        let err = ResponseError::new(-32000, "auth").with_data(json!({"session": "s"}));
+        assert_eq!(
+            String::from_utf8(error_response(Some(&RequestId::Number(3)), &err)).unwrap(),
+            r#"{"error":{"code":-32000,"data":{"session":"s"},"message":"auth"},"id":3,"jsonrpc":"2.0"}"#
         );
     }
 

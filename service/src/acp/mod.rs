@@ -34,13 +34,14 @@ use moonkale_protocol::agent::{
     AnswerParams, Approval, ApprovalStatus, Event, ModelChoice, PermissionMode, SessionEvent,
     StartParams,
 };
+use moonkale_protocol::jsonrpc::{self, Message, RequestId, ResponseError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use self::session::{Attached, PermissionAsked};
 use self::translate::{AcpView, DEFAULT_MODEL, MODEL_OPTION};
-use self::wire::{Incoming, Outgoing, code};
+use self::wire::{Incoming, code};
 use crate::error::Result;
 
 /// The only ACP version there is (schema 1.x).
@@ -175,12 +176,14 @@ impl Bridge {
         }
     }
 
-    async fn send(&self, message: Outgoing) {
-        let _ = self.out.send(message.to_line()).await;
+    /// Sends one message (`jsonrpc::response`, …); the writer ends its
+    /// line.
+    async fn send(&self, message: Vec<u8>) {
+        let _ = self.out.send(message).await;
     }
 
     async fn update(&self, session: &str, update: Value) {
-        self.send(Outgoing::notification(
+        self.send(jsonrpc::notification(
             "session/update",
             json!({"sessionId": session, "update": update}),
         ))
@@ -197,12 +200,15 @@ impl Bridge {
 
     async fn incoming(&mut self, message: Incoming) {
         match message {
-            Incoming::Request { id, method, params } => {
-                let result = self.request(&method, params, id.clone()).await;
+            Ok(Message::Request { id, method, params }) => {
+                let result = match wire::value(&params) {
+                    Ok(params) => self.request(&method, params, id.clone()).await,
+                    Err(error) => Err(error),
+                };
                 match result {
-                    Ok(Some(result)) => self.send(Outgoing::result(id, result)).await,
+                    Ok(Some(result)) => self.send(jsonrpc::response(&id, &Ok(result))).await,
                     Ok(None) => {} // answered later (a prompt)
-                    Err(error) => self.send(Outgoing::Error { id, error }).await,
+                    Err(error) => self.send(jsonrpc::error_response(Some(&id), &error)).await,
                 }
                 for next in std::mem::take(&mut self.after_reply) {
                     match next {
@@ -213,15 +219,16 @@ impl Bridge {
                     }
                 }
             }
-            Incoming::Notification { method, params } => {
+            Ok(Message::Notification { method, params }) => {
                 if method == "session/cancel"
+                    && let Ok(params) = wire::value(&params)
                     && let Some(session) = params["sessionId"].as_str()
                 {
                     self.cancel(session);
                 }
             }
-            Incoming::Response { id, result } => self.permission_answered(id, result).await,
-            Incoming::Invalid { id, error } => self.send(Outgoing::Error { id, error }).await,
+            Ok(Message::Response { id, result }) => self.permission_answered(id, result).await,
+            Err(invalid) => self.send(invalid.to_response()).await,
         }
     }
 
@@ -229,13 +236,13 @@ impl Bridge {
         &mut self,
         method: &str,
         params: Value,
-        id: Value,
-    ) -> Result<Option<Value>, wire::Error> {
+        id: RequestId,
+    ) -> Result<Option<Value>, ResponseError> {
         if method == "initialize" {
             return Ok(Some(self.initialize(&params)));
         }
         if !self.initialized {
-            return Err(wire::Error::new(
+            return Err(ResponseError::new(
                 code::INVALID_REQUEST,
                 "send initialize first",
             ));
@@ -244,7 +251,7 @@ impl Bridge {
         match method {
             // Claude Code logs in by itself, in a terminal: nothing an
             // ACP client can do for it.
-            "authenticate" => Err(wire::Error::new(code::INVALID_REQUEST, LOGIN_METHOD_TEXT)),
+            "authenticate" => Err(ResponseError::new(code::INVALID_REQUEST, LOGIN_METHOD_TEXT)),
             "session/new" => self.new_session(&params).await.map(Some),
             "session/load" => self.open_session(&params, true).await.map(Some),
             "session/resume" => self.open_session(&params, false).await.map(Some),
@@ -259,21 +266,21 @@ impl Bridge {
                 let session = self.attached_id(&params)?;
                 let mode = params.string("modeId")?;
                 let mode = PermissionMode::parse(&mode).ok_or_else(|| {
-                    wire::Error::invalid_params(format!(
+                    ResponseError::invalid_params(format!(
                         "unknown mode {mode:?} (default, acceptEdits, plan or bypassPermissions)"
                     ))
                 })?;
                 self.client
                     .agent_set_permission_mode(&session, mode)
                     .await
-                    .map_err(wire::Error::from_service)?;
+                    .map_err(wire::from_service)?;
                 Ok(Some(json!({})))
             }
             "session/set_config_option" => {
                 let session = self.attached_id(&params)?;
                 let option = params.string("configId")?;
                 if option != MODEL_OPTION {
-                    return Err(wire::Error::invalid_params(format!(
+                    return Err(ResponseError::invalid_params(format!(
                         "unknown config option {option:?} (model)"
                     )));
                 }
@@ -288,7 +295,7 @@ impl Bridge {
                 self.set_model(&session, &model).await?;
                 Ok(Some(json!({})))
             }
-            _ => Err(wire::Error::new(
+            _ => Err(ResponseError::new(
                 code::METHOD_NOT_FOUND,
                 format!(
                     "{} is not an ACP method this agent serves",
@@ -306,32 +313,32 @@ impl Bridge {
     }
 
     /// The id of a session this client created or loaded.
-    fn attached_id(&self, params: &wire::Params) -> Result<String, wire::Error> {
+    fn attached_id(&self, params: &wire::Params) -> Result<String, ResponseError> {
         let session = params.string("sessionId")?;
         if self.sessions.contains_key(&session) {
             Ok(session)
         } else {
-            Err(wire::Error::invalid_params(format!(
+            Err(ResponseError::invalid_params(format!(
                 "session {:?} is not open here: create it with session/new or open it with session/load",
                 crate::printable::one_line(&session)
             )))
         }
     }
 
-    async fn set_model(&mut self, session: &str, model: &str) -> Result<(), wire::Error> {
+    async fn set_model(&mut self, session: &str, model: &str) -> Result<(), ResponseError> {
         let model = (model != DEFAULT_MODEL).then(|| model.to_owned());
         let set = self
             .client
             .agent_set_model(session, model.as_deref())
             .await
-            .map_err(wire::Error::from_service)?;
+            .map_err(wire::from_service)?;
         if let Some(attached) = self.sessions.get_mut(session) {
             attached.view.session.model = set;
         }
         Ok(())
     }
 
-    async fn new_session(&mut self, params: &wire::Params) -> Result<Value, wire::Error> {
+    async fn new_session(&mut self, params: &wire::Params) -> Result<Value, ResponseError> {
         let mut cwd = params.absolute_path("cwd")?;
         if self.remote && !cwd.starts_with(&self.workspace) {
             cwd = self.workspace.clone(); // a folder of the client's machine
@@ -346,7 +353,7 @@ impl Bridge {
                 ..StartParams::default()
             })
             .await
-            .map_err(wire::Error::from_service)?;
+            .map_err(wire::from_service)?;
         let session = started.session;
         let mut view = AcpView::new(&self.workspace, ACP_DEFAULT_MODE, None);
         view.session.models = self.models.clone();
@@ -356,7 +363,7 @@ impl Bridge {
             .client
             .agent_events(&session, 0)
             .await
-            .map_err(wire::Error::from_service)?;
+            .map_err(wire::from_service)?;
         let mut later = Vec::new();
         for event in &page.events {
             later.extend(attached.event(event));
@@ -384,17 +391,17 @@ impl Bridge {
         &mut self,
         params: &wire::Params,
         replay: bool,
-    ) -> Result<Value, wire::Error> {
+    ) -> Result<Value, ResponseError> {
         let session = params.string("sessionId")?;
         if self.sessions.contains_key(&session) {
-            return Err(wire::Error::invalid_params(
+            return Err(ResponseError::invalid_params(
                 "this session is open here already",
             ));
         }
         self.client
             .agent_subscribe(Some(&session))
             .await
-            .map_err(wire::Error::from_service)?;
+            .map_err(wire::from_service)?;
         let view = AcpView::new(&self.workspace, PermissionMode::Plan, None);
         let mut attached = Attached::new(view);
         let mut since = 0;
@@ -403,7 +410,7 @@ impl Bridge {
                 .client
                 .agent_events(&session, since)
                 .await
-                .map_err(wire::Error::from_service)?;
+                .map_err(wire::from_service)?;
             let mut updates = Vec::new();
             for event in &page.events {
                 updates.extend(attached.event(event));
@@ -448,7 +455,7 @@ impl Bridge {
             tracing::info!("unsubscribing from a closed session failed: {e}");
         }
         if let Some(prompt) = attached.prompt {
-            let reply = Outgoing::result(prompt.id, json!({"stopReason": "cancelled"}));
+            let reply = jsonrpc::response(&prompt.id, &Ok(json!({"stopReason": "cancelled"})));
             self.send(reply).await;
         }
         let approvals: Vec<String> = self
@@ -484,12 +491,8 @@ impl Bridge {
         }
     }
 
-    async fn list_sessions(&self) -> Result<Value, wire::Error> {
-        let sessions = self
-            .client
-            .agent_list()
-            .await
-            .map_err(wire::Error::from_service)?;
+    async fn list_sessions(&self) -> Result<Value, ResponseError> {
+        let sessions = self.client.agent_list().await.map_err(wire::from_service)?;
         let listed: Vec<Value> = sessions
             .iter()
             .map(|s| {
@@ -504,10 +507,10 @@ impl Bridge {
         Ok(json!({"sessions": listed}))
     }
 
-    async fn prompt(&mut self, params: &wire::Params, id: Value) -> Result<(), wire::Error> {
+    async fn prompt(&mut self, params: &wire::Params, id: RequestId) -> Result<(), ResponseError> {
         let session = self.attached_id(params)?;
         if self.sessions[&session].prompt.is_some() {
-            return Err(wire::Error::new(
+            return Err(ResponseError::new(
                 code::INVALID_REQUEST,
                 "a prompt of this session is still running: wait for its reply or cancel it",
             ));
@@ -517,7 +520,7 @@ impl Bridge {
             .client
             .agent_send_with_images(&session, &text, images)
             .await
-            .map_err(wire::Error::from_service)?;
+            .map_err(wire::from_service)?;
         let attached = self.sessions.get_mut(&session).expect("checked");
         attached.view.sent_prompt(sent);
         attached.prompt = Some(session::PendingPrompt {
@@ -601,20 +604,17 @@ impl Bridge {
         if let Some((id, outcome)) = finished {
             let error = match (outcome, login) {
                 (Ok(stop), _) => {
-                    self.send(Outgoing::result(id, json!({"stopReason": stop})))
+                    self.send(jsonrpc::response(&id, &Ok(json!({"stopReason": stop}))))
                         .await;
                     return;
                 }
                 // ACP's own "authentication required", so a client can
                 // offer its login flow (`authMethods`).
-                (Err(_), Some(login)) => wire::Error::new(AUTH_REQUIRED, login.sentence()),
-                (Err(why), None) => wire::Error::new(code::INTERNAL_ERROR, why),
+                (Err(_), Some(login)) => ResponseError::new(AUTH_REQUIRED, login.sentence()),
+                (Err(why), None) => ResponseError::new(code::INTERNAL_ERROR, why),
             };
-            let message = Outgoing::Error {
-                id,
-                error: error.with_data(json!({"session": session})),
-            };
-            self.send(message).await;
+            let error = error.with_data(json!({"session": session}));
+            self.send(jsonrpc::error_response(Some(&id), &error)).await;
         }
     }
 
@@ -660,7 +660,8 @@ impl Bridge {
         let id = self.next_id;
         let (method, params) = (asked.method(), asked.params());
         self.asked.insert(id, asked);
-        self.send(Outgoing::Request { id, method, params }).await;
+        self.send(jsonrpc::request(&RequestId::Number(id), method, params))
+            .await;
     }
 
     /// An approval was decided elsewhere (or withdrawn by the CLI): the
@@ -674,7 +675,7 @@ impl Bridge {
             .collect();
         for id in ids {
             self.asked.remove(&id);
-            self.send(Outgoing::notification(
+            self.send(jsonrpc::notification(
                 "$/cancel_request",
                 json!({"requestId": id}),
             ))
@@ -682,8 +683,15 @@ impl Bridge {
         }
     }
 
-    async fn permission_answered(&mut self, id: Value, result: Result<Value, Value>) {
-        let Some(asked) = id.as_i64().and_then(|id| self.asked.remove(&id)) else {
+    async fn permission_answered(
+        &mut self,
+        id: Option<RequestId>,
+        result: Result<Value, ResponseError>,
+    ) {
+        let Some(RequestId::Number(id)) = id else {
+            return; // not ours
+        };
+        let Some(asked) = self.asked.remove(&id) else {
             return; // withdrawn already, or not ours
         };
         let result = result.unwrap_or_else(|_| json!({"outcome": {"outcome": "cancelled"}}));
@@ -702,17 +710,17 @@ impl Bridge {
     }
 
     async fn service_gone(&mut self) {
-        let pending: Vec<Value> = self
+        let pending: Vec<RequestId> = self
             .sessions
             .values_mut()
             .filter_map(|a| a.prompt.take().map(|p| p.id))
             .collect();
         for id in pending {
-            let error = wire::Error::new(
+            let error = ResponseError::new(
                 code::INTERNAL_ERROR,
                 "the moonkale service closed the connection; the session goes on when it is back (session/load)",
             );
-            self.send(Outgoing::Error { id, error }).await;
+            self.send(jsonrpc::error_response(Some(&id), &error)).await;
         }
     }
 }
@@ -789,11 +797,11 @@ pub async fn run(target: Target) -> Result<()> {
             match connect_local(&folder, &service_bin).await {
                 Ok(client) => (client, Some((init, first))),
                 Err(e) => {
-                    if let Incoming::Request { id, .. } = first {
-                        let error = wire::Error::new(code::INTERNAL_ERROR, e.to_string());
+                    if let Ok(Message::Request { id, .. }) = first {
+                        let error = ResponseError::new(code::INTERNAL_ERROR, e.to_string());
                         let _ = pipes
                             .out
-                            .send(Outgoing::Error { id, error }.to_line())
+                            .send(jsonrpc::error_response(Some(&id), &error))
                             .await;
                     }
                     pipes.finish().await;
@@ -815,10 +823,13 @@ async fn before_a_session(pipes: &mut Pipes) -> Option<(Option<Value>, Incoming)
     let mut init = None;
     loop {
         match pipes.incoming.recv().await? {
-            Incoming::Request { id, method, params } if method == "initialize" => {
-                let line = Outgoing::result(id, initialize_result(&params)).to_line();
-                let _ = pipes.out.send(line).await;
-                init = Some(params);
+            Ok(Message::Request { id, method, params }) if method == "initialize" => {
+                let answer = wire::value(&params).map(|params| {
+                    let result = initialize_result(&params);
+                    init = Some(params);
+                    result
+                });
+                let _ = pipes.out.send(jsonrpc::response(&id, &answer)).await;
             }
             other => return Some((init, other)),
         }
@@ -828,9 +839,10 @@ async fn before_a_session(pipes: &mut Pipes) -> Option<(Option<Value>, Incoming)
 /// The folder a session request names (`session/new`, `session/load`,
 /// `session/list`'s `cwd`), if absolute and there.
 fn first_folder(message: &Incoming) -> Option<PathBuf> {
-    let Incoming::Request { params, .. } = message else {
+    let Ok(Message::Request { params, .. }) = message else {
         return None;
     };
+    let params = wire::value(params).ok()?;
     let cwd = PathBuf::from(params["cwd"].as_str()?);
     (cwd.is_absolute() && cwd.is_dir())
         .then(|| crate::runtime::canonical_workspace(&cwd).ok())

@@ -2,18 +2,19 @@
 //! takes, and how a turn's end reads to the client (pure).
 
 use moonkale_protocol::agent::Image;
+use moonkale_protocol::jsonrpc::ResponseError;
 use serde_json::Value;
-
-use super::wire::Error;
 
 /// The prompt's blocks as one text and its images: text as it is, a
 /// resource link as an `@` mention of its file (Claude Code reads it), an
 /// embedded resource as its text in a `<context>` block, images as they
 /// are (before the text, as the CLI takes them). Audio is not taken
 /// (`promptCapabilities` says so).
-pub fn text_of(blocks: &Value) -> Result<(String, Vec<Image>), Error> {
+pub fn text_of(blocks: &Value) -> Result<(String, Vec<Image>), ResponseError> {
     let Some(blocks) = blocks.as_array() else {
-        return Err(Error::invalid_params("prompt is a list of content blocks"));
+        return Err(ResponseError::invalid_params(
+            "prompt is a list of content blocks",
+        ));
     };
     let mut text = String::new();
     let mut images = Vec::new();
@@ -35,7 +36,7 @@ pub fn text_of(blocks: &Value) -> Result<(String, Vec<Image>), Error> {
                 let resource = &block["resource"];
                 let uri = resource["uri"].as_str().unwrap_or_default();
                 let Some(body) = resource["text"].as_str() else {
-                    return Err(Error::invalid_params(format!(
+                    return Err(ResponseError::invalid_params(format!(
                         "the embedded resource {uri:?} has no text (binary resources are not taken)"
                     )));
                 };
@@ -45,7 +46,7 @@ pub fn text_of(blocks: &Value) -> Result<(String, Vec<Image>), Error> {
                 let (Some(media_type), Some(data)) =
                     (block["mimeType"].as_str(), block["data"].as_str())
                 else {
-                    return Err(Error::invalid_params(
+                    return Err(ResponseError::invalid_params(
                         "an image block needs its mimeType and base64 data",
                     ));
                 };
@@ -55,19 +56,19 @@ pub fn text_of(blocks: &Value) -> Result<(String, Vec<Image>), Error> {
                 });
             }
             Some("audio") => {
-                return Err(Error::invalid_params(
+                return Err(ResponseError::invalid_params(
                     "audio content is not taken by this agent (see promptCapabilities)",
                 ));
             }
             _ => {
-                return Err(Error::invalid_params(
+                return Err(ResponseError::invalid_params(
                     "an unknown content block in the prompt",
                 ));
             }
         }
     }
     if text.trim().is_empty() && images.is_empty() {
-        return Err(Error::invalid_params("the prompt is empty"));
+        return Err(ResponseError::invalid_params("the prompt is empty"));
     }
     Ok((text, images))
 }

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use moonkale_protocol::agent::{
     AnswerParams, Approval, ApprovalKind, Event, LoginNeeded, SessionEvent, SessionState,
 };
+use moonkale_protocol::jsonrpc::RequestId;
 use serde_json::{Map, Value, json};
 
 use super::prompt;
@@ -15,7 +16,7 @@ use super::translate::AcpView;
 #[derive(Debug)]
 pub struct PendingPrompt {
     /// The client's request id.
-    pub id: Value,
+    pub id: RequestId,
     /// The `seq` of the stored `prompt` event.
     pub seq: u64,
     /// `session/cancel` came: the turn ends `cancelled`.
@@ -34,7 +35,7 @@ pub struct Attached {
     /// Prompts stored whose turn has not ended, oldest first: a `result`
     /// ends the oldest.
     open_turns: VecDeque<u64>,
-    finished: Option<(Value, TurnOutcome)>,
+    finished: Option<(RequestId, TurnOutcome)>,
 }
 
 impl Attached {
@@ -113,7 +114,7 @@ impl Attached {
     }
 
     /// The prompt whose turn the last event ended, with how it ended.
-    pub fn turn_finished(&mut self) -> Option<(Value, TurnOutcome)> {
+    pub fn turn_finished(&mut self) -> Option<(RequestId, TurnOutcome)> {
         self.finished.take()
     }
 }

@@ -1,204 +1,40 @@
-//! ACP's wire: JSON-RPC 2.0, one message per line, parsed once here.
-//! Hostile lines (not JSON, not an object, too long, a bad id) become
-//! [`Incoming::Invalid`] with the error to answer; nothing here panics.
+//! ACP's wire: JSON-RPC 2.0, one message per line. The messages are the
+//! protocol crate's ([`moonkale_protocol::jsonrpc`], LSP's model too);
+//! this file only splits lines and writes them. Hostile lines (not JSON,
+//! not an object, too long, a bad id) become a [`ParseError`] with the
+//! error to answer; nothing here panics.
 
 use std::path::PathBuf;
 
+use moonkale_protocol::jsonrpc::{self, Message, ParseError, ResponseError};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
+
+pub use moonkale_protocol::jsonrpc::code;
 
 /// Messages queued each way between the pipes and the bridge.
 pub const QUEUE: usize = 1024;
 /// The longest line taken from the client (a prompt with embedded files).
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
-use moonkale_protocol::jsonrpc::MAX_ID_LEN;
-pub use moonkale_protocol::jsonrpc::code;
+/// One line from the client: a message, or why it is none (answered with
+/// [`ParseError::to_response`]).
+pub type Incoming = Result<Message, ParseError>;
 
-/// A JSON-RPC error to send.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Error {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl Error {
-    pub fn new(code: i64, message: impl Into<String>) -> Error {
-        Error {
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    pub fn invalid_params(message: impl Into<String>) -> Error {
-        Error::new(code::INVALID_PARAMS, message)
-    }
-
-    pub fn with_data(mut self, data: Value) -> Error {
-        self.data = Some(data);
-        self
-    }
-
-    /// The service's answer, passed on with its code and message.
-    pub fn from_service(e: moonkale_client::Error) -> Error {
-        match e {
-            moonkale_client::Error::Remote { code, message } => Error::new(code, message),
-            other => Error::new(code::INTERNAL_ERROR, other.to_string()),
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(data) = &self.data {
-            error["data"] = data.clone();
-        }
-        error
+/// The service's answer, passed on with its code and message.
+pub fn from_service(e: moonkale_client::Error) -> ResponseError {
+    match e {
+        moonkale_client::Error::Remote { code, message } => ResponseError::new(code, message),
+        other => ResponseError::new(code::INTERNAL_ERROR, other.to_string()),
     }
 }
 
-/// One message from the client.
-#[derive(Debug, PartialEq)]
-pub enum Incoming {
-    Request {
-        id: Value,
-        method: String,
-        params: Value,
-    },
-    Notification {
-        method: String,
-        params: Value,
-    },
-    /// The answer to one of our requests: its result, or its error.
-    Response {
-        id: Value,
-        result: Result<Value, Value>,
-    },
-    /// A line that is no message: answered with `error` (to `id`, or
-    /// `null` when it had none).
-    Invalid {
-        id: Value,
-        error: Error,
-    },
-}
-
-/// One line, parsed.
-pub fn parse(line: &[u8]) -> Incoming {
-    let invalid = |id: Value, code: i64, message: &str| Incoming::Invalid {
-        id,
-        error: Error::new(code, message),
-    };
-    let Ok(value) = serde_json::from_slice::<Value>(line) else {
-        return invalid(Value::Null, code::PARSE_ERROR, "not JSON");
-    };
-    let Value::Object(mut message) = value else {
-        return invalid(
-            Value::Null,
-            code::INVALID_REQUEST,
-            "a message is a JSON object (batches are not used by ACP)",
-        );
-    };
-    let id = message.remove("id");
-    let fits = |id: &Value| match id {
-        Value::Number(_) => true,
-        Value::String(s) => s.len() <= MAX_ID_LEN,
-        _ => false,
-    };
-    if let Some(id) = &id
-        && !fits(id)
-    {
-        return invalid(
-            Value::Null,
-            code::INVALID_REQUEST,
-            "an id is a number or a string of at most 256 bytes",
-        );
-    }
-    let params = message.remove("params").unwrap_or(Value::Null);
-    match (message.remove("method"), id) {
-        (Some(Value::String(method)), Some(id)) => Incoming::Request { id, method, params },
-        (Some(Value::String(method)), None) => Incoming::Notification { method, params },
-        (Some(_), id) => invalid(
-            id.unwrap_or(Value::Null),
-            code::INVALID_REQUEST,
-            "a method is a string",
-        ),
-        (None, Some(id)) => match (message.remove("result"), message.remove("error")) {
-            (Some(result), None) => Incoming::Response {
-                id,
-                result: Ok(result),
-            },
-            (None, Some(error)) => Incoming::Response {
-                id,
-                result: Err(error),
-            },
-            _ => invalid(
-                Value::Null,
-                code::INVALID_REQUEST,
-                "a response has a result or an error",
-            ),
-        },
-        (None, None) => invalid(
-            Value::Null,
-            code::INVALID_REQUEST,
-            "not a request, a notification or a response",
-        ),
-    }
-}
-
-/// One message to the client.
-#[derive(Debug)]
-pub enum Outgoing {
-    Result {
-        id: Value,
-        result: Value,
-    },
-    Error {
-        id: Value,
-        error: Error,
-    },
-    Request {
-        id: i64,
-        method: &'static str,
-        params: Value,
-    },
-    Notification {
-        method: &'static str,
-        params: Value,
-    },
-}
-
-impl Outgoing {
-    pub fn result(id: Value, result: Value) -> Outgoing {
-        Outgoing::Result { id, result }
-    }
-
-    pub fn notification(method: &'static str, params: Value) -> Outgoing {
-        Outgoing::Notification { method, params }
-    }
-
-    /// The message as one line, `\n` included (JSON escapes every line
-    /// break inside strings).
-    pub fn to_line(&self) -> Vec<u8> {
-        let value = match self {
-            Outgoing::Result { id, result } => {
-                json!({"jsonrpc": "2.0", "id": id, "result": result})
-            }
-            Outgoing::Error { id, error } => {
-                json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})
-            }
-            Outgoing::Request { id, method, params } => {
-                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-            }
-            Outgoing::Notification { method, params } => {
-                json!({"jsonrpc": "2.0", "method": method, "params": params})
-            }
-        };
-        let mut line = serde_json::to_vec(&value).expect("a JSON value serializes");
-        line.push(b'\n');
-        line
-    }
+/// A message's params as a JSON value, for the handlers that read them
+/// by key.
+pub fn value(params: &jsonrpc::Params) -> Result<Value, ResponseError> {
+    serde_json::from_str(params.get())
+        .map_err(|e| ResponseError::invalid_params(format!("params: {e}")))
 }
 
 /// Reads the client's lines into `tx` until its end closes (or the bridge
@@ -231,17 +67,14 @@ pub async fn read_lines<R: AsyncRead + Unpin>(input: R, tx: mpsc::Sender<Incomin
             continue;
         }
         let message = if std::mem::take(&mut too_long) {
-            Some(Incoming::Invalid {
-                id: Value::Null,
-                error: Error::new(
-                    code::INVALID_REQUEST,
-                    format!("a message is at most {MAX_LINE} bytes"),
-                ),
-            })
+            Some(Err(ParseError::Invalid {
+                id: None,
+                why: format!("a message is at most {MAX_LINE} bytes"),
+            }))
         } else if line.iter().all(u8::is_ascii_whitespace) {
             None
         } else {
-            Some(parse(&line))
+            Some(jsonrpc::parse(&line))
         };
         line.clear();
         if let Some(message) = message
@@ -252,9 +85,12 @@ pub async fn read_lines<R: AsyncRead + Unpin>(input: R, tx: mpsc::Sender<Incomin
     }
 }
 
-/// Writes lines to the client as they come; a closed end stops it.
+/// Writes messages (`jsonrpc::response`, …) to the client as they come,
+/// each on its line (JSON escapes every line break inside strings); a
+/// closed end stops it.
 pub async fn write_lines<W: AsyncWrite + Unpin>(mut output: W, mut rx: mpsc::Receiver<Vec<u8>>) {
-    while let Some(line) = rx.recv().await {
+    while let Some(mut line) = rx.recv().await {
+        line.push(b'\n');
         if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
             return;
         }
@@ -265,19 +101,19 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(mut output: W, mut rx: mpsc::Rec
 pub struct Params(pub Value);
 
 impl Params {
-    pub fn string(&self, key: &str) -> Result<String, Error> {
+    pub fn string(&self, key: &str) -> Result<String, ResponseError> {
         self.0[key]
             .as_str()
             .map(str::to_owned)
-            .ok_or_else(|| Error::invalid_params(format!("{key} (a string) is missing")))
+            .ok_or_else(|| ResponseError::invalid_params(format!("{key} (a string) is missing")))
     }
 
-    pub fn absolute_path(&self, key: &str) -> Result<PathBuf, Error> {
+    pub fn absolute_path(&self, key: &str) -> Result<PathBuf, ResponseError> {
         let path = PathBuf::from(self.string(key)?);
         if path.is_absolute() {
             Ok(path)
         } else {
-            Err(Error::invalid_params(format!(
+            Err(ResponseError::invalid_params(format!(
                 "{key} must be an absolute path"
             )))
         }
@@ -286,20 +122,20 @@ impl Params {
 
 /// ACP's MCP servers as the CLI's `--mcp-config` entries. ACP lists env
 /// and headers as `[{name, value}]`; the CLI takes maps.
-pub fn mcp_servers(servers: &Value) -> Result<Map<String, Value>, Error> {
+pub fn mcp_servers(servers: &Value) -> Result<Map<String, Value>, ResponseError> {
     let mut out = Map::new();
     let Some(servers) = servers.as_array() else {
         return if servers.is_null() {
             Ok(out)
         } else {
-            Err(Error::invalid_params("mcpServers is a list"))
+            Err(ResponseError::invalid_params("mcpServers is a list"))
         };
     };
-    let pairs = |list: &Value, what: &str| -> Result<Map<String, Value>, Error> {
+    let pairs = |list: &Value, what: &str| -> Result<Map<String, Value>, ResponseError> {
         let mut map = Map::new();
         for pair in list.as_array().into_iter().flatten() {
             let (Some(name), Some(value)) = (pair["name"].as_str(), pair["value"].as_str()) else {
-                return Err(Error::invalid_params(format!(
+                return Err(ResponseError::invalid_params(format!(
                     "an MCP server's {what} is a list of {{name, value}} strings"
                 )));
             };
@@ -309,12 +145,12 @@ pub fn mcp_servers(servers: &Value) -> Result<Map<String, Value>, Error> {
     };
     for server in servers {
         let Some(name) = server["name"].as_str() else {
-            return Err(Error::invalid_params("an MCP server needs a name"));
+            return Err(ResponseError::invalid_params("an MCP server needs a name"));
         };
         let config = match server["type"].as_str() {
             Some(kind @ ("http" | "sse")) => {
                 let Some(url) = server["url"].as_str() else {
-                    return Err(Error::invalid_params(format!(
+                    return Err(ResponseError::invalid_params(format!(
                         "MCP server {name:?} needs a url"
                     )));
                 };
@@ -322,7 +158,7 @@ pub fn mcp_servers(servers: &Value) -> Result<Map<String, Value>, Error> {
             }
             None | Some("stdio") => {
                 let Some(command) = server["command"].as_str() else {
-                    return Err(Error::invalid_params(format!(
+                    return Err(ResponseError::invalid_params(format!(
                         "MCP server {name:?} needs a command"
                     )));
                 };
@@ -335,7 +171,7 @@ pub fn mcp_servers(servers: &Value) -> Result<Map<String, Value>, Error> {
                 json!({"type": "stdio", "command": command, "args": args, "env": pairs(&server["env"], "env")?})
             }
             Some(other) => {
-                return Err(Error::invalid_params(format!(
+                return Err(ResponseError::invalid_params(format!(
                     "MCP server {name:?}: unknown transport {other:?} (stdio, http or sse)"
                 )));
             }
@@ -374,8 +210,10 @@ pub fn iso8601(ms: u64) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn lines_parse_into_what_they_are() {
+    /// What each kind of line becomes, as its answer's code for the
+    /// hostile ones (the codes the ACP front door always answered).
+    #[tokio::test]
+    async fn lines_parse_into_what_they_are() {
         let cases: &[(&str, &str)] = &[
             (
                 r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
@@ -389,22 +227,33 @@ mod tests {
             (r#"{"jsonrpc":"2.0","id":3,"error":{"code":1}}"#, "response"),
             ("not json", "invalid -32700"),
             ("[1,2]", "invalid -32600"),
-            (r#"{"id":{"a":1},"method":"x"}"#, "invalid -32600"),
             (
-                &format!(r#"{{"id":"{}","method":"x"}}"#, "i".repeat(300)),
+                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#,
                 "invalid -32600",
             ),
-            (r#"{"id":1,"method":7}"#, "invalid -32600"),
-            (r#"{"id":1}"#, "invalid -32600"),
+            (
+                &format!(
+                    r#"{{"jsonrpc":"2.0","id":"{}","method":"x"}}"#,
+                    "i".repeat(300)
+                ),
+                "invalid -32600",
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"method":7}"#, "invalid -32600"),
+            (r#"{"jsonrpc":"2.0","id":1}"#, "invalid -32600"),
             (r#"{}"#, "invalid -32600"),
             ("\"\\ud800\"", "invalid -32700"),
         ];
         for (line, want) in cases {
-            let got = match parse(line.as_bytes()) {
-                Incoming::Request { .. } => "request".to_owned(),
-                Incoming::Notification { .. } => "notification".to_owned(),
-                Incoming::Response { .. } => "response".to_owned(),
-                Incoming::Invalid { error, .. } => format!("invalid {}", error.code),
+            let (tx, mut rx) = mpsc::channel(1);
+            read_lines(format!("{line}\n").as_bytes(), tx).await;
+            let got = match rx.recv().await.unwrap() {
+                Ok(Message::Request { .. }) => "request".to_owned(),
+                Ok(Message::Notification { .. }) => "notification".to_owned(),
+                Ok(Message::Response { .. }) => "response".to_owned(),
+                Err(e) => {
+                    let answer: Value = serde_json::from_slice(&e.to_response()).unwrap();
+                    format!("invalid {}", answer["error"]["code"])
+                }
             };
             assert_eq!(&got, want, "{line}");
         }
@@ -417,11 +266,11 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(8);
         read_lines(&input[..], tx).await;
         match rx.recv().await.unwrap() {
-            Incoming::Invalid { error, .. } => assert_eq!(error.code, code::INVALID_REQUEST),
+            Err(ParseError::Invalid { id: None, .. }) => {}
             other => panic!("{other:?}"),
         }
         assert!(
-            matches!(rx.recv().await.unwrap(), Incoming::Notification { method, .. } if method == "m")
+            matches!(rx.recv().await.unwrap(), Ok(Message::Notification { method, .. }) if method == "m")
         );
         assert!(rx.recv().await.is_none());
     }

@@ -18,19 +18,25 @@
 //! its events in memory until the host adopts it for a
 //! `moonkale/agent/start` ([`SessionCommand::Adopt`]). A spare whose CLI
 //! ends stays an empty session; the host replaces it.
+//!
+//! Here: the task, its loop and its commands, and the in-process MCP
+//! server (the editor tools). The rest of `Session` by concern: `process`
+//! (the CLI's life: start, writes, idle stop, its end and the one retry),
+//! `stream` (the CLI's stream-json output and a turn's end), `permissions`
+//! (control requests, the policy, answers and decisions), `events` (the
+//! event log: record, state, settings, notifications); `approvals` (the
+//! pending approvals, pure) and `cli` (the CLI's state, the launcher seam).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moonkale_claude::launch::{Launch, PermissionMode, SessionStart, SettingSource};
-use moonkale_claude::stream::{CliMessage, ControlRequest, DecodeError, Delta, TurnResult};
-use moonkale_claude::{control, edits};
-use moonkale_protocol::agent::title_of;
+use moonkale_claude::control;
+use moonkale_claude::launch::PermissionMode;
+pub(crate) use moonkale_protocol::agent::title_of;
 use moonkale_protocol::agent::{
-    self as wire, CapabilitiesData, Decision, DecisionData, EventsPage, LoginNeeded, NoteData,
-    NoticeData, PolicyDecision, PromptData, SessionData, SessionEvent, SettingsData, StateData,
+    self as wire, CapabilitiesData, EventsPage, NoteData, PromptData, SessionData, SessionEvent,
 };
 use moonkale_protocol::ide::{EditorTool, EditorToolCall};
 use moonkale_protocol::to_json;
@@ -42,18 +48,21 @@ use uuid::Uuid;
 
 mod approvals;
 pub(in crate::agent) mod cli;
+mod events;
+mod permissions;
+mod process;
+mod stream;
 #[cfg(test)]
 mod tests;
 
-use self::approvals::{Approvals, Ended};
+use self::approvals::Approvals;
+use self::cli::CliState;
 pub use self::cli::Launcher;
-use self::cli::{CliState, Running};
 use super::log::EventLog;
 use super::transcript::Transcript;
-use super::{AgentConfig, Answer, policy};
+use super::{AgentConfig, Answer};
 use crate::clock::now_ms;
-use crate::hub::ports::{ChangeRecord, ChangeSource, ChangesCommand};
-use crate::hub::{AgentProgress, Event, HubHandle, Responder, Topic};
+use crate::hub::{AgentProgress, Event, HubHandle, Responder};
 use crate::lsp::message::{ResponseError, code};
 use crate::mcp::{self, Method};
 
@@ -352,34 +361,6 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// Error text of a failed turn.
-fn turn_error(r: &TurnResult) -> String {
-    if let Some(text) = r.text.as_deref().filter(|t| !t.is_empty()) {
-        return text.to_owned();
-    }
-    let errors: Vec<&str> = r.raw["errors"]
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if errors.is_empty() {
-        format!("the turn ended with {}", r.subtype)
-    } else {
-        errors.join("; ")
-    }
-}
-
-/// Whether a failed turn's result says the CLI has no login (the text of
-/// an OAuth CLI without one, or an API key refused).
-fn is_login_failure(r: &TurnResult) -> bool {
-    r.api_error_status == Some(401) || LoginNeeded::said_in(r.text.as_deref().unwrap_or_default())
-}
-
-/// The tool a partial message starts using, if it does.
-fn tool_use_start(event: &Value) -> Option<&str> {
-    let block = event.pointer("/event/content_block")?;
-    (block["type"] == "tool_use").then(|| block["name"].as_str())?
-}
-
 impl Session {
     fn new(
         start: Start,
@@ -664,93 +645,7 @@ impl Session {
         Ok(page)
     }
 
-    // ----- the process ----------------------------------------------------
-
-    /// Whether the user trusts this workspace now (read at every start of
-    /// the CLI, so a decision made anywhere takes effect at the next one).
-    fn trusted(&self) -> bool {
-        self.config
-            .trust
-            .as_ref()
-            .is_some_and(|t| t.is_trusted(&self.workspace))
-    }
-
-    async fn ensure_cli(&mut self) -> Result<(), String> {
-        // Between turns, a CLI started under another trust decision is
-        // replaced, so the next turn runs with the settings the user chose.
-        let trusted = self.trusted();
-        if let Some(cli) = self.cli.running()
-            && self.unanswered.is_empty()
-            && cli.trusted != trusted
-        {
-            let cli = self.cli.take().expect("checked");
-            let how = if cli.trusted {
-                "with your own settings only"
-            } else {
-                "with the repository's own Claude Code settings"
-            };
-            cli.link.shutdown().await;
-            self.notice(format!(
-                "The workspace's trust changed: Claude Code restarts {how}."
-            ));
-        }
-        if self.cli.is_running() {
-            return Ok(());
-        }
-        let start = if self.has_conversation {
-            SessionStart::Resume(self.id)
-        } else {
-            SessionStart::New(self.id)
-        };
-        self.launch(start, false).await
-    }
-
-    /// Starts the CLI; `retry`: the one retry after a lost (or already
-    /// used) conversation.
-    async fn launch(&mut self, start: SessionStart, retry: bool) -> Result<(), String> {
-        let trusted = self.trusted();
-        if !trusted {
-            self.note_untrusted_settings();
-        }
-        let resuming = matches!(start, SessionStart::Resume(_));
-        let editor_tools = *self.editors.borrow_and_update() > 0;
-        let launch = Launch {
-            session: start,
-            permission_mode: self.permission_mode,
-            model: self.model.clone(),
-            mcp_config: Some(self.mcp_config(editor_tools)),
-            // Headless, the CLI asks no trust question of its own and would
-            // run the repository's hooks and MCP servers: only the user's
-            // own settings until the user trusts the workspace.
-            setting_sources: (!trusted).then(|| vec![SettingSource::User]),
-        };
-        let args = launch.argv().map_err(|e| e.to_string())?;
-        let link = self
-            .launcher
-            .start(
-                &self.config,
-                &self.workspace,
-                self.cwd.as_ref().unwrap_or(&self.workspace),
-                args,
-                trusted,
-            )
-            .await?;
-        tracing::info!(session = %self.id, pid = link.pid(), resume = resuming, trusted, spare = self.spare, "started claude");
-        self.cli_tx
-            .send_replace(CliSeen::Running { pid: link.pid() });
-        self.cli = CliState::Running(Box::new(Running {
-            link,
-            trusted,
-            resuming,
-            retry,
-            editor_tools,
-        }));
-        let id = self.request_id();
-        self.initialize_request = Some(id.clone());
-        let ours: &[&str] = if editor_tools { &[MCP_SERVER] } else { &[] };
-        self.write(control::initialize(&id, ours)).await;
-        Ok(())
-    }
+    // ----- the CLI's MCP servers and capabilities ------------------------
 
     /// The CLI's MCP servers: the front end's, and ours (in-process, over
     /// the control protocol) when `editor_tools`.
@@ -800,438 +695,6 @@ impl Session {
             models: pick("models"),
         };
         self.record(SessionEvent::Capabilities(data));
-    }
-
-    /// When the CLI has had nothing to do long enough to be stopped: no
-    /// turn, no question, no request of ours open (a spare waits to be
-    /// adopted instead).
-    fn idle_deadline(&self) -> Option<Instant> {
-        let idle = self.cli.is_running()
-            && !self.spare
-            && self.unanswered.is_empty()
-            && self.waiters.is_empty()
-            && self.approvals.is_empty();
-        let after = if self.stop_cli {
-            Duration::ZERO
-        } else {
-            self.config.cli_idle
-        };
-        idle.then(|| self.last_activity + after)
-    }
-
-    /// Stops a CLI with nothing to do; the conversation is the CLI's own
-    /// (on disk), so the next prompt resumes it in a new process.
-    async fn stop_idle_cli(&mut self) {
-        let Some(cli) = self.cli.take() else { return };
-        if std::mem::take(&mut self.stop_cli) {
-            tracing::info!(session = %self.id, "the turn failed: claude stopped");
-        } else {
-            tracing::info!(session = %self.id, "claude idle for {:?}: stopped", self.config.cli_idle);
-        }
-        cli.link.shutdown().await;
-        self.cli_tx.send_replace(CliSeen::Ended);
-    }
-
-    /// Tells the user (once per session) that the repository ships Claude
-    /// Code settings that are not loaded because it is not trusted.
-    fn note_untrusted_settings(&mut self) {
-        let shipped: Vec<&str> = [
-            ".claude/settings.json",
-            ".claude/settings.local.json",
-            ".mcp.json",
-        ]
-        .into_iter()
-        .filter(|rel| std::fs::symlink_metadata(self.workspace.join(rel)).is_ok())
-        .collect();
-        if shipped.is_empty() || std::mem::replace(&mut self.told_untrusted, true) {
-            return;
-        }
-        let message = format!(
-            "This workspace is not trusted, so its {} {} not loaded: {} would. Trust it with \
-             `moonkale-service trust` (or the editor command \"Moonkale: trust this workspace\") \
-             if you trust whoever wrote it.",
-            shipped.join(", "),
-            if shipped.len() == 1 { "is" } else { "are" },
-            crate::user_state::TRUST_ENABLES,
-        );
-        self.record(SessionEvent::Notice(NoticeData {
-            message,
-            untrusted: true,
-        }));
-    }
-
-    /// Writes one line to the CLI; a failure is left to the end of its
-    /// output to report (a dead process closes stdout too).
-    async fn write(&mut self, line: Vec<u8>) {
-        let Some(cli) = self.cli.running() else {
-            return;
-        };
-        match tokio::time::timeout(STDIN_TIMEOUT, cli.link.send(&line)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(session = %self.id, "writing to claude failed: {e}"),
-            Err(_) => {
-                tracing::warn!(session = %self.id, "claude does not read its stdin; killing it");
-                cli.link.kill(); // its end of output reports the failure
-            }
-        }
-    }
-
-    fn request_id(&mut self) -> String {
-        self.next_request += 1;
-        format!("moonkale-{}", self.next_request)
-    }
-
-    async fn cli_output(&mut self, message: Option<Result<CliMessage, DecodeError>>) {
-        match message {
-            None => self.cli_ended().await,
-            Some(Err(e)) => {
-                self.notice(format!("unreadable output from claude: {e}"));
-            }
-            Some(Ok(message)) => self.cli_message(message).await,
-        }
-    }
-
-    async fn cli_message(&mut self, message: CliMessage) {
-        match message {
-            CliMessage::StreamEvent { .. } => {
-                if let Some(delta) = message.delta() {
-                    let (text, thinking, streamed) = match delta {
-                        Delta::Text(text) => (text, false, &mut self.streaming.text),
-                        Delta::Thinking(text) => (text, true, &mut self.streaming.thinking),
-                    };
-                    let offset = streamed.len() as u64;
-                    streamed.push_str(&text);
-                    let text = wire::TextParams {
-                        session: self.id_text.clone(),
-                        text,
-                        thinking,
-                        offset,
-                    };
-                    self.notify::<wire::TextNotification>(&text);
-                } else if let CliMessage::StreamEvent { raw } = &message
-                    && raw.get().contains("\"tool_use\"")
-                    && let Some(tool) = tool_use_start(&message.to_value())
-                {
-                    // Parsed again only for the rare start of a tool use.
-                    self.progress(AgentProgress::Report(format!("using {tool}")));
-                }
-            }
-            CliMessage::ControlRequest {
-                request_id,
-                request,
-            } => self.control_request(request_id, request).await,
-            CliMessage::ControlResponse {
-                request_id,
-                outcome,
-            } => {
-                if self.initialize_request.as_deref() == Some(request_id.as_str()) {
-                    self.initialize_request = None;
-                    if let Ok(response) = &outcome {
-                        self.capabilities(response);
-                    }
-                }
-                if let Some((reply, result)) = self.waiters.remove(&request_id) {
-                    reply.send(
-                        outcome
-                            .map(|_| result)
-                            .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e)),
-                    );
-                } else if let Err(why) = outcome {
-                    tracing::warn!(session = %self.id, "the CLI refused our request {request_id}: {why}");
-                }
-            }
-            CliMessage::ControlCancel { request_id } => {
-                for ended in self.approvals.cancel_request(&request_id) {
-                    self.ended(ended).await;
-                }
-            }
-            CliMessage::Result(result) => {
-                self.streaming = wire::Streaming::default();
-                self.record(SessionEvent::Cli(result.raw.clone()));
-                self.turn_ended(&result);
-            }
-            CliMessage::System { ref subtype, .. } => {
-                if subtype == "init" {
-                    self.has_conversation = true;
-                    self.cli_version = message.to_value()["claude_code_version"]
-                        .as_str()
-                        .map(str::to_owned);
-                    if let Some(cli) = self.cli.running() {
-                        cli.resuming = false;
-                    }
-                }
-                let value = message.to_value();
-                // `init` and `status` carry the mode the CLI is in: the
-                // truth, whoever changed it.
-                if let Some(mode) = value["permissionMode"]
-                    .as_str()
-                    .and_then(PermissionMode::parse)
-                    && mode != self.permission_mode
-                {
-                    self.permission_mode = mode;
-                    self.record_settings(Some("claude"));
-                }
-                self.record(SessionEvent::Cli(value));
-            }
-            other => {
-                let value = other.to_value();
-                if value["type"] == "assistant" {
-                    self.auth_failed |= value["error"] == "authentication_failed";
-                    self.approvals.remember_plan(&value);
-                    // It holds what was streamed of it.
-                    self.streaming = wire::Streaming::default();
-                }
-                if let Some(result) = value.get("tool_use_result") {
-                    self.tool_result(result);
-                }
-                self.record(SessionEvent::Cli(value));
-            }
-        }
-    }
-
-    /// A tool's result: an Edit, MultiEdit or Write is a change Claude
-    /// made, whatever the mode (asked or not), for the change-set host.
-    fn tool_result(&mut self, result: &Value) {
-        let Some(edit) = edits::edit_from_tool_result(result) else {
-            return;
-        };
-        let edit = match edit {
-            Ok(edit) => edit,
-            Err(e) => return tracing::warn!(session = %self.id, "{e}; the edit is not reviewed"),
-        };
-        let Some(sent) = self.unanswered.front() else {
-            return; // no turn of ours (a replay)
-        };
-        let record = ChangeRecord {
-            source: self.change_source(),
-            turn: sent.turn.clone(),
-            title: Some(sent.title.clone()),
-            path: edit.path,
-            before: edit.before,
-            after: Some(edit.after),
-            at: now_ms(),
-        };
-        self.send_changes(ChangesCommand::Record(record));
-    }
-
-    fn change_source(&self) -> ChangeSource {
-        ChangeSource::Agent {
-            session: self.id_text.clone(),
-        }
-    }
-
-    /// Hands the change-set host a command without waiting: a full queue
-    /// loses that record (logged), never stalls the session.
-    fn send_changes(&self, command: ChangesCommand) {
-        if let Some(port) = &self.config.sources.changes
-            && let Err(e) = port.try_send(command)
-        {
-            tracing::warn!(session = %self.id, "the change-set host did not take a record: {e}");
-        }
-    }
-
-    fn turn_ended(&mut self, result: &TurnResult) {
-        if self.cli.is_resuming() {
-            return; // decided when the process ends (a lost conversation?)
-        }
-        if let Some(sent) = self.unanswered.pop_front() {
-            self.send_changes(ChangesCommand::TurnEnded {
-                source: self.change_source(),
-                turn: sent.turn,
-            });
-        }
-        let interrupted = std::mem::take(&mut self.interrupting);
-        if result.is_error && !interrupted {
-            if self.auth_failed || is_login_failure(result) {
-                let said = result.text.as_deref().unwrap_or_default();
-                let login = LoginNeeded::for_cli(self.cli_version.as_deref(), said);
-                self.error = Some(login.sentence());
-                self.login = Some(login);
-            } else {
-                self.error = Some(turn_error(result));
-            }
-        }
-        if self.unanswered.is_empty() {
-            let failed = result.is_error && !interrupted;
-            self.stop_cli = failed;
-            let end = if failed { "failed" } else { "done" };
-            self.progress(AgentProgress::End(end.into()));
-            self.set_state(if failed { State::Failed } else { State::Idle });
-        }
-    }
-
-    async fn cli_ended(&mut self) {
-        let Some(cli) = self.cli.take() else { return };
-        let (resuming, retried) = (cli.resuming, cli.retry);
-        let (status, stderr) = cli.link.finish().await;
-        tracing::info!(session = %self.id, %status, "claude ended");
-        self.cli_tx.send_replace(CliSeen::Ended);
-        let retry = if retried {
-            None
-        } else if resuming && stderr.contains("No conversation found") {
-            Some((
-                SessionStart::New(self.id),
-                "Claude Code no longer has this conversation; continuing in a fresh one",
-            ))
-        } else if !resuming && stderr.contains("already in use") {
-            Some((
-                SessionStart::Resume(self.id),
-                "Claude Code already had this conversation; resuming it",
-            ))
-        } else {
-            None
-        };
-        if let Some((start, why)) = retry
-            && !self.unanswered.is_empty()
-        {
-            self.notice(why.to_owned());
-            self.has_conversation = matches!(start, SessionStart::Resume(_));
-            match self.launch(start, true).await {
-                Ok(()) => {
-                    let prompts: Vec<Vec<u8>> =
-                        self.unanswered.iter().map(Sent::user_message).collect();
-                    for prompt in prompts {
-                        self.write(prompt).await;
-                    }
-                    return;
-                }
-                Err(e) => tracing::warn!(session = %self.id, "restart failed: {e}"),
-            }
-        }
-        for (_, (reply, _)) in std::mem::take(&mut self.waiters) {
-            reply.send(Err(ResponseError::new(
-                code::REQUEST_FAILED,
-                "claude exited before answering",
-            )));
-        }
-        self.withdraw_all("claude exited");
-        if self.unanswered.is_empty() && !self.interrupting {
-            return; // between turns: the next prompt starts it again
-        }
-        for sent in std::mem::take(&mut self.unanswered) {
-            self.send_changes(ChangesCommand::TurnEnded {
-                source: self.change_source(),
-                turn: sent.turn,
-            });
-        }
-        self.interrupting = false;
-        let tail: String = {
-            let t = stderr.trim();
-            let skip = t.chars().count().saturating_sub(2000);
-            t.chars().skip(skip).collect()
-        };
-        let mut error = format!("the claude process exited during a turn ({status})");
-
-        if !tail.is_empty() {
-            error.push_str(": ");
-            error.push_str(&tail);
-        }
-        self.error = Some(error);
-        self.progress(AgentProgress::End("failed".into()));
-        self.set_state(State::Failed);
-    }
-
-    // ----- control requests from the CLI ----------------------------------
-
-    async fn control_request(&mut self, request_id: String, request: ControlRequest) {
-        match request {
-            ControlRequest::CanUseTool {
-                tool_name, input, ..
-            } => self.permission(request_id, tool_name, input).await,
-            ControlRequest::McpMessage {
-                server_name,
-                message,
-            } => self.mcp_message(request_id, &server_name, message).await,
-            ControlRequest::Other { subtype, .. } => {
-                let why = format!("moonkale does not serve {subtype}");
-                self.write(control::error(&request_id, &why)).await;
-            }
-        }
-    }
-
-    async fn permission(&mut self, request_id: String, tool: String, input: Value) {
-        let plan = self.permission_mode == PermissionMode::Plan;
-        match policy::judge(&tool, &input, plan, self.approvals.always()) {
-            policy::Verdict::Allow => {
-                self.write(control::allow(&request_id, &input, None)).await;
-            }
-            policy::Verdict::Deny => {
-                let message = format!(
-                    "{tool} is not allowed in plan mode, which is read-only. Present your plan instead; \
-                     the user can switch the session to another permission mode."
-                );
-                self.write(control::deny(&request_id, &message, false))
-                    .await;
-                let title = policy::title(&tool, &input, &self.workspace);
-                let decision = PolicyDecision {
-                    tool,
-                    title,
-                    allow: false,
-                    always: false,
-                    by: "policy".into(),
-                    message: Some(message),
-                };
-                self.record(SessionEvent::Decision(DecisionData::Policy(decision)));
-            }
-            policy::Verdict::Ask { destructive } => {
-                let deadline = Instant::now() + self.config.approval_timeout;
-                let approval = self
-                    .approvals
-                    .ask(request_id, tool, input, destructive, deadline);
-                self.record(SessionEvent::Approval(approval.clone()));
-                let _ = self.hub.send(Event::AgentApproval { approval }).await;
-                self.set_state(State::WaitingForApproval);
-            }
-        }
-    }
-
-    /// The user's answer, checked by the approvals; the CLI is told and the
-    /// decision kept.
-    async fn answer(&mut self, approval: &str, answer: Answer) -> Result<(), ResponseError> {
-        let ended = self.approvals.answer(approval, answer)?;
-        if let Some(mode) = ended.mode {
-            self.permission_mode = mode;
-            self.record_settings(Some("plan approval"));
-        }
-        self.ended(ended).await;
-        Ok(())
-    }
-
-    async fn expire_approvals(&mut self) {
-        let minutes = self.config.approval_timeout.as_secs_f64() / 60.0;
-        let message = format!("No answer within {minutes:.1} minutes; denied.");
-        for ended in self.approvals.expire(Instant::now(), &message) {
-            self.ended(ended).await;
-        }
-    }
-
-    /// An approval ended: the CLI is told (unless it withdrew the
-    /// question), then [`Session::decided`].
-    async fn ended(&mut self, ended: Ended) {
-        if let Some(line) = ended.to_cli {
-            self.write(line).await;
-        }
-        self.decided(ended.decision);
-    }
-
-    /// Records a decision and takes the question away from the editors.
-    fn decided(&mut self, decision: Decision) {
-        let approval = decision.approval.clone();
-        self.record(SessionEvent::Decision(DecisionData::Answered(decision)));
-        let event = Event::AgentApprovalClosed {
-            session: self.id_text.clone(),
-            approval,
-        };
-        self.send_to_hub(event);
-        if self.approvals.is_empty() && self.state == State::WaitingForApproval {
-            self.set_state(State::Running);
-        }
-    }
-
-    fn withdraw_all(&mut self, why: &str) {
-        for ended in self.approvals.withdraw_all(why) {
-            self.decided(ended.decision);
-        }
     }
 
     // ----- the editor tools (in-process MCP server) ------------------------
@@ -1328,105 +791,6 @@ impl Session {
                 })
                 .await;
         });
-    }
-
-    // ----- events, state, notifications -----------------------------------
-
-    /// Stores an event and tells subscribers; its `seq`, or `None` if it
-    /// could not be stored.
-    fn record(&mut self, event: SessionEvent) -> Option<u64> {
-        let seq = self.log.len() as u64;
-        let prompt = matches!(event, SessionEvent::Prompt(_));
-        if prompt && self.store_error.is_some() {
-            return None; // never run a prompt we could not keep
-        }
-        let event = wire::Event {
-            seq,
-            at: now_ms(),
-            event,
-        };
-        let store = self.store_error.is_none();
-        if let Err(e) = blocking(|| self.log.append(to_json(&event), store)) {
-            tracing::error!(session = %self.id, "storing an event failed: {e}");
-            self.store_error = Some(e.to_string());
-            if prompt {
-                return None;
-            }
-            // Kept in memory, so those watching still see it.
-            let _ = self.log.append(to_json(&event), false);
-        }
-        let event = wire::EventParams {
-            session: self.id_text.clone(),
-            event,
-        };
-        self.notify::<wire::EventNotification>(&event);
-        self.publish_summary();
-        Some(seq)
-    }
-
-    fn notice(&mut self, message: String) {
-        let untrusted = false;
-        self.record(SessionEvent::Notice(NoticeData { message, untrusted }));
-    }
-
-    fn set_state(&mut self, state: State) {
-        if self.state == state {
-            return;
-        }
-        self.state = state;
-        self.turn_running =
-            (state == State::Running).then(|| crate::lifetime::Activity::process().busy());
-        let data = StateData {
-            state,
-            error: self.error.clone().filter(|_| state == State::Failed),
-            login: self.login.clone().filter(|_| state == State::Failed),
-        };
-        self.record(SessionEvent::State(data));
-    }
-
-    fn publish_summary(&self) {
-        self.summary_tx.send_modify(|s| {
-            s.state = self.state;
-            s.events = Some(self.log.len());
-            s.updated = self.log.last_at().unwrap_or(s.updated);
-            s.permission_mode = self.permission_mode;
-            s.model = self.model.clone();
-        });
-    }
-
-    fn notify<N: moonkale_protocol::Notification>(&self, params: &N::Params) {
-        if self.spare {
-            return; // nobody knows of it yet
-        }
-        self.send_to_hub(Event::Publish {
-            topic: Topic::Session(self.id_text.clone()),
-            method: N::METHOD,
-            params: to_json(params),
-        });
-    }
-
-    /// Records the session's settings as they are now; `by` who changed
-    /// them when it was not the front door.
-    fn record_settings(&mut self, by: Option<&str>) {
-        let data = SettingsData {
-            permission_mode: self.permission_mode,
-            model: self.model.clone(),
-            by: by.map(str::to_owned),
-        };
-        self.record(SessionEvent::Settings(data));
-    }
-
-    fn progress(&self, progress: AgentProgress) {
-        self.send_to_hub(Event::AgentProgress {
-            session: self.id_text.clone(),
-            progress,
-        });
-    }
-
-    /// Hub events from synchronous code: never waits (a hub that is that
-    /// far behind loses a notification, which `events` can recover).
-    fn send_to_hub(&self, event: Event) {
-        self.hub.try_send(event);
     }
 }
 

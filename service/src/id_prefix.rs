@@ -26,7 +26,7 @@ pub fn pick<'a>(
     match matching.as_slice() {
         [one] => Ok(one),
         [] => Err(Error::Invalid(format!(
-            "no {noun} of this workspace starts with {} (`{listing}` shows them)",
+            "there is no {noun} {} in this workspace (`{listing}` shows them)",
             one_line(given)
         ))),
         many => Err(Error::Invalid(format!(
@@ -54,7 +54,7 @@ mod tests {
         assert_eq!(set("13").unwrap(), "130");
         assert_eq!(
             set("3").unwrap_err().to_string(),
-            "no change set of this workspace starts with 3 (`changes list --all` shows them)"
+            "there is no change set 3 in this workspace (`changes list --all` shows them)"
         );
         assert_eq!(
             set("").unwrap_err().to_string(),

@@ -140,7 +140,7 @@ async fn a_hosted_turn_is_reviewed_and_undone_from_the_command_line() {
     // Errors are one sentence; keeping the rest settles the set.
     expect![[r#"
         exit 1
-        moonkale-service: the service answered with an error: there is no change set 9
+        moonkale-service: there is no change set 9 in this workspace (`changes list --all` shows them)
     "#]]
     .assert_eq(&run(&w, &["changes", "keep", "9"]).await);
     expect![[r#"

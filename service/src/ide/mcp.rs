@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use crate::hub;
 use crate::mcp::{self, ServerInfo, Versions};
-use moonkale_protocol::ide::{IdeTool, IdeToolCall, OpenDiff, OpenFile};
 use crate::workspace_fs as paths;
+use moonkale_protocol::ide::{IdeTool, IdeToolCall, OpenDiff, OpenFile};
 
 /// Versions the CLI accepts in an `initialize` answer (2.1.332's list).
 pub const PROTOCOL_VERSIONS: [&str; 5] = [

@@ -670,7 +670,8 @@ pub async fn run_stdio(
         Ending::Exit {
             after_shutdown: true,
         }
-        | Ending::Eof => 0,
+        | Ending::Eof
+        | Ending::StopAsked => 0,
         Ending::Exit {
             after_shutdown: false,
         }

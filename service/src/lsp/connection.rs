@@ -91,6 +91,10 @@ pub enum Ending {
     Eof,
     /// We closed it: bad framing on a socket, a bad token, a broken pipe.
     Dropped(String),
+    /// The user asked the service to stop (`moonkale-service stop`); the
+    /// stop is requested once the reply has been written, so the asker
+    /// never sees the connection close before its answer.
+    StopAsked,
 }
 
 enum Lifecycle {
@@ -127,6 +131,9 @@ where
     // Let queued replies (e.g. to `shutdown`) reach the editor before closing.
     drop(conn);
     let _ = writer.await;
+    if matches!(ending, Ending::StopAsked) {
+        crate::lifetime::Activity::process().request_stop();
+    }
     ending
 }
 
@@ -303,8 +310,7 @@ impl Connection {
                 if self.cfg.transport == Transport::Unix =>
             {
                 self.reply(&id, Ok(json!({}))).await;
-                crate::lifetime::Activity::process().request_stop();
-                return None;
+                return Some(Ending::StopAsked);
             }
             (Lifecycle::Initialized { hub, editor }, _) => (hub.clone(), *editor),
         };

@@ -322,6 +322,9 @@ mod tests {
 mod module_graph;
 
 #[cfg(test)]
+mod doc_paths;
+
+#[cfg(test)]
 mod crate_graph {
     /// The `[dependencies]` of a workspace crate, by its folder.
     fn dependencies(folder: &str) -> Vec<String> {

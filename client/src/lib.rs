@@ -48,7 +48,7 @@ use moonkale_protocol::terminal::{
     self, InputParams, Link, OpenParams, ScreenResult, StartClaudeResult, TerminalId, TerminalInfo,
     TerminalParams,
 };
-use moonkale_protocol::{NoParams, Request, proposal};
+use moonkale_protocol::{Command, NoParams, Request};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -296,7 +296,7 @@ impl Client {
         &self,
         proposal: Option<&str>,
     ) -> impl Future<Output = Result<()>> + Send + 'static {
-        self.decide_proposal(proposal::ACCEPT_COMMAND, proposal)
+        self.decide_proposal(Command::AcceptProposal, proposal)
     }
 
     /// Rejects a proposal (as [`Self::accept_proposal`] names it).
@@ -304,18 +304,18 @@ impl Client {
         &self,
         proposal: Option<&str>,
     ) -> impl Future<Output = Result<()>> + Send + 'static {
-        self.decide_proposal(proposal::REJECT_COMMAND, proposal)
+        self.decide_proposal(Command::RejectProposal, proposal)
     }
 
     fn decide_proposal(
         &self,
-        command: &str,
+        command: Command,
         proposal: Option<&str>,
     ) -> impl Future<Output = Result<()>> + Send + 'static {
         let arguments: Vec<&str> = proposal.into_iter().collect();
         let answer = self.request_json(
             "workspace/executeCommand",
-            json!({"command": command, "arguments": arguments}),
+            json!({"command": command.name(), "arguments": arguments}),
         );
         async move { answer.await.map(drop) }
     }

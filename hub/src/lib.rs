@@ -49,10 +49,7 @@ pub use status::{
 };
 pub use workspace::documents::DOCUMENT_OVERHEAD;
 pub use workspace::{
-    ACCEPT_COMMAND, ANSWER_APPROVAL_COMMAND, KEEP_HUNK_COMMAND, MAX_DOCUMENTS_PER_EDITOR,
-    MAX_TOTAL_BYTES, REJECT_COMMAND, REVERT_HUNK_COMMAND, SELECTION_COMMAND,
-    SEND_TO_CLAUDE_COMMAND, START_CLAUDE_COMMAND, TRUST_COMMAND, error_result, lenient_file_url,
-    text_result,
+    MAX_DOCUMENTS_PER_EDITOR, MAX_TOTAL_BYTES, error_result, lenient_file_url, text_result,
 };
 
 /// How many events may wait for the hub before senders are slowed down.

@@ -17,9 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 
 use lsp_types::notification::DidOpenTextDocument;
-use lsp_types::{
-    CodeAction, CodeActionKind, CodeActionOrCommand, Command, DidOpenTextDocumentParams, Url,
-};
+use lsp_types::{CodeAction, CodeActionKind, CodeActionOrCommand, DidOpenTextDocumentParams, Url};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -35,11 +33,7 @@ mod selections;
 mod status;
 mod terminal;
 
-pub use agent::{ANSWER_APPROVAL_COMMAND, TRUST_COMMAND};
-pub use ide::{SEND_TO_CLAUDE_COMMAND, error_result, lenient_file_url, text_result};
-pub use proposals::{ACCEPT_COMMAND, KEEP_HUNK_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND};
-pub use selections::SELECTION_COMMAND;
-pub use terminal::START_CLAUDE_COMMAND;
+pub use ide::{error_result, lenient_file_url, text_result};
 
 use documents::{OpenDocument, VersionWaiter, held_bytes};
 use outbox::Awaited;
@@ -52,7 +46,7 @@ use super::{
     EditorId, EditorInfo, Event, IdeClientId, IdeScope, Outbox, Responder, Role,
     SelectionNotification,
 };
-use moonkale_protocol::changes::{KEEP_COMMAND, OPEN_COMMAND, UNDO_COMMAND};
+use moonkale_protocol::Command;
 use moonkale_protocol::dispatch::{Dispatch, parse as parse_params};
 use moonkale_protocol::document::VersionParams;
 use moonkale_protocol::editor::{EditorNotification, params_of};
@@ -597,14 +591,14 @@ impl Workspace {
             actions.push(command_action(
                 title.into(),
                 CodeActionKind::SOURCE,
-                SEND_TO_CLAUDE_COMMAND,
+                Command::SendToClaude,
                 arguments,
             ));
             let title = "Start Claude Code here";
             actions.push(command_action(
                 title.into(),
                 CodeActionKind::SOURCE,
-                START_CLAUDE_COMMAND,
+                Command::StartClaude,
                 Vec::new(),
             ));
             actions.extend(self.trust_action());
@@ -616,30 +610,33 @@ impl Workspace {
         Ok(serde_json::to_value(actions).expect("code actions serialize"))
     }
 
-    /// `workspace/executeCommand`, by command: some answer now, the others
-    /// (the agent's and the terminals') are answered by their host.
+    /// `workspace/executeCommand`, by command: the name is parsed into a
+    /// [`Command`] here, once; some answer now, the others (the agent's and
+    /// the terminals') are answered by their host.
     fn execute_command(
         &mut self,
         editor: EditorId,
         p: lsp_types::ExecuteCommandParams,
         reply: Responder,
     ) {
+        let Some(command) = Command::parse(&p.command) else {
+            let unknown = format!("unknown command {}", p.command);
+            return reply.send(Err(ResponseError::invalid_params(unknown)));
+        };
         let args = &p.arguments;
-        let answer = match p.command.as_str() {
-            START_CLAUDE_COMMAND => return self.start_claude_command(editor, args, reply),
-            TRUST_COMMAND => return self.trust_command(editor, args, reply),
-            ANSWER_APPROVAL_COMMAND => return self.answer_approval_command(args, reply),
-            UNDO_COMMAND | KEEP_COMMAND | OPEN_COMMAND => {
-                return self.changes_command(editor, &p.command, args, reply);
+        let answer = match command {
+            Command::StartClaude => return self.start_claude_command(editor, args, reply),
+            Command::TrustWorkspace => return self.trust_command(editor, args, reply),
+            Command::AnswerApproval => return self.answer_approval_command(args, reply),
+            Command::UndoChange | Command::KeepChange | Command::OpenChanges => {
+                return self.changes_command(editor, command, args, reply);
             }
-            SEND_TO_CLAUDE_COMMAND => self.send_to_claude(editor, args),
-            ACCEPT_COMMAND | REJECT_COMMAND | REVERT_HUNK_COMMAND | KEEP_HUNK_COMMAND => {
-                self.proposal_command(editor, &p.command, args)
-            }
-            SELECTION_COMMAND => self.selection_command(editor, args),
-            other => Err(ResponseError::invalid_params(format!(
-                "unknown command {other}"
-            ))),
+            Command::SendToClaude => self.send_to_claude(editor, args),
+            Command::AcceptProposal
+            | Command::RejectProposal
+            | Command::RevertHunk
+            | Command::KeepHunk => self.proposal_command(editor, command, args),
+            Command::Selection => self.selection_command(editor, args),
         };
         reply.send(answer);
     }
@@ -650,13 +647,17 @@ impl Workspace {
 fn command_action(
     title: String,
     kind: CodeActionKind,
-    command: &str,
+    command: Command,
     arguments: Vec<Value>,
 ) -> CodeAction {
     CodeAction {
         title: title.clone(),
         kind: Some(kind),
-        command: Some(Command::new(title, command.into(), Some(arguments))),
+        command: Some(lsp_types::Command::new(
+            title,
+            command.name().into(),
+            Some(arguments),
+        )),
         ..CodeAction::default()
     }
 }

@@ -9,6 +9,10 @@
 //! range is where its lines are in the file as Claude left it with the
 //! hunks undone so far put back (so it stays valid while other hunks of the
 //! same file are undone).
+//!
+//! Their `workspace/executeCommand` commands are
+//! [`Command::UndoChange`](crate::Command::UndoChange), `KeepChange` and
+//! `OpenChanges`.
 
 use lsp_types::Url;
 use serde::{Deserialize, Serialize};
@@ -18,16 +22,6 @@ use crate::{Empty, notification, request};
 /// What every method of this namespace starts with; the hub hands such
 /// requests to the change-set host whole.
 pub const NAMESPACE: &str = "moonkale/changes/";
-
-/// `workspace/executeCommand`: undoes Claude's change. Arguments
-/// `[UndoParams]`.
-pub const UNDO_COMMAND: &str = "moonkale.undoChange";
-/// `workspace/executeCommand`: keeps (dismisses) Claude's change.
-/// Arguments `[KeepParams]`.
-pub const KEEP_COMMAND: &str = "moonkale.keepChange";
-/// `workspace/executeCommand`: opens the files of a change set (the newest
-/// pending one without arguments; else `[set id]`) with `window/showDocument`.
-pub const OPEN_COMMAND: &str = "moonkale.openChanges";
 
 /// Who made a change set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

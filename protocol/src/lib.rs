@@ -10,6 +10,8 @@
 //!   result. [`ALL_METHODS`] lists them; docs/protocol.md documents exactly
 //!   these (a test checks it).
 //! - [`editor`]: the notifications an editor sends, one closed enum.
+//! - [`command`]: the `workspace/executeCommand` commands, one closed enum
+//!   ([`Command`]) with their wire names.
 //! - [`ide`]: Claude Code's IDE protocol: MCP tool results, `selection_changed`.
 //! - [`screen`]: a terminal's screen on the wire (rows of styled spans).
 //! - [`status`]: the `moonkale/status` snapshot.
@@ -26,6 +28,7 @@
 pub mod agent;
 mod approval_id;
 pub mod changes;
+pub mod command;
 pub mod dispatch;
 pub mod document;
 pub mod editor;
@@ -43,6 +46,7 @@ pub use lsp_types;
 
 pub use agent::PermissionMode;
 pub use approval_id::ApprovalId;
+pub use command::Command;
 pub use lsp_types::notification::Notification;
 pub use lsp_types::request::Request;
 

@@ -1,17 +1,13 @@
 //! Claude Code's proposed edits (`openDiff`), as editors and front ends
-//! decide them.
+//! decide them. Their `workspace/executeCommand` commands are
+//! [`Command::AcceptProposal`](crate::Command::AcceptProposal),
+//! `RejectProposal`, `KeepHunk` and `RevertHunk`.
 
 use lsp_types::Url;
 use serde::{Deserialize, Serialize};
 
 use crate::changes::LineRange;
 use crate::{NoParams, notification, request};
-
-/// `workspace/executeCommand` that accepts a proposal: `[proposal]` (its
-/// document, its target or its tab name) or none (the newest).
-pub const ACCEPT_COMMAND: &str = "moonkale.acceptProposal";
-/// Rejects a proposal; arguments as [`ACCEPT_COMMAND`].
-pub const REJECT_COMMAND: &str = "moonkale.rejectProposal";
 
 notification!(
     /// A proposal was answered: a plugin may close the view it opened
@@ -35,14 +31,6 @@ pub struct ProposalClosedParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
 }
-
-/// `workspace/executeCommand`: keeps one hunk of a proposal (its diagnostic
-/// goes; once every hunk is kept the proposal is accepted). Arguments
-/// `[proposal document, hunk index]`.
-pub const KEEP_HUNK_COMMAND: &str = "moonkale.keepHunk";
-/// Puts one hunk's original lines back into the proposal. Arguments
-/// `[proposal document, hunk index]`.
-pub const REVERT_HUNK_COMMAND: &str = "moonkale.revertHunk";
 
 request!(
     /// The pending proposals with their hunks, for plugins that show their

@@ -1,5 +1,6 @@
 //! Checks of the hub's own sources: what reaches it is typed before its
-//! handlers see it, so its production code names no method by a string.
+//! handlers see it, so its production code names no method and no command
+//! (`moonkale.*`, a [`moonkale_protocol::Command`]) by a string.
 
 use std::path::Path;
 
@@ -31,8 +32,17 @@ fn method_literal(line: &str) -> Option<&str> {
     })
 }
 
+/// A string literal that names one of our commands (`"moonkale.x…"`):
+/// commands are [`moonkale_protocol::Command`] variants.
+fn command_literal(line: &str) -> Option<&str> {
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .find(|s| s.starts_with("moonkale."))
+}
+
 #[test]
-fn the_hub_names_no_method_by_a_string() {
+fn the_hub_names_no_method_or_command_by_a_string() {
     let mut files = Vec::new();
     production_files(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
@@ -52,14 +62,14 @@ fn the_hub_names_no_method_by_a_string() {
                 continue; // one test-only statement
             }
             let code = line.split("//").next().unwrap_or_default();
-            if let Some(literal) = method_literal(code) {
+            if let Some(literal) = method_literal(code).or_else(|| command_literal(code)) {
                 found.push(format!("{}:{}: {literal}", file.display(), n + 1));
             }
         }
     }
     assert!(
         found.is_empty(),
-        "method names as strings:\n{}",
+        "method or command names as strings:\n{}",
         found.join("\n")
     );
     assert_eq!(
@@ -68,4 +78,14 @@ fn the_hub_names_no_method_by_a_string() {
     );
     assert_eq!(method_literal(r#"x.starts_with("$/")"#), None);
     assert_eq!(method_literal(r#"format!("{a}/{b}")"#), None);
+    assert_eq!(
+        command_literal(r#"Some("moonkale.keepHunk") => {"#),
+        Some("moonkale.keepHunk")
+    );
+    assert_eq!(
+        command_literal(r#""moonkale.selection wants [path]","#),
+        Some("moonkale.selection wants [path]")
+    );
+    assert_eq!(command_literal(r#"format!("{command} wants [x]")"#), None);
+    assert_eq!(command_literal(r#"root.join(".moonkale/proposals")"#), None);
 }

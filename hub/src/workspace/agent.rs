@@ -24,16 +24,12 @@ use crate::ports::{AgentCommand, AgentPort, Answer, Request, forward};
 use crate::{AgentProgress, EditorId, IdeClientId, IdeScope, Responder, Role, Topic};
 use lsp_types::notification::Notification as _;
 use lsp_types::request::Request as _;
-use moonkale_protocol::PermissionMode;
 use moonkale_protocol::agent::{
     self, Approval, ApprovalKind, ApprovalParams, ApprovalStatus, Question as AskedQuestion,
 };
 use moonkale_protocol::ide::{Buffer, CallToolResult, EditorToolCall, IdeToolCall};
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
-
-pub const ANSWER_APPROVAL_COMMAND: &str = "moonkale.answerApproval";
-/// `moonkale.trustWorkspace [{"trusted": bool}?]`: the user's trust decision.
-pub const TRUST_COMMAND: &str = "moonkale.trustWorkspace";
+use moonkale_protocol::{Command, PermissionMode};
 
 /// The hub's agent state.
 #[derive(Default)]
@@ -188,7 +184,7 @@ impl Workspace {
         Some(command_action(
             title.into(),
             CodeActionKind::SOURCE,
-            TRUST_COMMAND,
+            Command::TrustWorkspace,
             vec![json!({"trusted": true})],
         ))
     }
@@ -488,8 +484,9 @@ impl Workspace {
         {
             Some(a) => a,
             None => {
+                let command = Command::AnswerApproval;
                 return reply.send(Err(ResponseError::invalid_params(format!(
-                    "{ANSWER_APPROVAL_COMMAND} wants [{{\"approval\", \"allow\", \"always\"?, \"mode\"?, \"question\"?, \"choice\"?, \"answers\"?}}]"
+                    "{command} wants [{{\"approval\", \"allow\", \"always\"?, \"mode\"?, \"question\"?, \"choice\"?, \"answers\"?}}]"
                 ))));
             }
         };
@@ -531,7 +528,7 @@ impl Workspace {
             actions.push(command_action(
                 label,
                 CodeActionKind::QUICKFIX,
-                ANSWER_APPROVAL_COMMAND,
+                Command::AnswerApproval,
                 vec![arguments],
             ));
         };

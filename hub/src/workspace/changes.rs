@@ -17,8 +17,9 @@ use super::{Workspace, command_action};
 use crate::ports::{ChangesCommand, ChangesPort, OpenBuffer, Request, forward};
 use crate::printable::counted;
 use crate::{EditorId, PendingFile, Responder};
+use moonkale_protocol::Command;
 use moonkale_protocol::changes::{
-    ChangeSetSummary, Changed, ChangedParams, KEEP_COMMAND, KeepParams, UNDO_COMMAND, UndoParams,
+    ChangeSetSummary, Changed, ChangedParams, KeepParams, UndoParams,
 };
 use moonkale_protocol::dispatch::parse as parse_params;
 use moonkale_protocol::jsonrpc::{Params, ResponseError, code};
@@ -104,19 +105,19 @@ impl Workspace {
     pub(super) fn changes_command(
         &mut self,
         editor: EditorId,
-        command: &str,
+        command: Command,
         args: &[Value],
         reply: Responder,
     ) {
         let first = args.first().cloned().unwrap_or(Value::Null);
         match command {
-            UNDO_COMMAND => match serde_json::from_value::<UndoParams>(first) {
+            Command::UndoChange => match serde_json::from_value::<UndoParams>(first) {
                 Ok(p) => self.undo_change(p, true, reply),
                 Err(e) => reply.send(Err(ResponseError::invalid_params(format!(
-                    "{UNDO_COMMAND} wants [{{set, uri?, hunk?, reason?}}]: {e}"
+                    "{command} wants [{{set, uri?, hunk?, reason?}}]: {e}"
                 )))),
             },
-            KEEP_COMMAND => match serde_json::from_value::<KeepParams>(first) {
+            Command::KeepChange => match serde_json::from_value::<KeepParams>(first) {
                 Ok(p) => {
                     let method =
                         <moonkale_protocol::changes::Keep as lsp_types::request::Request>::METHOD;
@@ -125,9 +126,10 @@ impl Workspace {
                     forward(self.changes.sender.as_ref(), request, "change sets are");
                 }
                 Err(e) => reply.send(Err(ResponseError::invalid_params(format!(
-                    "{KEEP_COMMAND} wants [{{set, uri?, hunk?}}]: {e}"
+                    "{command} wants [{{set, uri?, hunk?}}]: {e}"
                 )))),
             },
+            // `OpenChanges`, the only other command handed here.
             _ => reply.send(self.open_changes(editor, first.as_u64())),
         }
     }
@@ -251,7 +253,7 @@ impl Workspace {
         for file in self.changes.pending.iter().filter(|f| &f.uri == uri) {
             let name = super::file_name(uri);
             let set = file.set;
-            let action = |title: String, command: &str, arg: Value| {
+            let action = |title: String, command: Command, arg: Value| {
                 command_action(title, CodeActionKind::QUICKFIX, command, vec![arg])
             };
             for h in &file.hunks {
@@ -269,24 +271,24 @@ impl Workspace {
                 let one = json!({"set": set, "uri": uri, "hunk": h.index});
                 actions.push(action(
                     format!("Undo Claude's change ({at})"),
-                    UNDO_COMMAND,
+                    Command::UndoChange,
                     one.clone(),
                 ));
                 actions.push(action(
                     format!("Keep Claude's change ({at})"),
-                    KEEP_COMMAND,
+                    Command::KeepChange,
                     one,
                 ));
             }
             let whole = json!({"set": set, "uri": uri});
             actions.push(action(
                 format!("Undo all of Claude's changes to {name}"),
-                UNDO_COMMAND,
+                Command::UndoChange,
                 whole.clone(),
             ));
             actions.push(action(
                 format!("Keep Claude's changes to {name}"),
-                KEEP_COMMAND,
+                Command::KeepChange,
                 whole,
             ));
         }

@@ -32,8 +32,6 @@ use moonkale_protocol::ide::{
 };
 use moonkale_protocol::jsonrpc::{self as message, ResponseError};
 
-/// The command (and code action) that sends the selection to Claude Code.
-pub const SEND_TO_CLAUDE_COMMAND: &str = "moonkale.sendToClaude";
 /// Mentions kept while no Claude Code is connected.
 const MAX_QUEUED_MENTIONS: usize = 32;
 /// Largest JSON text of a listing answer (`getDiagnostics`,

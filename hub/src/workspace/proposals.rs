@@ -34,6 +34,7 @@ use super::{Workspace, command_action, tool_result};
 use crate::core::diff::{Hunk, hunks, merge};
 use crate::core::position::{CharIdx, clamp_char_idx, to_wire};
 use crate::{EditorId, IdeClientId, Responder};
+use moonkale_protocol::Command;
 use moonkale_protocol::changes::LineRange;
 use moonkale_protocol::ide::{CallToolResult, OpenDiff};
 use moonkale_protocol::jsonrpc::RequestId;
@@ -42,9 +43,6 @@ use moonkale_protocol::proposal::{
     ProposalClosed, ProposalClosedParams, ProposalHunk, ProposalInfo,
 };
 
-pub use moonkale_protocol::proposal::{
-    ACCEPT_COMMAND, KEEP_HUNK_COMMAND, REJECT_COMMAND, REVERT_HUNK_COMMAND,
-};
 /// Proposals that may wait for the user at once; more are refused at once
 /// (each holds two copies of a file and a pending reply).
 pub const MAX_PENDING_PROPOSALS: usize = 32;
@@ -598,7 +596,7 @@ impl Workspace {
     pub(super) fn proposal_command(
         &mut self,
         editor: EditorId,
-        command: &str,
+        command: Command,
         args: &[Value],
     ) -> Result<Value, ResponseError> {
         let Some(id) = self.find_proposal(args.first()) else {
@@ -608,11 +606,11 @@ impl Workspace {
             ));
         };
         match command {
-            ACCEPT_COMMAND => {
+            Command::AcceptProposal => {
                 self.decide(id, true);
                 Ok(json!({"accepted": true}))
             }
-            REJECT_COMMAND => {
+            Command::RejectProposal => {
                 let reason = args.get(1).and_then(Value::as_str).map(str::to_owned);
                 if let Some(reason) = reason {
                     self.mention_rejected(id, &reason);
@@ -624,7 +622,7 @@ impl Workspace {
                 let index = args.get(1).and_then(Value::as_u64).ok_or_else(|| {
                     ResponseError::invalid_params(format!("{command} wants [proposal, hunk index]"))
                 })?;
-                if command == KEEP_HUNK_COMMAND {
+                if command == Command::KeepHunk {
                     self.keep_hunk(id, index as usize)
                 } else {
                     self.revert_hunk(editor, id, index as usize)
@@ -762,17 +760,17 @@ impl Workspace {
         {
             let name = super::file_name(&p.target);
             let arg = json!(p.document);
-            let action = |title: String, command: &str, arguments: Vec<Value>| {
+            let action = |title: String, command: Command, arguments: Vec<Value>| {
                 command_action(title, CodeActionKind::QUICKFIX, command, arguments)
             };
             actions.push(action(
                 accept_title(&name),
-                ACCEPT_COMMAND,
+                Command::AcceptProposal,
                 vec![arg.clone()],
             ));
             actions.push(action(
                 reject_title(&name),
-                REJECT_COMMAND,
+                Command::RejectProposal,
                 vec![arg.clone()],
             ));
             let on_proposal = &p.document == uri;
@@ -791,13 +789,13 @@ impl Workspace {
                 if !self.is_kept(p, h, &current) {
                     actions.push(action(
                         format!("Keep this change ({where_} of the proposal)"),
-                        KEEP_HUNK_COMMAND,
+                        Command::KeepHunk,
                         vec![arg.clone(), json!(i)],
                     ));
                 }
                 actions.push(action(
                     format!("Revert this change ({where_} of the proposal)"),
-                    REVERT_HUNK_COMMAND,
+                    Command::RevertHunk,
                     vec![arg.clone(), json!(i)],
                 ));
             }

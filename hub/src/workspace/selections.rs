@@ -18,12 +18,11 @@ use crate::core::position::{clamp_to_line_col, to_char_idx, to_wire};
 use crate::core::{LineCol, PositionEncoding, WirePosition};
 use crate::{EditorId, IdeScope, Role};
 use lsp_types::notification::Notification as _;
+use moonkale_protocol::Command;
 use moonkale_protocol::document::{self, SelectionChangedParams};
 use moonkale_protocol::ide::{SelectionChanged, SelectionRange};
 use moonkale_protocol::jsonrpc::ResponseError;
 
-/// The command Helix keymaps call to push their selection (editors.md §3b).
-pub const SELECTION_COMMAND: &str = "moonkale.selection";
 /// Largest selection text put into a `selection_changed` notification.
 pub const MAX_SELECTION_TEXT: usize = 1 << 20;
 
@@ -187,9 +186,10 @@ impl Workspace {
         args: &[Value],
     ) -> Result<Value, ResponseError> {
         let bad = || {
-            ResponseError::invalid_params(
-                "moonkale.selection wants [path, line, column, first line, last line]",
-            )
+            ResponseError::invalid_params(format!(
+                "{} wants [path, line, column, first line, last line]",
+                Command::Selection
+            ))
         };
         let path = args.first().and_then(Value::as_str).ok_or_else(bad)?;
         let num = |i: usize| -> Result<u32, ResponseError> {

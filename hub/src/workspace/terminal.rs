@@ -14,8 +14,6 @@ use lsp_types::request::Request as _;
 use moonkale_protocol::jsonrpc::{self as message, Params, ResponseError, code};
 use moonkale_protocol::terminal;
 
-pub const START_CLAUDE_COMMAND: &str = "moonkale.startClaude";
-
 #[derive(Default)]
 pub(crate) struct TerminalLink {
     sender: Option<TerminalPort>,

@@ -26,6 +26,7 @@ use super::message::{self, Message, Params, RequestId, ResponseError, code};
 use super::uri_rewrite::canonical_names;
 use crate::core::PositionEncoding;
 use crate::hub::{EditorId, EditorInfo, Event, HubHandle, Role, Transport};
+use moonkale_protocol::Command;
 
 /// Bodies that may queue for one editor before notifications are dropped.
 const OUTBOX_CAPACITY: usize = 1024;
@@ -577,20 +578,7 @@ pub fn initialize_result(encoding: PositionEncoding) -> Value {
                 "save": {"includeText": true},
             },
             "codeActionProvider": true,
-            "executeCommandProvider": {"commands": [
-                crate::hub::SELECTION_COMMAND,
-                crate::hub::SEND_TO_CLAUDE_COMMAND,
-                crate::hub::ACCEPT_COMMAND,
-                crate::hub::REJECT_COMMAND,
-                crate::hub::REVERT_HUNK_COMMAND,
-                crate::hub::KEEP_HUNK_COMMAND,
-                moonkale_protocol::changes::UNDO_COMMAND,
-                moonkale_protocol::changes::KEEP_COMMAND,
-                moonkale_protocol::changes::OPEN_COMMAND,
-                crate::hub::ANSWER_APPROVAL_COMMAND,
-                crate::hub::START_CLAUDE_COMMAND,
-                crate::hub::TRUST_COMMAND,
-            ]},
+            "executeCommandProvider": {"commands": Command::ALL.map(Command::name)},
             "diagnosticProvider": {"interFileDependencies": false, "workspaceDiagnostics": false},
         },
         "serverInfo": {"name": "moonkale-service", "version": env!("CARGO_PKG_VERSION")},

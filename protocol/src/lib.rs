@@ -365,7 +365,7 @@ mod crate_graph {
             "tokio-rustls",
             "tokio-tungstenite",
         ];
-        for folder in ["protocol", "wire", "hub", "client", "editor-shim"] {
+        for folder in ["protocol", "wire", "hub", "client", "shell", "editor-shim"] {
             let deps = dependencies(folder);
             assert!(!deps.is_empty(), "{folder}: no dependencies read");
             for dep in &deps {
@@ -379,6 +379,13 @@ mod crate_graph {
             );
         }
         assert!(dependencies("hub").contains(&"moonkale-protocol".to_owned()));
+        // The shell's components stand on the client alone of ours, so a
+        // desktop shell embeds them without the service.
+        let ours: Vec<String> = dependencies("shell")
+            .into_iter()
+            .filter(|d| d.starts_with("moonkale-"))
+            .collect();
+        assert_eq!(ours, ["moonkale-client"], "the shell depends on {ours:?}");
         for folder in ["client", "editor-shim", "service"] {
             let deps = dependencies(folder);
             assert!(deps.contains(&"moonkale-wire".to_owned()), "{folder}");

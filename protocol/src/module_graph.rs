@@ -21,6 +21,7 @@ const CRATES: &[(&str, &str)] = &[
     ("wire", "lib.rs"),
     ("hub", "lib.rs"),
     ("client", "lib.rs"),
+    ("shell", "lib.rs"),
     ("claude", "lib.rs"),
     ("service", "lib.rs"),
     ("service", "main.rs"),

@@ -53,6 +53,7 @@ pub mod sandbox_link;
 pub mod server;
 pub mod terminal;
 pub mod user_state;
+pub mod web;
 pub mod workspace_fs;
 
 pub use error::{Error, Result};

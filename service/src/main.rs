@@ -199,6 +199,48 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The Moonkale shell in a browser or on a phone: sessions, questions,
+    /// changes and terminals of a workspace's service (started if none
+    /// runs), or of a remote one with --connect. Prints the URL to open
+    /// (it holds a login secret) on stdout; runs until Ctrl-C.
+    Web {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR", conflicts_with = "connect")]
+        workspace: Option<PathBuf>,
+        /// A remote service (`serve --listen`) instead: `ws://host:port/`
+        /// or `wss://host:port/`; the token comes from MOONKALE_TOKEN or
+        /// --token-file.
+        #[arg(long, value_name = "URL")]
+        connect: Option<String>,
+        /// The file holding the remote token, when MOONKALE_TOKEN is not
+        /// set.
+        #[arg(long, value_name = "FILE", requires = "connect")]
+        token_file: Option<PathBuf>,
+        /// For wss://: the PEM certificate (or its CA) to trust.
+        #[arg(long, value_name = "FILE", requires = "connect")]
+        ca: Option<PathBuf>,
+        /// Where the page is served [default: 127.0.0.1 on a free port]. A
+        /// non-loopback address needs --tls-cert and --tls-key, or
+        /// --insecure.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<SocketAddr>,
+        /// TLS certificate chain (PEM) for the page.
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS private key (PEM) for the page.
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Serve a non-loopback address without TLS (something else, such
+        /// as a VPN, must protect the connection).
+        #[arg(long)]
+        insecure: bool,
+        /// Run this command (with `sh -c`) when a question of Claude's has
+        /// waited 20 s unanswered; its one-line summary is in
+        /// $MOONKALE_QUESTION. E.g. `curl -s -d "$MOONKALE_QUESTION"
+        /// ntfy.sh/my-topic`.
+        #[arg(long, value_name = "CMD")]
+        notify_command: Option<String>,
+    },
     /// Stop the service of a workspace cleanly: its clients are told, its
     /// sessions' and terminals' programs end, its lock file, socket and
     /// Claude Code lock file are removed.
@@ -542,7 +584,10 @@ fn main() {
     // log): no log lines there, only warnings.
     let quiet = matches!(
         cli.command,
-        Command::SandboxLink { .. } | Command::Claude { .. } | Command::Acp { .. }
+        Command::SandboxLink { .. }
+            | Command::Claude { .. }
+            | Command::Acp { .. }
+            | Command::Web { .. }
     );
     let default_level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
@@ -843,6 +888,45 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 },
             };
             acp::run(target).await?;
+            Ok(0)
+        }
+        Command::Web {
+            workspace,
+            connect,
+            token_file,
+            ca,
+            listen,
+            tls_cert,
+            tls_key,
+            insecure,
+            notify_command,
+        } => {
+            let listen = listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+            remote::check_listen(listen, tls_cert.is_some(), insecure)?;
+            let tls = match (&tls_cert, &tls_key) {
+                (Some(cert), Some(key)) => Some(remote::tls_from(cert, key)?),
+                _ => None,
+            };
+            let target = match connect {
+                Some(url) => {
+                    let token = remote::token_from(
+                        std::env::var(remote::TOKEN_ENV).ok(),
+                        token_file.as_deref(),
+                    )?;
+                    acp::Target::Remote(remote::client::RemoteTarget { url, token, ca })
+                }
+                None => acp::Target::Local {
+                    workspace: Some(runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?),
+                    service_bin: std::env::current_exe().context("finding this program")?,
+                },
+            };
+            let config = moonkale_service::web::WebConfig {
+                target,
+                listen,
+                tls,
+                notify_command,
+            };
+            moonkale_service::web::run(config, shutdown_signal()?).await?;
             Ok(0)
         }
         Command::SandboxLink { socket, command } => {

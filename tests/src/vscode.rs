@@ -208,7 +208,7 @@ pub struct Browser {
     next_id: u64,
     /// Where screenshots go (of failures, and those a test takes): outside
     /// the sandbox, which is removed when the test ends.
-    shots: PathBuf,
+    pub shots: PathBuf,
 }
 
 impl Browser {

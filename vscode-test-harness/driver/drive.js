@@ -32,9 +32,17 @@ let browser;
 let page;
 
 const ops = {
-  async open({ url }) {
+  // viewport: {width, height} (default 1280×800); mobile: a phone's touch
+  // and pixel ratio (the Moonkale shell's tests).
+  async open({ url, viewport = { width: 1280, height: 800 }, mobile = false }) {
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
-    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const phone = mobile ? { isMobile: true, hasTouch: true, deviceScaleFactor: 3 } : {};
+    page = await browser.newPage({ viewport, ...phone });
+    page.on('pageerror', (e) => console.error(`[pageerror] ${e}`));
+    page.on('dialog', (d) => {
+      console.error(`[dialog] ${d.message()}`);
+      d.dismiss();
+    });
     page.on('console', (m) => {
       if (m.type() === 'error') console.error(`[page] ${m.text()}`);
     });
@@ -58,6 +66,17 @@ const ops = {
   },
   async text({ selector }) {
     return page.locator(selector).allInnerTexts();
+  },
+  // Fills a text box found by role and exact accessible name.
+  async fill({ role, name, text, timeoutMs = 30000 }) {
+    await page.getByRole(role, { name, exact: true }).first().fill(text, { timeout: timeoutMs });
+  },
+  async title() {
+    return page.title();
+  },
+  // Whether the page's layout scrolls sideways (wider than its viewport).
+  async scrollsSideways() {
+    return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
   },
   async screenshot({ path }) {
     await page.screenshot({ path });

@@ -794,7 +794,11 @@ pub async fn run(target: Target) -> Result<()> {
                     crate::Error::Invalid(format!("reading the current directory: {e}"))
                 })?,
             };
-            match connect_local(&folder, &service_bin).await {
+            let local = Target::Local {
+                workspace: Some(folder),
+                service_bin,
+            };
+            match connect(&local).await {
                 Ok(client) => (client, Some((init, first))),
                 Err(e) => {
                     if let Ok(Message::Request { id, .. }) = first {
@@ -849,16 +853,17 @@ fn first_folder(message: &Incoming) -> Option<PathBuf> {
         .flatten()
 }
 
-async fn connect_local(
-    workspace: &std::path::Path,
-    service_bin: &std::path::Path,
-) -> Result<Client> {
-    let (stream, _) = crate::client::connect_or_start(workspace, service_bin).await?;
-    let (read, write) = stream.into_split();
-    Ok(Client::over(read, write, moonkale_client::Role::AgentPanel, NAME).await?)
+async fn connect(target: &Target) -> Result<Client> {
+    connect_as(target, moonkale_client::Role::AgentPanel, NAME).await
 }
 
-async fn connect(target: &Target) -> Result<Client> {
+/// Connects a front end (this one, or a page of `web`) to `target` as
+/// `name` in `role`: the local service is started when none runs.
+pub(crate) async fn connect_as(
+    target: &Target,
+    role: moonkale_client::Role,
+    name: &str,
+) -> Result<Client> {
     match target {
         Target::Local {
             workspace,
@@ -874,11 +879,13 @@ async fn connect(target: &Target) -> Result<Client> {
                     &here
                 }
             };
-            connect_local(workspace, service_bin).await
+            let (stream, _) = crate::client::connect_or_start(workspace, service_bin).await?;
+            let (read, write) = stream.into_split();
+            Ok(Client::over(read, write, role, name).await?)
         }
         Target::Remote(remote) => {
             let (read, write) = crate::remote::client::connect(remote).await?;
-            Ok(Client::over(read, write, moonkale_client::Role::AgentPanel, NAME).await?)
+            Ok(Client::over(read, write, role, name).await?)
         }
     }
 }

@@ -1,0 +1,56 @@
+// What liveview does not do, from our own origin (the page's policy has
+// no inline script and no eval): the page's title follows the shell's
+// `data-title`; a dropped socket shows a banner and reloads the page once
+// the server answers again; a question arriving while the page is hidden
+// raises a notification (when the person allowed them).
+"use strict";
+(function () {
+  const NativeSocket = window.WebSocket;
+  let retry = 500;
+  function reloadWhenBack() {
+    document.getElementById("offline").hidden = false;
+    fetch("/app.css", { cache: "no-store" }).then(
+      (r) => (r.ok ? location.reload() : later()),
+      later
+    );
+  }
+  function later() {
+    retry = Math.min(retry * 2, 10000);
+    setTimeout(reloadWhenBack, retry);
+  }
+  window.WebSocket = function (url, protocols) {
+    const ws = new NativeSocket(url, protocols);
+    ws.addEventListener("close", () => setTimeout(reloadWhenBack, retry));
+    return ws;
+  };
+  window.WebSocket.prototype = NativeSocket.prototype;
+  Object.assign(window.WebSocket, NativeSocket);
+
+  // Only the page's own part is watched (not <head>, which the title
+  // changes), and only a changed value is acted on.
+  let lastTitle = "";
+  let lastCount = 0;
+  function follow() {
+    const shell = document.querySelector("[data-title]");
+    if (!shell) return;
+    const title = shell.getAttribute("data-title") || "";
+    if (title !== lastTitle) {
+      lastTitle = title;
+      document.title = title;
+    }
+    const count = document.querySelectorAll("article.card.question").length;
+    if (count > lastCount && document.hidden && "Notification" in window &&
+        Notification.permission === "granted") {
+      new Notification("Claude asks for you", { body: title });
+    }
+    lastCount = count;
+  }
+  new MutationObserver(follow).observe(document.getElementById("main"), {
+    subtree: true, childList: true, attributes: true, attributeFilter: ["data-title"],
+  });
+  document.addEventListener("click", (e) => {
+    if (e.target && e.target.id === "notify" && "Notification" in window) {
+      Notification.requestPermission();
+    }
+  });
+})();

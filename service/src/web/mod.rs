@@ -1,0 +1,388 @@
+//! `moonkale-service web`: the Moonkale shell (`moonkale-shell`'s
+//! components) served to browsers with Dioxus liveview. A front door
+//! beside LSP and ACP: each open page is its own connection to the
+//! workspace's service (local, or remote through `serve --listen`), so the
+//! service holds the truth and a page holds only what it shows.
+//!
+//! One request per TCP (or TLS) connection, parsed with the service's
+//! bounded head reader ([`crate::http`]); [`gate`] decides it before any
+//! workspace data is touched; the page's WebSocket is tungstenite's,
+//! adapted to liveview's socket ([`page_socket`]).
+
+pub mod gate;
+pub mod notify;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use moonkale_client::Client;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use crate::acp::Target;
+use crate::http::{self, Prefixed};
+use crate::remote::auth;
+use gate::{Gate, Route};
+
+/// Pages open at once (each holds a connection to the service and a
+/// rendered tree).
+pub const MAX_PAGES: usize = 32;
+/// Largest message a page may send (its events are small; an input's
+/// value is the largest).
+const MAX_MESSAGE: usize = 1 << 20;
+/// A request head must arrive within this.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// A page that sent nothing (its script pings every 30 s) for this long is
+/// gone: a phone that slept, a tab that was killed.
+const PAGE_IDLE: Duration = Duration::from_secs(75);
+
+/// What `web` was asked to serve.
+pub struct WebConfig {
+    pub target: Target,
+    pub listen: SocketAddr,
+    pub tls: Option<TlsAcceptor>,
+    /// Run with a question's summary once it waited
+    /// [`notify::NOTIFY_AFTER`] unanswered.
+    pub notify_command: Option<String>,
+}
+
+struct Shared {
+    target: Target,
+    tls: Option<TlsAcceptor>,
+    gate: Mutex<Gate>,
+    throttle: Mutex<auth::Throttle>,
+    pool: dioxus_liveview::LiveViewPool,
+    pages: Arc<Semaphore>,
+}
+
+/// Serves until Ctrl-C or SIGTERM. Prints the URL to open on stdout, one
+/// line; the secret in it is never logged.
+pub async fn run(
+    cfg: WebConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> crate::Result<()> {
+    // Reach the service first: a page that cannot is no use, and the
+    // notifier follows the questions on this connection.
+    let first = connect(&cfg.target).await?;
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|e| crate::Error::Invalid(format!("cannot listen on {}: {e}", cfg.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| crate::Error::Invalid(format!("cannot listen on {}: {e}", cfg.listen)))?;
+    let secret = crate::runtime::new_token()?;
+    let secure = cfg.tls.is_some();
+    let gate = Gate::new(secret.clone(), addr, secure);
+    let url = url_of(addr, secure, &secret);
+    println!("{url}");
+    if !addr.ip().is_loopback() {
+        eprintln!("{}", notify::qr_text(&url));
+    }
+    let shared = Arc::new(Shared {
+        target: cfg.target,
+        tls: cfg.tls,
+        gate: Mutex::new(gate),
+        throttle: Mutex::default(),
+        pool: dioxus_liveview::LiveViewPool::new(),
+        pages: Arc::new(Semaphore::new(MAX_PAGES)),
+    });
+    let notifier = cfg
+        .notify_command
+        .map(|command| tokio::spawn(notify::run(first.clone(), command)));
+    tokio::select! {
+        () = accept_loop(listener, shared) => {}
+        () = shutdown => {}
+    }
+    if let Some(n) = notifier {
+        n.abort();
+    }
+    drop(first);
+    Ok(())
+}
+
+fn url_of(addr: SocketAddr, secure: bool, secret: &str) -> String {
+    let scheme = if secure { "https" } else { "http" };
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() => "127.0.0.1".to_owned(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    format!("{scheme}://{host}:{}/?token={secret}", addr.port())
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("web accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            serve_one(stream, peer, shared).await;
+        });
+    }
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    let mut stream: Box<dyn Io> = match &shared.tls {
+        Some(tls) => match tokio::time::timeout(HEAD_TIMEOUT, tls.accept(stream)).await {
+            Ok(Ok(s)) => Box::new(s),
+            _ => return,
+        },
+        None => Box::new(stream),
+    };
+    let (bytes, head_len) =
+        match tokio::time::timeout(HEAD_TIMEOUT, http::read_head(&mut stream)).await {
+            Ok(Some(Ok(read))) => read,
+            Ok(Some(Err(refusal))) => return http::refuse(&mut stream, refusal).await,
+            _ => return,
+        };
+    // A login's cookie value, made before the gate is locked (and never
+    // empty: an empty value would match an empty cookie).
+    let Ok(fresh) = crate::runtime::new_token() else {
+        return http::refuse(
+            &mut stream,
+            http::Refusal::new(500, "no randomness for a login"),
+        )
+        .await;
+    };
+    let decided = http::parse_head(&bytes[..head_len]).and_then(|head| {
+        let mut gate = shared
+            .gate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        gate.route(&head, || fresh)
+    });
+    let route = match decided {
+        Ok(route) => route,
+        Err(refusal) => {
+            if refusal.status == 401 {
+                slow_down(&shared, peer).await;
+            }
+            tracing::info!(%peer, status = refusal.status, "web request refused: {}", refusal.reason);
+            return http::refuse(&mut stream, refusal).await;
+        }
+    };
+    match route {
+        Route::Login { set_cookie } => {
+            let extra = format!("Location: /\r\nSet-Cookie: {set_cookie}\r\n");
+            respond(&mut stream, "303 See Other", &extra, "text/plain", b"").await;
+        }
+        Route::Index => {
+            respond(
+                &mut stream,
+                "200 OK",
+                "",
+                "text/html; charset=utf-8",
+                INDEX.as_bytes(),
+            )
+            .await;
+        }
+        Route::Asset(path) => {
+            let (kind, body) = asset(path);
+            respond(&mut stream, "200 OK", "", kind, body.as_bytes()).await;
+        }
+        Route::Socket => {
+            let Ok(page) = shared.pages.clone().try_acquire_owned() else {
+                return http::refuse(
+                    &mut stream,
+                    http::Refusal::new(429, "too many pages are open"),
+                )
+                .await;
+            };
+            let config = WebSocketConfig::default()
+                .max_message_size(Some(MAX_MESSAGE))
+                .max_frame_size(Some(MAX_MESSAGE));
+            let Ok(ws) = tokio_tungstenite::accept_async_with_config(
+                Prefixed::new(bytes, stream),
+                Some(config),
+            )
+            .await
+            else {
+                return;
+            };
+            let client = match connect(&shared.target).await {
+                Ok(client) => client,
+                Err(e) => {
+                    tracing::warn!("a page could not reach the service: {e}");
+                    return;
+                }
+            };
+            tracing::info!(%peer, "page opened");
+            let _ = shared
+                .pool
+                .launch_virtualdom(page_socket(ws), move || {
+                    dioxus::prelude::VirtualDom::new(moonkale_shell::App)
+                        .with_root_context(moonkale_shell::Shell { client })
+                })
+                .await;
+            drop(page);
+            tracing::info!(%peer, "page closed");
+        }
+    }
+}
+
+/// A failed login waits longer the more an address failed (as the remote
+/// front door's token does).
+async fn slow_down(shared: &Shared, peer: SocketAddr) {
+    let slowed = shared
+        .throttle
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .failed(peer.ip(), std::time::Instant::now());
+    if let auth::Slowed::After(delay) = slowed
+        && !delay.is_zero()
+    {
+        tokio::time::sleep(delay.min(HEAD_TIMEOUT)).await;
+        shared
+            .throttle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .done_waiting(peer.ip());
+    }
+}
+
+/// The page's WebSocket as liveview's socket: text and binary frames in
+/// as bytes, edits out as binary frames. The stream ends at the first
+/// error, a close, or [`PAGE_IDLE`] without a frame, so liveview's loop
+/// (which ignores errors) ends with it.
+fn page_socket<S>(ws: tokio_tungstenite::WebSocketStream<S>) -> impl dioxus_liveview::LiveViewSocket
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sink, stream) = ws.split();
+    let outgoing = sink
+        .with(|bytes: Vec<u8>| async move {
+            Ok::<_, tokio_tungstenite::tungstenite::Error>(Message::Binary(bytes.into()))
+        })
+        .sink_map_err(|_| dioxus_liveview::LiveViewError::SendingFailed);
+    let incoming = futures_util::stream::unfold(stream, |mut ws| async move {
+        loop {
+            let frame = tokio::time::timeout(PAGE_IDLE, ws.next()).await.ok()??;
+            match frame {
+                Ok(Message::Text(text)) => return Some((Ok(text.as_bytes().to_vec()), ws)),
+                Ok(Message::Binary(bytes)) => return Some((Ok(bytes.to_vec()), ws)),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    });
+    PageSocket {
+        outgoing: Box::pin(outgoing),
+        incoming: Box::pin(incoming),
+    }
+}
+
+/// A sink and a stream as one value, which liveview's socket must be.
+struct PageSocket<O, I> {
+    outgoing: std::pin::Pin<Box<O>>,
+    incoming: std::pin::Pin<Box<I>>,
+}
+
+impl<O, I: futures_util::Stream> futures_util::Stream for PageSocket<O, I> {
+    type Item = I::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<I::Item>> {
+        self.incoming.as_mut().poll_next(cx)
+    }
+}
+
+impl<O: futures_util::Sink<Vec<u8>>, I> futures_util::Sink<Vec<u8>> for PageSocket<O, I> {
+    type Error = O::Error;
+
+    fn poll_ready(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), O::Error>> {
+        self.outgoing.as_mut().poll_ready(cx)
+    }
+
+    fn start_send(mut self: std::pin::Pin<&mut Self>, item: Vec<u8>) -> Result<(), O::Error> {
+        self.outgoing.as_mut().start_send(item)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), O::Error>> {
+        self.outgoing.as_mut().poll_flush(cx)
+    }
+
+    fn poll_close(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), O::Error>> {
+        self.outgoing.as_mut().poll_close(cx)
+    }
+}
+
+/// Answers one request and closes the connection.
+async fn respond<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    status: &str,
+    extra: &str,
+    kind: &str,
+    body: &[u8],
+) {
+    let head = format!(
+        "HTTP/1.1 {status}\r\n{extra}Content-Type: {kind}\r\nContent-Length: {}\r\n\
+         Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\n\
+         X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
+         Content-Security-Policy: {CSP}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).await;
+    let _ = stream.write_all(body).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Nothing but our own script and stylesheet, and the socket to our own
+/// origin: no inline script, no eval, no external resource.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+    frame-ancestors 'none'";
+
+const INDEX: &str = include_str!("index.html");
+
+fn asset(path: &str) -> (&'static str, &'static str) {
+    static LIVEVIEW: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    match path {
+        "/liveview.js" => {
+            let glue = LIVEVIEW.get_or_init(|| {
+                let glue = dioxus_liveview::interpreter_glue("/ws");
+                glue.trim()
+                    .trim_start_matches("<script>")
+                    .trim_end_matches("</script>")
+                    .to_owned()
+            });
+            ("text/javascript; charset=utf-8", glue.as_str())
+        }
+        "/app.js" => ("text/javascript; charset=utf-8", include_str!("app.js")),
+        _ => ("text/css; charset=utf-8", include_str!("app.css")),
+    }
+}
+
+/// Connects one page (or the notifier) to the workspace's service.
+async fn connect(target: &Target) -> crate::Result<Client> {
+    crate::acp::connect_as(target, moonkale_client::Role::AgentPanel, NAME).await
+}
+
+/// The name a page goes by in the service's editor list.
+const NAME: &str = moonkale_shell::CLIENT_NAME;

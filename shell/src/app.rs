@@ -1,0 +1,680 @@
+//! The shell's components: a header with what waits for the user, a tab
+//! bar, and one view at a time (questions, sessions, a transcript, change
+//! sets, terminals). Everything a session or a terminal says is rendered
+//! as text nodes, never as HTML: no `dangerous_inner_html`, no attribute
+//! named from data, no data in `href` or `src`.
+
+use dioxus::prelude::*;
+use moonkale_client::moonkale_protocol::agent::{Approval, ApprovalKind, SessionState};
+use moonkale_client::moonkale_protocol::changes::{ChangeSetSummary, ReviewState};
+use moonkale_client::moonkale_protocol::screen::{Color, Row, Snapshot, Span};
+use serde_json::Value;
+
+use crate::feed::{self, Action, Shell};
+use crate::model::{Line, Model, View, inert};
+
+/// The whole page. Its root context must hold a [`Shell`].
+#[component]
+pub fn App() -> Element {
+    let shell = use_context::<Shell>();
+    let model = use_context_provider(|| Signal::new(Model::default()));
+    let client = shell.client.clone();
+    use_coroutine(move |actions| feed::act(client.clone(), model, actions));
+    let client = shell.client.clone();
+    use_future(move || feed::follow(client.clone(), model));
+    let m = model.read();
+    let waiting = m.waiting();
+    let name = inert(&m.workspace_name());
+    let title = if waiting > 0 {
+        format!("({waiting}) {name} · Moonkale")
+    } else {
+        format!("{name} · Moonkale")
+    };
+    rsx! {
+        div { class: "shell", "data-title": "{title}",
+            Header {}
+            Tabs {}
+            if m.disconnected {
+                p { class: "banner", role: "alert", "The service is gone: reload the page once it runs again." }
+            }
+            if let Some(error) = m.error.clone() {
+                p { class: "banner", role: "alert", "{error}" }
+            }
+            main { class: "view",
+                match m.view.clone() {
+                    View::Questions => rsx! { Questions {} },
+                    View::Sessions => rsx! { Sessions {} },
+                    View::Session(id) => rsx! { Transcript { id } },
+                    View::Changes => rsx! { Changes {} },
+                    View::Terminals => rsx! { Terminals {} },
+                    View::Terminal(id) => rsx! { Terminal { id } },
+                }
+            }
+        }
+    }
+}
+
+fn use_model() -> Signal<Model> {
+    use_context::<Signal<Model>>()
+}
+
+fn use_actions() -> Coroutine<Action> {
+    use_coroutine_handle::<Action>()
+}
+
+#[component]
+fn Header() -> Element {
+    let model = use_model();
+    let m = model.read();
+    let name = inert(&m.workspace_name());
+    let waiting = m.waiting();
+    let (editors, clients) = m.status.as_ref().map_or((Vec::new(), 0), |s| {
+        (
+            s.editors
+                .iter()
+                .filter(|e| e.client != crate::CLIENT_NAME)
+                .map(|e| e.client.clone())
+                .collect::<Vec<_>>(),
+            s.claude_clients.len(),
+        )
+    });
+    rsx! {
+        header { class: "header",
+            h1 { class: "workspace", "{name}" }
+            if waiting > 0 {
+                span { class: "badge", aria_label: "{waiting} waiting for you", "{waiting}" }
+            }
+            p { class: "attached",
+                if editors.is_empty() { "No editor attached" } else { "Editors: {editors.join(\", \")}" }
+                if clients > 0 { " · Claude Code clients: {clients}" }
+            }
+        }
+    }
+}
+
+#[component]
+fn Tabs() -> Element {
+    let mut model = use_model();
+    let (view, questions, changes) = {
+        let m = model.read();
+        (m.view.clone(), m.questions.len(), m.pending_changes())
+    };
+    let tab = |label: String, target: View, here: bool| {
+        rsx! {
+            button {
+                class: if here { "tab here" } else { "tab" },
+                aria_pressed: "{here}",
+                onclick: move |_| model.write().view = target.clone(),
+                "{label}"
+            }
+        }
+    };
+    rsx! {
+        nav { class: "tabs",
+            {tab(format!("Questions ({questions})"), View::Questions, view == View::Questions)}
+            {tab("Sessions".into(), View::Sessions, matches!(view, View::Sessions | View::Session(_)))}
+            {tab(format!("Changes ({changes})"), View::Changes, view == View::Changes)}
+            {tab("Terminals".into(), View::Terminals, matches!(view, View::Terminals | View::Terminal(_)))}
+        }
+    }
+}
+
+#[component]
+fn Questions() -> Element {
+    let model = use_model();
+    let m = model.read();
+    let proposals = m
+        .status
+        .as_ref()
+        .map(|s| s.pending_proposals.clone())
+        .unwrap_or_default();
+    rsx! {
+        section { class: "questions",
+            if m.questions.is_empty() && proposals.is_empty() {
+                p { class: "empty", "Nothing waits for you." }
+            }
+            for approval in m.questions.iter().cloned() {
+                QuestionCard { key: "{approval.approval}", session_label: m.sessions.get(&approval.session).map(|s| s.label().to_owned()).unwrap_or_else(|| approval.session.clone()), approval }
+            }
+            for p in proposals {
+                ProposalCard { key: "{p.document}", tab: p.tab_name.clone(), target: p.target.clone(), document: p.document.clone() }
+            }
+        }
+    }
+}
+
+#[component]
+fn QuestionCard(approval: Approval, session_label: String) -> Element {
+    let actions = use_actions();
+    let id = approval.approval.clone();
+    let body = match &approval.kind {
+        ApprovalKind::Tool => {
+            rsx! { ToolInput { tool: approval.tool.clone(), input: approval.input.clone() } }
+        }
+        ApprovalKind::Plan { plan, choices } => {
+            let choices = choices.clone();
+            rsx! {
+                pre { class: "plan", "{inert(plan)}" }
+                div { class: "buttons",
+                    for choice in choices {
+                        button { class: "allow",
+                            onclick: { let id = id.clone(); move |_| actions.send(Action::ApprovePlan { approval: id.clone(), mode: choice.mode }) },
+                            "{inert(&choice.label)}"
+                        }
+                    }
+                    button { class: "deny",
+                        onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: false, always: false }) },
+                        "Keep planning"
+                    }
+                }
+            }
+        }
+        ApprovalKind::Question { questions } => {
+            let questions = questions.clone();
+            rsx! { AskCard { approval: id.clone(), questions } }
+        }
+    };
+    let is_tool = matches!(approval.kind, ApprovalKind::Tool);
+    rsx! {
+        article { class: "card question", aria_label: "Question: {approval.title}",
+            p { class: "from", "{inert(&session_label)}" }
+            h2 { "{inert(&approval.title)}" }
+            {body}
+            if is_tool {
+                div { class: "buttons",
+                    button { class: "allow",
+                        onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: true, always: false }) },
+                        "Allow"
+                    }
+                    button { class: "deny",
+                        onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: false, always: false }) },
+                        "Deny"
+                    }
+                    if !approval.destructive {
+                        button { class: "always",
+                            onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: true, always: true }) },
+                            "Always"
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A tool's input: a diff for the editing tools, else its fields.
+#[component]
+fn ToolInput(tool: String, input: Value) -> Element {
+    let lines = crate::diff::tool_diff(&tool, &input);
+    if let Some(lines) = lines {
+        return rsx! { Diff { lines } };
+    }
+    let text = serde_json::to_string_pretty(&input).unwrap_or_default();
+    rsx! { pre { class: "input", "{inert(&text)}" } }
+}
+
+#[component]
+fn Diff(lines: Vec<crate::diff::DiffLine>) -> Element {
+    rsx! {
+        pre { class: "diff",
+            for (n, line) in lines.into_iter().enumerate() {
+                div { key: "{n}", class: line.class(), "{line.prefix()}{line.text}" }
+            }
+        }
+    }
+}
+
+#[component]
+fn AskCard(
+    approval: String,
+    questions: Vec<moonkale_client::moonkale_protocol::agent::Question>,
+) -> Element {
+    let actions = use_actions();
+    let mut chosen = use_signal(Vec::<(String, String)>::new);
+    let mut own = use_signal(String::new);
+    let single = questions.len() == 1 && questions[0].multi_select != Some(true);
+    rsx! {
+        for q in questions.iter().cloned() {
+            div { class: "ask", key: "{q.question}",
+                p { class: "question", "{inert(&q.question)}" }
+                div { class: "buttons",
+                    for option in q.options.clone().unwrap_or_default() {
+                        button {
+                            class: if chosen.read().iter().any(|(k, v)| *k == q.question && *v == option.label) { "option chosen" } else { "option" },
+                            aria_pressed: "{chosen.read().iter().any(|(k, v)| *k == q.question && *v == option.label)}",
+                            onclick: {
+                                let (question, label, approval) = (q.question.clone(), option.label.clone(), approval.clone());
+                                let multi = q.multi_select == Some(true);
+                                move |_| {
+                                    if single {
+                                        actions.send(Action::AnswerQuestions { approval: approval.clone(), answers: vec![(question.clone(), label.clone())] });
+                                        return;
+                                    }
+                                    let mut c = chosen.write();
+                                    if let Some(at) = c.iter().position(|(k, v)| *k == question && *v == label) {
+                                        c.remove(at);
+                                    } else {
+                                        if !multi { c.retain(|(k, _)| *k != question); }
+                                        c.push((question.clone(), label.clone()));
+                                    }
+                                }
+                            },
+                            "{inert(&option.label)}"
+                        }
+                    }
+                }
+            }
+        }
+        div { class: "own",
+            input { r#type: "text", aria_label: "Your own answer", placeholder: "Or answer in your words",
+                autocomplete: "off",
+                oninput: move |e: FormEvent| own.set(e.value()),
+            }
+            button {
+                onclick: {
+                    let approval = approval.clone();
+                    let questions = questions.clone();
+                    move |_| {
+                        let text = own.read().trim().to_owned();
+                        let answers = if text.is_empty() {
+                            chosen.read().clone()
+                        } else {
+                            questions.iter().map(|q| (q.question.clone(), text.clone())).collect()
+                        };
+                        actions.send(Action::AnswerQuestions { approval: approval.clone(), answers });
+                    }
+                },
+                "Answer"
+            }
+        }
+    }
+}
+
+#[component]
+fn ProposalCard(tab: String, target: String, document: String) -> Element {
+    let actions = use_actions();
+    rsx! {
+        article { class: "card", aria_label: "Proposal: {tab}",
+            p { class: "from", "Claude Code proposes a change" }
+            h2 { "{inert(&target)}" }
+            div { class: "buttons",
+                button { class: "allow",
+                    onclick: { let d = document.clone(); move |_| actions.send(Action::Proposal { document: d.clone(), accept: true }) },
+                    "Accept"
+                }
+                button { class: "deny",
+                    onclick: { let d = document.clone(); move |_| actions.send(Action::Proposal { document: d.clone(), accept: false }) },
+                    "Reject"
+                }
+            }
+        }
+    }
+}
+
+#[component]
+fn Sessions() -> Element {
+    let mut model = use_model();
+    let actions = use_actions();
+    let now = crate::model::now_ms();
+    let list: Vec<(String, String, SessionState, String)> = model
+        .read()
+        .session_list()
+        .into_iter()
+        .map(|s| {
+            (
+                s.id.clone(),
+                s.label().to_owned(),
+                s.state,
+                crate::model::ago(now, s.updated),
+            )
+        })
+        .collect();
+    rsx! {
+        section { class: "sessions",
+            PromptBox { session: None::<String> }
+            if list.is_empty() { p { class: "empty", "No sessions yet: write a prompt to start one." } }
+            ul { class: "list",
+                for (id, label, state, when) in list {
+                    li { key: "{id}",
+                        button { class: "session", aria_label: "{inert(&label)} ({state_label(state)})",
+                            onclick: { let id = id.clone(); move |_| { model.write().view = View::Session(id.clone()); actions.send(Action::Open(id.clone())); } },
+                            span { class: "title", "{inert(&label)}" }
+                            span { class: "state {state.as_str()}", "{state_label(state)} · {when}" }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn state_label(state: SessionState) -> &'static str {
+    match state {
+        SessionState::Idle => "idle",
+        SessionState::Running => "running",
+        SessionState::WaitingForApproval => "waiting for you",
+        SessionState::Failed => "failed",
+    }
+}
+
+#[component]
+fn Transcript(id: String) -> Element {
+    let model = use_model();
+    let actions = use_actions();
+    let m = model.read();
+    let Some(s) = m.sessions.get(&id) else {
+        return rsx! { p { class: "empty", "No session {id}." } };
+    };
+    let running = s.state == SessionState::Running || s.state == SessionState::WaitingForApproval;
+    rsx! {
+        section { class: "transcript",
+            h2 { class: "title", "{inert(s.label())}" }
+            p { class: "meta", "{state_label(s.state)} · {s.view.permission_mode.as_str()}",
+                if let Some(model) = s.view.model.clone() { " · {model}" }
+            }
+            div { class: "lines",
+                for (n, line) in s.lines.iter().cloned().enumerate() {
+                    {line_view(n, line)}
+                }
+                if !s.streaming.is_empty() {
+                    p { class: "reply streaming", "{s.streaming}" }
+                }
+            }
+            if running {
+                button { class: "deny", onclick: { let id = id.clone(); move |_| actions.send(Action::Interrupt(id.clone())) }, "Interrupt" }
+            }
+            PromptBox { session: Some(id.clone()) }
+        }
+    }
+}
+
+fn line_view(n: usize, line: Line) -> Element {
+    match line {
+        Line::Prompt(t) => rsx! { p { key: "{n}", class: "prompt", "{t}" } },
+        Line::Reply(t) => rsx! { p { key: "{n}", class: "reply", "{t}" } },
+        Line::Tool(t) => rsx! { p { key: "{n}", class: "tool", "{t}" } },
+        Line::Note(t) => rsx! { p { key: "{n}", class: "note", "{t}" } },
+    }
+}
+
+/// A prompt for `session`, or the first prompt of a new one.
+#[component]
+fn PromptBox(session: Option<String>) -> Element {
+    let actions = use_actions();
+    let mut text = use_signal(String::new);
+    // Bumped after a send, so the (uncontrolled) textarea is made anew
+    // empty: echoing `value` from the server races with typing.
+    let mut generation = use_signal(|| 0u64);
+    let send = {
+        let session = session.clone();
+        move || {
+            let prompt = text.read().trim().to_owned();
+            if prompt.is_empty() {
+                return;
+            }
+            actions.send(Action::Prompt {
+                session: session.clone(),
+                text: prompt,
+            });
+            text.set(String::new());
+            generation += 1;
+        }
+    };
+    let label = if session.is_some() {
+        "Prompt"
+    } else {
+        "New session prompt"
+    };
+    let g = generation();
+    rsx! {
+        div { class: "prompt-box", key: "{g}",
+            textarea { aria_label: "{label}", rows: "2", placeholder: "Ask Claude…",
+                oninput: move |e: FormEvent| text.set(e.value()),
+                onkeydown: {
+                    let mut send = send.clone();
+                    move |e: KeyboardEvent| {
+                        if e.key() == Key::Enter && !e.modifiers().contains(Modifiers::SHIFT) {
+                            send();
+                        }
+                    }
+                },
+            }
+            button { class: "send", onclick: { let mut send = send.clone(); move |_| send() }, "Send" }
+        }
+    }
+}
+
+#[component]
+fn Changes() -> Element {
+    let model = use_model();
+    let sets: Vec<ChangeSetSummary> = model
+        .read()
+        .change_sets
+        .iter()
+        .filter(|s| s.state == ReviewState::Pending)
+        .cloned()
+        .collect();
+    rsx! {
+        section { class: "changes",
+            if sets.is_empty() { p { class: "empty", "No changes wait for review." } }
+            for set in sets {
+                ChangeSetCard { key: "{set.id}", set }
+            }
+        }
+    }
+}
+
+#[component]
+fn ChangeSetCard(set: ChangeSetSummary) -> Element {
+    let actions = use_actions();
+    let model = use_model();
+    let id = set.id;
+    let detail = model.read().change_details.get(&id).cloned();
+    rsx! {
+        article { class: "card", aria_label: "Change set {id}",
+            h2 { "{inert(&set.title)}" }
+            if let Some(detail) = detail {
+                for file in detail.files {
+                    crate::changes::FileHunks { key: "{file.uri}", set: id, file }
+                }
+            } else {
+                ul { class: "files",
+                    for f in set.files.iter() {
+                        li { key: "{f.uri}", "{inert(&crate::changes::short_path(f.uri.as_str()))} ({f.hunks})" }
+                    }
+                }
+                button { onclick: move |_| actions.send(Action::ShowSet(id)), "Show hunks" }
+            }
+            div { class: "buttons",
+                button { class: "allow", onclick: move |_| actions.send(Action::Keep { set: id }), "Keep" }
+                button { class: "deny", onclick: move |_| actions.send(Action::Undo { set: id, uri: None, hunk: None }), "Undo all" }
+            }
+        }
+    }
+}
+
+#[component]
+fn Terminals() -> Element {
+    let mut model = use_model();
+    let actions = use_actions();
+    let list: Vec<(u64, String, bool)> = model
+        .read()
+        .terminals
+        .values()
+        .map(|t| {
+            (
+                t.info.terminal,
+                t.info.title.clone(),
+                t.exited.is_some() || t.info.exited,
+            )
+        })
+        .collect();
+    rsx! {
+        section { class: "terminals",
+            div { class: "buttons",
+                button { onclick: move |_| actions.send(Action::NewTerminal { claude: false }), "New terminal" }
+                button { onclick: move |_| actions.send(Action::NewTerminal { claude: true }), "Start Claude Code here" }
+            }
+            ul { class: "list",
+                for (id, title, exited) in list {
+                    li { key: "{id}",
+                        button { class: "session",
+                            onclick: move |_| { model.write().view = View::Terminal(id); actions.send(Action::OpenTerminal(id)); },
+                            span { class: "title", if title.is_empty() { "Terminal {id}" } else { "{inert(&title)}" } }
+                            if exited { span { class: "state", "exited" } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[component]
+fn Terminal(id: u64) -> Element {
+    let model = use_model();
+    let actions = use_actions();
+    let screen: Option<Snapshot> = model
+        .read()
+        .terminals
+        .get(&id)
+        .and_then(|t| t.screen.clone());
+    let mut typed = use_signal(String::new);
+    rsx! {
+        section { class: "terminal-view",
+            div { class: "terminal", role: "log", aria_label: "Terminal",
+                onresize: move |e: ResizeEvent| {
+                    if let Ok(size) = e.get_content_box_size() {
+                        // Cell size from the stylesheet: 8.4 px × 17 px (14 px monospace).
+                        let cols = (size.width / 8.4).floor().clamp(10.0, 500.0) as u16;
+                        let rows = (size.height / 17.0).floor().clamp(4.0, 200.0) as u16;
+                        actions.send(Action::Resize { terminal: id, rows, cols });
+                    }
+                },
+                if let Some(screen) = screen {
+                    for row in screen.lines.iter().cloned() {
+                        TermRow { key: "{row.index}", cursor: (screen.cursor.visible && screen.cursor.row == row.index).then_some(screen.cursor.col), row }
+                    }
+                } else {
+                    p { class: "empty", "Waiting for the screen…" }
+                }
+            }
+            input { class: "keys", r#type: "text", aria_label: "Terminal input",
+                autocomplete: "off", autocapitalize: "off", spellcheck: "false",
+                value: "{typed}",
+                oninput: move |e: FormEvent| {
+                    let v = e.value();
+                    if !v.is_empty() {
+                        actions.send(Action::Text { terminal: id, text: v });
+                    }
+                    typed.set(String::new());
+                },
+                onkeydown: move |e: KeyboardEvent| {
+                    let m = e.modifiers();
+                    if let Some(key) = crate::keys::key_name(&e.key().to_string(), m.contains(Modifiers::CONTROL), m.contains(Modifiers::ALT), m.contains(Modifiers::SHIFT)) {
+                        actions.send(Action::Key { terminal: id, key });
+                    }
+                },
+            }
+            div { class: "keybar",
+                for (label, key) in [("Esc", "Escape"), ("Tab", "Tab"), ("Ctrl+C", "Ctrl+c"), ("↑", "Up"), ("↓", "Down"), ("Enter", "Enter")] {
+                    button { key: "{label}", aria_label: "{key}", onclick: move |_| actions.send(Action::Key { terminal: id, key: key.to_owned() }), "{label}" }
+                }
+            }
+        }
+    }
+}
+
+#[component]
+fn TermRow(row: Row, cursor: Option<u16>) -> Element {
+    rsx! {
+        div { class: "row",
+            for (n, span) in row.spans.iter().enumerate() {
+                span { key: "{n}", class: span_class(span), "{inert(&span.text)}" }
+            }
+            if cursor.is_some() { span { class: "cursor", " " } }
+        }
+    }
+}
+
+/// Classes for a span's style (the palette lives in the stylesheet; a
+/// style attribute would need `unsafe-inline`).
+fn span_class(span: &Span) -> String {
+    let mut class = String::from("s");
+    if span.bold {
+        class.push_str(" b");
+    }
+    if span.dim {
+        class.push_str(" d");
+    }
+    if span.italic {
+        class.push_str(" i");
+    }
+    if span.underline {
+        class.push_str(" u");
+    }
+    if span.inverse {
+        class.push_str(" r");
+    }
+    if let Some(Color::Indexed(n)) = span.fg {
+        if n < 16 {
+            class.push_str(&format!(" f{n}"));
+        }
+    }
+    if let Some(Color::Indexed(n)) = span.bg {
+        if n < 16 {
+            class.push_str(&format!(" g{n}"));
+        }
+    }
+    class
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::{DiffLine, Sign};
+
+    const HOSTILE: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>\u{202e}";
+
+    fn no_markup(html: &str) {
+        assert!(!html.contains("<script"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(
+            html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn what_a_session_or_a_terminal_says_is_text_never_markup() {
+        let lines = vec![DiffLine {
+            sign: Sign::Added,
+            text: HOSTILE.into(),
+        }];
+        no_markup(&dioxus_ssr::render_element(rsx! { Diff { lines } }));
+        no_markup(&dioxus_ssr::render_element(line_view(
+            0,
+            Line::Reply(HOSTILE.into()),
+        )));
+        no_markup(&dioxus_ssr::render_element(line_view(
+            1,
+            Line::Tool(HOSTILE.into()),
+        )));
+        let row = Row {
+            index: 0,
+            spans: vec![Span {
+                text: HOSTILE.into(),
+                fg: Some(Color::Indexed(1)),
+                bg: None,
+                bold: true,
+                dim: false,
+                italic: false,
+                underline: false,
+                inverse: false,
+            }],
+        };
+        let html = dioxus_ssr::render_element(rsx! { TermRow { row, cursor: None } });
+        no_markup(&html);
+        assert!(html.contains("class=\"s b f1\""), "{html}");
+    }
+}

@@ -1,0 +1,374 @@
+//! Between a page and the service: [`follow`] loads what the workspace
+//! holds and then applies every notification to the page's [`Model`];
+//! [`act`] carries out what the person clicked, one action at a time, in
+//! order. The service holds the truth: a page that goes away loses
+//! nothing, and a page that comes back reads it all again.
+
+use std::time::Duration;
+
+use dioxus::prelude::*;
+use futures_util::StreamExt;
+use moonkale_client::moonkale_protocol::agent::{self, AnswerParams, EventsParams, PermissionMode};
+use moonkale_client::moonkale_protocol::changes::{KeepParams, UndoParams};
+use moonkale_client::moonkale_protocol::lsp_types::Url;
+use moonkale_client::moonkale_protocol::terminal::{OpenParams, TerminalId};
+use moonkale_client::{Client, Notification};
+use serde_json::{Map, Value};
+
+use crate::model::{Model, View};
+
+/// What a page's root context holds: its connection to the service.
+#[derive(Clone)]
+pub struct Shell {
+    pub client: Client,
+}
+
+/// How often the header's status (editors, Claude Code clients, pending
+/// proposals) and the change sets are read again: nothing notifies a
+/// front end of those.
+pub const REFRESH: Duration = Duration::from_secs(1);
+
+/// What a person can do on the page.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Answer {
+        approval: String,
+        allow: bool,
+        always: bool,
+    },
+    ApprovePlan {
+        approval: String,
+        mode: PermissionMode,
+    },
+    /// Question text → the label chosen (several for a multi-select).
+    AnswerQuestions {
+        approval: String,
+        answers: Vec<(String, String)>,
+    },
+    /// A prompt to a session, or the first of a new one.
+    Prompt {
+        session: Option<String>,
+        text: String,
+    },
+    Interrupt(String),
+    /// A session's transcript was opened: read its events.
+    Open(String),
+    Proposal {
+        document: String,
+        accept: bool,
+    },
+    ShowSet(u64),
+    Keep {
+        set: u64,
+    },
+    Undo {
+        set: u64,
+        uri: Option<Url>,
+        hunk: Option<usize>,
+    },
+    NewTerminal {
+        claude: bool,
+    },
+    OpenTerminal(TerminalId),
+    Text {
+        terminal: TerminalId,
+        text: String,
+    },
+    Key {
+        terminal: TerminalId,
+        key: String,
+    },
+    Resize {
+        terminal: TerminalId,
+        rows: u16,
+        cols: u16,
+    },
+}
+
+/// Loads the workspace, then applies every notification, and reads the
+/// status again every [`REFRESH`].
+pub async fn follow(client: Client, mut model: Signal<Model>) {
+    let Some(mut notifications) = client.notifications() else {
+        return;
+    };
+    if let Err(e) = client.agent_subscribe(None).await {
+        model.write().error = Some(format!("Could not follow the sessions: {e}"));
+    }
+    if let Ok(list) = client.agent_list().await {
+        let ids: Vec<String> = list.iter().map(|s| s.session.clone()).collect();
+        model.write().load_sessions(list);
+        for id in ids {
+            // Only what waits: the pending questions, no events.
+            let page = client.request::<agent::Events>(EventsParams {
+                session: id.clone(),
+                since: 0,
+                limit: Some(0),
+            });
+            if let Ok(page) = page.await {
+                model.write().load_events(&id, &[], page.pending_approvals);
+            }
+        }
+    }
+    refresh(&client, model).await;
+    if let Ok(list) = client.terminal_list().await {
+        model.write().load_terminals(list);
+    }
+    let mut tick = tokio::time::interval(REFRESH);
+    loop {
+        tokio::select! {
+            n = notifications.next() => match n {
+                Some(Notification::Lagged { .. }) => reload(&client, model).await,
+                Some(n) => {
+                    let mut m = model.write();
+                    m.apply(n);
+                    // Whatever else queued with it, in the same render.
+                    while let Some(n) = notifications.try_next() {
+                        m.apply(n);
+                    }
+                }
+                None => {
+                    model.write().disconnected = true;
+                    return;
+                }
+            },
+            _ = tick.tick() => refresh(&client, model).await,
+        }
+    }
+}
+
+/// Reads the status and the change sets again.
+async fn refresh(client: &Client, mut model: Signal<Model>) {
+    let (status, sets) = tokio::join!(client.status(), client.changes(false));
+    if let Ok(status) = status
+        && model.peek().status.as_ref() != Some(&status)
+    {
+        model.write().status = Some(status);
+    }
+    if let Ok(sets) = sets
+        && model.peek().change_sets != sets
+    {
+        let mut m = model.write();
+        m.change_details
+            .retain(|id, _| sets.iter().any(|s| s.id == *id));
+        m.change_sets = sets;
+    }
+}
+
+/// After notifications were dropped: the open session's events again.
+async fn reload(client: &Client, model: Signal<Model>) {
+    if let View::Session(id) = model.peek().view.clone() {
+        read_events(client, model, &id).await;
+    }
+    refresh(client, model).await;
+}
+
+async fn read_events(client: &Client, mut model: Signal<Model>, session: &str) {
+    loop {
+        let since = model.peek().sessions.get(session).map_or(0, |s| s.next_seq);
+        match client.agent_events(session, since).await {
+            Ok(page) => {
+                let done = page.events.is_empty() || page.next >= page.total;
+                model
+                    .write()
+                    .load_events(session, &page.events, page.pending_approvals);
+                if done {
+                    return;
+                }
+            }
+            Err(e) => {
+                model.write().error = Some(e.to_string());
+                return;
+            }
+        }
+    }
+}
+
+/// Carries out the page's actions in order; an error is shown on the page.
+pub async fn act(client: Client, mut model: Signal<Model>, mut actions: UnboundedReceiver<Action>) {
+    while let Some(action) = actions.next().await {
+        model.write().error = None;
+        if let Err(e) = one(&client, model, action).await {
+            model.write().error = Some(e);
+        }
+    }
+}
+
+async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Result<(), String> {
+    let text = |e: moonkale_client::Error| e.to_string();
+    match action {
+        Action::Answer {
+            approval,
+            allow,
+            always,
+        } => {
+            let answer = AnswerParams {
+                always,
+                ..if allow {
+                    AnswerParams::allow(approval.clone())
+                } else {
+                    AnswerParams::deny(approval.clone())
+                }
+            };
+            client.agent_answer(answer).await.map_err(text)?;
+            model.write().close(&approval);
+        }
+        Action::ApprovePlan { approval, mode } => {
+            let answer = AnswerParams {
+                mode: Some(mode),
+                ..AnswerParams::allow(approval.clone())
+            };
+            client.agent_answer(answer).await.map_err(text)?;
+            model.write().close(&approval);
+        }
+        Action::AnswerQuestions { approval, answers } => {
+            let mut map = Map::new();
+            for (question, label) in answers {
+                match map.get_mut(&question) {
+                    Some(Value::Array(labels)) => labels.push(Value::String(label)),
+                    Some(first) => {
+                        let first = first.take();
+                        map.insert(question, Value::Array(vec![first, Value::String(label)]));
+                    }
+                    None => {
+                        map.insert(question, Value::String(label));
+                    }
+                }
+            }
+            let answer = AnswerParams {
+                answers: Some(map),
+                ..AnswerParams::allow(approval.clone())
+            };
+            client.agent_answer(answer).await.map_err(text)?;
+            model.write().close(&approval);
+        }
+        Action::Prompt {
+            session: Some(session),
+            text: prompt,
+        } => {
+            client.agent_send(&session, &prompt).await.map_err(text)?;
+        }
+        Action::Prompt {
+            session: None,
+            text: prompt,
+        } => {
+            let started = client
+                .agent_start(Some(&prompt), None)
+                .await
+                .map_err(text)?;
+            model.write().view = View::Session(started.session.clone());
+            read_events(client, model, &started.session).await;
+        }
+        Action::Interrupt(session) => client.agent_interrupt(&session).await.map_err(text)?,
+        Action::Open(session) => read_events(client, model, &session).await,
+        Action::Proposal { document, accept } => {
+            if accept {
+                client.accept_proposal(Some(&document)).await
+            } else {
+                client.reject_proposal(Some(&document)).await
+            }
+            .map_err(text)?;
+            refresh(client, model).await;
+        }
+        Action::ShowSet(set) => {
+            let detail = client.change_set(set).await.map_err(text)?;
+            model.write().change_details.insert(set, detail);
+        }
+        Action::Keep { set } => {
+            client
+                .keep_change(KeepParams {
+                    set,
+                    uri: None,
+                    hunk: None,
+                })
+                .await
+                .map_err(text)?;
+            refresh(client, model).await;
+        }
+        Action::Undo { set, uri, hunk } => {
+            let undone = client
+                .undo_change(UndoParams {
+                    set,
+                    uri,
+                    hunk,
+                    reason: None,
+                })
+                .await
+                .map_err(text)?;
+            if let Some(refused) = undone.refused.first() {
+                model.write().error = Some(format!("Not undone: {}", refused.message));
+            }
+            if model.peek().change_details.contains_key(&set) {
+                let detail = client.change_set(set).await.map_err(text)?;
+                model.write().change_details.insert(set, detail);
+            }
+            refresh(client, model).await;
+        }
+        Action::NewTerminal { claude } => {
+            let info = if claude {
+                client.start_claude(&[]).await.map_err(text)?.info
+            } else {
+                client
+                    .terminal_open(&OpenParams {
+                        argv: None,
+                        cwd: None,
+                        env: Default::default(),
+                        rows: moonkale_client::moonkale_protocol::terminal::default_rows(),
+                        cols: moonkale_client::moonkale_protocol::terminal::default_cols(),
+                        // A page reloads (a phone suspends its tabs): the
+                        // terminal stays until it is closed.
+                        keep_alive: true,
+                    })
+                    .await
+                    .map_err(text)?
+            };
+            let list = client.terminal_list().await.map_err(text)?;
+            model.write().load_terminals(list);
+            open_terminal(client, model, info.terminal).await?;
+        }
+        Action::OpenTerminal(terminal) => open_terminal(client, model, terminal).await?,
+        Action::Text {
+            terminal,
+            text: typed,
+        } => {
+            client.terminal_text(terminal, &typed).await.map_err(text)?;
+        }
+        Action::Key { terminal, key } => {
+            client
+                .terminal_keys(terminal, &[&key])
+                .await
+                .map_err(text)?;
+        }
+        Action::Resize {
+            terminal,
+            rows,
+            cols,
+        } => {
+            client
+                .terminal_resize(terminal, rows, cols)
+                .await
+                .map_err(text)?;
+        }
+    }
+    Ok(())
+}
+
+async fn open_terminal(
+    client: &Client,
+    mut model: Signal<Model>,
+    terminal: TerminalId,
+) -> Result<(), String> {
+    client
+        .terminal_subscribe(terminal)
+        .await
+        .map_err(|e| e.to_string())?;
+    let screen = client
+        .terminal_screen(terminal)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut m = model.write();
+    m.view = View::Terminal(terminal);
+    if let Some(entry) = m.terminals.get_mut(&terminal) {
+        entry.screen = Some(screen.snapshot);
+    }
+    Ok(())
+}

@@ -1,0 +1,593 @@
+//! What one page of the shell knows of the workspace, as plain data: the
+//! service's answers and notifications go in ([`Model::apply`] and the
+//! `load_*` setters), the views read it. No IO and no Dioxus here, so the
+//! rules (which questions are open, what a transcript line says) are unit
+//! tests, not browser tests.
+
+use std::collections::BTreeMap;
+
+use moonkale_client::Notification;
+use moonkale_client::moonkale_protocol::agent::DecisionData;
+use moonkale_client::moonkale_protocol::agent::{
+    Approval, ApprovalStatus, Event, PermissionMode, SessionEvent, SessionState, SessionSummary,
+    SessionView,
+};
+use moonkale_client::moonkale_protocol::changes::{ChangeSetSummary, ShowResult};
+use moonkale_client::moonkale_protocol::screen::{Row, Snapshot, Update};
+use moonkale_client::moonkale_protocol::status::Status;
+use moonkale_client::moonkale_protocol::terminal::{TerminalId, TerminalInfo};
+use serde_json::Value;
+
+/// The most transcript lines a page keeps of one session (older ones are
+/// dropped from the page, not from the service).
+pub const MAX_LINES: usize = 2000;
+/// The most characters of one line's text a page keeps.
+pub const MAX_LINE_CHARS: usize = 16 * 1024;
+
+/// Which view the page shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum View {
+    #[default]
+    Questions,
+    Sessions,
+    /// One session's transcript.
+    Session(String),
+    Changes,
+    Terminals,
+    /// One terminal's screen.
+    Terminal(TerminalId),
+}
+
+/// One line of a transcript as a person reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Line {
+    Prompt(String),
+    /// The model's answer (all of a message's text blocks).
+    Reply(String),
+    /// A tool call, compact: `▸ Read src/main.rs`.
+    Tool(String),
+    /// The session told something (a failure, a notice, a decision).
+    Note(String),
+}
+
+/// A session as the page shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionEntry {
+    pub id: String,
+    pub title: String,
+    pub state: SessionState,
+    pub updated: u64,
+    pub lines: Vec<Line>,
+    /// What the model is writing now (streamed, not stored yet).
+    pub streaming: String,
+    /// The next event this page has not seen.
+    pub next_seq: u64,
+    /// Folded from every event seen (settings, state, title).
+    pub view: SessionView,
+}
+
+impl SessionEntry {
+    fn new(id: &str) -> SessionEntry {
+        SessionEntry {
+            id: id.to_owned(),
+            title: String::new(),
+            state: SessionState::Idle,
+            updated: 0,
+            lines: Vec::new(),
+            streaming: String::new(),
+            next_seq: 0,
+            view: SessionView::new(PermissionMode::Default, None),
+        }
+    }
+
+    /// The title a list shows: the first prompt, else the id.
+    pub fn label(&self) -> &str {
+        if self.title.is_empty() {
+            &self.id
+        } else {
+            &self.title
+        }
+    }
+}
+
+/// A terminal as the page shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TerminalEntry {
+    pub info: TerminalInfo,
+    pub screen: Option<Snapshot>,
+    pub exited: Option<Option<u32>>,
+}
+
+/// Everything one page shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Model {
+    pub view: View,
+    pub status: Option<Status>,
+    pub sessions: BTreeMap<String, SessionEntry>,
+    /// Questions waiting for the user, oldest first.
+    pub questions: Vec<Approval>,
+    pub change_sets: Vec<ChangeSetSummary>,
+    /// The hunks of the sets the person opened.
+    pub change_details: BTreeMap<u64, ShowResult>,
+    pub terminals: BTreeMap<TerminalId, TerminalEntry>,
+    /// The last error a click met, shown until the next action.
+    pub error: Option<String>,
+    /// The connection to the service is gone.
+    pub disconnected: bool,
+}
+
+impl Model {
+    /// What waits for the user: open questions and pending proposals and
+    /// change sets (the badge, and the page's title).
+    pub fn waiting(&self) -> usize {
+        let proposals = self
+            .status
+            .as_ref()
+            .map_or(0, |s| s.pending_proposals.len());
+        let sets = self
+            .change_sets
+            .iter()
+            .filter(|s| {
+                s.state == moonkale_client::moonkale_protocol::changes::ReviewState::Pending
+            })
+            .count();
+        self.questions.len() + proposals + sets
+    }
+
+    /// Pending change sets and proposals (the Changes tab's count).
+    pub fn pending_changes(&self) -> usize {
+        self.waiting() - self.questions.len()
+    }
+
+    /// The workspace's folder name, for the header.
+    pub fn workspace_name(&self) -> String {
+        self.status.as_ref().map_or_else(String::new, |s| {
+            s.workspace.file_name().map_or_else(
+                || s.workspace.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        })
+    }
+
+    /// The session list, newest activity first.
+    pub fn session_list(&self) -> Vec<&SessionEntry> {
+        let mut list: Vec<_> = self.sessions.values().collect();
+        list.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
+        list
+    }
+
+    pub fn load_sessions(&mut self, summaries: Vec<SessionSummary>) {
+        for s in summaries {
+            let entry = self
+                .sessions
+                .entry(s.session.clone())
+                .or_insert_with(|| SessionEntry::new(&s.session));
+            entry.title = s.title;
+            entry.state = s.state;
+            entry.updated = entry.updated.max(s.updated);
+        }
+    }
+
+    /// Events of a session read from the service (from `next_seq` on).
+    pub fn load_events(&mut self, session: &str, events: &[Event], pending: Vec<Approval>) {
+        for event in events {
+            self.event(session, event);
+        }
+        for approval in pending {
+            self.ask(approval);
+        }
+    }
+
+    /// Takes one notification of the service in.
+    pub fn apply(&mut self, notification: Notification) {
+        match notification {
+            Notification::AgentText {
+                session,
+                text,
+                thinking: false,
+                offset,
+            } => {
+                let entry = self.session(&session);
+                // A stream restarts at offset 0 with each message.
+                if offset == 0 {
+                    entry.streaming.clear();
+                }
+                if entry.streaming.len() < MAX_LINE_CHARS {
+                    entry.streaming.push_str(&inert(&text));
+                }
+            }
+            Notification::AgentText { .. } => {}
+            Notification::AgentEvent { session, event } => self.event(&session, &event),
+            Notification::Approval {
+                approval, status, ..
+            } => match status {
+                ApprovalStatus::Pending => self.ask(*approval),
+                ApprovalStatus::Closed => self.close(&approval.approval),
+            },
+            Notification::TerminalUpdate { terminal, update } => {
+                if let Some(Some(screen)) = self.terminals.get_mut(&terminal).map(|t| &mut t.screen)
+                {
+                    apply_update(screen, update);
+                }
+            }
+            Notification::TerminalExit {
+                terminal,
+                exit_code,
+            } => {
+                if let Some(entry) = self.terminals.get_mut(&terminal) {
+                    entry.exited = Some(exit_code);
+                }
+            }
+            Notification::TerminalClosed { terminal } => {
+                self.terminals.remove(&terminal);
+                if self.view == View::Terminal(terminal) {
+                    self.view = View::Terminals;
+                }
+            }
+            Notification::ProposalClosed(_)
+            | Notification::Lagged { .. }
+            | Notification::Other { .. } => {}
+        }
+    }
+
+    fn session(&mut self, id: &str) -> &mut SessionEntry {
+        self.sessions
+            .entry(id.to_owned())
+            .or_insert_with(|| SessionEntry::new(id))
+    }
+
+    fn event(&mut self, session: &str, event: &Event) {
+        let entry = self.session(session);
+        if event.seq < entry.next_seq {
+            return;
+        }
+        entry.next_seq = event.seq + 1;
+        entry.view.fold(event);
+        entry.updated = entry.updated.max(event.at);
+        entry.state = entry.view.state;
+        if entry.title.is_empty() {
+            entry.title.clone_from(&entry.view.title);
+        }
+        let lines = lines_of(&event.event);
+        if matches!(&event.event, SessionEvent::Cli(v) if v["type"] == "assistant") {
+            entry.streaming.clear();
+        }
+        entry.lines.extend(lines);
+        if entry.lines.len() > MAX_LINES {
+            let cut = entry.lines.len() - MAX_LINES;
+            entry.lines.drain(..cut);
+        }
+        match &event.event {
+            SessionEvent::Approval(a) => self.ask(a.clone()),
+            SessionEvent::Decision(DecisionData::Answered(d)) => self.close(&d.approval),
+            _ => {}
+        }
+    }
+
+    fn ask(&mut self, approval: Approval) {
+        if !self
+            .questions
+            .iter()
+            .any(|q| q.approval == approval.approval)
+        {
+            self.questions.push(approval);
+        }
+    }
+
+    /// A question was answered (here or anywhere else): its card goes.
+    pub fn close(&mut self, approval: &str) {
+        self.questions.retain(|q| q.approval != approval);
+    }
+
+    pub fn load_terminals(&mut self, list: Vec<TerminalInfo>) {
+        let mut kept = BTreeMap::new();
+        for info in list {
+            let old = self.terminals.remove(&info.terminal);
+            kept.insert(
+                info.terminal,
+                TerminalEntry {
+                    screen: old.as_ref().and_then(|o| o.screen.clone()),
+                    exited: old.and_then(|o| o.exited),
+                    info,
+                },
+            );
+        }
+        self.terminals = kept;
+    }
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// How long ago `then` was, in words a list shows (`now`, `5 min ago`).
+pub fn ago(now: u64, then: u64) -> String {
+    let seconds = now.saturating_sub(then) / 1000;
+    match seconds {
+        0..60 => "now".into(),
+        60..3600 => format!("{} min ago", seconds / 60),
+        3600..86_400 => format!("{} h ago", seconds / 3600),
+        _ => format!("{} d ago", seconds / 86_400),
+    }
+}
+
+/// What a stored event shows in a transcript.
+pub fn lines_of(event: &SessionEvent) -> Vec<Line> {
+    match event {
+        SessionEvent::Prompt(p) => vec![Line::Prompt(clip(&p.text))],
+        SessionEvent::Notice(n) => vec![Line::Note(clip(&n.message))],
+        SessionEvent::State(s) => s
+            .error
+            .as_deref()
+            .map(|e| vec![Line::Note(clip(e))])
+            .unwrap_or_default(),
+        SessionEvent::Cli(message) => cli_lines(message),
+        _ => Vec::new(),
+    }
+}
+
+/// The lines of one CLI message: an assistant's text and tool calls.
+fn cli_lines(message: &Value) -> Vec<Line> {
+    if message["type"] != "assistant" {
+        return Vec::new();
+    }
+    let Some(blocks) = message["message"]["content"].as_array() else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    let mut text = String::new();
+    for block in blocks {
+        match block["type"].as_str() {
+            Some("text") => text.push_str(block["text"].as_str().unwrap_or_default()),
+            Some("tool_use") => lines.push(Line::Tool(tool_line(
+                block["name"].as_str().unwrap_or("a tool"),
+                &block["input"],
+            ))),
+            _ => {}
+        }
+    }
+    if !text.trim().is_empty() {
+        lines.insert(0, Line::Reply(clip(&text)));
+    }
+    lines
+}
+
+/// `▸ Read src/main.rs`: a tool and the one argument that says the most.
+pub fn tool_line(tool: &str, input: &Value) -> String {
+    let arg = [
+        "file_path",
+        "path",
+        "command",
+        "pattern",
+        "url",
+        "description",
+    ]
+    .iter()
+    .find_map(|k| input[k].as_str())
+    .unwrap_or_default();
+    let arg: String = arg
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(120)
+        .collect();
+    if arg.is_empty() {
+        format!("▸ {tool}")
+    } else {
+        format!("▸ {tool} {arg}")
+    }
+}
+
+/// `text` cut to [`MAX_LINE_CHARS`] and made [`inert`].
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((at, _)) => format!("{}…", inert(&text[..at])),
+        None => inert(text),
+    }
+}
+
+/// Text from a session or a terminal as a person should see it: control
+/// characters as their visible pictures (`␛`, `␇`), and bidi controls,
+/// which would reorder what surrounds them (`txt.exe` shown as `exe.txt`),
+/// as their code points. Line breaks and tabs stay.
+pub fn inert(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('?')),
+            '\u{7f}' => out.push('␡'),
+            '\u{80}'..='\u{9f}'
+            | '\u{61c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}' => out.push_str(&format!("⟨U+{:04X}⟩", c as u32)),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Brings a terminal's snapshot up to date with one update: replaced rows
+/// by index, and whichever of size, cursor, screen and title changed.
+pub fn apply_update(screen: &mut Snapshot, update: Update) {
+    if let Some(size) = update.size {
+        screen.rows = size.rows;
+        screen.cols = size.cols;
+        screen.lines.truncate(usize::from(size.rows));
+    }
+    for row in update.lines {
+        let at = usize::from(row.index);
+        if at >= usize::from(screen.rows) {
+            continue;
+        }
+        while screen.lines.len() <= at {
+            let index = u16::try_from(screen.lines.len()).unwrap_or(u16::MAX);
+            screen.lines.push(Row {
+                index,
+                spans: Vec::new(),
+            });
+        }
+        screen.lines[at] = row;
+    }
+    if let Some(cursor) = update.cursor {
+        screen.cursor = cursor;
+    }
+    if let Some(alternate) = update.alternate_screen {
+        screen.alternate_screen = alternate;
+    }
+    if let Some(title) = update.title {
+        screen.title = title;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moonkale_client::moonkale_protocol::agent::ApprovalKind;
+    use serde_json::json;
+
+    fn approval(id: &str) -> Approval {
+        Approval {
+            approval: id.into(),
+            session: "s1".into(),
+            kind: ApprovalKind::Tool,
+            tool: "Write".into(),
+            input: json!({"file_path": "/w/a.txt", "content": "hi\n"}),
+            title: "Write a.txt".into(),
+            destructive: false,
+        }
+    }
+
+    fn event(seq: u64, event: SessionEvent) -> Event {
+        Event {
+            seq,
+            at: 1000 + seq,
+            event,
+        }
+    }
+
+    #[test]
+    fn a_question_shows_until_it_is_answered_anywhere() {
+        let mut m = Model::default();
+        let asked = |status| Notification::Approval {
+            session: "s1".into(),
+            approval: Box::new(approval("s1/1")),
+            status,
+        };
+        m.apply(asked(ApprovalStatus::Pending));
+        m.apply(asked(ApprovalStatus::Pending));
+        assert_eq!(m.questions.len(), 1, "asked once, shown once");
+        assert_eq!(m.waiting(), 1);
+        m.apply(asked(ApprovalStatus::Closed));
+        assert!(m.questions.is_empty());
+        // Read from the stored events too (a page opened later).
+        m.load_events(
+            "s1",
+            &[event(0, SessionEvent::Approval(approval("s1/2")))],
+            vec![],
+        );
+        assert_eq!(m.questions.len(), 1);
+        let decided: DecisionData = serde_json::from_value(json!({
+            "approval": "s1/2", "tool": "Write", "allow": true, "always": false, "by": "editor"
+        }))
+        .unwrap();
+        m.load_events("s1", &[event(1, SessionEvent::Decision(decided))], vec![]);
+        assert!(m.questions.is_empty());
+    }
+
+    #[test]
+    fn a_transcript_reads_prompts_replies_and_tool_calls_once() {
+        let mut m = Model::default();
+        let prompt = serde_json::from_value(json!({"text": "fix it"})).unwrap();
+        let reply = json!({"type": "assistant", "message": {"content": [
+            {"type": "text", "text": "On it."},
+            {"type": "tool_use", "name": "Read", "input": {"file_path": "src/main.rs"}},
+        ]}});
+        let events = [
+            event(0, SessionEvent::Prompt(prompt)),
+            event(1, SessionEvent::Cli(reply)),
+        ];
+        m.apply(Notification::AgentText {
+            session: "s1".into(),
+            text: "On".into(),
+            thinking: false,
+            offset: 0,
+        });
+        assert_eq!(m.sessions["s1"].streaming, "On");
+        m.load_events("s1", &events, vec![]);
+        // The same events again (a notification after a read) add nothing.
+        m.load_events("s1", &events, vec![]);
+        let s = &m.sessions["s1"];
+        assert_eq!(
+            s.lines,
+            [
+                Line::Prompt("fix it".into()),
+                Line::Reply("On it.".into()),
+                Line::Tool("▸ Read src/main.rs".into()),
+            ]
+        );
+        assert_eq!(s.streaming, "", "the stored message replaces the stream");
+        assert_eq!(s.label(), "fix it");
+    }
+
+    #[test]
+    fn escapes_and_bidi_controls_show_as_what_they_are() {
+        assert_eq!(
+            inert("a\u{202e}txt.exe\u{202c}\u{1b}]52;c;eA==\u{7}\n\tb"),
+            "a⟨U+202E⟩txt.exe⟨U+202C⟩␛]52;c;eA==␇\n\tb"
+        );
+    }
+
+    #[test]
+    fn a_terminal_update_replaces_its_rows() {
+        use moonkale_client::moonkale_protocol::screen::{Cursor, Size, Span};
+        let row = |index: u16, text: &str| Row {
+            index,
+            spans: vec![Span {
+                text: text.into(),
+                fg: None,
+                bg: None,
+                bold: false,
+                dim: false,
+                italic: false,
+                underline: false,
+                inverse: false,
+            }],
+        };
+        let mut screen = Snapshot {
+            rows: 3,
+            cols: 10,
+            lines: vec![row(0, "a")],
+            cursor: Cursor {
+                row: 0,
+                col: 1,
+                visible: true,
+            },
+            alternate_screen: false,
+            title: String::new(),
+        };
+        apply_update(
+            &mut screen,
+            Update {
+                lines: vec![row(2, "c"), row(7, "beyond")],
+                ..Default::default()
+            },
+        );
+        assert_eq!(screen.lines.len(), 3);
+        assert_eq!(screen.lines[2], row(2, "c"));
+        apply_update(
+            &mut screen,
+            Update {
+                size: Some(Size { rows: 1, cols: 10 }),
+                ..Default::default()
+            },
+        );
+        assert_eq!(screen.lines, [row(0, "a")]);
+    }
+}

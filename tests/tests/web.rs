@@ -1,0 +1,282 @@
+//! The Moonkale shell in a browser (`moonkale-service web`): real Chromium
+//! (playwright-core, as the VS Code tests drive it) at a phone's 390×844
+//! and at 1280×800, the real CLI against the fake API, an LSP editor
+//! attached beside the page. Screenshots of what a person sees go to
+//! `$TMPDIR/moonkale-web-shots/`.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use moonkale_tests::STEP;
+use moonkale_tests::agent::write_script;
+use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::vscode::Browser;
+use moonkale_tests::world::World;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+const PHONE: (u32, u32) = (390, 844);
+const DESKTOP: (u32, u32) = (1280, 800);
+
+/// A running `moonkale-service web` for the world's workspace.
+struct Web {
+    _child: tokio::process::Child,
+    /// The URL it printed, with the login secret.
+    url: String,
+    /// `127.0.0.1:PORT`.
+    addr: String,
+}
+
+impl Web {
+    async fn start(w: &World) -> Web {
+        let ws = w.sb.workspace.display().to_string();
+        let mut child = w
+            .command(&["web", "--workspace", &ws])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(
+                std::fs::File::create(w.sb.root.join("web.log")).expect("web log"),
+            ))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start moonkale-service web");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let url = tokio::time::timeout(STEP, lines.next_line())
+            .await
+            .expect("web printed no URL in time")
+            .expect("web's stdout")
+            .expect("web exited before printing its URL");
+        let addr = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("not a URL: {url}"))
+            .to_owned();
+        assert!(url.contains("/?token="), "{url}");
+        Web {
+            _child: child,
+            url,
+            addr,
+        }
+    }
+
+    /// One raw HTTP request: the status line and the whole answer.
+    async fn get(&self, path: &str, headers: &str) -> (u16, String) {
+        let mut tcp = tokio::net::TcpStream::connect(&self.addr)
+            .await
+            .expect("connect to web");
+        let connection = if headers.contains("Upgrade:") {
+            "Connection: Upgrade\r\n"
+        } else {
+            "Connection: close\r\n"
+        };
+        let request = format!("GET {path} HTTP/1.1\r\n{headers}{connection}\r\n");
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        // Up to the end of the answer, or of its head for an upgrade (the
+        // socket then stays open).
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = tokio::time::timeout(STEP, tcp.read(&mut chunk))
+                .await
+                .expect("web answered in time")
+                .expect("web's answer");
+            answer.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&answer);
+            if n == 0 || (text.starts_with("HTTP/1.1 101") && text.contains("\r\n\r\n")) {
+                break;
+            }
+        }
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("GET {path} with {headers:?}: no status: {answer:?}"));
+        (status, answer)
+    }
+}
+
+fn shots_dir() -> PathBuf {
+    std::env::temp_dir().join("moonkale-web-shots")
+}
+
+async fn browser(w: &World, web: &Web, (width, height): (u32, u32)) -> Browser {
+    let mut b = Browser::start(&w.sb);
+    b.shots = shots_dir();
+    let mobile = width < 600;
+    b.run(json!({
+        "op": "open",
+        "url": web.url,
+        "viewport": {"width": width, "height": height},
+        "mobile": mobile,
+    }))
+    .await;
+    // The page is live once the shell rendered its tabs.
+    b.wait_for("nav.tabs").await;
+    b
+}
+
+fn read(path: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+async fn no_sideways_scrolling(b: &mut Browser, view: &str) {
+    let sideways = b.run(json!({"op": "scrollsSideways"})).await;
+    assert_eq!(sideways, json!(false), "{view} scrolls sideways");
+}
+
+/// A session an LSP editor started asks to Write; the question shows on a
+/// phone, is allowed there, the editor's own question is withdrawn, the
+/// file is written, and the transcript shows the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
+    let mut w = World::agent(Script::new()).await;
+    let path = w.path("from-phone.txt");
+    w.fake.set_script(write_script(
+        "write it",
+        &path,
+        "FROM THE PHONE\n",
+        "WROTE_IT",
+    ));
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    b.wait_for("text=Nothing waits for you.").await;
+    b.screenshot("phone-questions-empty").await;
+
+    let session =
+        w.ed.start_session(json!({"prompt": "write it", "permissionMode": "default"}))
+            .await;
+    let ask = w.ed.server_request("window/showMessageRequest", STEP).await;
+    b.wait_for("article.card.question").await;
+    let card = b
+        .run(json!({"op": "text", "selector": "article.card.question"}))
+        .await;
+    let card = card.to_string();
+    assert!(card.contains("+ FROM THE PHONE"), "the diff: {card}");
+    no_sideways_scrolling(&mut b, "the question").await;
+    let title = b.run(json!({"op": "title"})).await;
+    assert!(
+        title.as_str().is_some_and(|t| t.starts_with("(1) ")),
+        "the title counts the question: {title}"
+    );
+    b.screenshot("phone-question").await;
+
+    b.click("button", "Allow").await;
+    w.ed.take("the editor's question withdrawn", STEP, |m| {
+        m["method"] == "$/cancelRequest" && m["params"]["id"] == ask["id"]
+    })
+    .await;
+    b.wait_gone("article.card.question").await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(read(&path).as_deref(), Some("FROM THE PHONE\n"));
+
+    b.click("button", "Sessions").await;
+    b.click("button", "write it (idle)").await;
+    b.texts_until(".lines", "the reply", |t| t.concat().contains("WROTE_IT"))
+        .await;
+    let lines = b.run(json!({"op": "text", "selector": ".lines"})).await;
+    assert!(
+        lines.to_string().contains("▸ Write"),
+        "the tool call as a line: {lines}"
+    );
+    no_sideways_scrolling(&mut b, "the transcript").await;
+    b.screenshot("phone-transcript").await;
+}
+
+/// At desktop size a Deny from the page refuses the Write: nothing is
+/// written, and the session goes on (the model is told).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_denied_in_the_page_is_not_written() {
+    let mut w = World::agent(Script::new()).await;
+    let path = w.path("denied.txt");
+    w.fake
+        .set_script(write_script("write it", &path, "NO\n", "WROTE_IT"));
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, DESKTOP).await;
+    let session =
+        w.ed.start_session(json!({"prompt": "write it", "permissionMode": "default"}))
+            .await;
+    b.wait_for("article.card.question").await;
+    b.screenshot("desktop-question").await;
+    b.click("button", "Deny").await;
+    b.wait_gone("article.card.question").await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(read(&path), None, "a denied Write wrote the file");
+    b.click("button", "Sessions").await;
+    b.screenshot("desktop-sessions").await;
+}
+
+/// Nothing without the secret, under another host name, or from another
+/// site's page; a model reply full of markup and escapes shows as text
+/// and runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_refuses_strangers_and_shows_hostile_text_inert() {
+    let hostile = "<script>document.title='pwned'</script>\
+        <img src=x onerror=\"document.title='pwned'\">\
+        \u{202e}txt.exe\u{202c} \u{1b}]52;c;cHduZWQ=\u{7} END_OF_REPLY";
+    let w = World::agent(Script::new().on_prompt("say it", Reply::text(hostile))).await;
+    let web = Web::start(&w).await;
+    let host = format!("Host: {}\r\n", web.addr);
+    let secret = web.url.split("token=").nth(1).expect("a secret");
+
+    let (status, answer) = web.get("/", &host).await;
+    assert_eq!(status, 401, "{answer}");
+    assert!(!answer.contains(&w.sb.workspace.display().to_string()));
+    assert_eq!(web.get("/?token=wrong", &host).await.0, 401);
+    let rebinding = web
+        .get(&format!("/?token={secret}"), "Host: evil.example\r\n")
+        .await;
+    assert_eq!(rebinding.0, 403, "{}", rebinding.1);
+    let (status, login) = web.get(&format!("/?token={secret}"), &host).await;
+    assert_eq!(status, 303, "{login}");
+    let cookie = login
+        .lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("a cookie")
+        .to_owned();
+    assert!(login.contains("HttpOnly"), "{login}");
+    let (status, index) = web.get("/", &format!("{host}Cookie: {cookie}\r\n")).await;
+    assert_eq!(status, 200);
+    assert!(index.contains("Content-Security-Policy: default-src 'none'; script-src 'self'"));
+    let upgrade = |origin: &str| {
+        format!(
+            "{host}Cookie: {cookie}\r\nOrigin: {origin}\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        )
+    };
+    assert_eq!(web.get("/ws", &upgrade("http://evil.example")).await.0, 403);
+    let ours = format!("http://{}", web.addr);
+    assert_eq!(web.get("/ws", &upgrade(&ours)).await.0, 101);
+
+    let mut b = browser(&w, &web, DESKTOP).await;
+    let mut ed = w
+        .client("editor-b", moonkale_tests::lsp::plain_caps())
+        .await;
+    let session = ed.start_session(json!({"prompt": "say it"})).await;
+    let seq = ed.last_prompt_seq(&session).await;
+    ed.turn_idle(&session, seq).await;
+    b.click("button", "Sessions").await;
+    b.click("button", "say it (idle)").await;
+    let shown = b
+        .texts_until(".lines", "the hostile reply", |t| {
+            t.concat().contains("END_OF_REPLY")
+        })
+        .await
+        .concat();
+    assert!(
+        shown.contains("<script>document.title='pwned'</script>"),
+        "{shown}"
+    );
+    assert!(shown.contains("<img src=x onerror="), "{shown}");
+    // Bidi controls and escapes show as what they are, reordering nothing.
+    assert!(shown.contains("⟨U+202E⟩txt.exe⟨U+202C⟩"), "{shown}");
+    assert!(shown.contains("␛]52;c;cHduZWQ=␇"), "{shown}");
+    let title = b.run(json!({"op": "title"})).await;
+    assert_ne!(title, json!("pwned"));
+    let imgs = b.run(json!({"op": "text", "selector": "img"})).await;
+    assert_eq!(imgs, json!([]), "markup became elements");
+    b.screenshot("desktop-hostile-reply").await;
+    let _: Value = title;
+}

@@ -63,5 +63,9 @@ fn every_path_architecture_md_cites_exists() {
         }
     }
     assert!(checked > 100, "only {checked} paths read");
-    assert!(missing.is_empty(), "ARCHITECTURE.md cites paths that do not exist:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md cites paths that do not exist:\n{}",
+        missing.join("\n")
+    );
 }

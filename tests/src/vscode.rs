@@ -21,7 +21,7 @@ pub const CODE_SERVER_VERSION: &str = "4.100.3";
 
 /// How long one browser step may take: loading the workbench in a headless
 /// Chromium on a busy 2-core machine is the slowest.
-const STEP_TIMEOUT: Duration = Duration::from_secs(90);
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// VS Code's workbench in headless Chromium takes most of a core while it
 /// loads; on 2 cores, several at once miss their deadlines. The tests of a

@@ -13,7 +13,7 @@ use moonkale_tests::review;
 use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
 use moonkale_tests::{
     IdeClient, SHORT_SELECTION_INTERVAL, Sandbox, Service, claude_stand_in, next_selection_in,
-    selection_with_text, tool_json, wait_until,
+    poll_until, selection_with_text, tool_json, wait_until,
 };
 use serde_json::{Value, json};
 
@@ -32,7 +32,12 @@ async fn vscode(sb: &Sandbox, env: &[(String, String)]) -> (CodeServer, Browser)
         .run(json!({"op": "open", "url": server.url(&sb.workspace)}))
         .await;
     browser.wait_for(".monaco-workbench").await;
-    wait_until("VS Code's client in the service's status", || async {
+    // The workbench paints long before VS Code has started: the extension
+    // activates `onStartupFinished`, once the extension host booted and
+    // every startup activation ran, which under load took over 20 s after
+    // the paint. That is a VS Code step, bounded as every other one is
+    // (`STEP_TIMEOUT`), not the service's answer (`TIMEOUT`).
+    poll_until(moonkale_tests::vscode::STEP_TIMEOUT, || async {
         let status = sb.status().await;
         let editors = status["editors"].as_array()?;
         editors
@@ -40,7 +45,8 @@ async fn vscode(sb: &Sandbox, env: &[(String, String)]) -> (CodeServer, Browser)
             .any(|e| e["client"] == "code-server")
             .then_some(())
     })
-    .await;
+    .await
+    .expect("VS Code's client in the service's status within a VS Code step");
     (server, browser)
 }
 

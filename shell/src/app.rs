@@ -539,7 +539,25 @@ fn Terminal(id: u64) -> Element {
         .terminals
         .get(&id)
         .and_then(|t| t.screen.clone());
-    let mut typed = use_signal(String::new);
+    // The input is not controlled (echoing `value` races with typing):
+    // what it holds is compared with what was sent, and only the
+    // difference goes to the terminal; nothing is sent while an input
+    // method composes.
+    let mut sent = use_signal(String::new);
+    let mut composing = use_signal(|| false);
+    let mut typed = move |value: String| {
+        let (erase, text) = crate::keys::typed_difference(&sent.read(), &value);
+        for _ in 0..erase {
+            actions.send(Action::Key {
+                terminal: id,
+                key: "Backspace".into(),
+            });
+        }
+        if !text.is_empty() {
+            actions.send(Action::Text { terminal: id, text });
+        }
+        sent.set(value);
+    };
     rsx! {
         section { class: "terminal-view",
             div { class: "terminal", role: "log", aria_label: "Terminal",
@@ -561,18 +579,31 @@ fn Terminal(id: u64) -> Element {
             }
             input { class: "keys", r#type: "text", aria_label: "Terminal input",
                 autocomplete: "off", autocapitalize: "off", spellcheck: "false",
-                value: "{typed}",
+                oncompositionstart: move |_| composing.set(true),
+                oncompositionend: move |e: CompositionEvent| {
+                    composing.set(false);
+                    let mut value = sent.read().clone();
+                    value.push_str(&e.data().data());
+                    typed(value);
+                },
                 oninput: move |e: FormEvent| {
-                    let v = e.value();
-                    if !v.is_empty() {
-                        actions.send(Action::Text { terminal: id, text: v });
+                    if !composing() {
+                        typed(e.value());
                     }
-                    typed.set(String::new());
                 },
                 onkeydown: move |e: KeyboardEvent| {
                     let m = e.modifiers();
                     if let Some(key) = crate::keys::key_name(&e.key().to_string(), m.contains(Modifiers::CONTROL), m.contains(Modifiers::ALT), m.contains(Modifiers::SHIFT)) {
-                        actions.send(Action::Key { terminal: id, key });
+                        // Backspace comes through the input's value, unless
+                        // there is nothing in it to erase.
+                        if key != "Backspace" || sent.read().is_empty() {
+                            actions.send(Action::Key { terminal: id, key: key.clone() });
+                        }
+                        // A line was entered: the page's script empties the
+                        // input (`app.js`), so nothing of it was sent.
+                        if key == "Enter" {
+                            sent.set(String::new());
+                        }
                     }
                 },
             }

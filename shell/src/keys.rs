@@ -46,9 +46,31 @@ pub fn key_name(key: &str, ctrl: bool, alt: bool, shift: bool) -> Option<String>
     }
 }
 
+/// What changed from `sent` to `now` in a text input, as a terminal takes
+/// it: how many characters to erase (Backspace) and the text to type.
+pub fn typed_difference(sent: &str, now: &str) -> (usize, String) {
+    let common = sent
+        .chars()
+        .zip(now.chars())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a.len_utf8())
+        .sum::<usize>();
+    (sent[common..].chars().count(), now[common..].to_owned())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::key_name;
+    use super::{key_name, typed_difference};
+
+    #[test]
+    fn typing_and_erasing_in_the_input() {
+        assert_eq!(typed_difference("", "ls"), (0, "ls".into()));
+        assert_eq!(typed_difference("ls", "ls -l"), (0, " -l".into()));
+        assert_eq!(typed_difference("ls -l", "ls"), (3, String::new()));
+        assert_eq!(typed_difference("caf", "café"), (0, "é".into()));
+        assert_eq!(typed_difference("abc", "abX"), (1, "X".into()));
+        assert_eq!(typed_difference("日本", "日"), (1, String::new()));
+    }
 
     #[test]
     fn keys_by_the_services_names() {

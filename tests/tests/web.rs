@@ -8,8 +8,10 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 use moonkale_tests::STEP;
-use moonkale_tests::agent::write_script;
+use moonkale_tests::agent::{plan_then_write_script, write_script};
 use moonkale_tests::fakeapi::{Reply, Script};
+use moonkale_tests::remote::{TOKEN, make_certificate};
+use moonkale_tests::review;
 use moonkale_tests::vscode::Browser;
 use moonkale_tests::world::World;
 use serde_json::{Value, json};
@@ -30,8 +32,14 @@ struct Web {
 impl Web {
     async fn start(w: &World) -> Web {
         let ws = w.sb.workspace.display().to_string();
+        Web::start_with(w, &["--workspace", &ws]).await
+    }
+
+    async fn start_with(w: &World, args: &[&str]) -> Web {
+        let mut all = vec!["web"];
+        all.extend(args);
         let mut child = w
-            .command(&["web", "--workspace", &ws])
+            .command(&all)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(
                 std::fs::File::create(w.sb.root.join("web.log")).expect("web log"),
@@ -279,4 +287,174 @@ async fn the_page_refuses_strangers_and_shows_hostile_text_inert() {
     assert_eq!(imgs, json!([]), "markup became elements");
     b.screenshot("desktop-hostile-reply").await;
     let _: Value = title;
+}
+
+/// In the page: a plan approved with one of its choices, the Write that
+/// follows allowed there and written; then Claude's question answered with
+/// one of its options, which reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_and_a_question_are_answered_in_the_page() {
+    let questions = json!([{
+        "question": "Which database should the tests use?",
+        "header": "Database",
+        "options": [{"label": "SQLite", "description": "in memory"},
+                    {"label": "Postgres", "description": "a server"}],
+        "multiSelect": false,
+    }]);
+    let mut w = World::agent(Script::new()).await;
+    let path = w.path("plan.txt");
+    w.fake.set_script(
+        plan_then_write_script("make a plan", &path)
+            .on_prompt(
+                "ask me",
+                Reply::tool_use("AskUserQuestion", json!({"questions": questions})),
+            )
+            .after_tool("AskUserQuestion", Reply::text("NOTED")),
+    );
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    let session =
+        w.ed.start_session(json!({"prompt": "make a plan", "permissionMode": "plan"}))
+            .await;
+    b.wait_for("text=1. Write plan.txt saying DONE").await;
+    no_sideways_scrolling(&mut b, "the plan").await;
+    b.screenshot("phone-plan").await;
+    b.click("button", "Approve; ask before edits").await;
+    b.wait_for("text=+ DONE").await;
+    b.click("button", "Allow").await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(read(&path).as_deref(), Some("DONE\n"));
+
+    let asked = w.ed.start_session(json!({"prompt": "ask me"})).await;
+    b.wait_for("text=Which database should the tests use?")
+        .await;
+    b.screenshot("phone-ask-user-question").await;
+    b.click("button", "Postgres").await;
+    let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
+    assert!(
+        !result.is_error && result.text.contains("Postgres"),
+        "{}",
+        result.text
+    );
+    let seq = w.ed.last_prompt_seq(&asked).await;
+    w.ed.turn_idle(&asked, seq).await;
+}
+
+/// Claude's change set from the real CLI in `acceptEdits`: one hunk undone
+/// from the page restores exactly those lines; the other stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_hunk_undone_from_the_page_restores_exactly_its_lines() {
+    let mut w = review::world(review::Source::Hosted).await;
+    let root = w.sb.workspace.clone();
+    let session =
+        w.ed.start_session(json!({"permissionMode": "acceptEdits"}))
+            .await;
+    let seq = w.ed.send_prompt(&session, review::PROMPT).await;
+    w.ed.turn_idle(&session, seq).await;
+    review::assert_applied(&root);
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    b.click("button", "Changes (1)").await;
+    b.click("button", "Show hunks").await;
+    b.wait_for("text=+ ONE").await;
+    b.screenshot("phone-changes").await;
+    // The first "Undo hunk" is review.txt's first: ONE back to one.
+    b.click("button", "Undo hunk").await;
+    // The page shows the hunk undone once the service answered the undo.
+    b.wait_for("text=undone").await;
+    let file = root.join(review::FILE);
+    assert_eq!(
+        read(&file).as_deref(),
+        Some(review::AFTER.replace("ONE", "one").as_str())
+    );
+    b.screenshot("phone-changes-undone").await;
+}
+
+/// A terminal opened from the page: `echo` typed there and its output
+/// seen; it takes the page's size; Start Claude Code here shows the
+/// CLI's prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
+    let w = World::builder()
+        .claude_in_terminals()
+        .script(Script::new())
+        .start()
+        .await;
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, DESKTOP).await;
+    b.click("button", "Terminals").await;
+    b.click("button", "New terminal").await;
+    b.wait_for(".terminal .row").await;
+    b.click("textbox", "Terminal input").await;
+    b.type_text("echo web-ok-$((40+2))").await;
+    b.press(&["Enter"]).await;
+    b.texts_until(".terminal", "the echo", |t| {
+        t.concat().contains("web-ok-42")
+    })
+    .await;
+    b.screenshot("desktop-terminal").await;
+    let mut ed = w
+        .client("editor-b", moonkale_tests::lsp::plain_caps())
+        .await;
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let list = ed.call("moonkale/terminal/list", json!({})).await;
+        let cols = list["terminals"][0]["cols"].as_u64().unwrap_or(0);
+        if cols > 80 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the terminal did not take the page's size: {list}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    b.click("button", "Terminals").await;
+    b.click("button", "Start Claude Code here").await;
+    b.texts_until(".terminal", "the CLI's prompt", |t| {
+        t.concat().contains("? for shortcuts")
+    })
+    .await;
+    b.screenshot("desktop-terminal-claude").await;
+}
+
+/// The phone case: the service runs elsewhere behind `serve --listen` with
+/// TLS and a token; `web --connect wss://…` serves the page; a Write an
+/// editor's session asks is allowed from the phone and written there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_reaches_a_remote_service_over_tls() {
+    let certs = moonkale_tests::Sandbox::new();
+    let (ca, cert, key) = make_certificate(&certs.root).await;
+    let mut w = World::builder()
+        .agent()
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--tls-cert")
+        .arg(cert.display().to_string())
+        .arg("--tls-key")
+        .arg(key.display().to_string())
+        // The sandbox lives under /tmp.
+        .env("MOONKALE_ROOT", "/tmp")
+        .env("MOONKALE_TOKEN", TOKEN)
+        .start()
+        .await;
+    let path = w.path("remote.txt");
+    w.fake
+        .set_script(write_script("write it", &path, "FAR AWAY\n", "WROTE_IT"));
+    let remote = w.svc().info.remote.clone().expect("a remote address");
+    let port = remote.rsplit(':').next().expect("a port");
+    let url = format!("wss://localhost:{port}/");
+    let web = Web::start_with(&w, &["--connect", &url, "--ca", ca.to_str().unwrap()]).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    let session =
+        w.ed.start_session(json!({"prompt": "write it", "permissionMode": "default"}))
+            .await;
+    b.wait_for("article.card.question").await;
+    b.click("button", "Allow").await;
+    b.wait_gone("article.card.question").await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(read(&path).as_deref(), Some("FAR AWAY\n"));
 }

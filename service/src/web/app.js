@@ -48,6 +48,20 @@
   new MutationObserver(follow).observe(document.getElementById("main"), {
     subtree: true, childList: true, attributes: true, attributeFilter: ["data-title"],
   });
+  // The terminal's input is not controlled by the server: a line entered
+  // there is emptied here (the shell forgets what it sent on Enter too).
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && e.target && e.target.classList &&
+        e.target.classList.contains("keys")) {
+      e.target.value = "";
+    }
+  });
+  // A click on the terminal's screen gives its input the keys.
+  document.addEventListener("click", (e) => {
+    const screen = e.target && e.target.closest && e.target.closest(".terminal");
+    const input = screen && screen.parentElement.querySelector("input.keys");
+    if (input) input.focus();
+  });
   document.addEventListener("click", (e) => {
     if (e.target && e.target.id === "notify" && "Notification" in window) {
       Notification.requestPermission();

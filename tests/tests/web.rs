@@ -319,7 +319,8 @@ async fn a_plan_and_a_question_are_answered_in_the_page() {
     b.wait_for("text=1. Write plan.txt saying DONE").await;
     no_sideways_scrolling(&mut b, "the plan").await;
     b.screenshot("phone-plan").await;
-    b.click("button", "Approve; ask before edits").await;
+    b.click("button", "Approve the plan; ask before each edit")
+        .await;
     b.wait_for("text=+ DONE").await;
     b.click("button", "Allow").await;
     let seq = w.ed.last_prompt_seq(&session).await;

@@ -108,21 +108,26 @@ async fn a_long_stop_keeps_a_live_claude_client_and_its_proposal() {
     tokio::time::sleep(Duration::from_millis(2000)).await;
     drop(stopped);
 
-    // Five intervals of a client that reads and answers as Claude Code does.
+    // Five intervals of a client that reads and answers as Claude Code
+    // does: always, from its event loop. It keeps reading (and so answering
+    // the service's pings) while the test waits, runs `status` or asks the
+    // editor: left unread for two intervals (400 ms here, which a `status`
+    // process took under load) it would be dropped as silent, rightly.
     for _ in 0..10 {
         let pong = c.request("ping", Value::Null).await;
         assert_eq!(pong["result"], json!({}), "{pong}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.answering_pings(tokio::time::sleep(Duration::from_millis(100)))
+            .await;
     }
-    let status = sb.status().await;
+    let status = c.answering_pings(sb.status()).await;
     assert_eq!(
         status["pendingProposals"][0]["tabName"], "tab-50",
         "{status}"
     );
-    ed.call(
+    c.answering_pings(ed.call(
         "workspace/executeCommand",
         json!({"command": "moonkale.acceptProposal", "arguments": []}),
-    )
+    ))
     .await;
     let answer = c.response(50).await;
     assert_eq!(

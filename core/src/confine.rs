@@ -6,6 +6,11 @@
 //! workspace folder by whole components (so `/w/proj` does not contain
 //! `/w/project-secrets`), is not the folder itself, and has no `.git`
 //! component in any letter case.
+//!
+//! What it returns is a plain path, not a proof: the service's
+//! `workspace_fs::ConfinedPath`, which its IO takes, is made only by
+//! `workspace_fs::confine`, after this check and the walk. The hub, which
+//! does no IO, uses this half alone.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

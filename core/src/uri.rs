@@ -24,6 +24,10 @@
 //! spaces and C0 controls and any tab or line break are ignored, so a string
 //! counts as a file URI exactly when such a parser would read it as one.
 //!
+//! A form is a [`CanonicalUri`], which only [`canonical`] and [`from_path`]
+//! make: a function that takes one needs no check that its URI is in the
+//! form. **Invariant:** a `CanonicalUri` holds the one canonical spelling.
+//!
 //! Pure: no IO.
 
 use std::os::unix::ffi::OsStrExt;
@@ -50,6 +54,59 @@ pub enum UriError {
     Control,
 }
 
+/// A `file:` URI in the one canonical form. The constructor is the proof:
+/// the field is private, and only [`canonical`] and [`from_path`] (both
+/// through the one renderer of the form) make one, so two values are equal
+/// exactly when they name one file by the rules above.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CanonicalUri(String);
+
+impl CanonicalUri {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// The form as the `url` crate's `Url` (the hub's document key), which
+    /// parses it to the same text; `None` if it would not parse.
+    pub fn to_url(&self) -> Option<lsp_types::Url> {
+        lsp_types::Url::parse(&self.0).ok()
+    }
+}
+
+impl std::fmt::Display for CanonicalUri {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for CanonicalUri {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<CanonicalUri> for String {
+    fn from(uri: CanonicalUri) -> String {
+        uri.0
+    }
+}
+
+impl PartialEq<str> for CanonicalUri {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for CanonicalUri {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 /// Whether a WHATWG parser would read `raw` as a URI of the `file` scheme
 /// (whatever the letter case, spaces around it or tabs inside it).
 pub fn is_file_uri(raw: &str) -> bool {
@@ -61,7 +118,7 @@ pub fn is_file_uri(raw: &str) -> bool {
 
 /// The canonical form of `raw`: `None` if it is not a `file:` URI at all
 /// (left as it is by callers), else the form or why there is none.
-pub fn canonical(raw: &str) -> Option<Result<String, UriError>> {
+pub fn canonical(raw: &str) -> Option<Result<CanonicalUri, UriError>> {
     if !is_file_uri(raw) {
         return None;
     }
@@ -114,7 +171,7 @@ pub fn is_canonical(raw: &str) -> bool {
 
 /// `file:` + an absolute `path` in the canonical form. Paths are taken as
 /// they are: `.` and empty components go, `..` is refused.
-pub fn from_path(path: &Path) -> Result<String, UriError> {
+pub fn from_path(path: &Path) -> Result<CanonicalUri, UriError> {
     if !path.is_absolute() {
         return Err(UriError::NotAbsolute);
     }
@@ -143,7 +200,7 @@ fn cleaned(raw: &str) -> impl Iterator<Item = char> + '_ {
 }
 
 /// Everything after `file:`.
-fn canonical_rest(rest: &str) -> Result<String, UriError> {
+fn canonical_rest(rest: &str) -> Result<CanonicalUri, UriError> {
     if rest.contains(['?', '#']) {
         return Err(UriError::QueryOrFragment);
     }
@@ -209,7 +266,9 @@ fn keeps_raw(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
-fn render(segments: &[Vec<u8>]) -> String {
+/// The form of the path of `segments`: the only maker of a
+/// [`CanonicalUri`].
+fn render(segments: &[Vec<u8>]) -> CanonicalUri {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::from("file://");
     if segments.is_empty() {
@@ -227,7 +286,7 @@ fn render(segments: &[Vec<u8>]) -> String {
             }
         }
     }
-    out
+    CanonicalUri(out)
 }
 
 #[cfg(test)]
@@ -236,7 +295,10 @@ mod tests {
     use proptest::prelude::*;
 
     fn ok(raw: &str) -> String {
-        canonical(raw).expect("a file URI").expect("canonical")
+        canonical(raw)
+            .expect("a file URI")
+            .expect("canonical")
+            .into_string()
     }
 
     #[test]
@@ -274,6 +336,25 @@ mod tests {
         }
         assert!(is_canonical("file:///a/%5Bid%5D.tsx") && is_canonical("file:///"));
         assert_eq!(ok("file:///"), "file:///");
+    }
+
+    /// Two spellings of one file are one `CanonicalUri`, equal, hashed
+    /// and ordered as one, and equal to the one made from its path.
+    #[test]
+    fn a_canonical_uri_is_one_value_per_file() {
+        let one = |raw: &str| canonical(raw).expect("a file URI").expect("canonical");
+        let (a, b) = (one("file:///a/%62.rs"), one("file:///a/b.rs"));
+        assert_eq!(a, b);
+        assert_eq!(a, one("FILE://localhost/a//./b.rs"));
+        assert_eq!(a, from_path(Path::new("/a/b.rs")).unwrap());
+        assert_eq!(a.as_str(), "file:///a/b.rs");
+        assert_eq!(a.to_string(), "file:///a/b.rs");
+        assert_eq!(a.to_url().unwrap().as_str(), a.as_str());
+        let set: std::collections::BTreeSet<CanonicalUri> = [a.clone(), b].into();
+        assert_eq!(set.len(), 1);
+        let hashed: std::collections::HashSet<CanonicalUri> =
+            [a, one("file:///a/[b].rs"), one("file:///a/%5Bb%5D.rs")].into();
+        assert_eq!(hashed.len(), 2);
     }
 
     #[test]
@@ -385,15 +466,15 @@ mod tests {
         #[test]
         fn canonical_is_idempotent(raw in "(?s)[Ff][Ii][Ll][Ee]:.{0,40}") {
             if let Some(Ok(form)) = canonical(&raw) {
-                prop_assert!(is_canonical(&form), "{}", form);
-                prop_assert_eq!(canonical(&form), Some(Ok(form.clone())));
+                prop_assert!(is_canonical(form.as_str()), "{}", form);
+                prop_assert_eq!(canonical(form.as_str()), Some(Ok(form.clone())));
             }
         }
 
         #[test]
         fn is_canonical_is_exactly_being_the_form(raw in "(?s)file:///[a-z%0-9A-F./~_-]{0,30}") {
             let form = canonical(&raw).and_then(Result::ok);
-            prop_assert_eq!(is_canonical(&raw), form.as_deref() == Some(raw.as_str()));
+            prop_assert_eq!(is_canonical(&raw), form.as_ref().map(CanonicalUri::as_str) == Some(raw.as_str()));
         }
 
         #[test]

@@ -671,8 +671,7 @@ fn tool_result(result: CallToolResult) -> Value {
 /// the connections put every URI they receive into, so a document the service
 /// names and the same document an editor names are one key.
 pub(super) fn file_uri(path: &std::path::Path) -> Option<Url> {
-    let form = crate::core::uri::from_path(path).ok()?;
-    Url::parse(&form).ok()
+    crate::core::uri::from_path(path).ok()?.to_url()
 }
 
 /// The last component of a file URI's path, decoded (for messages).

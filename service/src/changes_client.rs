@@ -140,7 +140,7 @@ fn file_uri(file: &Path) -> Result<Url> {
         .map_err(|e| Error::Invalid(format!("{}: {e}", file.display())))?;
     moonkale_hub::core::uri::from_path(&absolute)
         .ok()
-        .and_then(|u| Url::parse(&u).ok())
+        .and_then(|u| u.to_url())
         .ok_or_else(|| Error::Invalid(format!("{} cannot be named as a file URI", file.display())))
 }
 

@@ -27,9 +27,57 @@ use std::path::{Path, PathBuf};
 
 pub use crate::core::confine::Refused;
 
+/// A path that passed [`confine`]: absolute and clean, strictly inside a
+/// workspace folder by whole components, with no `.git` component, and
+/// reached from the folder without a symlink when it was checked.
+///
+/// The constructor is the proof: the field is private and [`confine`] is
+/// the only way to get one, so a function that takes a `ConfinedPath` needs
+/// no check of its own, and one that needs a confined path says so in its
+/// signature. **Invariant:** only [`confine`] makes a `ConfinedPath`.
+///
+/// It says what was true when it was checked: the disk may change after,
+/// which is why files are still opened by the `O_NOFOLLOW` walk of
+/// [`Root::open_beneath`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfinedPath(PathBuf);
+
+impl ConfinedPath {
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The path, for a type outside the service (the wire, the hub's
+    /// events) that holds a plain one.
+    pub fn into_path_buf(self) -> PathBuf {
+        self.0
+    }
+}
+
+impl std::ops::Deref for ConfinedPath {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for ConfinedPath {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl From<ConfinedPath> for PathBuf {
+    fn from(path: ConfinedPath) -> PathBuf {
+        path.0
+    }
+}
+
 /// [`confine_lexically`](crate::core::confine::confine_lexically), then a
-/// walk from the root that refuses any symlink on the way.
-pub fn confine(roots: &[PathBuf], raw: &str) -> Result<PathBuf, Refused> {
+/// walk from the root that refuses any symlink on the way; the only
+/// constructor of a [`ConfinedPath`].
+pub fn confine(roots: &[PathBuf], raw: &str) -> Result<ConfinedPath, Refused> {
     let refuse = |why: &str| Err(Refused(format!("{why}: {raw:?}")));
     let (clean, root) = crate::core::confine::confine_lexically(roots, raw)?;
     let inside = clean.strip_prefix(root).expect("confined to root");
@@ -43,7 +91,7 @@ pub fn confine(roots: &[PathBuf], raw: &str) -> Result<PathBuf, Refused> {
             Err(_) => return refuse("cannot be checked"),
         }
     }
-    Ok(clean)
+    Ok(ConfinedPath(clean))
 }
 
 /// How [`open_beneath`] opens the last component.
@@ -118,10 +166,11 @@ impl Root {
         Ok(())
     }
 
-    /// Opens `path`, which must lie under the workspace, walking from the
-    /// folder's descriptor one component at a time without following any
-    /// symlink; an error if the workspace is no longer at its path.
-    pub fn open_beneath(&self, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
+    /// Opens `path`, which must lie under the workspace (else an error),
+    /// walking from the folder's descriptor one component at a time without
+    /// following any symlink; an error if the workspace is no longer at its
+    /// path.
+    pub fn open_beneath(&self, path: &ConfinedPath, how: Open) -> std::io::Result<std::fs::File> {
         self.check_still_here()?;
         walk_beneath(self.dir.try_clone()?, &self.path, path, how)
     }
@@ -132,7 +181,7 @@ impl Root {
     /// removing a file by `*at` calls that never follow a symlink.
     pub fn open_parent_beneath(
         &self,
-        path: &Path,
+        path: &ConfinedPath,
         create: bool,
     ) -> std::io::Result<(std::os::fd::OwnedFd, std::ffi::CString)> {
         self.check_still_here()?;
@@ -141,9 +190,9 @@ impl Root {
     }
 }
 
-/// Opens `path`, which must lie under `root`, walking from `root` one
-/// component at a time without following any symlink.
-pub fn open_beneath(root: &Path, path: &Path, how: Open) -> std::io::Result<std::fs::File> {
+/// Opens `path`, which must lie under `root` (else an error), walking from
+/// `root` one component at a time without following any symlink.
+pub fn open_beneath(root: &Path, path: &ConfinedPath, how: Open) -> std::io::Result<std::fs::File> {
     Root::open(root)?.open_beneath(path, how)
 }
 
@@ -328,6 +377,34 @@ mod tests {
         }
     }
 
+    /// A `ConfinedPath` comes only from `confine`: none for a path outside
+    /// the roots, through `..` or through a symlink out; one that is made
+    /// is the clean path, usable as a `Path`.
+    #[test]
+    fn a_confined_path_is_made_only_by_confine() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = base.join("proj");
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink(base.join("outside"), root.join("out")).unwrap();
+        let roots = vec![root.clone()];
+        let r = root.display();
+        let b = base.display();
+        for bad in [
+            format!("{b}/outside/a.rs"),
+            format!("{r}/../outside/a.rs"),
+            format!("{r}/out/a.rs"),
+        ] {
+            let made: Result<ConfinedPath, Refused> = confine(&roots, &bad);
+            assert!(made.is_err(), "{bad:?} was confined");
+        }
+        let path = confine(&roots, &format!("{r}/./src/a.rs")).unwrap();
+        assert_eq!(path.as_path(), root.join("src/a.rs"));
+        assert_eq!(path.file_name(), Some(OsStr::new("a.rs")), "a Path");
+        assert_eq!(PathBuf::from(path.clone()), path.into_path_buf());
+    }
+
     /// Security case 34: a folder swapped for a symlink after the check and
     /// before the open (deterministically, between `confine` and
     /// `open_beneath`) is refused; nothing is read or created outside.
@@ -351,13 +428,16 @@ mod tests {
         assert!(open_beneath(&root, &target, Open::Read).is_err());
         assert!(open_beneath(&root, &created, Open::CreateNew).is_err());
         assert!(!outside.join("new.txt").exists());
-        // A symlink as the file itself, and special files.
+        // A symlink as the file itself (put there after the check), and
+        // special files.
         std::fs::remove_file(root.join("sub")).unwrap();
         std::fs::create_dir(root.join("sub")).unwrap();
+        let link = confine(&roots, &format!("{}/sub/link", root.display())).unwrap();
         std::os::unix::fs::symlink(outside.join("a.txt"), root.join("sub/link")).unwrap();
-        assert!(open_beneath(&root, &root.join("sub/link"), Open::Read).is_err());
+        assert!(open_beneath(&root, &link, Open::Read).is_err());
+        let folder = confine(&roots, &format!("{}/sub", root.display())).unwrap();
         assert!(
-            open_beneath(&root, &root.join("sub"), Open::Read).is_err(),
+            open_beneath(&root, &folder, Open::Read).is_err(),
             "a folder is not a file"
         );
     }

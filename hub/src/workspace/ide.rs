@@ -552,5 +552,5 @@ pub fn lenient_file_url(raw: &str) -> Option<Url> {
         Ok(form) => form,
         Err(_) => crate::core::uri::from_path(Path::new(raw.strip_prefix("file://")?)).ok()?,
     };
-    Url::parse(&form).ok()
+    form.to_url()
 }

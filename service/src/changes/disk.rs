@@ -6,7 +6,8 @@
 //!
 //! **Invariant:** nothing here follows a symlink or leaves the workspace:
 //! every path passes [`crate::workspace_fs::confine`] (lexical rules, no
-//! symlink on the way, no `.git`), and every open,
+//! symlink on the way, no `.git`): every method takes the
+//! [`ConfinedPath`] only it makes. And every open,
 //! write, rename and removal is an `*at` call on a folder reached by the
 //! `O_NOFOLLOW` walk of [`Root::open_parent_beneath`].
 //!
@@ -21,7 +22,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::workspace_fs::{self as paths, Open, Root, check, stat_at, unlink_at};
+use crate::workspace_fs::{self as paths, ConfinedPath, Open, Root, check, stat_at, unlink_at};
 
 /// The suffix of an undo's temporary file beside its target (a fixed name:
 /// one service per workspace, and a crash's leftover is found again).
@@ -69,8 +70,9 @@ impl WorkspaceFiles {
         }
     }
 
-    /// `path` if it names a file inside the workspace that we may change.
-    pub fn confine(&self, path: &Path) -> Result<PathBuf, String> {
+    /// `path` if it names a file inside the workspace that we may change
+    /// ([`paths::confine`], whose [`ConfinedPath`] every method below takes).
+    pub fn confine(&self, path: &Path) -> Result<ConfinedPath, String> {
         let raw = path
             .to_str()
             .ok_or_else(|| format!("{} is not UTF-8", path.display()))?;
@@ -88,7 +90,7 @@ impl WorkspaceFiles {
 
     /// The file as it is now (its text `None`: it does not exist); an
     /// error if it is not a regular UTF-8 file of at most `cap` bytes.
-    pub fn read(&self, path: &Path, cap: usize) -> Result<Seen, String> {
+    pub fn read(&self, path: &ConfinedPath, cap: usize) -> Result<Seen, String> {
         let shown = path.display();
         let cannot = |e: std::io::Error| format!("{shown} cannot be read ({e})");
         let file = match self.root().and_then(|r| r.open_beneath(path, Open::Read)) {
@@ -120,7 +122,7 @@ impl WorkspaceFiles {
 
     /// The file's bytes, for settling an undo after a crash (`None`: it
     /// does not exist; more than `cap` bytes are not read).
-    pub fn read_bytes(&self, path: &Path, cap: usize) -> std::io::Result<Option<Vec<u8>>> {
+    pub fn read_bytes(&self, path: &ConfinedPath, cap: usize) -> std::io::Result<Option<Vec<u8>>> {
         let file = match self.root()?.open_beneath(path, Open::Read) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -136,7 +138,7 @@ impl WorkspaceFiles {
     /// file looked at a last time, the temporary renamed over it, the
     /// folder synced. The file keeps its mode; a file that did not exist
     /// is created (with its missing folders).
-    pub fn write(&self, path: &Path, text: &str, seen: &Seen) -> std::io::Result<Written> {
+    pub fn write(&self, path: &ConfinedPath, text: &str, seen: &Seen) -> std::io::Result<Written> {
         let (dir, name) = self.root()?.open_parent_beneath(path, true)?;
         let mode = match stat_at(&dir, &name)? {
             Some(st) if st.st_mode & libc::S_IFMT != libc::S_IFREG => {
@@ -183,7 +185,7 @@ impl WorkspaceFiles {
 
     /// Removes the file (an undone creation) if it is still the file
     /// `seen` read; gone already is fine.
-    pub fn remove(&self, path: &Path, seen: &Seen) -> std::io::Result<Written> {
+    pub fn remove(&self, path: &ConfinedPath, seen: &Seen) -> std::io::Result<Written> {
         let (dir, name) = match self.root()?.open_parent_beneath(path, false) {
             Ok(found) => found,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Written::Done),
@@ -215,7 +217,7 @@ impl WorkspaceFiles {
     fn last_look_hook(&self, _: &Path) {}
 
     /// Removes an undo's temporary file that a crash left beside `path`.
-    pub fn remove_leftover(&self, path: &Path) {
+    pub fn remove_leftover(&self, path: &ConfinedPath) {
         if let Ok((dir, name)) = self.root().and_then(|r| r.open_parent_beneath(path, false)) {
             let temp = temp_name(&name);
             if matches!(stat_at(&dir, &temp), Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFREG)

@@ -290,7 +290,7 @@ impl Host {
         };
         let Some(uri) = moonkale_hub::core::uri::from_path(&path)
             .ok()
-            .and_then(|u| Url::parse(&u).ok())
+            .and_then(|u| u.to_url())
         else {
             tracing::debug!("an edit not recorded: no URI for {}", path.display());
             return None;
@@ -491,7 +491,7 @@ impl Host {
     /// (`resolve_intent`: a save that landed is not the undo's text).
     fn write_undo(
         &mut self,
-        path: &std::path::Path,
+        path: &crate::workspace_fs::ConfinedPath,
         plan: &UndoPlan,
         seen: &Seen,
     ) -> Result<Written, ResponseError> {

@@ -43,7 +43,7 @@ pub fn tools_list() -> Value {
 const MAX_READ: u64 = 16 << 20;
 
 /// A confined file's text, up to [`MAX_READ`] bytes.
-fn read_capped(root: &paths::Root, path: &std::path::Path) -> Result<String, String> {
+fn read_capped(root: &paths::Root, path: &paths::ConfinedPath) -> Result<String, String> {
     use std::io::Read;
     let file = root
         .open_beneath(path, paths::Open::Read)
@@ -106,7 +106,7 @@ pub fn prepare_call(
             format!("Missing required parameter: {key}"),
         )
     };
-    let confined = |key: &str| -> Result<PathBuf, ToolCall> {
+    let confined = |key: &str| -> Result<paths::ConfinedPath, ToolCall> {
         let raw = string_arg(key).ok_or_else(|| missing(key))?;
         paths::confine(roots, raw)
             .map_err(|paths::Refused(why)| ToolCall::Answer(hub::error_result(why)))
@@ -154,8 +154,8 @@ pub fn prepare_call(
             };
             ToolCall::Hub {
                 call: Box::new(IdeToolCall::OpenDiff(OpenDiff {
-                    old_file_path: old_path,
-                    new_file_path: new_path,
+                    old_file_path: old_path.into(),
+                    new_file_path: new_path.into(),
                     new_file_contents: contents.to_owned(),
                     tab_name: tab_name.to_owned(),
                     old_text,
@@ -194,10 +194,14 @@ pub fn prepare_call(
             IdeToolCall::GetDiagnostics { uri }.into()
         }
         IdeTool::CheckDocumentDirty | IdeTool::SaveDocument => match confined("filePath") {
-            Ok(file_path) if tool == IdeTool::SaveDocument => {
-                IdeToolCall::SaveDocument { file_path }.into()
+            Ok(file_path) if tool == IdeTool::SaveDocument => IdeToolCall::SaveDocument {
+                file_path: file_path.into(),
             }
-            Ok(file_path) => IdeToolCall::CheckDocumentDirty { file_path }.into(),
+            .into(),
+            Ok(file_path) => IdeToolCall::CheckDocumentDirty {
+                file_path: file_path.into(),
+            }
+            .into(),
             Err(answer) => answer,
         },
         IdeTool::GetCurrentSelection => IdeToolCall::GetCurrentSelection.into(),
@@ -223,7 +227,7 @@ pub fn prepare_call(
                     };
                     let flag = |key: &str| args.get(key).and_then(Value::as_bool);
                     IdeToolCall::OpenFile(OpenFile {
-                        file_path: path,
+                        file_path: path.into(),
                         start_text: string_arg("startText").map(str::to_owned),
                         end_text: string_arg("endText").map(str::to_owned),
                         select_to_end_of_line: flag("selectToEndOfLine").unwrap_or(false),

@@ -192,7 +192,7 @@ fn canonical_in(v: &mut Value, key: Option<&str>, root: Option<&Path>) -> Result
     match v {
         Value::String(s) if key != Some("text") => {
             if let Some(form) = canonical_name(s, root)? {
-                *s = form;
+                *s = form.into_string();
             }
         }
         Value::Array(items) => {
@@ -202,7 +202,7 @@ fn canonical_in(v: &mut Value, key: Option<&str>, root: Option<&Path>) -> Result
         }
         Value::Object(map) if map.keys().any(|k| uri::is_file_uri(k)) => {
             for (k, mut item) in std::mem::take(map) {
-                let k = canonical_name(&k, root)?.unwrap_or(k);
+                let k = canonical_name(&k, root)?.map_or(k, uri::CanonicalUri::into_string);
                 canonical_in(&mut item, Some(&k), root)?;
                 map.insert(k, item);
             }
@@ -232,7 +232,7 @@ fn is_document_uri(s: &str) -> bool {
 }
 
 /// The canonical form of `s` when it is a `file:` URI spelled otherwise.
-fn canonical_name(s: &str, root: Option<&Path>) -> Result<Option<String>, String> {
+fn canonical_name(s: &str, root: Option<&Path>) -> Result<Option<uri::CanonicalUri>, String> {
     if s.len() > MAX_URI_BYTES && is_document_uri(s) {
         return Err(format!(
             "a document URI of {} bytes, over the {MAX_URI_BYTES}-byte cap",
@@ -248,9 +248,7 @@ fn canonical_name(s: &str, root: Option<&Path>) -> Result<Option<String>, String
         (Some(Ok(form)), _) => form,
     };
     if let Some(root) = root {
-        let path = lsp_types::Url::parse(&form)
-            .ok()
-            .and_then(|u| u.to_file_path().ok());
+        let path = form.to_url().and_then(|u| u.to_file_path().ok());
         let Some(path) = path.filter(|p| p.to_str().is_some()) else {
             return Err(format!("not a UTF-8 file path: {s:?}"));
         };

@@ -742,7 +742,7 @@ impl Session {
         reply: impl FnOnce(Result<Value, (i64, String)>) -> Value + Send + 'static,
     ) {
         let name = params["name"].as_str().unwrap_or_default();
-        let mut arguments = params
+        let arguments = params
             .get("arguments")
             .cloned()
             .unwrap_or_else(|| json!({}));
@@ -750,12 +750,12 @@ impl Session {
         // is typed (a tool we do not have is not found).
         let call = match arguments.get("filePath").and_then(Value::as_str) {
             Some(raw) => crate::workspace_fs::confine(std::slice::from_ref(&self.workspace), raw)
-                .map(|path| arguments["filePath"] = json!(path))
+                .map(Some)
                 .map_err(|refused| Ok(crate::hub::error_result(refused.0))),
-            None => Ok(()),
+            None => Ok(None),
         }
-        .and_then(|()| {
-            editor_tool_call(name, &arguments)
+        .and_then(|path| {
+            editor_tool_call(name, &arguments, path)
                 .ok_or_else(|| Err((code::METHOD_NOT_FOUND, format!("Tool not found: {name}"))))
         });
         let call = match call {
@@ -822,10 +822,14 @@ fn editor_tools() -> Value {
     mcp::tools_list(EditorTool::LISTED.map(EditorTool::spec))
 }
 
-/// A `tools/call` of our MCP server typed, its path already confined; `None`
-/// for a tool it does not have.
-fn editor_tool_call(name: &str, args: &Value) -> Option<EditorToolCall> {
-    let path = || PathBuf::from(args["filePath"].as_str().unwrap_or_default());
+/// A `tools/call` of our MCP server typed, with its `filePath` as
+/// confined (empty if it named none); `None` for a tool it does not have.
+fn editor_tool_call(
+    name: &str,
+    args: &Value,
+    path: Option<crate::workspace_fs::ConfinedPath>,
+) -> Option<EditorToolCall> {
+    let file_path = path.map(PathBuf::from).unwrap_or_default();
     let line = |key: &str| args.get(key).and_then(Value::as_u64);
     Some(match EditorTool::parse(name)? {
         EditorTool::GetOpenEditors => EditorToolCall::GetOpenEditors,
@@ -835,9 +839,9 @@ fn editor_tool_call(name: &str, args: &Value) -> Option<EditorToolCall> {
             uri: args.get("uri").and_then(Value::as_str).map(str::to_owned),
         },
         EditorTool::GetWorkspaceFolders => EditorToolCall::GetWorkspaceFolders,
-        EditorTool::ReadBuffer => EditorToolCall::ReadBuffer { file_path: path() },
+        EditorTool::ReadBuffer => EditorToolCall::ReadBuffer { file_path },
         EditorTool::OpenFile => EditorToolCall::OpenFile {
-            file_path: path(),
+            file_path,
             start_line: line("startLine"),
             end_line: line("endLine"),
         },

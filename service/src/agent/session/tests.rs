@@ -922,9 +922,13 @@ fn editor_tools_are_the_recorded_list() {
         serde_json::to_string(&expected).unwrap()
     );
     use moonkale_protocol::ide::EditorToolCall;
-    assert_eq!(super::editor_tool_call("saveDocument", &json!({})), None);
     assert_eq!(
-        super::editor_tool_call("openFile", &json!({"filePath": "/w/a", "startLine": 3})),
+        super::editor_tool_call("saveDocument", &json!({}), None),
+        None
+    );
+    let confined = crate::workspace_fs::confine(&[std::path::PathBuf::from("/w")], "/w/a").ok();
+    assert_eq!(
+        super::editor_tool_call("openFile", &json!({"startLine": 3}), confined),
         Some(EditorToolCall::OpenFile {
             file_path: "/w/a".into(),
             start_line: Some(3),
@@ -932,7 +936,7 @@ fn editor_tools_are_the_recorded_list() {
         })
     );
     assert_eq!(
-        super::editor_tool_call("readBuffer", &json!({})),
+        super::editor_tool_call("readBuffer", &json!({}), None),
         Some(EditorToolCall::ReadBuffer {
             file_path: "".into()
         })

@@ -647,15 +647,12 @@ fn span_class(span: &Span) -> String {
     if span.inverse {
         class.push_str(" r");
     }
-    if let Some(Color::Indexed(n)) = span.fg {
-        if n < 16 {
-            class.push_str(&format!(" f{n}"));
-        }
+    // The 16 palette colours have classes; others keep the default.
+    if let Some(Color::Indexed(n @ 0..16)) = span.fg {
+        class.push_str(&format!(" f{n}"));
     }
-    if let Some(Color::Indexed(n)) = span.bg {
-        if n < 16 {
-            class.push_str(&format!(" g{n}"));
-        }
+    if let Some(Color::Indexed(n @ 0..16)) = span.bg {
+        class.push_str(&format!(" g{n}"));
     }
     class
 }

@@ -94,18 +94,8 @@ enum Command {
         /// session].
         #[arg(long, value_name = "DIR", conflicts_with = "connect")]
         workspace: Option<PathBuf>,
-        /// A remote service (`serve --listen`) instead: `ws://host:port/`
-        /// or `wss://host:port/`; the token comes from MOONKALE_TOKEN or
-        /// --token-file.
-        #[arg(long, value_name = "URL")]
-        connect: Option<String>,
-        /// The file holding the remote token, when MOONKALE_TOKEN is not
-        /// set.
-        #[arg(long, value_name = "FILE", requires = "connect")]
-        token_file: Option<PathBuf>,
-        /// For wss://: the PEM certificate (or its CA) to trust.
-        #[arg(long, value_name = "FILE", requires = "connect")]
-        ca: Option<PathBuf>,
+        #[command(flatten)]
+        remote: ConnectArgs,
     },
     /// Run Claude Code in this terminal, connected to the workspace's
     /// service (started if none runs): its selection, diagnostics and diff
@@ -207,18 +197,8 @@ enum Command {
         /// The workspace folder [default: the current directory].
         #[arg(long, value_name = "DIR", conflicts_with = "connect")]
         workspace: Option<PathBuf>,
-        /// A remote service (`serve --listen`) instead: `ws://host:port/`
-        /// or `wss://host:port/`; the token comes from MOONKALE_TOKEN or
-        /// --token-file.
-        #[arg(long, value_name = "URL")]
-        connect: Option<String>,
-        /// The file holding the remote token, when MOONKALE_TOKEN is not
-        /// set.
-        #[arg(long, value_name = "FILE", requires = "connect")]
-        token_file: Option<PathBuf>,
-        /// For wss://: the PEM certificate (or its CA) to trust.
-        #[arg(long, value_name = "FILE", requires = "connect")]
-        ca: Option<PathBuf>,
+        #[command(flatten)]
+        remote: ConnectArgs,
         /// Where the page is served [default: 127.0.0.1 on a free port]. A
         /// non-loopback address needs --tls-cert and --tls-key, or
         /// --insecure.
@@ -494,6 +474,41 @@ enum AgentCommand {
 }
 
 /// How the service runs Claude Code as its agent.
+/// A remote service instead of the workspace's own (`acp`, `web`).
+#[derive(clap::Args)]
+struct ConnectArgs {
+    /// A remote service (`serve --listen`) instead: `ws://host:port/` or
+    /// `wss://host:port/`; the token comes from MOONKALE_TOKEN or
+    /// --token-file.
+    #[arg(long, value_name = "URL")]
+    connect: Option<String>,
+    /// The file holding the remote token, when MOONKALE_TOKEN is not set.
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    token_file: Option<PathBuf>,
+    /// For wss://: the PEM certificate (or its CA) to trust.
+    #[arg(long, value_name = "FILE", requires = "connect")]
+    ca: Option<PathBuf>,
+}
+
+impl ConnectArgs {
+    /// The remote service asked for, with its token; `None` without
+    /// --connect.
+    fn target(self) -> anyhow::Result<Option<remote::client::RemoteTarget>> {
+        let Some(url) = self.connect else {
+            return Ok(None);
+        };
+        let token = remote::token_from(
+            std::env::var(remote::TOKEN_ENV).ok(),
+            self.token_file.as_deref(),
+        )?;
+        Ok(Some(remote::client::RemoteTarget {
+            url,
+            token,
+            ca: self.ca,
+        }))
+    }
+}
+
 /// The remote front door (`serve --listen`).
 #[derive(clap::Args)]
 struct RemoteArgs {
@@ -867,18 +882,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Acp {
             workspace,
-            connect,
-            token_file,
-            ca,
+            remote: connect,
         } => {
-            let target = match connect {
-                Some(url) => {
-                    let token = remote::token_from(
-                        std::env::var(remote::TOKEN_ENV).ok(),
-                        token_file.as_deref(),
-                    )?;
-                    acp::Target::Remote(remote::client::RemoteTarget { url, token, ca })
-                }
+            let target = match connect.target()? {
+                Some(remote) => acp::Target::Remote(remote),
                 None => acp::Target::Local {
                     workspace: match workspace {
                         Some(w) => Some(runtime::canonical_workspace(&w)?),
@@ -892,9 +899,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Web {
             workspace,
-            connect,
-            token_file,
-            ca,
+            remote: connect,
             listen,
             tls_cert,
             tls_key,
@@ -907,14 +912,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 (Some(cert), Some(key)) => Some(remote::tls_from(cert, key)?),
                 _ => None,
             };
-            let target = match connect {
-                Some(url) => {
-                    let token = remote::token_from(
-                        std::env::var(remote::TOKEN_ENV).ok(),
-                        token_file.as_deref(),
-                    )?;
-                    acp::Target::Remote(remote::client::RemoteTarget { url, token, ca })
-                }
+            let target = match connect.target()? {
+                Some(remote) => acp::Target::Remote(remote),
                 None => acp::Target::Local {
                     workspace: Some(runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?),
                     service_bin: std::env::current_exe().context("finding this program")?,

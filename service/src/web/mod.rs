@@ -78,8 +78,18 @@ pub async fn run(
         .map_err(|e| crate::Error::Invalid(format!("cannot listen on {}: {e}", cfg.listen)))?;
     let secret = crate::runtime::new_token()?;
     let secure = cfg.tls.is_some();
-    let gate = Gate::new(secret.clone(), addr, secure);
-    let url = url_of(addr, secure, &secret);
+    let mut gate = Gate::new(secret.clone(), addr, secure);
+    // Listening on every address (0.0.0.0, ::), a phone names this machine
+    // by one of its addresses or by its host name: each is a Host the page
+    // answers to, and the URL names the machine by its host name.
+    let mut shown = None;
+    if addr.ip().is_unspecified() {
+        for name in machine_names() {
+            gate.allow_host(&name, addr.port());
+        }
+        shown = host_name();
+    }
+    let url = url_of(addr, shown.as_deref(), secure, &secret);
     println!("{url}");
     if !addr.ip().is_loopback() {
         eprintln!("{}", notify::qr_text(&url));
@@ -106,14 +116,84 @@ pub async fn run(
     Ok(())
 }
 
-fn url_of(addr: SocketAddr, secure: bool, secret: &str) -> String {
+fn url_of(addr: SocketAddr, name: Option<&str>, secure: bool, secret: &str) -> String {
     let scheme = if secure { "https" } else { "http" };
-    let host = match addr.ip() {
-        ip if ip.is_unspecified() => "127.0.0.1".to_owned(),
-        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-        ip => ip.to_string(),
+    let host = match (name, addr.ip()) {
+        (Some(name), _) => name.to_owned(),
+        (None, ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
+        (None, std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+        (None, ip) => ip.to_string(),
     };
     format!("{scheme}://{host}:{}/?token={secret}", addr.port())
+}
+
+/// This machine's host name, if it has one.
+fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; the name is read up to
+    // its NUL (or the end, if the name was cut).
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..len]).into_owned();
+    (ok && !name.is_empty()).then_some(name)
+}
+
+/// The names a browser elsewhere may use for this machine: its host name
+/// and the address of each network interface (IPv6 in brackets).
+fn machine_names() -> Vec<String> {
+    let mut names: Vec<String> = host_name().into_iter().collect();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a list we free below; each
+    // entry's address is read only when present, by its family's size.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return names;
+        }
+        let mut at = list;
+        while !at.is_null() {
+            let addr = (*at).ifa_addr;
+            if !addr.is_null() {
+                match i32::from((*addr).sa_family) {
+                    libc::AF_INET => {
+                        let v4 = &*addr.cast::<libc::sockaddr_in>();
+                        let ip = std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
+                        names.push(ip.to_string());
+                    }
+                    libc::AF_INET6 => {
+                        let v6 = &*addr.cast::<libc::sockaddr_in6>();
+                        let ip = std::net::Ipv6Addr::from(v6.sin6_addr.s6_addr);
+                        names.push(format!("[{ip}]"));
+                    }
+                    _ => {}
+                }
+            }
+            at = (*at).ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Served on every address, the page answers to the machine's own
+    /// names (loopback included) and names it by its host name.
+    #[test]
+    fn every_address_means_the_machines_names() {
+        let names = machine_names();
+        assert!(names.iter().any(|n| n == "127.0.0.1"), "{names:?}");
+        let addr: SocketAddr = "0.0.0.0:8443".parse().unwrap();
+        let url = url_of(addr, Some("devbox"), true, "k");
+        assert_eq!(url, "https://devbox:8443/?token=k");
+        assert_eq!(
+            url_of("127.0.0.1:80".parse().unwrap(), None, false, "k"),
+            "http://127.0.0.1:80/?token=k"
+        );
+    }
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {

@@ -20,6 +20,7 @@ pub mod pty;
 pub mod remote;
 pub mod review;
 pub mod vscode;
+pub mod web;
 pub mod world;
 pub mod ws_rpc;
 

@@ -4,133 +4,14 @@
 //! attached beside the page. Screenshots of what a person sees go to
 //! `$TMPDIR/moonkale-web-shots/`.
 
-use std::path::PathBuf;
-use std::process::Stdio;
-
 use moonkale_tests::STEP;
 use moonkale_tests::agent::{plan_then_write_script, write_script};
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::remote::{TOKEN, make_certificate};
 use moonkale_tests::review;
-use moonkale_tests::vscode::Browser;
+use moonkale_tests::web::{DESKTOP, PHONE, Web, browser, no_sideways_scrolling, read};
 use moonkale_tests::world::World;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-
-const PHONE: (u32, u32) = (390, 844);
-const DESKTOP: (u32, u32) = (1280, 800);
-
-/// A running `moonkale-service web` for the world's workspace.
-struct Web {
-    _child: tokio::process::Child,
-    /// The URL it printed, with the login secret.
-    url: String,
-    /// `127.0.0.1:PORT`.
-    addr: String,
-}
-
-impl Web {
-    async fn start(w: &World) -> Web {
-        let ws = w.sb.workspace.display().to_string();
-        Web::start_with(w, &["--workspace", &ws]).await
-    }
-
-    async fn start_with(w: &World, args: &[&str]) -> Web {
-        let mut all = vec!["web"];
-        all.extend(args);
-        let mut child = w
-            .command(&all)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::File::create(w.sb.root.join("web.log")).expect("web log"),
-            ))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start moonkale-service web");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let url = tokio::time::timeout(STEP, lines.next_line())
-            .await
-            .expect("web printed no URL in time")
-            .expect("web's stdout")
-            .expect("web exited before printing its URL");
-        let addr = url
-            .strip_prefix("http://")
-            .and_then(|rest| rest.split('/').next())
-            .unwrap_or_else(|| panic!("not a URL: {url}"))
-            .to_owned();
-        assert!(url.contains("/?token="), "{url}");
-        Web {
-            _child: child,
-            url,
-            addr,
-        }
-    }
-
-    /// One raw HTTP request: the status line and the whole answer.
-    async fn get(&self, path: &str, headers: &str) -> (u16, String) {
-        let mut tcp = tokio::net::TcpStream::connect(&self.addr)
-            .await
-            .expect("connect to web");
-        let connection = if headers.contains("Upgrade:") {
-            "Connection: Upgrade\r\n"
-        } else {
-            "Connection: close\r\n"
-        };
-        let request = format!("GET {path} HTTP/1.1\r\n{headers}{connection}\r\n");
-        tcp.write_all(request.as_bytes()).await.unwrap();
-        // Up to the end of the answer, or of its head for an upgrade (the
-        // socket then stays open).
-        let mut answer = Vec::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            let n = tokio::time::timeout(STEP, tcp.read(&mut chunk))
-                .await
-                .expect("web answered in time")
-                .expect("web's answer");
-            answer.extend_from_slice(&chunk[..n]);
-            let text = String::from_utf8_lossy(&answer);
-            if n == 0 || (text.starts_with("HTTP/1.1 101") && text.contains("\r\n\r\n")) {
-                break;
-            }
-        }
-        let answer = String::from_utf8_lossy(&answer).into_owned();
-        let status = answer
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("GET {path} with {headers:?}: no status: {answer:?}"));
-        (status, answer)
-    }
-}
-
-fn shots_dir() -> PathBuf {
-    std::env::temp_dir().join("moonkale-web-shots")
-}
-
-async fn browser(w: &World, web: &Web, (width, height): (u32, u32)) -> Browser {
-    let mut b = Browser::start(&w.sb);
-    b.shots = shots_dir();
-    let mobile = width < 600;
-    b.run(json!({
-        "op": "open",
-        "url": web.url,
-        "viewport": {"width": width, "height": height},
-        "mobile": mobile,
-    }))
-    .await;
-    // The page is live once the shell rendered its tabs.
-    b.wait_for("nav.tabs").await;
-    b
-}
-
-fn read(path: &std::path::Path) -> Option<String> {
-    std::fs::read_to_string(path).ok()
-}
-
-async fn no_sideways_scrolling(b: &mut Browser, view: &str) {
-    let sideways = b.run(json!({"op": "scrollsSideways"})).await;
-    assert_eq!(sideways, json!(false), "{view} scrolls sideways");
-}
 
 /// A session an LSP editor started asks to Write; the question shows on a
 /// phone, is allowed there, the editor's own question is withdrawn, the

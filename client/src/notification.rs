@@ -2,6 +2,7 @@
 //! hands it out in order.
 
 use moonkale_protocol::agent::{self, Approval, ApprovalStatus};
+use moonkale_protocol::changes::{Changed, ChangedParams};
 use moonkale_protocol::proposal::{ProposalClosed, ProposalClosedParams};
 use moonkale_protocol::screen::Update;
 use moonkale_protocol::terminal::{self, TerminalId};
@@ -49,6 +50,9 @@ pub enum Notification {
     },
     /// A proposal was accepted or rejected: its view may close.
     ProposalClosed(ProposalClosedParams),
+    /// The pending change sets, all of them, after any change
+    /// (`moonkale/changes/changed`).
+    ChangesChanged(ChangedParams),
     /// `missed` notifications were dropped because the front end did not
     /// read them in time: ask for what they would have said
     /// (`agent_events` from the last `seq`, `terminal_screen`).
@@ -150,6 +154,7 @@ pub(crate) fn typed(method: String, params: &RawValue) -> Notification {
                 terminal: p.terminal,
             })
         }
+        m if m == Changed::METHOD => parse::<Changed>(params).map(Notification::ChangesChanged),
         m if m == ProposalClosed::METHOD => {
             parse::<ProposalClosed>(params).map(Notification::ProposalClosed)
         }

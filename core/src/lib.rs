@@ -12,6 +12,7 @@ pub mod diff;
 pub mod document;
 pub mod pacing;
 pub mod position;
+pub mod preview;
 pub mod uri;
 
 pub use changes::PendingFile;

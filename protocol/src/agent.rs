@@ -440,6 +440,62 @@ pub struct Streaming {
 }
 
 request!(
+    /// What a pending `Write`, `Edit` or `MultiEdit` would do to the file
+    /// as it is on disk now: its changed lines with a little context. The
+    /// service reads the file (confined to the workspace, size-capped);
+    /// the input is the one the CLI asked with.
+    Preview,
+    "moonkale/agent/preview",
+    PreviewParams => PreviewResult
+);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewParams {
+    pub approval: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewResult {
+    pub approval: String,
+    /// The file the tool writes.
+    pub path: String,
+    /// The file does not exist yet.
+    pub creates: bool,
+    /// The changed lines and their context, in file order (at most
+    /// [`MAX_PREVIEW_LINES`], then one `Gap` line saying how many more).
+    pub lines: Vec<PreviewLine>,
+    /// Why the preview is not the tool's effect (the text to replace is
+    /// not in the file, the file is too large): the page then shows the
+    /// tool's input as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// The most lines a preview holds.
+pub const MAX_PREVIEW_LINES: usize = 400;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewLine {
+    pub sign: LineSign,
+    /// The line's text, without its terminator.
+    pub text: String,
+    /// Its number in the file before (removed, context) or after (added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LineSign {
+    Context,
+    Added,
+    Removed,
+    /// Lines left out between two hunks (`text` says how many).
+    Gap,
+}
+
+request!(
     /// Every session of the workspace, newest first.
     List,
     "moonkale/agent/list",

@@ -100,6 +100,7 @@ pub const ALL_METHODS: &[&str] = &[
     <agent::Start as Request>::METHOD,
     <agent::Send as Request>::METHOD,
     <agent::Events as Request>::METHOD,
+    <agent::Preview as Request>::METHOD,
     <agent::List as Request>::METHOD,
     <agent::Interrupt as Request>::METHOD,
     <agent::SetPermissionMode as Request>::METHOD,

@@ -5,7 +5,9 @@
 //! named from data, no data in `href` or `src`.
 
 use dioxus::prelude::*;
-use moonkale_client::moonkale_protocol::agent::{Approval, ApprovalKind, SessionState};
+use moonkale_client::moonkale_protocol::agent::{
+    Approval, ApprovalKind, PreviewResult, SessionState,
+};
 use moonkale_client::moonkale_protocol::changes::{ChangeSetSummary, ReviewState};
 use moonkale_client::moonkale_protocol::screen::{Color, Row, Snapshot, Span};
 use serde_json::Value;
@@ -149,7 +151,8 @@ fn QuestionCard(approval: Approval, session_label: String) -> Element {
     let id = approval.approval.clone();
     let body = match &approval.kind {
         ApprovalKind::Tool => {
-            rsx! { ToolInput { tool: approval.tool.clone(), input: approval.input.clone() } }
+            let preview = use_model().read().previews.get(&id).cloned().flatten();
+            rsx! { ToolInput { tool: approval.tool.clone(), input: approval.input.clone(), preview } }
         }
         ApprovalKind::Plan { plan, choices } => {
             let choices = choices.clone();
@@ -202,12 +205,22 @@ fn QuestionCard(approval: Approval, session_label: String) -> Element {
     }
 }
 
-/// A tool's input: a diff for the editing tools, else its fields.
+/// A tool's input: for the editing tools the diff against the file on
+/// disk (the service's preview) or, until it comes or when the tool would
+/// fail, the input's own lines; else its fields.
 #[component]
-fn ToolInput(tool: String, input: Value) -> Element {
-    let lines = crate::diff::tool_diff(&tool, &input);
-    if let Some(lines) = lines {
+fn ToolInput(tool: String, input: Value, preview: Option<PreviewResult>) -> Element {
+    if let Some(lines) = preview.as_ref().and_then(crate::diff::preview_diff) {
         return rsx! { Diff { lines } };
+    }
+    let problem = preview.and_then(|p| p.problem);
+    if let Some(lines) = crate::diff::tool_diff(&tool, &input) {
+        return rsx! {
+            if let Some(problem) = problem {
+                p { class: "problem", "Not as on disk: {inert(&problem)}." }
+            }
+            Diff { lines }
+        };
     }
     let text = serde_json::to_string_pretty(&input).unwrap_or_default();
     rsx! { pre { class: "input", "{inert(&text)}" } }

@@ -1,7 +1,10 @@
-//! What an editing tool would change, as diff lines a card shows: `Write`
-//! as its new lines, `Edit` as the lines it replaces and the lines it
-//! writes, `MultiEdit` as each edit in turn. Pure, so it is tested alone.
+//! What an editing tool would change, as diff lines a card shows: from
+//! the service's preview against the file on disk ([`preview_diff`]) when
+//! it has one, else from the tool's input alone ([`tool_diff`]): `Write` as
+//! its new lines, `Edit` as the lines it replaces and the lines it writes,
+//! `MultiEdit` as each edit in turn. Pure, so it is tested alone.
 
+use moonkale_client::moonkale_protocol::agent::{LineSign, PreviewResult};
 use serde_json::Value;
 
 /// The most lines a card shows of one tool's change.
@@ -11,7 +14,9 @@ pub const MAX_LINES: usize = 400;
 pub enum Sign {
     Added,
     Removed,
-    /// A heading: which file, which edit.
+    /// An unchanged line around a change.
+    Same,
+    /// A heading: which file, how many lines left out.
     Context,
 }
 
@@ -26,6 +31,7 @@ impl DiffLine {
         match self.sign {
             Sign::Added => "add",
             Sign::Removed => "del",
+            Sign::Same => "same",
             Sign::Context => "ctx",
         }
     }
@@ -34,9 +40,44 @@ impl DiffLine {
         match self.sign {
             Sign::Added => "+ ",
             Sign::Removed => "- ",
+            Sign::Same => "  ",
             Sign::Context => "",
         }
     }
+}
+
+/// The service's preview of an editing tool as diff lines: the file (and
+/// whether the tool creates it), then its changed lines in context; `None`
+/// when the service could not apply the tool to the file (the card then
+/// shows the input and says why).
+pub fn preview_diff(preview: &PreviewResult) -> Option<Vec<DiffLine>> {
+    if preview.problem.is_some() {
+        return None;
+    }
+    let created = if preview.creates { " (new file)" } else { "" };
+    let mut out = vec![DiffLine {
+        sign: Sign::Context,
+        text: crate::model::inert(&format!("{}{created}", preview.path)),
+    }];
+    if preview.lines.is_empty() {
+        out.push(DiffLine {
+            sign: Sign::Context,
+            text: "no change to the file".to_owned(),
+        });
+    }
+    out.extend(preview.lines.iter().map(|l| DiffLine {
+        sign: match l.sign {
+            LineSign::Added => Sign::Added,
+            LineSign::Removed => Sign::Removed,
+            LineSign::Context => Sign::Same,
+            LineSign::Gap => Sign::Context,
+        },
+        text: match l.sign {
+            LineSign::Gap => format!("⋯ {}", crate::model::inert(&l.text)),
+            _ => crate::model::inert(&l.text),
+        },
+    }));
+    Some(out)
 }
 
 /// The diff of `Write`, `Edit` or `MultiEdit`; `None` for any other tool.
@@ -121,6 +162,34 @@ mod tests {
         );
         assert_eq!(render(&multi.unwrap()), "/w/a.py\n- a\n+ b\n- c\n+ d\n");
         assert_eq!(tool_diff("Bash", &json!({"command": "ls"})), None);
+    }
+
+    #[test]
+    fn a_preview_shows_the_file_in_context_or_says_nothing() {
+        use moonkale_client::moonkale_protocol::agent::PreviewLine;
+        let line = |sign, text: &str| PreviewLine {
+            sign,
+            text: text.into(),
+            line: Some(1),
+        };
+        let mut preview = PreviewResult {
+            approval: "s/1".into(),
+            path: "/w/a.py".into(),
+            creates: false,
+            lines: vec![
+                line(LineSign::Gap, "4 unchanged lines"),
+                line(LineSign::Context, "x = 0"),
+                line(LineSign::Removed, "x = 1"),
+                line(LineSign::Added, "x = 2\u{1b}[2J"),
+            ],
+            problem: None,
+        };
+        assert_eq!(
+            render(&preview_diff(&preview).unwrap()),
+            "/w/a.py\n⋯ 4 unchanged lines\n  x = 0\n- x = 1\n+ x = 2␛[2J\n"
+        );
+        preview.problem = Some("the text to replace is not in the file".into());
+        assert_eq!(preview_diff(&preview), None);
     }
 
     #[test]

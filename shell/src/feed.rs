@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use dioxus::prelude::*;
 use futures_util::StreamExt;
-use moonkale_client::moonkale_protocol::agent::{self, AnswerParams, EventsParams, PermissionMode};
+use moonkale_client::moonkale_protocol::agent::{
+    self, AnswerParams, EventsParams, PermissionMode, PreviewParams,
+};
 use moonkale_client::moonkale_protocol::changes::{KeepParams, UndoParams};
 use moonkale_client::moonkale_protocol::lsp_types::Url;
 use moonkale_client::moonkale_protocol::terminal::{OpenParams, TerminalId};
@@ -24,8 +26,7 @@ pub struct Shell {
 }
 
 /// How often the header's status (editors, Claude Code clients, pending
-/// proposals) and the change sets are read again: nothing notifies a
-/// front end of those.
+/// proposals) is read again: nothing notifies a front end of those.
 pub const REFRESH: Duration = Duration::from_secs(1);
 
 /// What a person can do on the page.
@@ -109,7 +110,9 @@ pub async fn follow(client: Client, mut model: Signal<Model>) {
             }
         }
     }
+    read_previews(&client, model);
     refresh(&client, model).await;
+    read_change_sets(&client, model).await;
     if let Ok(list) = client.terminal_list().await {
         model.write().load_terminals(list);
     }
@@ -119,12 +122,16 @@ pub async fn follow(client: Client, mut model: Signal<Model>) {
             n = notifications.next() => match n {
                 Some(Notification::Lagged { .. }) => reload(&client, model).await,
                 Some(n) => {
-                    let mut m = model.write();
-                    m.apply(n);
                     // Whatever else queued with it, in the same render.
+                    let mut batch = vec![n];
                     while let Some(n) = notifications.try_next() {
-                        m.apply(n);
+                        batch.push(n);
                     }
+                    let stale = apply_all(&mut model.write(), batch);
+                    for set in stale {
+                        show_set(&client, model, set).await;
+                    }
+                    read_previews(&client, model);
                 }
                 None => {
                     model.write().disconnected = true;
@@ -136,21 +143,71 @@ pub async fn follow(client: Client, mut model: Signal<Model>) {
     }
 }
 
-/// Reads the status and the change sets again.
+/// Applies notifications in order; returns the opened change sets whose
+/// hunks changed.
+fn apply_all(model: &mut Model, batch: Vec<Notification>) -> Vec<u64> {
+    let mut stale = Vec::new();
+    for n in batch {
+        match n {
+            Notification::ChangesChanged(changed) => {
+                stale.extend(model.load_change_sets(changed.sets));
+            }
+            n => model.apply(n),
+        }
+    }
+    stale.sort_unstable();
+    stale.dedup();
+    stale
+}
+
+/// Reads the status again (nothing notifies an observer of editors
+/// coming and going, or of proposals).
 async fn refresh(client: &Client, mut model: Signal<Model>) {
-    let (status, sets) = tokio::join!(client.status(), client.changes(false));
-    if let Ok(status) = status
+    if let Ok(status) = client.status().await
         && model.peek().status.as_ref() != Some(&status)
     {
         model.write().status = Some(status);
     }
-    if let Ok(sets) = sets
-        && model.peek().change_sets != sets
-    {
-        let mut m = model.write();
-        m.change_details
-            .retain(|id, _| sets.iter().any(|s| s.id == *id));
-        m.change_sets = sets;
+}
+
+/// Reads the change sets (at the start, and after notifications were
+/// dropped; between, `moonkale/changes/changed` carries them).
+async fn read_change_sets(client: &Client, mut model: Signal<Model>) {
+    if let Ok(sets) = client.changes(false).await {
+        let stale = model.write().load_change_sets(sets);
+        for set in stale {
+            show_set(client, model, set).await;
+        }
+    }
+}
+
+/// Asks the service what each new editing question would do to its file;
+/// each answer lands on its card when it comes (a slow disk holds up no
+/// notification).
+fn read_previews(client: &Client, mut model: Signal<Model>) {
+    let wanted = model.write().previews_to_read();
+    for approval in wanted {
+        let asked = client.request::<agent::Preview>(PreviewParams {
+            approval: approval.clone(),
+        });
+        spawn(async move {
+            // A question answered meanwhile has no card to show it on.
+            if let Ok(preview) = asked.await
+                && model.peek().previews.contains_key(&approval)
+            {
+                model.write().previews.insert(approval, Some(preview));
+            }
+        });
+    }
+}
+
+/// Reads one change set's hunks for the page.
+async fn show_set(client: &Client, mut model: Signal<Model>, set: u64) {
+    match client.change_set(set).await {
+        Ok(detail) => {
+            model.write().change_details.insert(set, detail);
+        }
+        Err(e) => model.write().error = Some(e.to_string()),
     }
 }
 
@@ -160,6 +217,7 @@ async fn reload(client: &Client, model: Signal<Model>) {
         read_events(client, model, &id).await;
     }
     refresh(client, model).await;
+    read_change_sets(client, model).await;
 }
 
 async fn read_events(client: &Client, mut model: Signal<Model>, session: &str) {
@@ -282,8 +340,8 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
                 })
                 .await
                 .map_err(text)?;
-            refresh(client, model).await;
         }
+        // The sets and the opened hunks follow from `changes/changed`.
         Action::Undo { set, uri, hunk } => {
             let undone = client
                 .undo_change(UndoParams {
@@ -297,11 +355,6 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
             if let Some(refused) = undone.refused.first() {
                 model.write().error = Some(format!("Not undone: {}", refused.message));
             }
-            if model.peek().change_details.contains_key(&set) {
-                let detail = client.change_set(set).await.map_err(text)?;
-                model.write().change_details.insert(set, detail);
-            }
-            refresh(client, model).await;
         }
         Action::NewTerminal { claude } => {
             let info = if claude {

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use moonkale_client::Notification;
 use moonkale_client::moonkale_protocol::agent::DecisionData;
 use moonkale_client::moonkale_protocol::agent::{
-    Approval, ApprovalStatus, Event, PermissionMode, SessionEvent, SessionState, SessionSummary,
-    SessionView,
+    Approval, ApprovalKind, ApprovalStatus, Event, PermissionMode, PreviewResult, SessionEvent,
+    SessionState, SessionSummary, SessionView,
 };
 use moonkale_client::moonkale_protocol::changes::{ChangeSetSummary, ShowResult};
 use moonkale_client::moonkale_protocol::screen::{Row, Snapshot, Update};
@@ -106,6 +106,9 @@ pub struct Model {
     pub sessions: BTreeMap<String, SessionEntry>,
     /// Questions waiting for the user, oldest first.
     pub questions: Vec<Approval>,
+    /// What an editing tool's question would do to its file, by approval
+    /// (`None` while the service is asked).
+    pub previews: BTreeMap<String, Option<PreviewResult>>,
     pub change_sets: Vec<ChangeSetSummary>,
     /// The hunks of the sets the person opened.
     pub change_details: BTreeMap<u64, ShowResult>,
@@ -154,6 +157,27 @@ impl Model {
         let mut list: Vec<_> = self.sessions.values().collect();
         list.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
         list
+    }
+
+    /// The pending change sets as the service lists them. Returns the
+    /// sets the person opened whose hunks changed (to be read again); the
+    /// details of a set no longer listed are dropped.
+    pub fn load_change_sets(&mut self, sets: Vec<ChangeSetSummary>) -> Vec<u64> {
+        if self.change_sets == sets {
+            return Vec::new();
+        }
+        self.change_details
+            .retain(|id, _| sets.iter().any(|s| s.id == *id));
+        let stale = sets
+            .iter()
+            .filter(|set| {
+                self.change_details.contains_key(&set.id)
+                    && self.change_sets.iter().find(|old| old.id == set.id) != Some(*set)
+            })
+            .map(|set| set.id)
+            .collect();
+        self.change_sets = sets;
+        stale
     }
 
     pub fn load_sessions(&mut self, summaries: Vec<SessionSummary>) {
@@ -224,6 +248,9 @@ impl Model {
                     self.view = View::Terminals;
                 }
             }
+            Notification::ChangesChanged(changed) => {
+                self.load_change_sets(changed.sets);
+            }
             Notification::ProposalClosed(_)
             | Notification::Lagged { .. }
             | Notification::Other { .. } => {}
@@ -277,6 +304,26 @@ impl Model {
     /// A question was answered (here or anywhere else): its card goes.
     pub fn close(&mut self, approval: &str) {
         self.questions.retain(|q| q.approval != approval);
+        self.previews.remove(approval);
+    }
+
+    /// Questions of an editing tool whose preview was not asked for yet;
+    /// marks them asked.
+    pub fn previews_to_read(&mut self) -> Vec<String> {
+        let wanted: Vec<String> = self
+            .questions
+            .iter()
+            .filter(|q| {
+                matches!(q.kind, ApprovalKind::Tool)
+                    && ["Write", "Edit", "MultiEdit"].contains(&q.tool.as_str())
+                    && !self.previews.contains_key(&q.approval)
+            })
+            .map(|q| q.approval.clone())
+            .collect();
+        for id in &wanted {
+            self.previews.insert(id.clone(), None);
+        }
+        wanted
     }
 
     pub fn load_terminals(&mut self, list: Vec<TerminalInfo>) {
@@ -534,6 +581,50 @@ mod tests {
         );
         assert_eq!(s.streaming, "", "the stored message replaces the stream");
         assert_eq!(s.label(), "fix it");
+    }
+
+    #[test]
+    fn change_sets_follow_the_service_and_opened_ones_are_read_again() {
+        use moonkale_client::moonkale_protocol::changes::{
+            ChangeSource, FileChangeKind, FileSummary, ReviewState,
+        };
+        let set = |id, pending| ChangeSetSummary {
+            id,
+            source: ChangeSource::Watcher,
+            title: String::new(),
+            started: 1,
+            updated: 1,
+            state: ReviewState::Pending,
+            open: false,
+            files: vec![FileSummary {
+                uri: "file:///w/a.rs".parse().unwrap(),
+                kind: FileChangeKind::Modified,
+                hunks: 2,
+                pending,
+            }],
+        };
+        let shown = |s: ChangeSetSummary| ShowResult {
+            set: s,
+            files: Vec::new(),
+        };
+        let mut m = Model::default();
+        assert_eq!(
+            m.load_change_sets(vec![set(1, 2), set(2, 2)]),
+            Vec::<u64>::new()
+        );
+        m.change_details.insert(1, shown(set(1, 2)));
+        m.change_details.insert(2, shown(set(2, 2)));
+        // A hunk of set 1 undone elsewhere: its hunks are read again; set
+        // 2, unchanged, is not.
+        assert_eq!(m.load_change_sets(vec![set(1, 1), set(2, 2)]), vec![1]);
+        assert_eq!(
+            m.load_change_sets(vec![set(1, 1), set(2, 2)]),
+            Vec::<u64>::new()
+        );
+        // Set 2 kept: gone, with its hunks.
+        assert_eq!(m.load_change_sets(vec![set(1, 1)]), Vec::<u64>::new());
+        assert!(!m.change_details.contains_key(&2));
+        assert_eq!(m.pending_changes(), 1);
     }
 
     #[test]

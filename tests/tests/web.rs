@@ -41,6 +41,7 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
         .await;
     let card = card.to_string();
     assert!(card.contains("+ FROM THE PHONE"), "the diff: {card}");
+    b.wait_for("text=(new file)").await;
     no_sideways_scrolling(&mut b, "the question").await;
     let title = b.run(json!({"op": "title"})).await;
     assert!(
@@ -72,26 +73,52 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
     b.screenshot("phone-transcript").await;
 }
 
-/// At desktop size a Deny from the page refuses the Write: nothing is
-/// written, and the session goes on (the model is told).
+/// At desktop size the card shows the Write against the file on disk,
+/// and a Deny from the page refuses it: the file stays as it was, and the
+/// session goes on (the model is told).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_denied_in_the_page_is_not_written() {
     let mut w = World::agent(Script::new()).await;
     let path = w.path("denied.txt");
-    w.fake
-        .set_script(write_script("write it", &path, "NO\n", "WROTE_IT"));
+    let before: String = (1..=12).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&path, &before).unwrap();
+    let after = before.replace("line 6\n", "NO\n");
+    // The CLI writes over a file only once it read it.
+    let file = path.display().to_string();
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "write it",
+                Reply::tool_use("Read", json!({"file_path": file})),
+            )
+            .after_tool(
+                "Read",
+                Reply::tool_use("Write", json!({"file_path": file, "content": after})),
+            )
+            .after_tool("Write", Reply::text("WROTE_IT")),
+    );
     let web = Web::start(&w).await;
     let mut b = browser(&w, &web, DESKTOP).await;
     let session =
         w.ed.start_session(json!({"prompt": "write it", "permissionMode": "default"}))
             .await;
-    b.wait_for("article.card.question").await;
+    // The one line the Write changes, in context, not the whole file.
+    b.wait_for("text=- line 6").await;
+    let card = b
+        .run(json!({"op": "text", "selector": "article.card.question"}))
+        .await
+        .to_string();
+    assert!(card.contains("+ NO") && card.contains("  line 3"), "{card}");
+    assert!(
+        card.contains("2 unchanged lines") && !card.contains("line 1\\n"),
+        "{card}"
+    );
     b.screenshot("desktop-question").await;
     b.click("button", "Deny").await;
     b.wait_gone("article.card.question").await;
     let seq = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, seq).await;
-    assert_eq!(read(&path), None, "a denied Write wrote the file");
+    assert_eq!(read(&path), Some(before), "a denied Write wrote the file");
     b.click("button", "Sessions").await;
     b.screenshot("desktop-sessions").await;
 }

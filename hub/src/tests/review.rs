@@ -368,6 +368,8 @@ fn a_change_set_is_announced_shown_as_diagnostics_and_undone_through_the_host() 
     let mut w = World::new();
     w.attach(1, Caps::BUTTONS);
     w.attach(2, Caps::PLAIN);
+    // The web shell's page: hears the sets, is shown nothing else.
+    w.attach(3, Caps::OBSERVER);
     w.did_open(1, TARGET, 1, "one\nTWO\nthree\n");
     w.did_open(2, TARGET, 1, "one\nTWO\nthree\n");
     w.did_change(2, TARGET, 2, "one\nTWO\nthree (mine)\n");
@@ -414,6 +416,7 @@ fn a_change_set_is_announced_shown_as_diagnostics_and_undone_through_the_host() 
     w.check(expect![[r#"
         > ed1 attaches (Editor, buttons, progress, utf-16)
         > ed2 attaches (Editor, utf-32)
+        > ed3 attaches (Observer, utf-16)
         > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\nTWO\nthree\n","uri":"file:///w/src/lib.rs","version":1}}
         > ed2 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\nTWO\nthree\n","uri":"file:///w/src/lib.rs","version":1}}
         > ed2 textDocument/didChange {"contentChanges":[{"text":"one\nTWO\nthree (mine)\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
@@ -424,11 +427,13 @@ fn a_change_set_is_announced_shown_as_diagnostics_and_undone_through_the_host() 
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"change","data":{"hunk":0,"set":4,"uri":"file:///w/src/lib.rs"},"message":"Claude changed this (change 1 of 2, set 4); it was:\n- two","range":{"end":{"character":0,"line":2},"start":{"character":0,"line":1}},"severity":4,"source":"claude"},{"code":"change","data":{"hunk":1,"set":4,"uri":"file:///w/src/lib.rs"},"message":"Claude changed this (change 2 of 2, set 4): deleted 1 line here:\n- four","range":{"end":{"character":0,"line":3},"start":{"character":0,"line":3}},"severity":4,"source":"claude"}],"uri":"file:///w/src/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"change","data":{"hunk":0,"set":4,"uri":"file:///w/src/new.rs"},"message":"Claude changed this (change 1 of 1, set 4): added 1 line.","range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"severity":4,"source":"claude"}],"uri":"file:///w/src/new.rs"}
           ed2 <- moonkale/changes/changed {"sets":[{"files":[{"hunks":2,"kind":"modified","pending":2,"uri":"file:///w/src/lib.rs"},{"hunks":1,"kind":"created","pending":1,"uri":"file:///w/src/new.rs"}],"id":4,"open":true,"source":{"kind":"agent","session":"s1"},"started":1,"state":"pending","title":"rename things","updated":2}]}
+          ed3 <- moonkale/changes/changed {"sets":[{"files":[{"hunks":2,"kind":"modified","pending":2,"uri":"file:///w/src/lib.rs"},{"hunks":1,"kind":"created","pending":1,"uri":"file:///w/src/new.rs"}],"id":4,"open":true,"source":{"kind":"agent","session":"s1"},"started":1,"state":"pending","title":"rename things","updated":2}]}
         > the change-set host updates
           ed1 <- moonkale/changes/changed {"announce":4,"sets":[{"files":[{"hunks":2,"kind":"modified","pending":2,"uri":"file:///w/src/lib.rs"},{"hunks":1,"kind":"created","pending":1,"uri":"file:///w/src/new.rs"}],"id":4,"open":false,"source":{"kind":"agent","session":"s1"},"started":1,"state":"pending","title":"rename things","updated":2}]}
           ed1 <- window/showMessage {"message":"The hosted session s1 changed 2 files (3 changes): lib.rs, new.rs. Review them with the code actions on each file (undo or keep), or `moonkale-service changes show 4`.","type":3}
           ed2 <- moonkale/changes/changed {"announce":4,"sets":[{"files":[{"hunks":2,"kind":"modified","pending":2,"uri":"file:///w/src/lib.rs"},{"hunks":1,"kind":"created","pending":1,"uri":"file:///w/src/new.rs"}],"id":4,"open":false,"source":{"kind":"agent","session":"s1"},"started":1,"state":"pending","title":"rename things","updated":2}]}
           ed2 <- window/showMessage {"message":"The hosted session s1 changed 2 files (3 changes): lib.rs, new.rs. Review them with the code actions on each file (undo or keep), or `moonkale-service changes show 4`.","type":3}
+          ed3 <- moonkale/changes/changed {"announce":4,"sets":[{"files":[{"hunks":2,"kind":"modified","pending":2,"uri":"file:///w/src/lib.rs"},{"hunks":1,"kind":"created","pending":1,"uri":"file:///w/src/new.rs"}],"id":4,"open":false,"source":{"kind":"agent","session":"s1"},"started":1,"state":"pending","title":"rename things","updated":2}]}
         > #1 ed1 textDocument/codeAction {"context":{"diagnostics":[]},"range":{"end":{"character":0,"line":1},"start":{"character":0,"line":1}},"textDocument":{"uri":"file:///w/src/lib.rs"}}
           #1 <- Ok
               {"command":{"arguments":[{"hunk":0,"set":4,"uri":"file:///w/src/lib.rs"}],"command":"moonkale.undoChange","title":"Undo Claude's change (line 2)"},"kind":"quickfix","title":"Undo Claude's change (line 2)"}
@@ -452,11 +457,11 @@ fn a_change_set_is_announced_shown_as_diagnostics_and_undone_through_the_host() 
           changes <- Request ed1 moonkale/changes/list null
           #6 waits
         > #7 ed1 workspace/executeCommand {"arguments":[],"command":"moonkale.openChanges"}
-          ed1 <- request "moonkale-11" window/showDocument {"selection":{"end":{"character":0,"line":0},"start":{"character":0,"line":0}},"takeFocus":false,"uri":"file:///w/src/new.rs"}
-          ed1 <- request "moonkale-12" window/showDocument {"selection":{"end":{"character":0,"line":1},"start":{"character":0,"line":1}},"takeFocus":true,"uri":"file:///w/src/lib.rs"}
+          ed1 <- request "moonkale-12" window/showDocument {"selection":{"end":{"character":0,"line":0},"start":{"character":0,"line":0}},"takeFocus":false,"uri":"file:///w/src/new.rs"}
+          ed1 <- request "moonkale-13" window/showDocument {"selection":{"end":{"character":0,"line":1},"start":{"character":0,"line":1}},"takeFocus":true,"uri":"file:///w/src/lib.rs"}
           #7 <- Ok {"opened":2}
         > the host undid hunk 0
-          ed1 <- request "moonkale-13" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"one\ntwo\nthree\n","range":{"end":{"character":0,"line":3},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Undo of Claude's change"}
+          ed1 <- request "moonkale-14" workspace/applyEdit {"edit":{"changes":{"file:///w/src/lib.rs":[{"newText":"one\ntwo\nthree\n","range":{"end":{"character":0,"line":3},"start":{"character":0,"line":0}},"uri":"file:///w/src/lib.rs"}]}},"label":"Undo of Claude's change"}
           ed2 <- window/showMessage {"message":"Undoing Claude's change rewrote /w/src/lib.rs on disk, but your buffer has unsaved changes.","type":2}
         > the host removed new.rs
         > the change-set host updates
@@ -466,6 +471,7 @@ fn a_change_set_is_announced_shown_as_diagnostics_and_undone_through_the_host() 
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/lib.rs"}
           ed2 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///w/src/new.rs"}
           ed2 <- moonkale/changes/changed {"sets":[]}
+          ed3 <- moonkale/changes/changed {"sets":[]}
     "#]]);
 }
 

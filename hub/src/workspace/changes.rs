@@ -171,7 +171,7 @@ impl Workspace {
         Ok(json!({"opened": count}))
     }
 
-    /// The host's sets changed: plugins hear it, every editor's
+    /// The host's sets changed: plugins and observers hear it, every editor's
     /// diagnostics follow, and a set whose turn ended is announced.
     pub(super) fn changes_updated(
         &mut self,
@@ -208,8 +208,13 @@ impl Workspace {
             sets: self.changes.sets.clone(),
             announce,
         };
-        for (editor, _) in self.editors_with_buttons() {
+        // Every client hears the sets (the web shell's pages are
+        // observers); only editors show the announcement.
+        let everyone: Vec<EditorId> = self.editors.keys().copied().collect();
+        for editor in everyone {
             self.notify::<Changed>(editor, params.clone());
+        }
+        for (editor, _) in self.editors_with_buttons() {
             let own = self.editors[&editor].info.announces_changes;
             if let Some(message) = message.as_ref().filter(|_| !own) {
                 self.show_message(editor, MessageType::INFO, message.clone());

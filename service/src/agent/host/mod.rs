@@ -205,6 +205,22 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
                 }),
             )
         })
+        .on::<agent::Preview>(|p| {
+            let Some(id) = ApprovalId::parse(&p.approval) else {
+                return Err(ResponseError::invalid_params(format!(
+                    "{:?} is not an approval id (session/number)",
+                    p.approval
+                )));
+            };
+            let session = id.session().to_owned();
+            to(
+                session,
+                Box::new(move |reply| SessionCommand::Preview {
+                    approval: p.approval,
+                    reply,
+                }),
+            )
+        })
         .on::<agent::List>(|_| Ok(Routed::List))
         .on::<agent::Close>(|p| {
             Ok(Routed::Close {
@@ -381,6 +397,7 @@ impl SessionCommand {
         match self {
             SessionCommand::Prompt { reply, .. }
             | SessionCommand::Events { reply, .. }
+            | SessionCommand::Preview { reply, .. }
             | SessionCommand::Interrupt { reply }
             | SessionCommand::SetPermissionMode { reply, .. }
             | SessionCommand::SetModel { reply, .. } => Some(reply),

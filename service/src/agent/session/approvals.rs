@@ -177,6 +177,12 @@ impl Approvals {
             .collect()
     }
 
+    /// The tool a waiting approval asks about, and its input.
+    pub fn tool_input(&self, approval: &str) -> Option<(String, Value)> {
+        let p = self.pending.get(approval)?;
+        Some((p.tool.clone(), p.input.clone()))
+    }
+
     fn object(&self, approval: &str) -> Option<Approval> {
         let p = self.pending.get(approval)?;
         let (kind, title) = match Kind::of(&p.tool) {

@@ -160,6 +160,12 @@ pub enum SessionCommand {
         limit: usize,
         reply: Responder,
     },
+    /// What a pending editing tool would do to its file
+    /// (`moonkale/agent/preview`).
+    Preview {
+        approval: String,
+        reply: Responder,
+    },
     Interrupt {
         reply: Responder,
     },
@@ -495,6 +501,17 @@ impl Session {
                 reply,
             } => {
                 reply.send(self.events_page(since, limit));
+            }
+            SessionCommand::Preview { approval, reply } => {
+                match self.approvals.tool_input(&approval) {
+                    Some((tool, input)) => {
+                        let workspace = self.workspace.clone();
+                        tokio::task::spawn_blocking(move || {
+                            reply.send(preview(&workspace, &approval, &tool, &input));
+                        });
+                    }
+                    None => reply.send(Err(crate::hub::ports::not_waiting(&approval))),
+                }
             }
             SessionCommand::Interrupt { reply } => {
                 if !self.cli.is_running() || self.unanswered.is_empty() {
@@ -846,4 +863,169 @@ fn editor_tool_call(
             end_line: line("endLine"),
         },
     })
+}
+
+/// The largest file a preview reads; a larger one is previewed as the
+/// tool's input alone.
+const MAX_PREVIEW_READ: u64 = 4 << 20;
+
+/// `moonkale/agent/preview`: the editing tool applied to its file as it is
+/// on disk (confined to the workspace, read without following a symlink
+/// or blocking on a FIFO).
+fn preview(
+    workspace: &std::path::Path,
+    approval: &str,
+    tool: &str,
+    input: &Value,
+) -> Result<Value, ResponseError> {
+    use crate::core::preview::{self, FileEdit};
+    use moonkale_protocol::agent::PreviewResult;
+    let Some(edit) = FileEdit::parse(tool, input) else {
+        return Err(ResponseError::invalid_params(format!(
+            "{approval} asks for {tool}, which edits no file"
+        )));
+    };
+    let raw = input["file_path"].as_str().unwrap_or_default();
+    let path = crate::workspace_fs::confine(&[workspace.to_path_buf()], raw)
+        .map_err(|refused| ResponseError::invalid_params(refused.0))?;
+    let answer = |creates, lines, problem| {
+        to_json(&PreviewResult {
+            approval: approval.to_owned(),
+            path: path.display().to_string(),
+            creates,
+            lines,
+            problem,
+        })
+    };
+    let current = match read_for_preview(workspace, &path) {
+        Ok(text) => text,
+        Err(problem) => return Ok(answer(false, Vec::new(), Some(problem))),
+    };
+    Ok(match preview::apply(&edit, current.as_deref()) {
+        Ok(after) => answer(
+            current.is_none(),
+            preview::lines(current.as_deref().unwrap_or_default(), &after),
+            None,
+        ),
+        Err(problem) => answer(current.is_none(), Vec::new(), Some(problem)),
+    })
+}
+
+/// The file's text (`None`: it does not exist), or why it is not shown.
+fn read_for_preview(
+    workspace: &std::path::Path,
+    path: &crate::workspace_fs::ConfinedPath,
+) -> Result<Option<String>, String> {
+    use std::io::Read;
+    let file =
+        match crate::workspace_fs::open_beneath(workspace, path, crate::workspace_fs::Open::Read) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read the file: {e}")),
+        };
+    let mut bytes = Vec::new();
+    file.take(MAX_PREVIEW_READ + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the file: {e}"))?;
+    if bytes.len() as u64 > MAX_PREVIEW_READ {
+        return Err(format!(
+            "the file is larger than {} MiB",
+            MAX_PREVIEW_READ >> 20
+        ));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| "the file is not UTF-8 text".to_owned())
+}
+
+#[cfg(test)]
+mod preview_tests {
+    use super::preview;
+    use serde_json::{Value, json};
+
+    /// A preview of the workspace's own file, in context; one a repository
+    /// aims elsewhere (a symlink out, `.git`, a FIFO, a huge file) is
+    /// refused or described, never read past the workspace or waited on.
+    #[test]
+    fn previews_read_only_the_workspace_and_never_hang() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let outside = tmp.path().join("secret.txt");
+        std::fs::write(&outside, "SECRET\n").unwrap();
+        std::fs::write(ws.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("link.txt")).unwrap();
+        std::fs::create_dir(ws.join(".git")).unwrap();
+        let fifo = std::ffi::CString::new(ws.join("pipe").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::fs::write(
+            ws.join("big.txt"),
+            vec![b'x'; (super::MAX_PREVIEW_READ + 1) as usize],
+        )
+        .unwrap();
+        let at = |name: &str| ws.join(name).display().to_string();
+        let edit =
+            |name: &str| json!({"file_path": at(name), "old_string": "two", "new_string": "TWO"});
+
+        let ok = preview(&ws, "s/1", "Edit", &edit("a.txt")).unwrap();
+        assert_eq!(ok["creates"], false);
+        let signs: Vec<(&str, &str)> = ok["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["sign"].as_str().unwrap(), l["text"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            signs,
+            [
+                ("context", "one"),
+                ("removed", "two"),
+                ("added", "TWO"),
+                ("context", "three")
+            ]
+        );
+        let new = preview(
+            &ws,
+            "s/1",
+            "Write",
+            &json!({"file_path": at("new.txt"), "content": "hi\n"}),
+        )
+        .unwrap();
+        assert_eq!(new["creates"], true);
+
+        let refused = |name: &str| {
+            preview(&ws, "s/1", "Edit", &edit(name))
+                .unwrap_err()
+                .message
+        };
+        assert!(
+            refused("link.txt").contains("symlink"),
+            "{}",
+            refused("link.txt")
+        );
+        assert!(
+            refused(".git/config").contains(".git"),
+            "{}",
+            refused(".git/config")
+        );
+        let out = preview(
+            &ws,
+            "s/1",
+            "Edit",
+            &json!({"file_path": outside, "old_string": "S", "new_string": "T"}),
+        );
+        assert!(out.is_err());
+        let problem = |name: &str| -> Value {
+            preview(&ws, "s/1", "Edit", &edit(name)).unwrap()["problem"].clone()
+        };
+        assert!(
+            problem("pipe").as_str().unwrap().starts_with("cannot read"),
+            "{}",
+            problem("pipe")
+        );
+        assert_eq!(problem("big.txt"), "the file is larger than 4 MiB");
+        assert_eq!(problem("missing.txt"), "the file does not exist");
+        assert!(preview(&ws, "s/1", "Bash", &json!({"command": "ls"})).is_err());
+    }
 }

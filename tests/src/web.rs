@@ -62,6 +62,43 @@ impl Web {
         }
     }
 
+    /// Logs in with the secret of the URL as a browser does: the session
+    /// cookie (`name=value`) the page's requests carry.
+    pub async fn login(&self) -> String {
+        let secret = self.url.split("token=").nth(1).expect("a secret");
+        let host = format!("Host: {}\r\n", self.addr);
+        let (status, login) = self.get(&format!("/?token={secret}"), &host).await;
+        assert_eq!(status, 303, "{login}");
+        assert!(login.contains("HttpOnly"), "{login}");
+        login
+            .lines()
+            .find_map(|l| l.strip_prefix("Set-Cookie: "))
+            .and_then(|c| c.split(';').next())
+            .expect("a cookie")
+            .to_owned()
+    }
+
+    /// The page's WebSocket, opened as the page opens it (cookie, own
+    /// origin), for a test that plays a misbehaving page.
+    pub async fn page_socket(
+        &self,
+    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
+    {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let cookie = self.login().await;
+        let mut request = format!("ws://{}/ws", self.addr)
+            .into_client_request()
+            .expect("a request");
+        let headers = request.headers_mut();
+        headers.insert("Cookie", cookie.parse().unwrap());
+        headers.insert("Origin", format!("http://{}", self.addr).parse().unwrap());
+        let (ws, _) = tokio::time::timeout(STEP, tokio_tungstenite::connect_async(request))
+            .await
+            .expect("the page socket opened in time")
+            .expect("the page socket");
+        ws
+    }
+
     /// One raw HTTP request: the status line and the whole answer.
     pub async fn get(&self, path: &str, headers: &str) -> (u16, String) {
         let mut tcp = tokio::net::TcpStream::connect(&self.addr)

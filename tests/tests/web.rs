@@ -144,15 +144,7 @@ async fn the_page_refuses_strangers_and_shows_hostile_text_inert() {
         .get(&format!("/?token={secret}"), "Host: evil.example\r\n")
         .await;
     assert_eq!(rebinding.0, 403, "{}", rebinding.1);
-    let (status, login) = web.get(&format!("/?token={secret}"), &host).await;
-    assert_eq!(status, 303, "{login}");
-    let cookie = login
-        .lines()
-        .find_map(|l| l.strip_prefix("Set-Cookie: "))
-        .and_then(|c| c.split(';').next())
-        .expect("a cookie")
-        .to_owned();
-    assert!(login.contains("HttpOnly"), "{login}");
+    let cookie = web.login().await;
     let (status, index) = web.get("/", &format!("{host}Cookie: {cookie}\r\n")).await;
     assert_eq!(status, 200);
     assert!(index.contains("Content-Security-Policy: default-src 'none'; script-src 'self'"));
@@ -195,6 +187,40 @@ async fn the_page_refuses_strangers_and_shows_hostile_text_inert() {
     assert_eq!(imgs, json!([]), "markup became elements");
     b.screenshot("desktop-hostile-reply").await;
     let _: Value = title;
+}
+
+/// A page that floods the front door with messages and never reads what
+/// it is sent holds up nobody: another page, opened after it, answers a
+/// question at once and the file is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_page_that_never_reads_holds_up_nobody() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let mut w = World::agent(Script::new()).await;
+    let path = w.path("still-works.txt");
+    w.fake
+        .set_script(write_script("write it", &path, "FINE\n", "WROTE_IT"));
+    let web = Web::start(&w).await;
+    let mut flood = web.page_socket().await;
+    // Each ping asks for a pong the flooder never reads.
+    for _ in 0..5_000 {
+        flood
+            .feed(Message::text("__ping__"))
+            .await
+            .expect("the front door takes the flood's frames");
+    }
+    flood.flush().await.expect("flushed");
+    let mut b = browser(&w, &web, PHONE).await;
+    let session =
+        w.ed.start_session(json!({"prompt": "write it", "permissionMode": "default"}))
+            .await;
+    b.wait_for("article.card.question").await;
+    b.click("button", "Allow").await;
+    b.wait_gone("article.card.question").await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(read(&path).as_deref(), Some("FINE\n"));
+    drop(flood);
 }
 
 /// In the page: a plan approved with one of its choices, the Write that

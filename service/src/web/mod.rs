@@ -7,22 +7,21 @@
 //! One request per TCP (or TLS) connection, parsed with the service's
 //! bounded head reader ([`crate::http`]); [`gate`] decides it before any
 //! workspace data is touched; the page's WebSocket is tungstenite's,
-//! adapted to liveview's socket ([`page_socket`]).
+//! adapted to liveview's socket, paced and bounded ([`page`]).
 
 pub mod gate;
 pub mod notify;
+mod page;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use moonkale_client::Client;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use crate::acp::Target;
@@ -39,8 +38,6 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// A request head must arrive within this.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// A page that sent nothing (its script pings every 30 s) for this long is
-/// gone: a phone that slept, a tab that was killed.
-const PAGE_IDLE: Duration = Duration::from_secs(75);
 
 /// What `web` was asked to serve.
 pub struct WebConfig {
@@ -176,26 +173,6 @@ fn machine_names() -> Vec<String> {
     names
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Served on every address, the page answers to the machine's own
-    /// names (loopback included) and names it by its host name.
-    #[test]
-    fn every_address_means_the_machines_names() {
-        let names = machine_names();
-        assert!(names.iter().any(|n| n == "127.0.0.1"), "{names:?}");
-        let addr: SocketAddr = "0.0.0.0:8443".parse().unwrap();
-        let url = url_of(addr, Some("devbox"), true, "k");
-        assert_eq!(url, "https://devbox:8443/?token=k");
-        assert_eq!(
-            url_of("127.0.0.1:80".parse().unwrap(), None, false, "k"),
-            "http://127.0.0.1:80/?token=k"
-        );
-    }
-}
-
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -288,7 +265,7 @@ async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
                 .max_message_size(Some(MAX_MESSAGE))
                 .max_frame_size(Some(MAX_MESSAGE));
             let Ok(ws) = tokio_tungstenite::accept_async_with_config(
-                Prefixed::new(bytes, stream),
+                page::Deadline::new(Prefixed::new(bytes, stream)),
                 Some(config),
             )
             .await
@@ -305,7 +282,7 @@ async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
             tracing::info!(%peer, "page opened");
             let _ = shared
                 .pool
-                .launch_virtualdom(page_socket(ws), move || {
+                .launch_virtualdom(page::socket(ws), move || {
                     dioxus::prelude::VirtualDom::new(moonkale_shell::App)
                         .with_root_context(moonkale_shell::Shell { client })
                 })
@@ -333,83 +310,6 @@ async fn slow_down(shared: &Shared, peer: SocketAddr) {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .done_waiting(peer.ip());
-    }
-}
-
-/// The page's WebSocket as liveview's socket: text and binary frames in
-/// as bytes, edits out as binary frames. The stream ends at the first
-/// error, a close, or [`PAGE_IDLE`] without a frame, so liveview's loop
-/// (which ignores errors) ends with it.
-fn page_socket<S>(ws: tokio_tungstenite::WebSocketStream<S>) -> impl dioxus_liveview::LiveViewSocket
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (sink, stream) = ws.split();
-    let outgoing = sink
-        .with(|bytes: Vec<u8>| async move {
-            Ok::<_, tokio_tungstenite::tungstenite::Error>(Message::Binary(bytes.into()))
-        })
-        .sink_map_err(|_| dioxus_liveview::LiveViewError::SendingFailed);
-    let incoming = futures_util::stream::unfold(stream, |mut ws| async move {
-        loop {
-            let frame = tokio::time::timeout(PAGE_IDLE, ws.next()).await.ok()??;
-            match frame {
-                Ok(Message::Text(text)) => return Some((Ok(text.as_bytes().to_vec()), ws)),
-                Ok(Message::Binary(bytes)) => return Some((Ok(bytes.to_vec()), ws)),
-                Ok(Message::Close(_)) | Err(_) => return None,
-                Ok(_) => {}
-            }
-        }
-    });
-    PageSocket {
-        outgoing: Box::pin(outgoing),
-        incoming: Box::pin(incoming),
-    }
-}
-
-/// A sink and a stream as one value, which liveview's socket must be.
-struct PageSocket<O, I> {
-    outgoing: std::pin::Pin<Box<O>>,
-    incoming: std::pin::Pin<Box<I>>,
-}
-
-impl<O, I: futures_util::Stream> futures_util::Stream for PageSocket<O, I> {
-    type Item = I::Item;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<I::Item>> {
-        self.incoming.as_mut().poll_next(cx)
-    }
-}
-
-impl<O: futures_util::Sink<Vec<u8>>, I> futures_util::Sink<Vec<u8>> for PageSocket<O, I> {
-    type Error = O::Error;
-
-    fn poll_ready(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), O::Error>> {
-        self.outgoing.as_mut().poll_ready(cx)
-    }
-
-    fn start_send(mut self: std::pin::Pin<&mut Self>, item: Vec<u8>) -> Result<(), O::Error> {
-        self.outgoing.as_mut().start_send(item)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), O::Error>> {
-        self.outgoing.as_mut().poll_flush(cx)
-    }
-
-    fn poll_close(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), O::Error>> {
-        self.outgoing.as_mut().poll_close(cx)
     }
 }
 
@@ -466,3 +366,23 @@ async fn connect(target: &Target) -> crate::Result<Client> {
 
 /// The name a page goes by in the service's editor list.
 const NAME: &str = moonkale_shell::CLIENT_NAME;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Served on every address, the page answers to the machine's own
+    /// names (loopback included) and names it by its host name.
+    #[test]
+    fn every_address_means_the_machines_names() {
+        let names = machine_names();
+        assert!(names.iter().any(|n| n == "127.0.0.1"), "{names:?}");
+        let addr: SocketAddr = "0.0.0.0:8443".parse().unwrap();
+        let url = url_of(addr, Some("devbox"), true, "k");
+        assert_eq!(url, "https://devbox:8443/?token=k");
+        assert_eq!(
+            url_of("127.0.0.1:80".parse().unwrap(), None, false, "k"),
+            "http://127.0.0.1:80/?token=k"
+        );
+    }
+}

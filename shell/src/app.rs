@@ -250,6 +250,9 @@ fn AskCard(
         for q in questions.iter().cloned() {
             div { class: "ask", key: "{q.question}",
                 p { class: "question", "{inert(&q.question)}" }
+                if q.multi_select == Some(true) {
+                    p { class: "hint", "Choose any, then Answer." }
+                }
                 div { class: "buttons",
                     for option in q.options.clone().unwrap_or_default() {
                         button {

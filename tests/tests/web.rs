@@ -276,6 +276,78 @@ async fn a_plan_and_a_question_are_answered_in_the_page() {
     w.ed.turn_idle(&asked, seq).await;
 }
 
+/// Claude asks two questions at once, one of several choices: both are
+/// answered in one card and reach the model; then a question answered in
+/// the person's own words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_choices_and_own_words_answer_claudes_questions() {
+    let two = json!([
+        {"question": "Which checks should run?", "header": "Checks",
+         "options": [{"label": "Lint", "description": ""}, {"label": "Format", "description": ""},
+                     {"label": "Test", "description": ""}],
+         "multiSelect": true},
+        {"question": "Deploy afterwards?", "header": "Deploy",
+         "options": [{"label": "Yes", "description": ""}, {"label": "No", "description": ""}],
+         "multiSelect": false},
+    ]);
+    let one = json!([{"question": "Which database?", "header": "Database",
+        "options": [{"label": "SQLite", "description": ""}, {"label": "Postgres", "description": ""}],
+        "multiSelect": false}]);
+    let mut w = World::agent(
+        Script::new()
+            .on_prompt(
+                "ask two",
+                Reply::tool_use("AskUserQuestion", json!({"questions": two})),
+            )
+            .on_prompt(
+                "ask one",
+                Reply::tool_use("AskUserQuestion", json!({"questions": one})),
+            )
+            .after_tool("AskUserQuestion", Reply::text("NOTED")),
+    )
+    .await;
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    let first = w.ed.start_session(json!({"prompt": "ask two"})).await;
+    b.wait_for("text=Which checks should run?").await;
+    for label in ["Lint", "Test", "Format", "No"] {
+        b.click("button", label).await;
+    }
+    // A second press takes a choice back.
+    b.click("button", "Format").await;
+    no_sideways_scrolling(&mut b, "two questions").await;
+    b.screenshot("phone-two-questions").await;
+    b.click("button", "Answer").await;
+    let answered = |needle: &'static str| {
+        move |log: &[moonkale_tests::fakeapi::Recorded]| {
+            log.iter()
+                .flat_map(|r| r.tool_results())
+                .find(|t| t.text.contains(needle))
+        }
+    };
+    let result = w.fake.wait_for("the choices", STEP, answered("Lint")).await;
+    assert!(!result.is_error, "{}", result.text);
+    assert!(
+        result.text.contains("Test")
+            && result.text.contains("No")
+            && !result.text.contains("Format"),
+        "{}",
+        result.text
+    );
+    let seq = w.ed.last_prompt_seq(&first).await;
+    w.ed.turn_idle(&first, seq).await;
+
+    let second = w.ed.start_session(json!({"prompt": "ask one"})).await;
+    b.wait_for("text=Which database?").await;
+    b.click("textbox", "Your own answer").await;
+    b.type_text("DuckDB, in memory").await;
+    b.click("button", "Answer").await;
+    let result = w.fake.wait_for("own words", STEP, answered("DuckDB")).await;
+    assert!(!result.is_error, "{}", result.text);
+    let seq = w.ed.last_prompt_seq(&second).await;
+    w.ed.turn_idle(&second, seq).await;
+}
+
 /// Claude's change set from the real CLI in `acceptEdits`: one hunk undone
 /// from the page restores exactly those lines; the other stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -546,9 +546,12 @@ fn Terminals() -> Element {
     }
 }
 
+/// How long a terminal's size must hold before it is sent.
+const RESIZE_SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
+
 #[component]
 fn Terminal(id: u64) -> Element {
-    let model = use_model();
+    let mut model = use_model();
     let actions = use_actions();
     let screen: Option<Snapshot> = model
         .read()
@@ -561,6 +564,12 @@ fn Terminal(id: u64) -> Element {
     // method composes.
     let mut sent = use_signal(String::new);
     let mut composing = use_signal(|| false);
+    let mut wanted = use_signal(|| None::<(u16, u16)>);
+    let history: Option<Vec<Row>> = model
+        .read()
+        .terminals
+        .get(&id)
+        .and_then(|t| t.history.clone());
     let mut typed = move |value: String| {
         let (erase, text) = crate::keys::typed_difference(&sent.read(), &value);
         for _ in 0..erase {
@@ -576,15 +585,47 @@ fn Terminal(id: u64) -> Element {
     };
     rsx! {
         section { class: "terminal-view",
+            div { class: "buttons",
+                button { onclick: move |_| actions.send(Action::History(id)), "Earlier lines" }
+                if history.is_some() {
+                    button {
+                        onclick: move |_| {
+                            if let Some(t) = model.write().terminals.get_mut(&id) {
+                                t.history = None;
+                            }
+                        },
+                        "Hide earlier lines"
+                    }
+                }
+            }
+            if let Some(history) = history {
+                div { class: "terminal history", role: "log", aria_label: "Earlier lines",
+                    if history.is_empty() {
+                        p { class: "empty", "Nothing above the screen yet." }
+                    }
+                    for (n, row) in history.into_iter().enumerate() {
+                        TermRow { key: "{n}", cursor: None, row }
+                    }
+                }
+            }
             div { class: "terminal", role: "log", aria_label: "Terminal",
                 onresize: move |e: ResizeEvent| {
                     if let Ok(size) = e.get_content_box_size() {
                         // Cell size from the stylesheet: 8.4 px × 17 px (14 px monospace).
                         let cols = (size.width / 8.4).floor().clamp(10.0, 500.0) as u16;
                         let rows = (size.height / 17.0).floor().clamp(4.0, 200.0) as u16;
-                        actions.send(Action::Resize { terminal: id, rows, cols });
+                        // A phone turning or a window dragged resizes many
+                        // times: only the size it settles on is sent.
+                        wanted.set(Some((rows, cols)));
+                        spawn(async move {
+                            tokio::time::sleep(RESIZE_SETTLE).await;
+                            if wanted() == Some((rows, cols)) {
+                                actions.send(Action::Resize { terminal: id, rows, cols });
+                            }
+                        });
                     }
                 },
+
                 if let Some(screen) = screen {
                     for row in screen.lines.iter().cloned() {
                         TermRow { key: "{row.index}", cursor: (screen.cursor.visible && screen.cursor.row == row.index).then_some(screen.cursor.col), row }

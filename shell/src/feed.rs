@@ -71,6 +71,8 @@ pub enum Action {
         claude: bool,
     },
     OpenTerminal(TerminalId),
+    /// Show the terminal's lines above its screen (more of them each time).
+    History(TerminalId),
     Text {
         terminal: TerminalId,
         text: String,
@@ -132,6 +134,11 @@ pub async fn follow(client: Client, mut model: Signal<Model>) {
                         show_set(&client, model, set).await;
                     }
                     read_previews(&client, model);
+                    if let View::Terminal(id) = model.peek().view
+                        && model.peek().terminals.get(&id).is_some_and(|t| t.history_stale)
+                    {
+                        read_history(&client, model, id, false).await;
+                    }
                 }
                 None => {
                     model.write().disconnected = true;
@@ -198,6 +205,28 @@ fn read_previews(client: &Client, mut model: Signal<Model>) {
                 model.write().previews.insert(approval, Some(preview));
             }
         });
+    }
+}
+
+/// Reads the lines above a terminal's screen: as many as shown, or
+/// `more` (a page of them) on top.
+async fn read_history(client: &Client, mut model: Signal<Model>, terminal: TerminalId, more: bool) {
+    const PAGE: usize = 200;
+    let shown = model
+        .peek()
+        .terminals
+        .get(&terminal)
+        .and_then(|t| t.history.as_ref().map(Vec::len))
+        .unwrap_or(0);
+    let count = if more { shown + PAGE } else { shown.max(PAGE) }.min(crate::model::MAX_HISTORY);
+    match client.terminal_scrollback(terminal, 0, count).await {
+        Ok(lines) => {
+            if let Some(entry) = model.write().terminals.get_mut(&terminal) {
+                entry.history = Some(lines);
+                entry.history_stale = false;
+            }
+        }
+        Err(e) => model.write().error = Some(e.to_string()),
     }
 }
 
@@ -379,6 +408,7 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
             open_terminal(client, model, info.terminal).await?;
         }
         Action::OpenTerminal(terminal) => open_terminal(client, model, terminal).await?,
+        Action::History(terminal) => read_history(client, model, terminal, true).await,
         Action::Text {
             terminal,
             text: typed,

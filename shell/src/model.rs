@@ -96,7 +96,16 @@ pub struct TerminalEntry {
     pub info: TerminalInfo,
     pub screen: Option<Snapshot>,
     pub exited: Option<Option<u32>>,
+    /// The lines above the screen, oldest first, once the person asked
+    /// for them (up to [`MAX_HISTORY`]).
+    pub history: Option<Vec<Row>>,
+    /// The screen changed since `history` was read: the lines above it may
+    /// have moved.
+    pub history_stale: bool,
 }
+
+/// The most lines of a terminal's history a page shows.
+pub const MAX_HISTORY: usize = 2000;
 
 /// Everything one page shows.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -229,9 +238,11 @@ impl Model {
                 ApprovalStatus::Closed => self.close(&approval.approval),
             },
             Notification::TerminalUpdate { terminal, update } => {
-                if let Some(Some(screen)) = self.terminals.get_mut(&terminal).map(|t| &mut t.screen)
+                if let Some(entry) = self.terminals.get_mut(&terminal)
+                    && let Some(screen) = &mut entry.screen
                 {
                     apply_update(screen, update);
+                    entry.history_stale = entry.history.is_some();
                 }
             }
             Notification::TerminalExit {
@@ -334,6 +345,8 @@ impl Model {
                 info.terminal,
                 TerminalEntry {
                     screen: old.as_ref().and_then(|o| o.screen.clone()),
+                    history: old.as_ref().and_then(|o| o.history.clone()),
+                    history_stale: old.as_ref().is_some_and(|o| o.history_stale),
                     exited: old.and_then(|o| o.exited),
                     info,
                 },

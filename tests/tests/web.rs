@@ -401,6 +401,35 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
     })
     .await;
     b.screenshot("desktop-terminal").await;
+    // Tab completes in the terminal instead of leaving the input.
+    b.type_text("ech").await;
+    b.press(&["Tab"]).await;
+    b.type_text(" tab-$((6*7))").await;
+    b.press(&["Enter"]).await;
+    b.texts_until(".terminal", "the completed command's output", |t| {
+        t.concat().contains("tab-42")
+    })
+    .await;
+    // What scrolled off the screen is there on asking.
+    b.type_text("seq 1001 1300").await;
+    b.press(&["Enter"]).await;
+    b.texts_until(".terminal", "the last number", |t| {
+        t.concat().contains("1300")
+    })
+    .await;
+    b.click("button", "Earlier lines").await;
+    b.texts_until(".terminal.history", "the lines above the screen", |t| {
+        t.concat().contains("\n1200\n")
+    })
+    .await;
+    // A page of them at a time: more on asking again.
+    b.click("button", "Earlier lines").await;
+    b.texts_until(".terminal.history", "more lines above the screen", |t| {
+        let text = t.concat();
+        text.contains("\n1001\n") && text.contains("web-ok-42")
+    })
+    .await;
+    b.screenshot("desktop-terminal-history").await;
     let mut ed = w
         .client("editor-b", moonkale_tests::lsp::plain_caps())
         .await;

@@ -30,6 +30,7 @@
   // changes), and only a changed value is acted on.
   let lastTitle = "";
   let lastCount = 0;
+  let lastHistory = null;
   function follow() {
     const shell = document.querySelector("[data-title]");
     if (!shell) return;
@@ -44,17 +45,24 @@
       new Notification("Claude asks for you", { body: title });
     }
     lastCount = count;
+    // Earlier lines open at their newest, next to the screen.
+    const history = document.querySelector(".terminal.history");
+    if (history && history !== lastHistory) {
+      history.scrollTop = history.scrollHeight;
+    }
+    lastHistory = history;
   }
   new MutationObserver(follow).observe(document.getElementById("main"), {
     subtree: true, childList: true, attributes: true, attributeFilter: ["data-title"],
   });
   // The terminal's input is not controlled by the server: a line entered
   // there is emptied here (the shell forgets what it sent on Enter too).
+  // Tab goes to the terminal (liveview cannot keep it from moving the
+  // focus).
   document.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && e.target && e.target.classList &&
-        e.target.classList.contains("keys")) {
-      e.target.value = "";
-    }
+    if (!(e.target && e.target.classList && e.target.classList.contains("keys"))) return;
+    if (e.key === "Enter") e.target.value = "";
+    if (e.key === "Tab") e.preventDefault();
   });
   // A click on the terminal's screen gives its input the keys.
   document.addEventListener("click", (e) => {

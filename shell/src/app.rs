@@ -210,11 +210,17 @@ fn QuestionCard(approval: Approval, session_label: String) -> Element {
 /// fail, the input's own lines; else its fields.
 #[component]
 fn ToolInput(tool: String, input: Value, preview: Option<PreviewResult>) -> Element {
-    if let Some(lines) = preview.as_ref().and_then(crate::diff::preview_diff) {
+    if let Some(mut lines) = preview.as_ref().and_then(crate::diff::preview_diff) {
+        if let Some(heading) = lines.first_mut() {
+            heading.text = use_model().read().relative(&heading.text);
+        }
         return rsx! { Diff { lines } };
     }
     let problem = preview.and_then(|p| p.problem);
-    if let Some(lines) = crate::diff::tool_diff(&tool, &input) {
+    if let Some(mut lines) = crate::diff::tool_diff(&tool, &input) {
+        if let Some(heading) = lines.first_mut() {
+            heading.text = use_model().read().relative(&heading.text);
+        }
         return rsx! {
             if let Some(problem) = problem {
                 p { class: "problem", "Not as on disk: {inert(&problem)}." }
@@ -390,7 +396,10 @@ fn Transcript(id: String) -> Element {
             }
             div { class: "lines",
                 for (n, line) in s.lines.iter().cloned().enumerate() {
-                    {line_view(n, line)}
+                    {line_view(n, match line {
+                        Line::Tool(t) => Line::Tool(m.relative(&t)),
+                        line => line,
+                    })}
                 }
                 if !s.streaming.is_empty() {
                     p { class: "reply streaming", "{s.streaming}" }
@@ -491,12 +500,12 @@ fn ChangeSetCard(set: ChangeSetSummary) -> Element {
             h2 { "{inert(&set.title)}" }
             if let Some(detail) = detail {
                 for file in detail.files {
-                    crate::changes::FileHunks { key: "{file.uri}", set: id, file }
+                    crate::changes::FileHunks { key: "{file.uri}", set: id, name: model.read().file_name(&file.uri), file }
                 }
             } else {
                 ul { class: "files",
                     for f in set.files.iter() {
-                        li { key: "{f.uri}", "{inert(&crate::changes::short_path(f.uri.as_str()))} ({f.hunks})" }
+                        li { key: "{f.uri}", "{inert(&model.read().file_name(&f.uri))} ({f.hunks})" }
                     }
                 }
                 button { onclick: move |_| actions.send(Action::ShowSet(id)), "Show hunks" }

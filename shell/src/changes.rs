@@ -5,27 +5,18 @@ use dioxus::prelude::*;
 use moonkale_client::moonkale_protocol::changes::{FileChange, ReviewState};
 
 use crate::feed::Action;
-
-/// The last two components of a `file:` URI's path, for a list.
-pub fn short_path(uri: &str) -> String {
-    let path = uri.strip_prefix("file://").unwrap_or(uri);
-    let parts: Vec<&str> = path.rsplitn(3, '/').collect();
-    match parts.as_slice() {
-        [name, dir, _] => format!("{dir}/{name}"),
-        _ => path.to_owned(),
-    }
-}
+use crate::model::inert;
 
 #[component]
-pub fn FileHunks(set: u64, file: FileChange) -> Element {
+pub fn FileHunks(set: u64, name: String, file: FileChange) -> Element {
     let actions = use_coroutine_handle::<Action>();
     let uri = file.uri.clone();
     rsx! {
         div { class: "file",
-            h3 { "{short_path(file.uri.as_str())}" }
+            h3 { "{inert(&name)}" }
             for hunk in file.hunks.iter().cloned() {
                 div { key: "{hunk.index}", class: "hunk",
-                    p { class: "where", "lines {hunk.before.start + 1}–{hunk.before.end.max(hunk.before.start + 1)}" }
+                    p { class: "where", "{lines_label(hunk.before.start, hunk.before.end)}" }
                     pre { class: "diff",
                         for (n, line) in hunk.removed.lines().enumerate() {
                             div { key: "r{n}", class: "del", "- {line}" }
@@ -52,11 +43,26 @@ pub fn FileHunks(set: u64, file: FileChange) -> Element {
     }
 }
 
+/// Where a hunk was in the file: "line 3", "lines 3–5", or "after line 3"
+/// for lines added between two (the range `start..end` of the old lines,
+/// counted from 0).
+fn lines_label(start: u32, end: u32) -> String {
+    match end.saturating_sub(start) {
+        0 if start == 0 => "at the start".to_owned(),
+        0 => format!("after line {start}"),
+        1 => format!("line {}", start + 1),
+        _ => format!("lines {}–{end}", start + 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
-    fn short_paths() {
-        assert_eq!(super::short_path("file:///w/src/main.rs"), "src/main.rs");
-        assert_eq!(super::short_path("file:///a.rs"), "/a.rs");
+    fn a_hunk_says_where_it_was() {
+        use super::lines_label;
+        assert_eq!(lines_label(0, 1), "line 1");
+        assert_eq!(lines_label(2, 5), "lines 3–5");
+        assert_eq!(lines_label(3, 3), "after line 3");
+        assert_eq!(lines_label(0, 0), "at the start");
     }
 }

@@ -13,6 +13,7 @@ use moonkale_client::moonkale_protocol::agent::{
     SessionState, SessionSummary, SessionView,
 };
 use moonkale_client::moonkale_protocol::changes::{ChangeSetSummary, ShowResult};
+use moonkale_client::moonkale_protocol::lsp_types::Url;
 use moonkale_client::moonkale_protocol::screen::{Row, Snapshot, Update};
 use moonkale_client::moonkale_protocol::status::Status;
 use moonkale_client::moonkale_protocol::terminal::{TerminalId, TerminalInfo};
@@ -159,6 +160,27 @@ impl Model {
                 |n| n.to_string_lossy().into_owned(),
             )
         })
+    }
+
+    /// `text` with the workspace's own folder left out of the paths in it
+    /// (`▸ Read /home/me/ws/src/main.rs` reads `▸ Read src/main.rs`).
+    pub fn relative(&self, text: &str) -> String {
+        match &self.status {
+            Some(s) if !s.workspace.as_os_str().is_empty() => {
+                let root = format!("{}/", s.workspace.display());
+                text.replace(&root, "")
+            }
+            _ => text.to_owned(),
+        }
+    }
+
+    /// A file's path as the person knows it: inside the workspace, from
+    /// the workspace's folder.
+    pub fn file_name(&self, uri: &Url) -> String {
+        match uri.to_file_path() {
+            Ok(path) => self.relative(&path.display().to_string()),
+            Err(()) => uri.to_string(),
+        }
     }
 
     /// The session list, newest activity first.

@@ -160,6 +160,16 @@ pub fn read(path: &std::path::Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+/// Resizes the page to `(width, height)` and writes its screenshot `name`
+/// (the other size of a view a test walked through), checking that the
+/// layout does not scroll sideways there.
+pub async fn screenshot_at(b: &mut Browser, (width, height): (u32, u32), name: &str) {
+    b.run(json!({"op": "viewport", "width": width, "height": height}))
+        .await;
+    no_sideways_scrolling(b, name).await;
+    b.screenshot(name).await;
+}
+
 pub async fn no_sideways_scrolling(b: &mut Browser, view: &str) {
     let sideways = b.run(json!({"op": "scrollsSideways"})).await;
     assert_eq!(sideways, json!(false), "{view} scrolls sideways");

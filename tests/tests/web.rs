@@ -9,7 +9,9 @@ use moonkale_tests::agent::{plan_then_write_script, write_script};
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::remote::{TOKEN, make_certificate};
 use moonkale_tests::review;
-use moonkale_tests::web::{DESKTOP, PHONE, Web, browser, no_sideways_scrolling, read};
+use moonkale_tests::web::{
+    DESKTOP, PHONE, Web, browser, no_sideways_scrolling, read, screenshot_at,
+};
 use moonkale_tests::world::World;
 use serde_json::{Value, json};
 
@@ -66,11 +68,12 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
         .await;
     let lines = b.run(json!({"op": "text", "selector": ".lines"})).await;
     assert!(
-        lines.to_string().contains("▸ Write"),
-        "the tool call as a line: {lines}"
+        lines.to_string().contains("▸ Write from-phone.txt"),
+        "the tool call as a line, its path from the workspace: {lines}"
     );
     no_sideways_scrolling(&mut b, "the transcript").await;
     b.screenshot("phone-transcript").await;
+    screenshot_at(&mut b, DESKTOP, "desktop-transcript").await;
 }
 
 /// At desktop size the card shows the Write against the file on disk,
@@ -121,6 +124,7 @@ async fn a_write_denied_in_the_page_is_not_written() {
     assert_eq!(read(&path), Some(before), "a denied Write wrote the file");
     b.click("button", "Sessions").await;
     b.screenshot("desktop-sessions").await;
+    screenshot_at(&mut b, PHONE, "phone-sessions").await;
 }
 
 /// Nothing without the secret, under another host name, or from another
@@ -365,6 +369,9 @@ async fn one_hunk_undone_from_the_page_restores_exactly_its_lines() {
     b.click("button", "Changes (1)").await;
     b.click("button", "Show hunks").await;
     b.wait_for("text=+ ONE").await;
+    // Files named from the workspace, hunks by their lines.
+    b.wait_for("h3:text-is('review.txt')").await;
+    b.wait_for("text=line 1").await;
     b.screenshot("phone-changes").await;
     // The first "Undo hunk" is review.txt's first: ONE back to one.
     b.click("button", "Undo hunk").await;
@@ -376,6 +383,7 @@ async fn one_hunk_undone_from_the_page_restores_exactly_its_lines() {
         Some(review::AFTER.replace("ONE", "one").as_str())
     );
     b.screenshot("phone-changes-undone").await;
+    screenshot_at(&mut b, DESKTOP, "desktop-changes").await;
 }
 
 /// A terminal opened from the page: `echo` typed there and its output
@@ -454,6 +462,9 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
     })
     .await;
     b.screenshot("desktop-terminal-claude").await;
+    screenshot_at(&mut b, PHONE, "phone-terminal-claude").await;
+    b.click("button", "Terminals").await;
+    screenshot_at(&mut b, PHONE, "phone-terminals").await;
 }
 
 /// The phone case: the service runs elsewhere behind `serve --listen` with

@@ -78,6 +78,10 @@ const ops = {
   async scrollsSideways() {
     return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
   },
+  // The page's size changed, as a window resized or a phone turned.
+  async viewport({ width, height }) {
+    await page.setViewportSize({ width, height });
+  },
   async screenshot({ path }) {
     await page.screenshot({ path });
   },

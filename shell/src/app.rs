@@ -6,7 +6,7 @@
 
 use dioxus::prelude::*;
 use moonkale_client::moonkale_protocol::agent::{
-    Approval, ApprovalKind, PreviewResult, SessionState,
+    Approval, ApprovalKind, PermissionMode, PreviewResult, SessionState,
 };
 use moonkale_client::moonkale_protocol::changes::{ChangeSetSummary, ReviewState};
 use moonkale_client::moonkale_protocol::screen::{Color, Row, Snapshot, Span};
@@ -391,9 +391,7 @@ fn Transcript(id: String) -> Element {
     rsx! {
         section { class: "transcript",
             h2 { class: "title", "{inert(s.label())}" }
-            p { class: "meta", "{state_label(s.state)} · {s.view.permission_mode.as_str()}",
-                if let Some(model) = s.view.model.clone() { " · {model}" }
-            }
+            SessionSettings { id: id.clone(), state: s.state, mode: s.view.permission_mode, model: s.view.model.clone() }
             div { class: "lines",
                 for (n, line) in s.lines.iter().cloned().enumerate() {
                     {line_view(n, match line {
@@ -413,6 +411,60 @@ fn Transcript(id: String) -> Element {
     }
 }
 
+/// What a person may say to each permission mode.
+fn mode_label(mode: PermissionMode) -> &'static str {
+    match mode {
+        PermissionMode::Default => "Ask before each edit",
+        PermissionMode::AcceptEdits => "Accept edits",
+        PermissionMode::Plan => "Plan only",
+        PermissionMode::BypassPermissions => "Ask nothing",
+    }
+}
+
+/// The session's permission mode and model, changed for its next step.
+#[component]
+fn SessionSettings(
+    id: String,
+    state: SessionState,
+    mode: PermissionMode,
+    model: Option<String>,
+) -> Element {
+    let actions = use_actions();
+    let current = model.clone().unwrap_or_else(|| "default model".to_owned());
+    rsx! {
+        div { class: "settings",
+            span { class: "meta", "{state_label(state)}" }
+            select { aria_label: "Permission mode",
+                onchange: {
+                    let id = id.clone();
+                    move |e: FormEvent| {
+                        if let Some(mode) = PermissionMode::parse(&e.value()) {
+                            actions.send(Action::SetMode { session: id.clone(), mode });
+                        }
+                    }
+                },
+                for m in PermissionMode::ALL {
+                    option { key: "{m.as_str()}", value: m.as_str(), selected: m == mode, "{mode_label(m)}" }
+                }
+            }
+            select { aria_label: "Model",
+                onchange: {
+                    let id = id.clone();
+                    move |e: FormEvent| {
+                        let value = e.value();
+                        let model = (value != "default").then_some(value);
+                        actions.send(Action::SetModel { session: id.clone(), model });
+                    }
+                },
+                option { value: "", disabled: true, selected: true, "{inert(&current)}" }
+                for (value, label) in [("default", "Default model"), ("opus", "Opus"), ("sonnet", "Sonnet"), ("haiku", "Haiku")] {
+                    option { key: "{value}", value, "{label}" }
+                }
+            }
+        }
+    }
+}
+
 fn line_view(n: usize, line: Line) -> Element {
     match line {
         Line::Prompt(t) => rsx! { p { key: "{n}", class: "prompt", "{t}" } },
@@ -426,10 +478,9 @@ fn line_view(n: usize, line: Line) -> Element {
 #[component]
 fn PromptBox(session: Option<String>) -> Element {
     let actions = use_actions();
+    // The textarea is not controlled (echoing `value` from the server
+    // races with typing): the page's script empties it on a send.
     let mut text = use_signal(String::new);
-    // Bumped after a send, so the (uncontrolled) textarea is made anew
-    // empty: echoing `value` from the server races with typing.
-    let mut generation = use_signal(|| 0u64);
     let send = {
         let session = session.clone();
         move || {
@@ -442,7 +493,6 @@ fn PromptBox(session: Option<String>) -> Element {
                 text: prompt,
             });
             text.set(String::new());
-            generation += 1;
         }
     };
     let label = if session.is_some() {
@@ -450,9 +500,8 @@ fn PromptBox(session: Option<String>) -> Element {
     } else {
         "New session prompt"
     };
-    let g = generation();
     rsx! {
-        div { class: "prompt-box", key: "{g}",
+        div { class: "prompt-box",
             textarea { aria_label: "{label}", rows: "2", placeholder: "Ask Claude…",
                 oninput: move |e: FormEvent| text.set(e.value()),
                 onkeydown: {

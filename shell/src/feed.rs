@@ -52,6 +52,15 @@ pub enum Action {
         text: String,
     },
     Interrupt(String),
+    SetMode {
+        session: String,
+        mode: PermissionMode,
+    },
+    /// `None`: the CLI's default model.
+    SetModel {
+        session: String,
+        model: Option<String>,
+    },
     /// A session's transcript was opened: read its events.
     Open(String),
     Proposal {
@@ -346,6 +355,18 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
             read_events(client, model, &started.session).await;
         }
         Action::Interrupt(session) => client.agent_interrupt(&session).await.map_err(text)?,
+        Action::SetMode { session, mode } => {
+            client
+                .agent_set_permission_mode(&session, mode)
+                .await
+                .map_err(text)?;
+        }
+        Action::SetModel { session, model } => {
+            client
+                .agent_set_model(&session, model.as_deref())
+                .await
+                .map_err(text)?;
+        }
         Action::Open(session) => read_events(client, model, &session).await,
         Action::Proposal { document, accept } => {
             if accept {

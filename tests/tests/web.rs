@@ -22,12 +22,16 @@ use serde_json::{Value, json};
 async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
     let mut w = World::agent(Script::new()).await;
     let path = w.path("from-phone.txt");
-    w.fake.set_script(write_script(
-        "write it",
-        &path,
-        "FROM THE PHONE\n",
-        "WROTE_IT",
-    ));
+    let more = w.path("more-from-phone.txt");
+    w.fake.set_script(
+        write_script("write it", &path, "FROM THE PHONE\n", "WROTE_IT").on_prompt(
+            "write more",
+            Reply::tool_use(
+                "Write",
+                json!({"file_path": more.display().to_string(), "content": "MORE\n"}),
+            ),
+        ),
+    );
     let web = Web::start(&w).await;
     let mut b = browser(&w, &web, PHONE).await;
     b.wait_for("text=Nothing waits for you.").await;
@@ -73,6 +77,28 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
     );
     no_sideways_scrolling(&mut b, "the transcript").await;
     b.screenshot("phone-transcript").await;
+
+    // The session goes on from the phone, its edits accepted from now on.
+    b.run(json!({"op": "select", "name": "Permission mode", "value": "acceptEdits"}))
+        .await;
+    b.click("textbox", "Prompt").await;
+    b.type_text("write more").await;
+    b.click("button", "Send").await;
+    b.texts_until(".lines", "the second turn", |t| {
+        t.concat().contains("▸ Write more-from-phone.txt")
+    })
+    .await;
+    let left = b
+        .run(json!({"op": "value", "selector": ".prompt-box textarea"}))
+        .await;
+    assert_eq!(left, json!(""), "the prompt box is emptied once sent");
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(
+        read(&more).as_deref(),
+        Some("MORE\n"),
+        "written without a question"
+    );
     screenshot_at(&mut b, DESKTOP, "desktop-transcript").await;
 }
 

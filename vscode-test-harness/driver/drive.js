@@ -78,6 +78,15 @@ const ops = {
   async scrollsSideways() {
     return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
   },
+  // What an <input> or <textarea> holds.
+  async value({ selector }) {
+    return page.locator(selector).first().inputValue();
+  },
+  // Chooses `value` in a <select> found by its exact accessible name.
+  async select({ name, value, timeoutMs = 30000 }) {
+    await page.getByRole('combobox', { name, exact: true }).first()
+      .selectOption(value, { timeout: timeoutMs });
+  },
   // The page's size changed, as a window resized or a phone turned.
   async viewport({ width, height }) {
     await page.setViewportSize({ width, height });

@@ -59,10 +59,23 @@
   // there is emptied here (the shell forgets what it sent on Enter too).
   // Tab goes to the terminal (liveview cannot keep it from moving the
   // focus).
+  // A prompt is sent by Enter (Shift+Enter is a new line) or Send, and
+  // its box emptied here: the shell does not control the textarea.
   document.addEventListener("keydown", (e) => {
-    if (!(e.target && e.target.classList && e.target.classList.contains("keys"))) return;
-    if (e.key === "Enter") e.target.value = "";
-    if (e.key === "Tab") e.preventDefault();
+    const t = e.target;
+    if (!(t && t.classList)) return;
+    if (t.classList.contains("keys")) {
+      if (e.key === "Enter") t.value = "";
+      if (e.key === "Tab") e.preventDefault();
+    } else if (t.closest && t.closest(".prompt-box") && e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      if (t.value.trim() !== "") t.value = "";
+    }
+  });
+  document.addEventListener("click", (e) => {
+    const send = e.target && e.target.closest && e.target.closest(".prompt-box .send");
+    const box = send && send.parentElement.querySelector("textarea");
+    if (box && box.value.trim() !== "") box.value = "";
   });
   // A click on the terminal's screen gives its input the keys.
   document.addEventListener("click", (e) => {

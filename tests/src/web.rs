@@ -99,6 +99,11 @@ impl Web {
         ws
     }
 
+    /// The serving process's id (the bench reads its memory).
+    pub fn pid(&self) -> Option<u32> {
+        self._child.id()
+    }
+
     /// One raw HTTP request: the status line and the whole answer.
     pub async fn get(&self, path: &str, headers: &str) -> (u16, String) {
         let mut tcp = tokio::net::TcpStream::connect(&self.addr)

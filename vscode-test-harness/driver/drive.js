@@ -12,6 +12,18 @@
 //   {"id": 6, "op": "text", "selector": ".notifications-toasts"}
 //   {"id": 7, "op": "screenshot", "path": "/tmp/shot.png"}
 //   {"id": 8, "op": "close"}
+//
+// For the benchmarks (tests/src/bin/bench/web.rs), times are the page's
+// clock as epoch milliseconds (performance.timeOrigin + performance.now()):
+//   {"op": "openCounted", "url": …, "viewport"?, "mobile"?, "ready": "nav.tabs"}
+//     opens the page, counting every byte and request of its first load
+//   {"op": "loadCounted", "url": …, "ready": …} the same in a new context,
+//     closed after (a second first load)
+//   {"op": "openMore", "url": …, "count": 19, "ready": …} more pages of the
+//     first page's context (its cookie); {"op": "closeMore"}
+//   {"op": "clock"}; {"op": "watch", "selector", "text"?}, then
+//   {"op": "watched"}: when it first matched; {"op": "keyEcho", "key",
+//   "selector", "text"}: a key's keydown in the page and its echo seen
 const { chromium } = require('playwright-core');
 const readline = require('readline');
 
@@ -30,6 +42,134 @@ const ARGS = [
 
 let browser;
 let page;
+// The bench's other pages (openMore), in page's context.
+let more = [];
+
+const launch = async () => {
+  browser ??= await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+};
+
+const contextOptions = (viewport, mobile) => ({
+  viewport,
+  ...(mobile ? { isMobile: true, hasTouch: true, deviceScaleFactor: 3 } : {}),
+});
+
+// Opens `url` in a new page of `context` and counts what its first load
+// transfers, through the DevTools protocol's network events: each HTTP
+// answer's bytes on the wire (head and body, redirects too), the
+// WebSocket's handshake and every frame (payload and frame header) until
+// `ready` shows and then `quietMs` pass without a frame or a request.
+// Every URL asked for is listed, so the caller can check its origin.
+async function counted(context, url, ready, quietMs) {
+  // Each WebSocket message's arrival in the page (the page's clock, the
+  // last 64), stamped before the page's own handlers run.
+  await context.addInitScript(() => {
+    const Native = window.WebSocket;
+    window.__mkFrames = [];
+    window.WebSocket = function (url, protocols) {
+      const ws = new Native(url, protocols);
+      ws.addEventListener('message', () => {
+        window.__mkFrames.push(performance.timeOrigin + performance.now());
+        if (window.__mkFrames.length > 64) window.__mkFrames.shift();
+      });
+      return ws;
+    };
+    window.WebSocket.prototype = Native.prototype;
+    Object.assign(window.WebSocket, Native);
+  });
+  const p = await context.newPage();
+  const cdp = await context.newCDPSession(p);
+  const requests = new Map();
+  const urls = [];
+  const ws = { url: null, handshake: 0, framesIn: 0, bytesIn: 0, framesOut: 0, bytesOut: 0 };
+  let last = Date.now();
+  const frameBytes = (r) => {
+    const n = r.opcode === 2 ? Buffer.from(r.payloadData, 'base64').length : Buffer.byteLength(r.payloadData, 'utf8');
+    return n + (n < 126 ? 2 : n < 65536 ? 4 : 10);
+  };
+  cdp.on('Network.requestWillBeSent', (e) => {
+    last = Date.now();
+    urls.push(e.request.url);
+    if (e.redirectResponse) {
+      const r = requests.get(e.requestId);
+      if (r) requests.set(e.requestId + '/' + urls.length, { ...r, bytes: e.redirectResponse.encodedDataLength, status: e.redirectResponse.status });
+    }
+    requests.set(e.requestId, { url: e.request.url, bytes: 0, status: null });
+  });
+  cdp.on('Network.responseReceived', (e) => {
+    const r = requests.get(e.requestId);
+    if (r) r.status = e.response.status;
+  });
+  cdp.on('Network.loadingFinished', (e) => {
+    last = Date.now();
+    const r = requests.get(e.requestId);
+    if (r) r.bytes = e.encodedDataLength;
+  });
+  cdp.on('Network.webSocketCreated', (e) => {
+    last = Date.now();
+    ws.url = e.url;
+    urls.push(e.url);
+  });
+  cdp.on('Network.webSocketHandshakeResponseReceived', (e) => {
+    const h = e.response.headersText;
+    ws.handshake = h ? Buffer.byteLength(h, 'utf8')
+      : Object.entries(e.response.headers).reduce((n, [k, v]) => n + k.length + String(v).length + 4, 0) + 20;
+  });
+  cdp.on('Network.webSocketFrameReceived', (e) => {
+    last = Date.now();
+    ws.framesIn += 1;
+    ws.bytesIn += frameBytes(e.response);
+  });
+  cdp.on('Network.webSocketFrameSent', (e) => {
+    ws.framesOut += 1;
+    // Frames from a browser are masked: 4 bytes more.
+    ws.bytesOut += frameBytes(e.response) + 4;
+  });
+  await cdp.send('Network.enable');
+  await cdp.send('Network.setCacheDisabled', { cacheDisabled: true });
+  const started = Date.now();
+  await p.goto(url);
+  await p.waitForSelector(ready, { timeout: 30000 });
+  const readyMs = Date.now() - started;
+  while (Date.now() - last < quietMs) await new Promise((r) => setTimeout(r, 50));
+  await cdp.detach();
+  return { page: p, stats: { requests: [...requests.values()], urls, ws, readyMs } };
+}
+
+// The page's clock (epoch ms) and the watch of `selector` (with `text` in
+// its text, if given): the instant a MutationObserver first sees it match,
+// and the next animation frame after that (when it is painted).
+function armWatch([selector, text]) {
+  const now = () => performance.timeOrigin + performance.now();
+  const matches = () => {
+    for (const el of document.querySelectorAll(selector)) {
+      if (text === null || el.textContent.includes(text)) return true;
+    }
+    return false;
+  };
+  window.__mkWatch = new Promise((resolve) => {
+    let done = false;
+    const check = () => {
+      if (done || !matches()) return;
+      done = true;
+      const at = now();
+      observer.disconnect();
+      // The last WebSocket message that came before (what brought it).
+      const message = (window.__mkFrames || []).filter((t) => t <= at).pop() ?? null;
+      requestAnimationFrame(() => resolve({ at, frame: now(), message }));
+    };
+    const observer = new MutationObserver(check);
+    observer.observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+    check();
+  });
+}
+
+function awaitWatch(timeoutMs) {
+  return Promise.race([
+    window.__mkWatch,
+    new Promise((_, fail) => setTimeout(() => fail(new Error('the watch timed out')), timeoutMs)),
+  ]);
+}
 
 const ops = {
   // viewport: {width, height} (default 1280×800); mobile: a phone's touch
@@ -93,6 +233,57 @@ const ops = {
   },
   async screenshot({ path }) {
     await page.screenshot({ path });
+  },
+  async openCounted({ url, viewport = { width: 1280, height: 800 }, mobile = false, ready, quietMs = 1000 }) {
+    await launch();
+    const context = await browser.newContext(contextOptions(viewport, mobile));
+    const { page: p, stats } = await counted(context, url, ready, quietMs);
+    page = p;
+    page.on('pageerror', (e) => console.error(`[pageerror] ${e}`));
+    return stats;
+  },
+  async loadCounted({ url, viewport = { width: 1280, height: 800 }, mobile = false, ready, quietMs = 1000 }) {
+    await launch();
+    const context = await browser.newContext(contextOptions(viewport, mobile));
+    const { stats } = await counted(context, url, ready, quietMs);
+    await context.close();
+    return stats;
+  },
+  async openMore({ url, count, ready }) {
+    for (let i = 0; i < count; i++) {
+      const p = await page.context().newPage();
+      await p.goto(url);
+      await p.waitForSelector(ready, { timeout: 30000 });
+      more.push(p);
+    }
+  },
+  async closeMore() {
+    for (const p of more) await p.close();
+    more = [];
+  },
+  async clock() {
+    return page.evaluate(() => performance.timeOrigin + performance.now());
+  },
+  async watch({ selector, text = null }) {
+    await page.evaluate(armWatch, [selector, text]);
+  },
+  async watched({ timeoutMs = 10000 }) {
+    return page.evaluate(awaitWatch, timeoutMs);
+  },
+  // Presses `key` and returns the page's clock at its keydown (seen first,
+  // before the page's own handlers) and when `text` showed in `selector`.
+  async keyEcho({ key, selector, text, timeoutMs = 10000 }) {
+    await page.evaluate(armWatch, [selector, text]);
+    await page.evaluate(() => {
+      window.__mkKey = null;
+      window.addEventListener('keydown', () => {
+        window.__mkKey = performance.timeOrigin + performance.now();
+      }, { capture: true, once: true });
+    });
+    await page.keyboard.press(key);
+    const seen = await page.evaluate(awaitWatch, timeoutMs);
+    const down = await page.evaluate(() => window.__mkKey);
+    return { down, ...seen };
   },
   async close() {
     await browser?.close();

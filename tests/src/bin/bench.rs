@@ -35,6 +35,13 @@
 //!    `cli-crowd` starts 10 CLIs directly with our flags and the anchor's
 //!    (`bench/cli_crowd.rs`). Both run only when named.
 //!
+//! 9. `web`: the Moonkale shell in a browser (`moonkale-service web`, issue
+//!    28) in headless Chromium: a CLI's question → its card in the page
+//!    beside → an LSP editor, the page's first load in bytes (and no other
+//!    origin), the web process's memory per open page, a terminal
+//!    keystroke → its echo in the page beside → the service's screen model
+//!    (`bench/web.rs`). Runs with every section, and alone when named.
+//!
 //! Run with `scripts/bench.sh` (release build of every binary first).
 
 use std::process::Stdio;
@@ -56,6 +63,8 @@ use serde_json::{Value, json};
 mod selection_cost;
 #[path = "bench/spare.rs"]
 mod spare;
+#[path = "bench/web.rs"]
+mod web;
 
 const LINES: usize = 100_000;
 const EDITS: usize = 200_000;
@@ -159,6 +168,9 @@ async fn main() {
     if want("vscode-keys") {
         editors::vscode_keys().await;
     }
+    if want("web") {
+        web::bench().await;
+    }
     if want("acp") {
         acp::bench().await;
     }
@@ -218,6 +230,10 @@ const SECTIONS: &[(&str, &str)] = &[
         "Neovim keystrokes -> selection_changed (beside claudecode.nvim)",
     ),
     ("vscode-keys", "VS Code keystrokes -> selection_changed"),
+    (
+        "web",
+        "the shell in Chromium: question -> card, first load, memory per page, key -> echo",
+    ),
     (
         "acp",
         "moonkale-service acp beside claude-agent-acp: new session, first chunk, memory, 10 at once",

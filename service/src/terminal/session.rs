@@ -4,7 +4,8 @@
 //! **Invariant:** only this task reads the PTY and changes the screen. The
 //! PTY is read as fast as the screen takes it (the screen's memory is
 //! bounded by its size and scrollback), and front ends get coalesced updates
-//! of the changed rows at most every [`FRAME`], dropped rather than queued
+//! of the changed rows at most every [`FRAME`] (the first after a quiet
+//! spell at once), dropped rather than queued
 //! for a front end that stops reading (it can always ask for the screen).
 
 use std::path::{Path, PathBuf};
@@ -25,7 +26,8 @@ use super::screen::Screen;
 use crate::hub::{Event, HubHandle, Responder, Topic};
 use crate::lsp::message::{ResponseError, code};
 
-/// Longest wait between output and the update that shows it.
+/// Shortest time between two updates, and so the longest wait between
+/// output and the update that shows it.
 pub const FRAME: Duration = Duration::from_millis(16);
 /// Scrollback lines kept per terminal.
 pub const SCROLLBACK: usize = 10_000;
@@ -97,6 +99,7 @@ pub fn spawn(
         hub,
         info: info_tx,
         frame_due: None,
+        last_flush: None,
     };
     let task = tokio::spawn(terminal.run(rx, close_rx, grace));
     TerminalHandle {
@@ -118,6 +121,8 @@ struct Terminal {
     /// When the update showing output not shown yet is due: set by the
     /// first such output, so a steady stream still gets one per frame.
     frame_due: Option<tokio::time::Instant>,
+    /// When the last update went out.
+    last_flush: Option<tokio::time::Instant>,
 }
 
 impl Terminal {
@@ -240,9 +245,13 @@ impl Terminal {
         }
     }
 
+    /// Output after a quiet spell shows at once (a keystroke's echo waits
+    /// for no frame); more within [`FRAME`] of the last update waits for
+    /// the next.
     fn mark_dirty(&mut self) {
-        self.frame_due
-            .get_or_insert_with(|| tokio::time::Instant::now() + FRAME);
+        let now = tokio::time::Instant::now();
+        let next_frame = self.last_flush.map_or(now, |at| at + FRAME);
+        self.frame_due.get_or_insert(next_frame.max(now));
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<Value, ResponseError> {
@@ -260,6 +269,7 @@ impl Terminal {
     /// Sends the changed rows (and cursor, title, …) to subscribers.
     fn flush(&mut self) {
         self.frame_due = None;
+        self.last_flush = Some(tokio::time::Instant::now());
         let Some(update) = self.screen.changes() else {
             return;
         };

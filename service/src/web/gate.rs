@@ -49,7 +49,7 @@ const NOT_FOUND: Refusal = Refusal::new(404, "no such page");
 const ONLY_GET: Refusal = Refusal::new(405, "only GET is served");
 
 /// The static files the page loads (no workspace data in them).
-pub const ASSETS: [&str; 3] = ["/liveview.js", "/app.js", "/app.css"];
+pub const ASSETS: [&str; 4] = ["/liveview.js", "/app.js", "/app.css", "/icon.svg"];
 
 impl Gate {
     /// A gate for a listener on `addr` (its loopback names are allowed

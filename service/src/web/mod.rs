@@ -37,7 +37,6 @@ pub const MAX_PAGES: usize = 32;
 const MAX_MESSAGE: usize = 1 << 20;
 /// A request head must arrive within this.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// A page that sent nothing (its script pings every 30 s) for this long is
 
 /// What `web` was asked to serve.
 pub struct WebConfig {
@@ -355,6 +354,7 @@ fn asset(path: &str) -> (&'static str, &'static str) {
             ("text/javascript; charset=utf-8", glue.as_str())
         }
         "/app.js" => ("text/javascript; charset=utf-8", include_str!("app.js")),
+        "/icon.svg" => ("image/svg+xml", include_str!("icon.svg")),
         _ => ("text/css; charset=utf-8", include_str!("app.css")),
     }
 }

@@ -215,11 +215,15 @@ enum Command {
         #[arg(long)]
         insecure: bool,
         /// Run this command (with `sh -c`) when a question of Claude's has
-        /// waited 20 s unanswered; its one-line summary is in
-        /// $MOONKALE_QUESTION. E.g. `curl -s -d "$MOONKALE_QUESTION"
+        /// waited --notify-after seconds unanswered; its one-line summary
+        /// is in $MOONKALE_QUESTION. E.g. `curl -s -d "$MOONKALE_QUESTION"
         /// ntfy.sh/my-topic`.
         #[arg(long, value_name = "CMD")]
         notify_command: Option<String>,
+        /// Seconds a question waits before --notify-command runs.
+        #[arg(long, value_name = "SECONDS", default_value_t = 20, requires = "notify_command",
+              value_parser = clap::value_parser!(u64).range(0..=86_400))]
+        notify_after: u64,
     },
     /// Stop the service of a workspace cleanly: its clients are told, its
     /// sessions' and terminals' programs end, its lock file, socket and
@@ -905,6 +909,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             tls_key,
             insecure,
             notify_command,
+            notify_after,
         } => {
             let listen = listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
             remote::check_listen(listen, tls_cert.is_some(), insecure)?;
@@ -923,7 +928,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 target,
                 listen,
                 tls,
-                notify_command,
+                notify: notify_command.map(|command| moonkale_service::web::notify::Notify {
+                    command,
+                    after: std::time::Duration::from_secs(notify_after),
+                }),
             };
             moonkale_service::web::run(config, shutdown_signal()?).await?;
             Ok(0)

@@ -219,6 +219,60 @@ async fn the_page_refuses_strangers_and_shows_hostile_text_inert() {
     let _: Value = title;
 }
 
+/// A question asked while the person is away: the hidden page raises a
+/// notification, and once it waited `--notify-after`, the user's
+/// `--notify-command` runs with its summary in the environment, never in
+/// the command (a file name that is a shell command stays a name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_left_waiting_reaches_the_person_away() {
+    let mut w = World::agent(Script::new()).await;
+    let path = w.path("a$(touch PWNED).txt");
+    w.fake
+        .set_script(write_script("write it", &path, "AWAY\n", "WROTE_IT"));
+    let heard = w.sb.root.join("heard.txt");
+    let command = format!("printf '%s' \"$MOONKALE_QUESTION\" > '{}'", heard.display());
+    let ws = w.sb.workspace.display().to_string();
+    let web = Web::start_with(
+        &w,
+        &[
+            "--workspace",
+            &ws,
+            "--notify-command",
+            &command,
+            "--notify-after",
+            "1",
+        ],
+    )
+    .await;
+    let mut b = browser(&w, &web, PHONE).await;
+    b.run(json!({"op": "pretendHidden"})).await;
+    let session =
+        w.ed.start_session(json!({"prompt": "write it", "permissionMode": "default"}))
+            .await;
+    b.wait_for("article.card.question").await;
+    let raised = b.run(json!({"op": "notifications"})).await;
+    assert_eq!(raised[0]["title"], "Claude asks for you", "{raised}");
+    let deadline = tokio::time::Instant::now() + STEP;
+    let summary = loop {
+        if let Some(text) = read(&heard).filter(|t| !t.is_empty()) {
+            break text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the notify command did not run"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(summary, "Claude asks: Write a$(touch PWNED).txt");
+    b.click("button", "Allow").await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(read(&path).as_deref(), Some("AWAY\n"));
+    for dir in [&w.sb.root, &w.sb.workspace] {
+        assert!(!dir.join("PWNED").exists(), "the summary ran as a command");
+    }
+}
+
 /// A page that floods the front door with messages and never reads what
 /// it is sent holds up nobody: another page, opened after it, answers a
 /// question at once and the file is written.

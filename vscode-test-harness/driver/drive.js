@@ -218,6 +218,23 @@ const ops = {
   async scrollsSideways() {
     return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
   },
+  // The page as if hidden (another tab in front, a phone's screen off)
+  // with notifications allowed: each Notification the page raises is
+  // recorded instead of shown (headless Chromium has no notification
+  // center); `notifications` returns them.
+  async pretendHidden() {
+    await page.evaluate(() => {
+      Object.defineProperty(Document.prototype, 'hidden', { configurable: true, get: () => true });
+      window.__raised = [];
+      window.Notification = function (title, options) {
+        window.__raised.push({ title, body: (options && options.body) || '' });
+      };
+      window.Notification.permission = 'granted';
+    });
+  },
+  async notifications() {
+    return page.evaluate(() => window.__raised || []);
+  },
   // What an <input> or <textarea> holds.
   async value({ selector }) {
     return page.locator(selector).first().inputValue();

@@ -43,9 +43,9 @@ pub struct WebConfig {
     pub target: Target,
     pub listen: SocketAddr,
     pub tls: Option<TlsAcceptor>,
-    /// Run with a question's summary once it waited
-    /// [`notify::NOTIFY_AFTER`] unanswered.
-    pub notify_command: Option<String>,
+    /// The user's command, run with a question's summary once it waited
+    /// unanswered.
+    pub notify: Option<notify::Notify>,
 }
 
 struct Shared {
@@ -99,8 +99,8 @@ pub async fn run(
         pages: Arc::new(Semaphore::new(MAX_PAGES)),
     });
     let notifier = cfg
-        .notify_command
-        .map(|command| tokio::spawn(notify::run(first.clone(), command)));
+        .notify
+        .map(|notify| tokio::spawn(notify::run(first.clone(), notify)));
     tokio::select! {
         () = accept_loop(listener, shared) => {}
         () = shutdown => {}

@@ -12,51 +12,87 @@ use moonkale_client::moonkale_protocol::agent::ApprovalStatus;
 use moonkale_client::{Client, Notification};
 use tokio::time::Instant;
 
-/// How long a question waits before the command runs.
+/// How long a question waits before the command runs, unless told.
 pub const NOTIFY_AFTER: Duration = Duration::from_secs(20);
 /// The environment variable holding the question's summary.
 pub const QUESTION_ENV: &str = "MOONKALE_QUESTION";
 /// A notify command that runs longer is killed.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Follows the questions of every session on `client` and notifies each
-/// one that waited [`NOTIFY_AFTER`]; returns when the connection closes.
-pub async fn run(client: Client, command: String) {
+/// `--notify-command` and `--notify-after`.
+#[derive(Clone, Debug)]
+pub struct Notify {
+    pub command: String,
+    pub after: Duration,
+}
+
+/// The questions waiting, each with when to notify it: pure, so the
+/// timing is tested alone.
+#[derive(Debug, Default)]
+pub struct Waiting {
+    /// Approval id → (when to notify, summary).
+    questions: HashMap<String, (Instant, String)>,
+}
+
+impl Waiting {
+    pub fn asked(&mut self, approval: &str, title: &str, due: Instant) {
+        let summary = crate::printable::one_line(&format!("Claude asks: {title}"));
+        self.questions.insert(approval.to_owned(), (due, summary));
+    }
+
+    /// Answered (anywhere): never notified.
+    pub fn closed(&mut self, approval: &str) {
+        self.questions.remove(approval);
+    }
+
+    /// When the next question is due.
+    pub fn next(&self) -> Option<Instant> {
+        self.questions.values().map(|(at, _)| *at).min()
+    }
+
+    /// The summaries of the questions due at `now`, each once, oldest
+    /// first.
+    pub fn take_due(&mut self, now: Instant) -> Vec<String> {
+        let mut due: Vec<(Instant, String)> = Vec::new();
+        self.questions.retain(|_, (at, summary)| {
+            if *at <= now {
+                due.push((*at, std::mem::take(summary)));
+                false
+            } else {
+                true
+            }
+        });
+        due.sort();
+        due.into_iter().map(|(_, summary)| summary).collect()
+    }
+}
+
+/// Follows the questions of every session on `client` and runs the
+/// command for each one that waited `notify.after`; returns when the
+/// connection closes.
+pub async fn run(client: Client, notify: Notify) {
     let Some(mut notifications) = client.notifications() else {
         return;
     };
     if client.agent_subscribe(None).await.is_err() {
         return;
     }
-    // Approval id → (when to notify, summary).
-    let mut waiting: HashMap<String, (Instant, String)> = HashMap::new();
+    let mut waiting = Waiting::default();
     loop {
-        let next = waiting.values().map(|(at, _)| *at).min();
         tokio::select! {
             n = notifications.next() => match n {
                 Some(Notification::Approval { approval, status, .. }) => match status {
                     ApprovalStatus::Pending => {
-                        let summary = crate::printable::one_line(&format!("Claude asks: {}", approval.title));
-                        waiting.insert(approval.approval.clone(), (Instant::now() + NOTIFY_AFTER, summary));
+                        waiting.asked(&approval.approval, &approval.title, Instant::now() + notify.after);
                     }
-                    ApprovalStatus::Closed => {
-                        waiting.remove(&approval.approval);
-                    }
+                    ApprovalStatus::Closed => waiting.closed(&approval.approval),
                 },
                 Some(_) => {}
                 None => return,
             },
-            () = sleep_until(next) => {
-                let now = Instant::now();
-                let due: Vec<String> = waiting
-                    .iter()
-                    .filter(|(_, (at, _))| *at <= now)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                for id in due {
-                    if let Some((_, summary)) = waiting.remove(&id) {
-                        tokio::spawn(notify(command.clone(), summary));
-                    }
+            () = sleep_until(waiting.next()) => {
+                for summary in waiting.take_due(Instant::now()) {
+                    tokio::spawn(run_command(notify.command.clone(), summary));
                 }
             }
         }
@@ -72,7 +108,7 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// Runs the user's command through `sh -c` with the summary in its
 /// environment; its output is not ours to print.
-async fn notify(command: String, summary: String) {
+async fn run_command(command: String, summary: String) {
     let child = tokio::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(&command)
@@ -102,5 +138,34 @@ pub fn qr_text(url: &str) -> String {
             .quiet_zone(true)
             .build(),
         Err(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A question answered before its time is never notified; one left
+    /// waiting is, once, with its summary on one line.
+    #[test]
+    fn only_questions_left_waiting_are_notified_once() {
+        let t0 = Instant::now();
+        let mut w = Waiting::default();
+        w.asked("s/1", "Write a.txt", t0 + NOTIFY_AFTER);
+        w.asked(
+            "s/2",
+            "Run rm -rf /\nand more",
+            t0 + NOTIFY_AFTER + Duration::from_secs(1),
+        );
+        w.asked("s/3", "Edit b.txt", t0 + NOTIFY_AFTER);
+        w.closed("s/3");
+        assert_eq!(w.next(), Some(t0 + NOTIFY_AFTER));
+        assert!(w.take_due(t0).is_empty());
+        assert_eq!(w.take_due(t0 + NOTIFY_AFTER), ["Claude asks: Write a.txt"]);
+        let later = t0 + NOTIFY_AFTER * 2;
+        let second = w.take_due(later);
+        assert_eq!(second.len(), 1);
+        assert!(!second[0].contains('\n'), "{second:?}");
+        assert!(w.take_due(later).is_empty() && w.next().is_none());
     }
 }

@@ -290,6 +290,15 @@ impl Client {
 
     // ----- proposals --------------------------------------------------------
 
+    /// The pending `openDiff` proposals with their hunks.
+    pub fn proposals(
+        &self,
+    ) -> impl Future<Output = Result<Vec<moonkale_protocol::proposal::ProposalInfo>>> + Send + 'static
+    {
+        let list = self.request::<moonkale_protocol::proposal::List>(NoParams);
+        async move { Ok(list.await?.proposals) }
+    }
+
     /// Accepts a proposal by document, target URI or tab name; `None`: the
     /// newest.
     pub fn accept_proposal(

@@ -9,6 +9,7 @@ use moonkale_client::moonkale_protocol::agent::{
     Approval, ApprovalKind, PermissionMode, PreviewResult, SessionState,
 };
 use moonkale_client::moonkale_protocol::changes::{ChangeSetSummary, ReviewState};
+use moonkale_client::moonkale_protocol::proposal::ProposalInfo;
 use moonkale_client::moonkale_protocol::screen::{Color, Row, Snapshot, Span};
 use serde_json::Value;
 
@@ -99,7 +100,7 @@ fn Tabs() -> Element {
     let mut model = use_model();
     let (view, questions, changes) = {
         let m = model.read();
-        (m.view.clone(), m.questions.len(), m.pending_changes())
+        (m.view.clone(), m.pending_decisions(), m.pending_changes())
     };
     let tab = |label: String, target: View, here: bool| {
         rsx! {
@@ -125,11 +126,7 @@ fn Tabs() -> Element {
 fn Questions() -> Element {
     let model = use_model();
     let m = model.read();
-    let proposals = m
-        .status
-        .as_ref()
-        .map(|s| s.pending_proposals.clone())
-        .unwrap_or_default();
+    let proposals = m.proposals.clone();
     rsx! {
         section { class: "questions",
             if m.questions.is_empty() && proposals.is_empty() {
@@ -139,7 +136,7 @@ fn Questions() -> Element {
                 QuestionCard { key: "{approval.approval}", session_label: m.sessions.get(&approval.session).map(|s| s.label().to_owned()).unwrap_or_else(|| approval.session.clone()), approval }
             }
             for p in proposals {
-                ProposalCard { key: "{p.document}", tab: p.tab_name.clone(), target: p.target.clone(), document: p.document.clone() }
+                ProposalCard { key: "{p.document}", name: m.file_name(&p.target), proposal: p }
             }
         }
     }
@@ -313,12 +310,25 @@ fn AskCard(
 }
 
 #[component]
-fn ProposalCard(tab: String, target: String, document: String) -> Element {
+fn ProposalCard(name: String, proposal: ProposalInfo) -> Element {
     let actions = use_actions();
+    let document = proposal.document.to_string();
     rsx! {
-        article { class: "card", aria_label: "Proposal: {tab}",
+        article { class: "card proposal", aria_label: "Proposal: {inert(&proposal.tab_name)}",
             p { class: "from", "Claude Code proposes a change" }
-            h2 { "{inert(&target)}" }
+            h2 { "{inert(&name)}" }
+            for hunk in proposal.hunks.iter() {
+                div { key: "{hunk.index}", class: "hunk",
+                    pre { class: "diff",
+                        for (n, line) in hunk.removed.lines().enumerate() {
+                            div { key: "r{n}", class: "del", "- {inert(line)}" }
+                        }
+                        for (n, line) in hunk.added.lines().enumerate() {
+                            div { key: "a{n}", class: "add", "+ {inert(line)}" }
+                        }
+                    }
+                }
+            }
             div { class: "buttons",
                 button { class: "allow",
                     onclick: { let d = document.clone(); move |_| actions.send(Action::Proposal { document: d.clone(), accept: true }) },

@@ -184,6 +184,11 @@ async fn refresh(client: &Client, mut model: Signal<Model>) {
     {
         model.write().status = Some(status);
     }
+    if model.peek().proposals_changed()
+        && let Ok(proposals) = client.proposals().await
+    {
+        model.write().proposals = proposals;
+    }
 }
 
 /// Reads the change sets (at the start, and after notifications were

@@ -14,6 +14,7 @@ use moonkale_client::moonkale_protocol::agent::{
 };
 use moonkale_client::moonkale_protocol::changes::{ChangeSetSummary, ShowResult};
 use moonkale_client::moonkale_protocol::lsp_types::Url;
+use moonkale_client::moonkale_protocol::proposal::ProposalInfo;
 use moonkale_client::moonkale_protocol::screen::{Row, Snapshot, Update};
 use moonkale_client::moonkale_protocol::status::Status;
 use moonkale_client::moonkale_protocol::terminal::{TerminalId, TerminalInfo};
@@ -119,6 +120,8 @@ pub struct Model {
     /// What an editing tool's question would do to its file, by approval
     /// (`None` while the service is asked).
     pub previews: BTreeMap<String, Option<PreviewResult>>,
+    /// Claude Code's pending `openDiff` proposals with their hunks.
+    pub proposals: Vec<ProposalInfo>,
     pub change_sets: Vec<ChangeSetSummary>,
     /// The hunks of the sets the person opened.
     pub change_details: BTreeMap<u64, ShowResult>,
@@ -130,13 +133,10 @@ pub struct Model {
 }
 
 impl Model {
-    /// What waits for the user: open questions and pending proposals and
+    /// What waits for the user: open questions, pending proposals and
     /// change sets (the badge, and the page's title).
     pub fn waiting(&self) -> usize {
-        let proposals = self
-            .status
-            .as_ref()
-            .map_or(0, |s| s.pending_proposals.len());
+        let proposals = self.proposals.len();
         let sets = self
             .change_sets
             .iter()
@@ -147,9 +147,15 @@ impl Model {
         self.questions.len() + proposals + sets
     }
 
-    /// Pending change sets and proposals (the Changes tab's count).
+    /// Questions and proposals: what holds a CLI up until the person
+    /// decides (the Questions tab's count).
+    pub fn pending_decisions(&self) -> usize {
+        self.questions.len() + self.proposals.len()
+    }
+
+    /// Pending change sets (the Changes tab's count).
     pub fn pending_changes(&self) -> usize {
-        self.waiting() - self.questions.len()
+        self.waiting() - self.pending_decisions()
     }
 
     /// The workspace's folder name, for the header.
@@ -181,6 +187,19 @@ impl Model {
             Ok(path) => self.relative(&path.display().to_string()),
             Err(()) => uri.to_string(),
         }
+    }
+
+    /// Whether the status lists other proposals than those the page
+    /// holds (their hunks are to be read).
+    pub fn proposals_changed(&self) -> bool {
+        let listed = self.status.as_ref().map(|s| &s.pending_proposals);
+        let listed: Vec<&str> = listed
+            .into_iter()
+            .flatten()
+            .map(|p| p.document.as_str())
+            .collect();
+        let held: Vec<&str> = self.proposals.iter().map(|p| p.document.as_str()).collect();
+        listed != held
     }
 
     /// The session list, newest activity first.
@@ -284,9 +303,10 @@ impl Model {
             Notification::ChangesChanged(changed) => {
                 self.load_change_sets(changed.sets);
             }
-            Notification::ProposalClosed(_)
-            | Notification::Lagged { .. }
-            | Notification::Other { .. } => {}
+            Notification::ProposalClosed(closed) => {
+                self.proposals.retain(|p| p.document != closed.uri);
+            }
+            Notification::Lagged { .. } | Notification::Other { .. } => {}
         }
     }
 

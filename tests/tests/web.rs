@@ -4,8 +4,8 @@
 //! attached beside the page. Screenshots of what a person sees go to
 //! `$TMPDIR/moonkale-web-shots/`.
 
-use moonkale_tests::STEP;
 use moonkale_tests::agent::{plan_then_write_script, write_script};
+use moonkale_tests::claude_cli::{edit_result, edit_script};
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::remote::{TOKEN, make_certificate};
 use moonkale_tests::review;
@@ -13,6 +13,7 @@ use moonkale_tests::web::{
     DESKTOP, PHONE, Web, browser, no_sideways_scrolling, read, screenshot_at,
 };
 use moonkale_tests::world::World;
+use moonkale_tests::{STEP, TIMEOUT};
 use serde_json::{Value, json};
 
 /// A session an LSP editor started asks to Write; the question shows on a
@@ -358,6 +359,58 @@ async fn a_plan_and_a_question_are_answered_in_the_page() {
     );
     let seq = w.ed.last_prompt_seq(&asked).await;
     w.ed.turn_idle(&asked, seq).await;
+}
+
+/// The real CLI, started beside an editor and linked to the service,
+/// proposes an Edit (`openDiff`): the page shows the proposal with its
+/// diff, **Accept** there writes it, and the CLI tells the model so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_of_the_cli_is_accepted_in_the_page() {
+    let mut w = World::start(
+        &[("hello.txt", "hello world\nsecond line\n")],
+        Script::new(),
+    )
+    .await;
+    let path = w.path("hello.txt");
+    w.fake.set_script(edit_script(
+        "edit hello",
+        &path,
+        "hello world",
+        "hello EDITED",
+        "EDIT_DONE",
+    ));
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    let uri = w.open("hello.txt").await;
+    let mut cli = w.claude(&w.sb.workspace, |c| c).await;
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 0), "⧉ In hello.txt")
+        .await;
+    cli.submit("edit hello", STEP).await;
+    w.ed.server_request("window/showDocument", TIMEOUT).await;
+    b.wait_for("article.card.proposal").await;
+    b.wait_for("text=+ hello EDITED").await;
+    // It holds the CLI up as a question does: counted with them.
+    b.wait_for("button:text-is('Questions (1)')").await;
+    let card = b
+        .run(json!({"op": "text", "selector": "article.card.proposal"}))
+        .await
+        .to_string();
+    assert!(
+        card.contains("hello.txt") && card.contains("- hello world"),
+        "{card}"
+    );
+    no_sideways_scrolling(&mut b, "the proposal").await;
+    b.screenshot("phone-proposal").await;
+    b.click("button", "Accept").await;
+    b.wait_gone("article.card.proposal").await;
+    let result = edit_result(&w.fake).await;
+    assert!(
+        result.text.contains("has been updated successfully"),
+        "{}",
+        result.text
+    );
+    cli.wait_for_text("EDIT_DONE", STEP).await;
+    assert_eq!(read(&path).as_deref(), Some("hello EDITED\nsecond line\n"));
 }
 
 /// Claude asks two questions at once, one of several choices: both are

@@ -11,6 +11,7 @@ pub mod confine;
 pub mod diff;
 pub mod document;
 pub mod pacing;
+pub mod path_map;
 pub mod position;
 pub mod preview;
 pub mod uri;

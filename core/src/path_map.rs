@@ -32,9 +32,8 @@ impl std::str::FromStr for PathPair {
             .split_once('=')
             .ok_or_else(|| format!("{s:?} is not HOST=INSIDE"))?;
         let clean = |p: &str, which: &str| {
-            clean_absolute(p).ok_or_else(|| {
-                format!("{which} path {p:?} must be absolute, without `..`")
-            })
+            clean_absolute(p)
+                .ok_or_else(|| format!("{which} path {p:?} must be absolute, without `..`"))
         };
         Ok(PathPair {
             host: clean(host, "the host")?,
@@ -108,7 +107,10 @@ impl PathMap {
         } else {
             best.1.join(rest)
         };
-        mapped.into_os_string().into_string().map_err(|_| unmapped())
+        mapped
+            .into_os_string()
+            .into_string()
+            .map_err(|_| unmapped())
     }
 
     /// A `file://` URI of one side as the other's, through `map_path`;
@@ -174,9 +176,18 @@ mod tests {
         let pair: PathPair = "/home/me/proj=/workspaces/proj".parse().unwrap();
         assert_eq!(pair.host, Path::new("/home/me/proj"));
         assert_eq!(pair.to_string(), "/home/me/proj=/workspaces/proj");
-        assert!("/a".parse::<PathPair>().unwrap_err().contains("HOST=INSIDE"));
+        assert!(
+            "/a".parse::<PathPair>()
+                .unwrap_err()
+                .contains("HOST=INSIDE")
+        );
         assert!("a=/b".parse::<PathPair>().unwrap_err().contains("absolute"));
-        assert!("/a=/b/../c".parse::<PathPair>().unwrap_err().contains("`..`"));
+        assert!(
+            "/a=/b/../c"
+                .parse::<PathPair>()
+                .unwrap_err()
+                .contains("`..`")
+        );
         // A trailing slash or a `.` is the same folder.
         let pair: PathPair = "/home/me/proj/=/src/./".parse().unwrap();
         assert_eq!(pair.inside, Path::new("/src"));

@@ -106,6 +106,11 @@ pub struct StartClaudeParams {
     /// the service's own path].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_bin: Option<PathBuf>,
+    /// With `sandbox`: `HOST=INSIDE` folders, where the sandbox mounts
+    /// what (a devcontainer's `/workspaces/<name>`); empty: the same paths
+    /// inside.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox_paths: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,8 +132,16 @@ request!(
     /// connection (or until `closeSandboxLink`).
     SandboxLink,
     "moonkale/terminal/sandboxLink",
-    NoParams => SandboxLinkResult
+    Option<SandboxLinkParams> => SandboxLinkResult
 );
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxLinkParams {
+    /// `HOST=INSIDE` folders, where the sandbox mounts what; empty: the
+    /// same paths inside.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

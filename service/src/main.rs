@@ -124,6 +124,14 @@ enum Command {
         /// [default: this program's path].
         #[arg(long, value_name = "PATH", requires = "sandbox")]
         link_bin: Option<PathBuf>,
+        /// With --sandbox: a folder of this machine and where the sandbox
+        /// mounts it (a devcontainer's `$PWD=/workspaces/<name>`); every
+        /// path across the link is mapped, and one under no such folder is
+        /// refused. Repeat for more folders; the workspace must be under
+        /// one. Default: the same paths inside.
+        #[arg(long = "sandbox-path", value_name = "HOST=INSIDE", requires = "sandbox",
+              value_parser = parse_path_pair)]
+        sandbox_paths: Vec<moonkale_service::core::path_map::PathPair>,
         /// Arguments for `claude` (after `--` if they start with `-`); with
         /// --sandbox, the sandbox command and then claude's arguments.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -649,6 +657,11 @@ fn one_sentence(error: &anyhow::Error) -> String {
     sentence
 }
 
+/// `--sandbox-path HOST=INSIDE`, in one sentence when it is not one.
+fn parse_path_pair(s: &str) -> Result<moonkale_service::core::path_map::PathPair, String> {
+    s.parse()
+}
+
 /// `claude --sandbox`: a sandbox link from the workspace's service (started
 /// if none runs), held by this process's connection, then the sandbox
 /// command with the relay spliced in (or, with `print`, the command to
@@ -658,6 +671,7 @@ async fn claude_in_sandbox(
     me: &std::path::Path,
     link_bin: PathBuf,
     print: bool,
+    paths: Vec<moonkale_service::core::path_map::PathPair>,
     args: Vec<String>,
 ) -> anyhow::Result<i32> {
     use moonkale_service::sandbox_link::{
@@ -676,16 +690,22 @@ async fn claude_in_sandbox(
     )
     .await?;
     let link = front
-        .request::<moonkale_protocol::terminal::SandboxLink>(moonkale_protocol::NoParams)
+        .request::<moonkale_protocol::terminal::SandboxLink>(Some(
+            moonkale_protocol::terminal::SandboxLinkParams {
+                paths: paths.iter().map(ToString::to_string).collect(),
+            },
+        ))
         .await?;
     let env: Vec<_> = std::env::vars_os().collect();
     if print {
         let mut args = args;
         args.splice(0..0, mode_args(&env, &args));
         let line = printable_command(&link.token, &link_bin, &link.socket, &args)?;
+        let inside = link.socket.parent().unwrap_or(root);
         eprintln!(
-            "moonkale: run this inside the sandbox (it must see {} at the same path); the link stays open until you stop this command:",
-            printable::one_line(&root.display().to_string())
+            "moonkale: run this inside the sandbox (it must see {} at {}); the link stays open until you stop this command:",
+            printable::one_line(&root.display().to_string()),
+            printable::one_line(&inside.display().to_string())
         );
         println!("{line}");
         let mut notifications = front.notifications().expect("a new client's");
@@ -944,6 +964,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             sandbox: true,
             print,
             link_bin,
+            sandbox_paths,
             args,
         } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
@@ -953,6 +974,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 &me,
                 link_bin.unwrap_or_else(|| me.clone()),
                 print,
+                sandbox_paths,
                 args,
             )
             .await

@@ -118,6 +118,9 @@ pub struct ClaudeConfig {
     pub home: PathBuf,
     /// Working directory (inside the workspace for lock-file discovery).
     pub cwd: PathBuf,
+    /// Folders trusted in the seeded home besides `cwd` (where a jail sees
+    /// the workspace).
+    pub also_trusted: Vec<PathBuf>,
     /// Where temporary files go (`TMPDIR`); created if missing.
     pub tmp: PathBuf,
     /// The fake API's port (base URL and proxy).
@@ -144,6 +147,7 @@ impl ClaudeConfig {
             launcher: Vec::new(),
             home: home.to_owned(),
             cwd: cwd.to_owned(),
+            also_trusted: Vec::new(),
             tmp: root.join("claude-tmp"),
             api_port,
             sse_port: None,
@@ -246,7 +250,10 @@ impl Claude {
     /// Seeds the home and starts `claude <args>` (after the config's
     /// launcher words) on a fresh pty.
     pub fn spawn(config: ClaudeConfig) -> Claude {
-        seed_home(&config.home, &[&config.cwd]);
+        let trusted: Vec<&Path> = std::iter::once(config.cwd.as_path())
+            .chain(config.also_trusted.iter().map(PathBuf::as_path))
+            .collect();
+        seed_home(&config.home, &trusted);
         std::fs::create_dir_all(&config.tmp).expect("create TMPDIR");
         let bin = config.bin.clone().unwrap_or_else(claude_bin);
         let mut cmd = match config.launcher.split_first() {
@@ -521,12 +528,23 @@ impl World {
             crate::bin("moonkale-service").display().to_string(),
             "claude".into(),
             "--sandbox".into(),
-            "--".into(),
         ];
+        if let Some(inside) = jail.workspace_inside() {
+            launcher.push("--sandbox-path".into());
+            launcher.push(format!(
+                "{}={}",
+                self.sb.workspace.display(),
+                inside.display()
+            ));
+        }
+        launcher.push("--".into());
         launcher.extend(jail.enter());
-        let config = ClaudeConfig::new(jail.home(), cwd, self.fake.port)
+        let mut config = ClaudeConfig::new(jail.home(), cwd, self.fake.port)
             .launcher(launcher)
             .env("XDG_RUNTIME_DIR", &self.sb.runtime.display().to_string());
+        config
+            .also_trusted
+            .extend(jail.workspace_inside().map(Path::to_path_buf));
         let mut cli = Claude::spawn(configure(config));
         cli.wait_ready(STEP).await;
         cli

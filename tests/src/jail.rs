@@ -27,12 +27,44 @@ use crate::{Sandbox, TIMEOUT};
 /// The holder: brings `lo` up, hides `$1` and `$2` under empty tmpfs
 /// mounts, says `ready` on stdout and sleeps until killed. The paths are
 /// positional arguments, never part of the script.
+///
+/// With `$3` (a new root), `$4` (the workspace) and `$5` (where the jail
+/// sees it), it builds a root of its own as a devcontainer does: a tmpfs at
+/// `$3` holding every top-level folder of the host's (bound) and its
+/// symlinks, the workspace bound at `$5`, its own path hidden under an
+/// empty tmpfs; then it sleeps chrooted there, so [`Jail::enter`] enters
+/// that root. Nothing is made on the host's `/`.
 const HOLDER: &str = r#"set -e
 ip link set lo up
 mount -t tmpfs -o mode=0700 moonkale-jail "$1"
 mount -t tmpfs -o mode=0700 moonkale-jail "$2"
+if [ -z "$3" ]; then
+  echo ready
+  exec sleep infinity
+fi
+new=$3 ws=$4 inside=$5
+mount -t tmpfs -o mode=0755 moonkale-root "$new"
+for d in /*; do
+  name=${d#/}
+  if [ -L "$d" ]; then
+    ln -s "$(readlink "$d")" "$new/$name"
+  elif [ -d "$d" ]; then
+    mkdir "$new/$name"
+    mount --rbind "$d" "$new/$name"
+  fi
+done
+mkdir -p "$new$inside"
+mount --bind "$ws" "$new$inside"
+mount -t tmpfs -o mode=0700 moonkale-hidden "$new$ws"
 echo ready
-exec sleep infinity"#;
+exec chroot "$new" sleep infinity"#;
+
+/// [`Jail::enter`]'s prefix in a jail with a root of its own: `$1`
+/// nsenter, `$2` the holder's pid, `$3` the working directory inside,
+/// then the program and its arguments (the holder's root is the jail's).
+const ENTER_ROOTED: &str = r#"nsenter=$1 pid=$2 wd=$3
+shift 3
+exec "$nsenter" --target "$pid" --net --mount --root -- /bin/sh -c 'cd "$0" || exit 125; exec "$@"' "$wd" "$@""#;
 
 /// [`Jail::enter`]'s prefix: `$1` nsenter, `$2` the holder's pid, then the
 /// program and its arguments. Entering a mount namespace resets the working
@@ -54,6 +86,8 @@ pub struct Jail {
     pid: u32,
     nsenter: PathBuf,
     home: PathBuf,
+    /// Where the jail sees the workspace, when not at its own path.
+    workspace_inside: Option<PathBuf>,
 }
 
 /// The absolute path of a system tool.
@@ -71,6 +105,16 @@ impl Jail {
     /// are set up: `sb.home` and `sb.runtime` hidden, `lo` up, the jail's
     /// HOME `<sb.root>/jail-home` created.
     pub fn new(sb: &Sandbox) -> Jail {
+        Jail::start(sb, None)
+    }
+
+    /// A jail that sees the workspace only at `inside` (a devcontainer's
+    /// `/workspaces/<name>`), in a root of its own; programs start there.
+    pub fn with_workspace_at(sb: &Sandbox, inside: &Path) -> Jail {
+        Jail::start(sb, Some(inside))
+    }
+
+    fn start(sb: &Sandbox, inside: Option<&Path>) -> Jail {
         let home = sb.root.join("jail-home");
         std::fs::create_dir_all(&home).expect("create the jail's HOME");
         let log_path = sb.root.join("jail.log");
@@ -81,6 +125,20 @@ impl Jail {
             .arg("moonkale-jail")
             .arg(&sb.home)
             .arg(&sb.runtime)
+            .args(
+                inside
+                    .map(|inside| {
+                        let root = sb.root.join("jail-root");
+                        std::fs::create_dir_all(&root).expect("the jail's root folder");
+                        [
+                            root.into_os_string(),
+                            sb.workspace.clone().into_os_string(),
+                            inside.into(),
+                        ]
+                    })
+                    .into_iter()
+                    .flatten(),
+            )
             .env("PATH", PATH)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -111,6 +169,7 @@ impl Jail {
             pid,
             nsenter: tool("nsenter"),
             home,
+            workspace_inside: inside.map(Path::to_path_buf),
         }
     }
 
@@ -118,6 +177,11 @@ impl Jail {
     /// and out.
     pub fn home(&self) -> &Path {
         &self.home
+    }
+
+    /// Where the jail sees the workspace, when not at its own path.
+    pub fn workspace_inside(&self) -> Option<&Path> {
+        self.workspace_inside.as_deref()
     }
 
     /// The holder's pid (its namespaces are the jail's).
@@ -132,9 +196,21 @@ impl Jail {
 
     /// The argv prefix that runs a program inside the jail: append the
     /// program and its arguments. It keeps the caller's working directory
-    /// (by path) and environment; the program's pid is the launched one (no
+    /// (by path; in a jail with a root of its own, the workspace as the
+    /// jail sees it) and environment; the program's pid is the launched one (no
     /// fork). Only `/bin/sh` is looked up, at an absolute path.
     pub fn enter(&self) -> Vec<String> {
+        if let Some(inside) = &self.workspace_inside {
+            return vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                ENTER_ROOTED.into(),
+                "moonkale-jail-enter".into(),
+                self.nsenter.display().to_string(),
+                self.pid.to_string(),
+                inside.display().to_string(),
+            ];
+        }
         vec![
             "/bin/sh".into(),
             "-c".into(),

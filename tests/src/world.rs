@@ -37,6 +37,8 @@ pub struct WorldBuilder {
     /// The first client's `initializationOptions`.
     options: Value,
     jailed: bool,
+    /// Where the jail sees the workspace, when not at its own path.
+    workspace_inside: Option<PathBuf>,
 }
 
 impl WorldBuilder {
@@ -128,6 +130,14 @@ impl WorldBuilder {
         self
     }
 
+    /// As [`Self::jailed`], in a jail that sees the workspace only at
+    /// `inside` ([`Jail::with_workspace_at`]).
+    pub fn jailed_with_workspace_at(mut self, inside: &str) -> WorldBuilder {
+        self.jailed = true;
+        self.workspace_inside = Some(PathBuf::from(inside));
+        self
+    }
+
     /// Builds the world in `sb`, which the test prepared (the default is a
     /// fresh sandbox).
     pub fn in_sandbox(mut self, sb: Sandbox) -> WorldBuilder {
@@ -144,7 +154,10 @@ impl WorldBuilder {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        let jail = self.jailed.then(|| Jail::new(&sb));
+        let jail = self.jailed.then(|| match &self.workspace_inside {
+            Some(inside) => Jail::with_workspace_at(&sb, inside),
+            None => Jail::new(&sb),
+        });
         let fake = match &jail {
             Some(jail) => FakeApi::start_in(self.script, jail).await,
             None => FakeApi::start(self.script).await,
@@ -279,6 +292,7 @@ impl World {
             caps: buttons_caps(),
             options: Value::Null,
             jailed: false,
+            workspace_inside: None,
         }
     }
 

@@ -189,6 +189,190 @@ async fn claude_in_a_sandbox_keeps_its_ide_link() {
     );
 }
 
+/// (1b) The devcontainer case: the jail sees the workspace only at
+/// `/workspaces/ws` (its own path there is empty), and the user says so
+/// with `--sandbox-path`. The CLI runs there and is linked: the editor's
+/// selection reaches the model with the jail's path, the model's Edit of
+/// `/workspaces/ws/hello.txt` opens in the editor as the host's file and
+/// the user's tweaked accept lands on the host, `getDiagnostics` by the
+/// jail's URI finds the editor's; the jail's lock file names the jail's
+/// folder; nothing is made at `/workspaces` on the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_in_a_devcontainer_path_keeps_its_ide_link() {
+    const INSIDE: &str = "/workspaces/ws";
+    let mut w = World::builder()
+        .jailed_with_workspace_at(INSIDE)
+        .file("hello.txt", "hello world\nsecond line\n")
+        .start()
+        .await;
+    let path = w.path("hello.txt");
+    let inside_file = format!("{INSIDE}/hello.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "edit hello",
+                Reply::tool_use("Read", json!({"file_path": inside_file})),
+            )
+            .after_tool(
+                "Read",
+                Reply::tool_use(
+                    "Edit",
+                    json!({"file_path": inside_file, "old_string": "hello world",
+                           "new_string": "hello EDITED", "replace_all": false}),
+                ),
+            )
+            .after_tool(
+                "Edit",
+                Reply::tool_use(
+                    "mcp__ide__getDiagnostics",
+                    json!({"uri": format!("file://{inside_file}")}),
+                ),
+            )
+            .after_tool("mcp__ide__getDiagnostics", Reply::text("MAPPED_DONE")),
+    );
+    // Inside, the workspace is at /workspaces/ws only.
+    let seen = w.jail().run(&[
+        "sh",
+        "-c",
+        "pwd; cat hello.txt; ls -A \"$1\" | wc -l",
+        "sh",
+        &w.sb.workspace.display().to_string(),
+    ]);
+    let seen = String::from_utf8_lossy(&seen.stdout).into_owned();
+    assert_eq!(
+        seen,
+        format!("{INSIDE}\nhello world\nsecond line\n0\n"),
+        "the jail's view"
+    );
+
+    let uri = w.open("hello.txt").await;
+    w.publish_diagnostic(&uri, 2, "DIAG_SEEN_AT_THE_MAPPED_PATH")
+        .await;
+    let mut cli = w
+        .jailed_claude(&w.sb.workspace, |c| {
+            c.arg("--allowedTools").arg("mcp__ide__getDiagnostics")
+        })
+        .await;
+    let jail_locks = locks(w.jail().home());
+    assert_eq!(jail_locks.len(), 1, "{jail_locks:?}");
+    assert_eq!(jail_locks[0]["workspaceFolders"], json!([INSIDE]));
+
+    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 5), "⧉ 1 line selected")
+        .await;
+    cli.submit("edit hello", STEP).await;
+    let turn = w
+        .fake
+        .wait_prompt("edit hello", STEP)
+        .await
+        .latest_turn_text();
+    assert!(
+        turn.contains(&format!("lines 1 to 1 from {inside_file}:\nhello")),
+        "the selection did not reach the model at the jail's path: {turn}"
+    );
+    let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
+    w.tweak_and_accept(&show).await;
+    let edit = edit_result(&w.fake).await;
+    assert!(
+        edit.text
+            .contains("The user modified your proposed changes"),
+        "{}",
+        edit.text
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "hello TWEAKED\nsecond line\n"
+    );
+    let (_, diagnostics) = w
+        .fake
+        .wait_tool_result("mcp__ide__getDiagnostics", STEP)
+        .await;
+    assert!(!diagnostics.is_error, "{}", diagnostics.text);
+    assert!(
+        diagnostics.text.contains("DIAG_SEEN_AT_THE_MAPPED_PATH")
+            && diagnostics.text.contains(&format!("file://{inside_file}"))
+            && !diagnostics
+                .text
+                .contains(&w.sb.workspace.display().to_string()),
+        "{}",
+        diagnostics.text
+    );
+    cli.wait_for_text("MAPPED_DONE", STEP).await;
+    assert!(
+        !std::path::Path::new("/workspaces").exists(),
+        "the jail made /workspaces on the host"
+    );
+}
+
+/// (2b) Hostile, through a link whose sandbox mounts the workspace at
+/// `/workspaces/ws`: the link answers only for paths under that folder,
+/// mapped to the host's; a host path named directly, a path under no
+/// mapping, `..` out of it, and a symlink out of the mount are refused;
+/// what it tells the jail names the jail's folder, never the host's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_mapped_link_answers_only_for_its_folder() {
+    let w = World::builder()
+        .file("inside.txt", "inside the workspace\n")
+        .start()
+        .await;
+    let host = w.sb.workspace.display().to_string();
+    std::os::unix::fs::symlink("/etc", w.path("out")).unwrap();
+    let mut opener = w.client("opener", plain_caps()).await;
+    let link = opener
+        .call(
+            "moonkale/terminal/sandboxLink",
+            json!({"paths": [format!("{host}=/workspaces/ws")]}),
+        )
+        .await;
+    let socket = link["socket"].as_str().expect("a socket");
+    assert!(
+        socket.starts_with("/workspaces/ws/.moonkale-link-"),
+        "{link}"
+    );
+    let name = Path::new(socket).file_name().unwrap();
+    let token = link["token"].as_str().expect("a token");
+    let mut link = link_client(&w.sb.workspace.join(name), token).await;
+    link.initialize("2025-11-25").await;
+
+    let opened = link
+        .tool(
+            "openFile",
+            json!({"filePath": "/workspaces/ws/inside.txt", "makeFrontmost": false}),
+        )
+        .await;
+    assert_ne!(opened["isError"], true, "{opened}");
+    for path in [
+        format!("{host}/inside.txt"),
+        "/etc/passwd".to_owned(),
+        "/workspaces/ws/../../etc/passwd".to_owned(),
+        "/workspaces/wsx/inside.txt".to_owned(),
+        "/workspaces/ws/out/passwd".to_owned(),
+    ] {
+        let refused = link
+            .request(
+                "tools/call",
+                json!({"name": "openDiff", "arguments": {"old_file_path": path,
+                       "new_file_path": path, "new_file_contents": "x", "tab_name": "t"}}),
+            )
+            .await;
+        assert_eq!(refused["result"]["isError"], true, "{path}: {refused}");
+    }
+    let folders = tool_json(&link.tool("getWorkspaceFolders", json!({})).await);
+    assert_eq!(folders["folders"][0]["path"], "/workspaces/ws", "{folders}");
+    assert!(!folders.to_string().contains(&host), "{folders}");
+    // A link for a sandbox that mounts some other folder is refused.
+    let refused = opener
+        .request(
+            "moonkale/terminal/sandboxLink",
+            json!({"paths": ["/somewhere/else=/workspaces/ws"]}),
+        )
+        .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("is under none of the sandbox's folders"),
+        "{refused}"
+    );
+}
+
 /// What a process inside the jail sends to `socket`, one connection each
 /// (`python3` is the jail's, the bytes go out from inside): the first line
 /// of each answer, or `closed`.

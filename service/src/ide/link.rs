@@ -32,6 +32,7 @@ use tokio::sync::{Semaphore, watch};
 
 use super::handshake::HostRule;
 use super::ws::{self, IdeLimits};
+use crate::core::path_map::PathMap;
 use crate::error::{Error, IoContext, Result};
 use crate::hub::{HubHandle, IdeScope};
 use crate::workspace_fs::{self as paths, Root};
@@ -95,8 +96,23 @@ impl Links {
     }
 
     /// Binds a new link socket in the workspace and serves it until the
-    /// returned [`Link`] is dropped.
-    pub fn open(&self) -> Result<Link> {
+    /// returned [`Link`] is dropped; every path across it is mapped by
+    /// `paths` (the workspace must be under one of its folders).
+    pub fn open(&self, paths: PathMap) -> Result<Link> {
+        let workspace_inside = paths
+            .to_inside(&self.root.path().display().to_string())
+            .map_err(|_| {
+                Error::Invalid(format!(
+                    "the workspace {} is under none of the sandbox's folders ({})",
+                    crate::printable::one_line(&self.root.path().display().to_string()),
+                    paths
+                        .pairs()
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
         use std::sync::atomic::Ordering;
         if self.open.fetch_add(1, Ordering::AcqRel) >= MAX_LINKS {
             self.open.fetch_sub(1, Ordering::AcqRel);
@@ -135,11 +151,15 @@ impl Links {
             baseline: None,
             one_session: Some(Arc::new(Semaphore::new(1))),
             closed: Some(closed),
+            paths: Arc::new(paths),
         });
         let accept = tokio::spawn(ws::accept_link_loop(listener, shared)).abort_handle();
         tracing::info!(socket = %socket.display(), "sandbox link open");
+        let socket_inside =
+            PathBuf::from(workspace_inside).join(bound.name.to_str().expect("an ASCII name"));
         Ok(Link {
             socket,
+            socket_inside,
             token,
             bound,
             accept,
@@ -152,9 +172,11 @@ impl Links {
 /// An open link. Dropping it stops serving, ends the linked session and
 /// removes the socket (if it is still ours).
 pub struct Link {
-    /// The socket's path (as the host sees it; the jail sees the workspace
-    /// at the same path).
+    /// The socket's path as this machine sees it.
     pub socket: PathBuf,
+    /// The socket's path as the sandbox sees it (the same unless the
+    /// sandbox mounts the workspace elsewhere).
+    pub socket_inside: PathBuf,
     token: Arc<String>,
     bound: BoundSocket,
     accept: tokio::task::AbortHandle,
@@ -411,11 +433,13 @@ mod tests {
         let (hub, _events) = HubHandle::detached(ws.path().to_path_buf());
         let root = Root::open(ws.path()).unwrap();
         let links = Links::new(hub, root, IdeLimits::default(), Arc::default());
-        let mut open: Vec<Link> = (0..MAX_LINKS).map(|_| links.open().unwrap()).collect();
-        let refused = links.open().unwrap_err().to_string();
+        let mut open: Vec<Link> = (0..MAX_LINKS)
+            .map(|_| links.open(PathMap::default()).unwrap())
+            .collect();
+        let refused = links.open(PathMap::default()).unwrap_err().to_string();
         assert!(refused.contains("sandbox links are open"), "{refused}");
         open.pop();
-        open.push(links.open().unwrap());
+        open.push(links.open(PathMap::default()).unwrap());
         drop(open);
         assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
     }
@@ -436,7 +460,7 @@ mod tests {
         );
         std::fs::rename(&ws, top.path().join("moved")).unwrap();
         std::fs::create_dir(&ws).unwrap();
-        let refused = links.open().unwrap_err().to_string();
+        let refused = links.open(PathMap::default()).unwrap_err().to_string();
         assert!(refused.contains("moved or deleted"), "{refused}");
         assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
         assert_eq!(

@@ -10,6 +10,7 @@
 pub mod handshake;
 pub mod link;
 pub mod lockfile;
+pub mod mapped;
 pub mod mcp;
 pub mod proposals;
 pub mod transcripts;

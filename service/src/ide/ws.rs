@@ -30,6 +30,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::handshake::{self, HostRule};
 use super::mcp::{self, ToolCall};
+use crate::core::path_map::PathMap;
 use crate::http::{self, Prefixed, Refusal};
 use crate::hub::{Event, HubHandle, IdeClientId, IdeScope, SelectionNotification};
 use crate::lsp::message::{self, Message as RpcMessage, RequestId, ResponseError, code};
@@ -124,6 +125,7 @@ pub(super) async fn accept_loop(l: Listener) {
         baseline: l.baseline,
         one_session: None,
         closed: None,
+        paths: Arc::default(),
     });
     let gates = Gates::new(&shared.limits);
     loop {
@@ -224,6 +226,9 @@ pub(super) struct Shared {
     /// A sandbox link's life: its sender is dropped when the link closes,
     /// which ends every client on it.
     pub closed: Option<watch::Receiver<()>>,
+    /// Where the sandbox mounts what (a link's; identity elsewhere): every
+    /// path in and out is mapped ([`super::mapped`]).
+    pub paths: Arc<PathMap>,
 }
 
 type Ws<S> = tokio_tungstenite::WebSocketStream<Prefixed<S>>;
@@ -388,6 +393,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         backlog: backlog.clone(),
         selection: shared.hub.selection(),
         scope: shared.scope,
+        paths: shared.paths.clone(),
         ping_interval: shared.limits.ping_interval,
         last_heard: last_heard.clone(),
     }));
@@ -565,8 +571,15 @@ impl Reader<'_> {
     }
 
     async fn tool_call(&mut self, id: RequestId, params: &Value) -> bool {
+        let params = match super::mapped::call_to_host(&self.shared.paths, params) {
+            Ok(params) => params,
+            Err(unmapped) => {
+                let refused = Ok(crate::hub::error_result(unmapped.to_string()));
+                return self.send(message::response(&id, &refused)).await;
+            }
+        };
         let (call, cleanup) =
-            match mcp::prepare_call(params, &self.shared.root, &self.shared.proposals) {
+            match mcp::prepare_call(&params, &self.shared.root, &self.shared.proposals) {
                 ToolCall::Answer(result) => {
                     return self.send(message::response(&id, &Ok(result))).await;
                 }
@@ -641,6 +654,7 @@ struct WriterState<S> {
     selection: tokio::sync::watch::Receiver<Option<SelectionNotification>>,
     /// Which selections this client is sent.
     scope: IdeScope,
+    paths: Arc<PathMap>,
     ping_interval: Duration,
     last_heard: Arc<std::sync::Mutex<Instant>>,
 }
@@ -764,6 +778,18 @@ const RESEND_AFTER_TOOLS_LIST: Duration = Duration::from_millis(500);
 /// the backlog's hard cap (a write to a client that does not read would
 /// otherwise wait forever).
 async fn send<S: AsyncRead + AsyncWrite + Unpin>(w: &mut WriterState<S>, msg: Message) -> bool {
+    // Through a link into a sandbox that mounts the workspace elsewhere,
+    // every path is the sandbox's; a notification about a file it cannot
+    // see is not sent.
+    let msg = match msg {
+        Message::Text(text) if !w.paths.is_identity() => {
+            match super::mapped::frame_to_inside(&w.paths, text.as_str()) {
+                Some(mapped) => Message::text(mapped),
+                None => return true,
+            }
+        }
+        msg => msg,
+    };
     let backlog = w.backlog.clone();
     tokio::select! {
         sent = w.sink.send(msg) => sent.is_ok(),

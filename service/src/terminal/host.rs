@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use super::pty::{Pty, Spawn, scrubbed_env};
 use super::session::{self, TerminalCommand, TerminalHandle, TerminalInfo};
 use crate::change_sources::KnownSessions;
+use crate::core::path_map::PathMap;
 use crate::hub::ports::{Request, TerminalHostCommand};
 use crate::hub::{EditorId, Event, HubHandle, Responder, Topic};
 use crate::ide::link::{Link, Links};
@@ -171,10 +172,11 @@ impl Host {
                     message,
                 })))
             })
-            .on::<wire::SandboxLink>(|_| {
-                let link = self.open_link()?;
+            .on::<wire::SandboxLink>(|p| {
+                let paths = path_map(&p.unwrap_or_default().paths)?;
+                let link = self.open_link(paths)?;
                 let result = wire::SandboxLinkResult {
-                    socket: link.socket.clone(),
+                    socket: link.socket_inside.clone(),
                     token: link.token().to_owned(),
                 };
                 self.editor_links.entry(editor).or_default().push(link);
@@ -422,7 +424,8 @@ impl Host {
         let (id, message) = if p.sandbox.is_empty() {
             self.claude_here(editor, args, size)?
         } else {
-            self.claude_in_sandbox(editor, &p.sandbox, p.link_bin, args, size)?
+            let paths = path_map(&p.sandbox_paths)?;
+            self.claude_in_sandbox(editor, &p.sandbox, p.link_bin, paths, args, size)?
         };
         if let Some(session) = session {
             self.config.sessions.insert_terminal(session, id);
@@ -466,16 +469,18 @@ impl Host {
         editor: EditorId,
         sandbox: &[String],
         link_bin: Option<PathBuf>,
+        paths: PathMap,
         mut args: Vec<String>,
         (rows, cols): (u16, u16),
     ) -> Result<(u64, String), ResponseError> {
         let invalid = |e: crate::Error| ResponseError::invalid_params(e.to_string());
         crate::sandbox_link::claude_word(sandbox).map_err(invalid)?;
         args.splice(0..0, mode_args(&self.config.env, &args));
-        let link = self.open_link()?;
+        let link = self.open_link(paths)?;
         let bin = link_bin.as_ref().unwrap_or(&self.config.link_bin);
-        let argv = crate::sandbox_link::in_sandbox_command(sandbox, bin, &link.socket, &args)
-            .map_err(invalid)?;
+        let argv =
+            crate::sandbox_link::in_sandbox_command(sandbox, bin, &link.socket_inside, &args)
+                .map_err(invalid)?;
         let spec = OpenParams {
             argv: Some(argv),
             cwd: None,
@@ -502,7 +507,7 @@ impl Host {
         Ok((id, message))
     }
 
-    fn open_link(&self) -> Result<Link, ResponseError> {
+    fn open_link(&self, paths: PathMap) -> Result<Link, ResponseError> {
         let links = self.config.links.as_ref().ok_or_else(|| {
             ResponseError::new(
                 code::REQUEST_FAILED,
@@ -510,9 +515,18 @@ impl Host {
             )
         })?;
         links
-            .open()
+            .open(paths)
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))
     }
+}
+
+/// `HOST=INSIDE` folders of a request, parsed once here.
+fn path_map(pairs: &[String]) -> Result<PathMap, ResponseError> {
+    pairs
+        .iter()
+        .map(|p| p.parse().map_err(ResponseError::invalid_params))
+        .collect::<Result<Vec<_>, _>>()
+        .map(PathMap::new)
 }
 
 /// A request, parsed, before it meets its reply.

@@ -106,7 +106,8 @@ enum Command {
     /// after `--` are the command that runs `claude` in the sandbox, e.g.
     /// `moonkale-service claude --sandbox -- docker exec -it -e
     /// MOONKALE_LINK_TOKEN box claude --model opus`. The sandbox must see
-    /// the workspace at the same path, and this program.
+    /// the workspace (at the same path, or where --sandbox-path says), and
+    /// this program.
     Claude {
         /// The workspace folder [default: the current directory].
         #[arg(long, value_name = "DIR")]

@@ -103,7 +103,7 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
 /// Connects once to see the socket is there and is a socket: a clear
 /// sentence now rather than a CLI that never links.
 async fn reach(socket: &Path) -> Result<()> {
-    let hint = "mount the workspace at the same path inside the sandbox (docker: -v \"$PWD:$PWD\" -w \"$PWD\")";
+    let hint = "mount the workspace inside the sandbox at the same path (docker: -v \"$PWD:$PWD\" -w \"$PWD\"), or tell `moonkale-service claude --sandbox-path HOST=INSIDE` where it is";
     match std::fs::symlink_metadata(socket) {
         Ok(meta) if std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()) => {}
         Ok(_) => {

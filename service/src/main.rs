@@ -116,6 +116,10 @@ enum Command {
         /// through a unix socket in it (see above).
         #[arg(long)]
         sandbox: bool,
+        /// Run Claude Code here even when the workspace has a default
+        /// sandbox (`moonkale-service sandbox set`).
+        #[arg(long, conflicts_with = "sandbox")]
+        no_sandbox: bool,
         /// With --sandbox: print the command to run inside a sandbox this
         /// program cannot start, and keep the link open until interrupted
         /// (the arguments are then claude's).
@@ -183,6 +187,17 @@ enum Command {
         /// Only say whether it is trusted.
         #[arg(long)]
         status: bool,
+    },
+    /// The sandbox a workspace's Claude Code runs in by default: "Start
+    /// Claude Code here" in the editors and `moonkale-service claude` use
+    /// it (unless told --no-sandbox). Kept in your configuration
+    /// directory, never read from the workspace.
+    Sandbox {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR", global = true)]
+        workspace: Option<PathBuf>,
+        #[command(subcommand)]
+        command: SandboxVerb,
     },
     /// Check what a first run needs (the claude CLI and a login, the lock
     /// and runtime directories, moonkale-shim, the editor recipes, a running
@@ -413,6 +428,31 @@ async fn run_changes_command(
         }
     }
     Ok(0)
+}
+
+#[derive(Subcommand)]
+enum SandboxVerb {
+    /// Make the command after `--` (it runs `claude` in the sandbox) the
+    /// workspace's default, e.g. `sandbox set --sandbox-path
+    /// "$PWD=/workspaces/proj" -- docker exec -it -e MOONKALE_LINK_TOKEN
+    /// -w /workspaces/proj box claude`.
+    Set {
+        /// A folder of this machine and where the sandbox mounts it
+        /// (repeat for more; default: the same paths inside).
+        #[arg(long = "sandbox-path", value_name = "HOST=INSIDE", value_parser = parse_path_pair)]
+        sandbox_paths: Vec<moonkale_service::core::path_map::PathPair>,
+        /// Where the sandbox sees moonkale-service [default: this
+        /// program's path].
+        #[arg(long, value_name = "PATH")]
+        link_bin: Option<PathBuf>,
+        /// The command that runs `claude` in the sandbox.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Print the workspace's default sandbox, or say there is none.
+    Show,
+    /// Run the workspace's Claude Code unjailed again.
+    Clear,
 }
 
 #[derive(Subcommand)]
@@ -967,6 +1007,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             link_bin,
             sandbox_paths,
             args,
+            ..
         } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
             let me = std::env::current_exe().context("finding this program")?;
@@ -981,10 +1022,37 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             .await
         }
         Command::Claude {
-            workspace, args, ..
+            workspace,
+            args,
+            no_sandbox,
+            ..
         } => {
             let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
             let me = std::env::current_exe().context("finding this program")?;
+            // The workspace's default sandbox, unless told not to.
+            let default = if no_sandbox {
+                None
+            } else {
+                moonkale_service::user_state::SandboxStore::from_env()?.get(&root)?
+            };
+            if let Some(sandbox) = default {
+                let paths = sandbox
+                    .paths
+                    .iter()
+                    .map(|p| p.parse().map_err(anyhow::Error::msg))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let mut command = sandbox.command;
+                command.extend(args);
+                return claude_in_sandbox(
+                    &root,
+                    &me,
+                    sandbox.link_bin.unwrap_or_else(|| me.clone()),
+                    false,
+                    paths,
+                    command,
+                )
+                .await;
+            }
             // No `claude` to run starts no service.
             let path = std::env::var_os("PATH");
             let configured = std::env::var_os("MOONKALE_CLAUDE_BIN").map(PathBuf::from);
@@ -1034,6 +1102,45 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
             };
             println!("{message}");
+            Ok(0)
+        }
+        Command::Sandbox { workspace, command } => {
+            let root = runtime::canonical_workspace(&workspace_or_cwd(workspace)?)?;
+            let store = moonkale_service::user_state::SandboxStore::from_env()?;
+            let shown = printable::one_line(&root.display().to_string());
+            match command {
+                SandboxVerb::Set {
+                    sandbox_paths,
+                    link_bin,
+                    command,
+                } => {
+                    let sandbox = moonkale_service::sandbox_link::default_sandbox(
+                        &root,
+                        command,
+                        sandbox_paths,
+                        link_bin,
+                    )?;
+                    store.set(&root, sandbox.clone())?;
+                    println!(
+                        "Claude Code for {shown} now runs in the sandbox: {}",
+                        moonkale_service::sandbox_link::describe(&sandbox)
+                    );
+                }
+                SandboxVerb::Show => match store.get(&root)? {
+                    Some(sandbox) => println!(
+                        "{shown}: {}",
+                        moonkale_service::sandbox_link::describe(&sandbox)
+                    ),
+                    None => println!("{shown} has no default sandbox"),
+                },
+                SandboxVerb::Clear => {
+                    if store.clear(&root)? {
+                        println!("Claude Code for {shown} runs unjailed again");
+                    } else {
+                        println!("{shown} had no default sandbox");
+                    }
+                }
+            }
             Ok(0)
         }
         Command::Doctor { workspace, json } => {

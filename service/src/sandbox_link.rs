@@ -277,6 +277,51 @@ pub fn in_sandbox_command(
     Ok(argv)
 }
 
+/// A workspace's default sandbox as `sandbox set` takes it, checked: the
+/// command runs `claude`, the paths cover the workspace.
+pub fn default_sandbox(
+    root: &Path,
+    command: Vec<String>,
+    paths: Vec<crate::core::path_map::PathPair>,
+    link_bin: Option<PathBuf>,
+) -> Result<crate::user_state::DefaultSandbox> {
+    claude_word(&command)?;
+    let map = crate::core::path_map::PathMap::new(paths.clone());
+    if map.to_inside(&root.display().to_string()).is_err() {
+        return Err(Error::Invalid(format!(
+            "the workspace {} is under none of the --sandbox-path folders",
+            crate::printable::one_line(&root.display().to_string())
+        )));
+    }
+    if let Some(bin) = &link_bin
+        && !bin.is_absolute()
+    {
+        return Err(Error::Invalid("--link-bin must be an absolute path".into()));
+    }
+    Ok(crate::user_state::DefaultSandbox {
+        command,
+        paths: paths.iter().map(ToString::to_string).collect(),
+        link_bin,
+    })
+}
+
+/// A default sandbox in one line: its command, shell-quoted, and its
+/// folders.
+pub fn describe(sandbox: &crate::user_state::DefaultSandbox) -> String {
+    let command: Vec<String> = sandbox.command.iter().map(|w| shell_word(w)).collect();
+    let mut line = crate::printable::one_line(&command.join(" "));
+    for pair in &sandbox.paths {
+        line += &format!(" (--sandbox-path {})", crate::printable::one_line(pair));
+    }
+    if let Some(bin) = &sandbox.link_bin {
+        line += &format!(
+            " (--link-bin {})",
+            crate::printable::one_line(&bin.display().to_string())
+        );
+    }
+    line
+}
+
 /// One word for a POSIX shell: as it is when it is plainly safe, else in
 /// single quotes.
 pub fn shell_word(word: &str) -> String {

@@ -187,6 +187,7 @@ fn terminal_config(
         ide_port,
         links,
         link_bin: std::env::current_exe().unwrap_or_else(|_| "moonkale-service".into()),
+        sandboxes: crate::user_state::SandboxStore::from_env().ok(),
     }
 }
 

@@ -13,6 +13,10 @@
 //!   workspace's canonical path (the same hash names its runtime files).
 //! - `$XDG_CONFIG_HOME/moonkale/trusted-workspaces.json` (else
 //!   `~/.config/moonkale/…`), 0600: the folders the user trusts.
+//! - `$XDG_CONFIG_HOME/moonkale/sandboxes.json`, 0600: the sandbox each
+//!   workspace's Claude Code runs in by default ([`SandboxStore`]); a
+//!   repository naming a sandbox (or none) in its own files changes
+//!   nothing.
 //!
 //! **Invariant:** every decision that widens what Claude Code may do (a
 //! permission mode, an "always", trust) is read from here or from the
@@ -214,9 +218,154 @@ impl TrustStore {
     }
 }
 
+/// Largest sandbox file we read.
+const MAX_SANDBOX_FILE: u64 = 1 << 20;
+
+/// The sandbox a workspace's Claude Code runs in unless told otherwise:
+/// the command that runs `claude` there, where it mounts what, and where
+/// it sees `moonkale-service`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefaultSandbox {
+    pub command: Vec<String>,
+    /// `HOST=INSIDE` folders (empty: the same paths inside).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_bin: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct SandboxFile {
+    #[serde(default)]
+    sandboxes: Vec<SandboxEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SandboxEntry {
+    workspace: PathBuf,
+    #[serde(flatten)]
+    sandbox: DefaultSandbox,
+}
+
+/// The user's default sandbox per workspace, one JSON file outside every
+/// workspace, read afresh at each use (a `sandbox set` takes effect at the
+/// next start).
+#[derive(Clone, Debug)]
+pub struct SandboxStore {
+    path: PathBuf,
+}
+
+impl SandboxStore {
+    pub fn from_env() -> Result<SandboxStore> {
+        let dir = xdg_dir("XDG_CONFIG_HOME", ".config")?.join("moonkale");
+        Ok(SandboxStore {
+            path: dir.join("sandboxes.json"),
+        })
+    }
+
+    pub fn at(path: PathBuf) -> SandboxStore {
+        SandboxStore { path }
+    }
+
+    fn load(&self) -> Result<SandboxFile> {
+        match runtime::read_regular_file(&self.path, MAX_SANDBOX_FILE) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                Error::Invalid(format!(
+                    "{} is not a sandbox file ({e}); fix or remove it",
+                    self.path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SandboxFile::default()),
+            Err(e) => Err(Error::io(format!("reading {}", self.path.display()), e)),
+        }
+    }
+
+    fn save(&self, file: &SandboxFile) -> Result<()> {
+        if let Some(dir) = self.path.parent() {
+            ensure_private_dir(dir)?;
+        }
+        let bytes = serde_json::to_vec_pretty(file).expect("serializes");
+        runtime::write_private_atomic(&self.path, &bytes)?;
+        Ok(())
+    }
+
+    /// The default sandbox of `root` (a canonical path), if the user set
+    /// one. A damaged file is an error: running unjailed because the file
+    /// could not be read is not the user's choice.
+    pub fn get(&self, root: &Path) -> Result<Option<DefaultSandbox>> {
+        Ok(self
+            .load()?
+            .sandboxes
+            .into_iter()
+            .find(|e| e.workspace == root)
+            .map(|e| e.sandbox))
+    }
+
+    /// Makes `sandbox` the default of `root`.
+    pub fn set(&self, root: &Path, sandbox: DefaultSandbox) -> Result<()> {
+        let mut file = self.load()?;
+        file.sandboxes.retain(|e| e.workspace != root);
+        file.sandboxes.push(SandboxEntry {
+            workspace: root.to_owned(),
+            sandbox,
+        });
+        self.save(&file)
+    }
+
+    /// Removes `root`'s default; whether it had one.
+    pub fn clear(&self, root: &Path) -> Result<bool> {
+        let mut file = self.load()?;
+        let before = file.sandboxes.len();
+        file.sandboxes.retain(|e| e.workspace != root);
+        if file.sandboxes.len() == before {
+            return Ok(false);
+        }
+        self.save(&file)?;
+        Ok(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_sandbox_is_per_workspace_and_a_damaged_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SandboxStore::at(dir.path().join("cfg/sandboxes.json"));
+        let ws = Path::new("/home/u/ws");
+        assert_eq!(store.get(ws).unwrap(), None);
+        let sandbox = DefaultSandbox {
+            command: vec![
+                "docker".into(),
+                "exec".into(),
+                "box".into(),
+                "claude".into(),
+            ],
+            paths: vec!["/home/u/ws=/workspaces/ws".into()],
+            link_bin: None,
+        };
+        store.set(ws, sandbox.clone()).unwrap();
+        assert_eq!(store.get(ws).unwrap(), Some(sandbox));
+        assert_eq!(store.get(Path::new("/home/u/ws/sub")).unwrap(), None);
+        assert_eq!(store.get(Path::new("/home/u/ws2")).unwrap(), None);
+        let mode = std::fs::metadata(dir.path().join("cfg/sandboxes.json"))
+            .unwrap()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(store.clear(ws).unwrap());
+        assert!(!store.clear(ws).unwrap());
+        assert_eq!(store.get(ws).unwrap(), None);
+        std::fs::write(dir.path().join("cfg/sandboxes.json"), "{nope").unwrap();
+        assert!(
+            store
+                .get(ws)
+                .unwrap_err()
+                .to_string()
+                .contains("is not a sandbox file")
+        );
+    }
 
     #[test]
     fn trust_is_per_folder_and_covers_subfolders() {

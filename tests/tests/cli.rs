@@ -907,3 +907,133 @@ async fn readme_first_run_removal_leaves_nothing_behind() {
     let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// `moonkale-service claude` runs in the workspace's default sandbox
+/// (`sandbox set`), with claude's arguments after the sandbox's command,
+/// unless told `--no-sandbox`; `sandbox set` refuses a command without
+/// `claude` or folders that miss the workspace, in one line each.
+#[tokio::test]
+async fn claude_runs_in_the_default_sandbox_unless_told_not_to() {
+    let sb = Sandbox::new();
+    let ws = sb.workspace.display().to_string();
+    // A "sandbox" that says what it was asked to run and stops there.
+    let script = sb.root.join("sandbox.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"SANDBOXED $*\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let unjailed = sb.root.join("claude");
+    std::fs::write(&unjailed, "#!/bin/sh\necho \"UNJAILED $*\"\nexit 3\n").unwrap();
+    std::fs::set_permissions(
+        &unjailed,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let claude_bin = [("MOONKALE_CLAUDE_BIN", unjailed.to_str().unwrap())];
+
+    let refused = run(
+        &sb,
+        &[
+            "sandbox",
+            "set",
+            "--workspace",
+            &ws,
+            "--",
+            "docker",
+            "exec",
+            "box",
+            "sh",
+        ],
+        &[],
+    )
+    .await;
+    assert_one_line_error(&refused, "no claude word", &["claude"]);
+    let refused = run(
+        &sb,
+        &[
+            "sandbox",
+            "set",
+            "--workspace",
+            &ws,
+            "--sandbox-path",
+            "/elsewhere=/src",
+            "--",
+            "box",
+            "claude",
+        ],
+        &[],
+    )
+    .await;
+    assert_one_line_error(
+        &refused,
+        "folders miss the workspace",
+        &["none of the --sandbox-path folders"],
+    );
+
+    let set = run(
+        &sb,
+        &[
+            "sandbox",
+            "set",
+            "--workspace",
+            &ws,
+            "--",
+            script.to_str().unwrap(),
+            "claude",
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let jailed = run(
+        &sb,
+        &["claude", "--workspace", &ws, "--model", "opus"],
+        &claude_bin,
+    )
+    .await;
+    let said = String::from_utf8_lossy(&jailed.stdout);
+    assert_eq!(
+        jailed.status.code(),
+        Some(7),
+        "{said} {}",
+        String::from_utf8_lossy(&jailed.stderr)
+    );
+    assert!(
+        said.starts_with("SANDBOXED ") && said.contains("sandbox-link --socket"),
+        "{said}"
+    );
+    assert!(
+        said.contains("-- claude") && said.contains("--model opus"),
+        "{said}"
+    );
+    let plain = run(
+        &sb,
+        &[
+            "claude",
+            "--workspace",
+            &ws,
+            "--no-sandbox",
+            "--model",
+            "opus",
+        ],
+        &claude_bin,
+    )
+    .await;
+    let said = String::from_utf8_lossy(&plain.stdout);
+    assert_eq!(plain.status.code(), Some(3), "{said}");
+    assert!(
+        said.starts_with("UNJAILED ") && said.contains("--model opus"),
+        "{said}"
+    );
+    let cleared = run(&sb, &["sandbox", "clear", "--workspace", &ws], &[]).await;
+    assert!(String::from_utf8_lossy(&cleared.stdout).contains("unjailed again"));
+    let again = run(&sb, &["claude", "--workspace", &ws], &claude_bin).await;
+    assert_eq!(
+        again.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+}

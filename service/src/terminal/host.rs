@@ -58,6 +58,8 @@ pub struct TerminalConfig {
     /// Where a sandbox sees `moonkale-service` unless told otherwise: this
     /// program's own path.
     pub link_bin: PathBuf,
+    /// The user's default sandbox per workspace (read at each start).
+    pub sandboxes: Option<crate::user_state::SandboxStore>,
 }
 
 pub fn spawn(
@@ -421,11 +423,21 @@ impl Host {
             p.rows.unwrap_or(wire::default_rows()),
             p.cols.unwrap_or(wire::default_cols()),
         );
-        let (id, message) = if p.sandbox.is_empty() {
+        // Without a sandbox named, the workspace's default one (the user's
+        // `sandbox set`, never a file of the workspace's).
+        let (sandbox, sandbox_paths, link_bin) = if p.sandbox.is_empty() {
+            match self.default_sandbox()? {
+                Some(d) => (d.command, d.paths, d.link_bin),
+                None => (Vec::new(), Vec::new(), None),
+            }
+        } else {
+            (p.sandbox, p.sandbox_paths, p.link_bin)
+        };
+        let (id, message) = if sandbox.is_empty() {
             self.claude_here(editor, args, size)?
         } else {
-            let paths = path_map(&p.sandbox_paths)?;
-            self.claude_in_sandbox(editor, &p.sandbox, p.link_bin, paths, args, size)?
+            let paths = path_map(&sandbox_paths)?;
+            self.claude_in_sandbox(editor, &sandbox, link_bin, paths, args, size)?
         };
         if let Some(session) = session {
             self.config.sessions.insert_terminal(session, id);
@@ -505,6 +517,17 @@ impl Host {
             crate::printable::one_line(&self.workspace.display().to_string())
         );
         Ok((id, message))
+    }
+
+    /// The user's default sandbox for this workspace; an unreadable store
+    /// is an error (starting unjailed is not the user's choice).
+    fn default_sandbox(&self) -> Result<Option<crate::user_state::DefaultSandbox>, ResponseError> {
+        match &self.config.sandboxes {
+            Some(store) => store
+                .get(&self.workspace)
+                .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string())),
+            None => Ok(None),
+        }
     }
 
     fn open_link(&self, paths: PathMap) -> Result<Link, ResponseError> {
@@ -726,6 +749,7 @@ mod tests {
             sessions: Default::default(),
             links,
             link_bin: PathBuf::from("/usr/bin/moonkale-service"),
+            sandboxes: None,
         }
     }
 

@@ -358,3 +358,121 @@ async fn start_claude_here_inside_a_sandbox() {
     let gone = poll_until(STEP, async || (sockets(&ws) == 0).then_some(())).await;
     assert!(gone.is_some(), "the terminal's link outlived it");
 }
+
+/// (15b) The workspace's default sandbox, set by the user with
+/// `moonkale-service sandbox set`: the editor's plain "Start Claude Code
+/// here" runs the CLI in it and linked (its reply comes from the fake API
+/// that only the jail's loopback reaches; the editor's file shows in its
+/// prompt box). A sandbox the repository names in its own files changes
+/// nothing. After `sandbox clear` the next start is unjailed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_claude_here_runs_in_the_workspaces_default_sandbox() {
+    let mut w = world()
+        .jailed()
+        .claude_in_terminals()
+        .file("hello.txt", "hello world\nsecond line\n")
+        .file(
+            ".moonkale/sandbox.json",
+            r#"{"command": ["/bin/sh", "-c", "touch PLANTED; exec claude"]}"#,
+        )
+        .file(".moonkale/sandboxes.json", r#"{"sandboxes": []}"#)
+        .script(Script::new().on_prompt("say the word", Reply::text("DEFAULT_SANDBOX_OK")))
+        .start()
+        .await;
+    let home = w.jail().home().to_owned();
+    moonkale_tests::claude_cli::seed_home(&home, &[&w.sb.workspace]);
+    let ws = w.sb.workspace.display().to_string();
+    let mut set = vec!["sandbox", "set", "--workspace", &ws, "--"];
+    let mut sandbox = w.jail().enter();
+    sandbox.extend([
+        "/usr/bin/env".to_owned(),
+        format!("HOME={}", home.display()),
+        claude_bin().display().to_string(),
+    ]);
+    set.extend(sandbox.iter().map(String::as_str));
+    let out = w.command(&set).output().await.expect("sandbox set");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && said.contains("now runs in the sandbox"),
+        "{said}"
+    );
+    let out = w
+        .command(&["sandbox", "show", "--workspace", &ws])
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(shown.contains("moonkale-jail-enter"), "{shown}");
+
+    let uri = w.open("hello.txt").await;
+    let c = &mut w.ed;
+    let info = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": []}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("startClaude answered {info}"));
+    let argv = info["argv"].to_string();
+    assert!(argv.contains("\"sandbox-link\",\"--socket\""), "{argv}");
+    assert!(argv.contains("moonkale-jail-enter"), "{argv}");
+    wait_screen_for(c, id, "the CLI's prompt", Duration::from_secs(20), |s| {
+        let t = text(s);
+        t.contains("? for shortcuts") && t.contains('❯')
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + STEP;
+    for line in [0u32, 1].into_iter().cycle() {
+        w.cursor(&uri, (line, 1)).await;
+        let shown = poll_until(Duration::from_secs(1), async || {
+            text(&screen(&mut w.ed, id).await)
+                .contains("⧉ In hello.txt")
+                .then_some(())
+        })
+        .await;
+        if shown.is_some() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the CLI in the default sandbox never showed the editor's file"
+        );
+    }
+    let c = &mut w.ed;
+    input_text(c, id, "say the word").await;
+    wait_screen(c, id, "the typed prompt", |s| {
+        text(s).contains("say the word")
+    })
+    .await;
+    keys(c, id, &["Enter"]).await;
+    wait_screen_for(c, id, "the model's reply", Duration::from_secs(15), |s| {
+        text(s).contains("DEFAULT_SANDBOX_OK")
+    })
+    .await;
+    assert!(
+        !w.sb.workspace.join("PLANTED").exists(),
+        "the repository's sandbox file ran"
+    );
+    c.call("moonkale/terminal/close", json!({"terminal": id}))
+        .await;
+
+    let out = w
+        .command(&["sandbox", "clear", "--workspace", &ws])
+        .output()
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("unjailed again"));
+    let info =
+        w.ed.call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": []}),
+        )
+        .await;
+    let argv = info["argv"].to_string();
+    assert!(!argv.contains("sandbox-link"), "{argv}");
+    let id = info["terminal"].as_u64().expect("a terminal");
+    w.ed.call("moonkale/terminal/close", json!({"terminal": id}))
+        .await;
+}

@@ -102,7 +102,48 @@ pub async fn run(env: &Env, workspace: &Path) -> Vec<Check> {
         Check::optional("vs code", vscode(env)),
         Check::optional("service", service(workspace)),
         Check::optional("trust", trust(workspace)),
+        Check::optional("sandbox", sandbox(env, workspace).await),
     ]
+}
+
+/// The workspace's default sandbox, if the user set one: its command runs
+/// and sees the relay (`moonkale-service --version` run through it in the
+/// place of `claude`).
+async fn sandbox(env: &Env, workspace: &Path) -> Result<String, String> {
+    let store = crate::user_state::SandboxStore::from_env().map_err(|e| e.to_string())?;
+    let Some(sandbox) = store.get(workspace).map_err(|e| e.to_string())? else {
+        return Ok(
+            "none: Claude Code runs unjailed (`moonkale-service sandbox set` to jail it)".into(),
+        );
+    };
+    let at = crate::sandbox_link::claude_word(&sandbox.command).map_err(|e| e.to_string())?;
+    let link_bin = sandbox
+        .link_bin
+        .clone()
+        .or_else(|| env.service_bin.clone())
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("moonkale-service"));
+    let (program, before) = sandbox.command[..at]
+        .split_first()
+        .ok_or("the sandbox command is only `claude`")?;
+    let mut args: Vec<String> = before.to_vec();
+    args.extend([link_bin.display().to_string(), "--version".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let described = crate::sandbox_link::describe(&sandbox);
+    match version_of(Path::new(program), &args).await {
+        Ok(version) if version.starts_with("moonkale-service") => {
+            Ok(format!("{described}: runs, and sees {version}"))
+        }
+        Ok(other) => Err(format!(
+            "{described}: ran, but {} inside answered {other:?}; pass --link-bin to `sandbox set`",
+            one_line(&link_bin.display().to_string())
+        )),
+        Err(why) => Err(format!(
+            "{described}: running it with {} --version inside failed ({why}); check the command, \
+             and that the sandbox sees moonkale-service (--link-bin)",
+            one_line(&link_bin.display().to_string())
+        )),
+    }
 }
 
 /// Whether the user trusts the workspace: not a fault either way, but what

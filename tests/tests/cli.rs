@@ -1027,6 +1027,32 @@ async fn claude_runs_in_the_default_sandbox_unless_told_not_to() {
         said.starts_with("UNJAILED ") && said.contains("--model opus"),
         "{said}"
     );
+    // `doctor` runs the relay through the sandbox's command: this one
+    // never runs what it is given.
+    let (report, _) = doctor(&sb, "/usr/bin:/bin").await;
+    let sandbox = line(&report, "sandbox");
+    assert!(sandbox.contains("--version inside failed"), "{sandbox}");
+    let set = run(
+        &sb,
+        &[
+            "sandbox",
+            "set",
+            "--workspace",
+            &ws,
+            "--",
+            "/usr/bin/env",
+            "claude",
+        ],
+        &[],
+    )
+    .await;
+    assert!(set.status.success());
+    let (report, _) = doctor(&sb, "/usr/bin:/bin").await;
+    let sandbox = line(&report, "sandbox");
+    assert!(
+        sandbox.contains("runs, and sees moonkale-service"),
+        "{sandbox}"
+    );
     let cleared = run(&sb, &["sandbox", "clear", "--workspace", &ws], &[]).await;
     assert!(String::from_utf8_lossy(&cleared.stdout).contains("unjailed again"));
     let again = run(&sb, &["claude", "--workspace", &ws], &claude_bin).await;

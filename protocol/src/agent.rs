@@ -124,6 +124,9 @@ pub struct SessionSummary {
     /// The folder the CLI runs in, when it is not the workspace itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    /// Its CLI runs in the workspace's default sandbox (`sandbox set`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub jailed: bool,
 }
 
 /// The `data` of a `session` event (the first one).

@@ -58,6 +58,9 @@ pub struct SpareStatus {
     /// Started with the repository's own settings (the workspace is
     /// trusted).
     pub trusted: bool,
+    /// Started in the workspace's default sandbox.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub jailed: bool,
     /// The resident memory of the CLI process itself, read by the service
     /// from `/proc`: the CLI's own memory, apart from the service's.
     pub rss_bytes: Option<u64>,

@@ -940,3 +940,132 @@ second line
         );
     }
 }
+
+/// (1c) Hosted sessions in the workspace's default sandbox: with `sandbox
+/// set`, a session an editor starts runs its `claude` in the jail's network
+/// namespace (only there does the model answer); its Write is asked in the
+/// editor, allowed there and written; its next step calls an editor tool
+/// (`getDiagnostics`, over the same pipes) and gets the editor's; the
+/// session says it is jailed, and no route leaves the jail. After `sandbox
+/// clear` the next session runs unjailed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_sessions_run_in_the_default_sandbox() {
+    let mut w = World::builder()
+        .jailed()
+        .agent()
+        .file("notes.txt", "notes\n")
+        .start()
+        .await;
+    // The jail's HOME holds the user's Claude Code settings (the host's
+    // HOME is hidden in it).
+    let home = w.jail().home().to_owned();
+    seed_home(&home, &[&w.sb.workspace]);
+    moonkale_tests::agent::write_claude_settings(&home, w.fake.port);
+    let path = w.path("jailed.txt");
+    let uri = w.open("notes.txt").await;
+    w.publish_diagnostic(&uri, 1, "DIAG_FOR_THE_JAILED_SESSION")
+        .await;
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "write it",
+                Reply::tool_use(
+                    "Write",
+                    json!({"file_path": path.display().to_string(), "content": "FROM THE JAIL\n"}),
+                ),
+            )
+            .after_tool(
+                "Write",
+                Reply::tool_use("mcp__moonkale__getDiagnostics", json!({"uri": uri})),
+            )
+            .after_tool("mcp__moonkale__getDiagnostics", Reply::text("JAILED_DONE")),
+    );
+    let ws = w.sb.workspace.display().to_string();
+    let mut sandbox = w.jail().enter();
+    sandbox.extend([
+        "/usr/bin/env".to_owned(),
+        format!("HOME={}", home.display()),
+        claude_bin().display().to_string(),
+    ]);
+    let mut set = vec!["sandbox", "set", "--workspace", &ws, "--"];
+    set.extend(sandbox.iter().map(String::as_str));
+    let out = w.command(&set).output().await.expect("sandbox set");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let session =
+        w.ed.start_session(json!({"prompt": "write it", "permissionMode": "default"}))
+            .await;
+    let ask = w.ed.server_request("window/showMessageRequest", STEP).await;
+    // The CLI asking is the jail's: its network namespace.
+    let jail_net = std::fs::read_link(w.jail().netns_path()).unwrap();
+    let clis: Vec<i32> = moonkale_tests::agent::processes_in(&w.sb.workspace)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("stream-json"))
+        })
+        .collect();
+    assert!(!clis.is_empty(), "no hosted claude found");
+    for pid in &clis {
+        let net = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+        assert_eq!(net, jail_net, "claude {pid} runs outside the jail");
+    }
+    w.ed.respond(&ask["id"], json!({"title": "Allow"})).await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(
+        std::fs::read_to_string(&path).ok().as_deref(),
+        Some("FROM THE JAIL\n")
+    );
+    let (_, diagnostics) = w
+        .fake
+        .wait_tool_result("mcp__moonkale__getDiagnostics", STEP)
+        .await;
+    assert!(
+        !diagnostics.is_error && diagnostics.text.contains("DIAG_FOR_THE_JAILED_SESSION"),
+        "{}",
+        diagnostics.text
+    );
+    let jailed_of = |list: &Value, id: &str| {
+        list["sessions"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["session"] == id))
+            .map(|s| s["jailed"] == true)
+    };
+    let list = w.ed.call("moonkale/agent/list", json!({})).await;
+    assert_eq!(jailed_of(&list, &session), Some(true), "{list}");
+    // Nothing but the jail's own loopback: no route out.
+    let out = w
+        .jail()
+        .run(&["sh", "-c", "ip route show; ip -o link show | wc -l"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1\n",
+        "the jail has a way out"
+    );
+
+    let out = w
+        .command(&["sandbox", "clear", "--workspace", &ws])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let unjailed = w.ed.start_session(json!({"prompt": "write it"})).await;
+    let started = poll_until(STEP, async || {
+        let list = w.ed.call("moonkale/agent/list", json!({})).await;
+        let s = list["sessions"]
+            .as_array()?
+            .iter()
+            .find(|s| s["session"] == unjailed.as_str())?
+            .clone();
+        // Its CLI started (unjailed: it cannot reach the jail's model).
+        (s["state"] != "idle" || s["events"].as_u64() > Some(2)).then_some(s)
+    })
+    .await
+    .expect("the second session started");
+    assert_ne!(started["jailed"], true, "{started}");
+}

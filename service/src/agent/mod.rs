@@ -59,6 +59,24 @@ pub struct AgentConfig {
     /// How long a session's CLI is kept with nothing to do: then it is
     /// stopped, and the next prompt resumes the conversation in a new one.
     pub cli_idle: Duration,
+    /// The user's default sandbox per workspace: hosted CLIs run in it
+    /// (read at each start of a CLI).
+    pub sandboxes: Option<crate::user_state::SandboxStore>,
+}
+
+impl AgentConfig {
+    /// The sandbox a CLI of `workspace` starts in now, if the user set
+    /// one; an unreadable store is an error (starting unjailed is not the
+    /// user's choice).
+    pub fn sandbox(
+        &self,
+        workspace: &std::path::Path,
+    ) -> Result<Option<crate::user_state::DefaultSandbox>, String> {
+        match &self.sandboxes {
+            Some(store) => store.get(workspace).map_err(|e| e.to_string()),
+            None => Ok(None),
+        }
+    }
 }
 
 /// The warm spare: one `claude` started ahead with the settings the next
@@ -129,6 +147,7 @@ impl AgentConfig {
             sources: Default::default(),
             spare: SpareConfig::from_env(),
             cli_idle,
+            sandboxes: crate::user_state::SandboxStore::from_env().ok(),
         }
     }
 }

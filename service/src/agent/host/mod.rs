@@ -533,6 +533,12 @@ impl Host {
         }
     }
 
+    /// The workspace's default sandbox now (an unreadable store: none
+    /// here; the session's own start then fails with the reason).
+    fn default_sandbox(&self) -> Option<crate::user_state::DefaultSandbox> {
+        self.config.sandbox(&self.root).ok().flatten()
+    }
+
     fn trusted(&self) -> bool {
         self.config
             .trust

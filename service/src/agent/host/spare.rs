@@ -60,6 +60,9 @@ const RSS_REFRESH: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Settings {
     trusted: bool,
+    /// The workspace's default sandbox it runs in: a spare started before
+    /// a `sandbox set` (or `clear`) is not the session asked for.
+    sandbox: Option<crate::user_state::DefaultSandbox>,
     mode: PermissionMode,
     model: Option<String>,
 }
@@ -181,6 +184,7 @@ impl Host {
         }
         Some(Settings {
             trusted: self.trusted(),
+            sandbox: self.default_sandbox(),
             mode: spares.predicted.0,
             model: spares.predicted.1.clone(),
         })
@@ -254,6 +258,7 @@ impl Host {
     ) -> Option<(Uuid, SessionHandle)> {
         let asked = Settings {
             trusted: self.trusted(),
+            sandbox: self.default_sandbox(),
             mode,
             model: model.clone(),
         };
@@ -345,6 +350,7 @@ impl Host {
                 permission_mode: spare.settings.mode,
                 model: spare.settings.model.clone(),
                 trusted: spare.settings.trusted,
+                jailed: spare.settings.sandbox.is_some(),
                 rss_bytes: (pid > 0).then(|| rss_bytes(pid)).flatten(),
             }
         });

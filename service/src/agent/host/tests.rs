@@ -55,6 +55,7 @@ impl World {
             sources: Default::default(),
             spare,
             cli_idle: crate::agent::DEFAULT_CLI_IDLE,
+            sandboxes: None,
         };
         let (hub, events) = HubHandle::detached(workspace);
         let (commands, rx) = agent_channel();

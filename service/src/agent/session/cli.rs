@@ -34,8 +34,34 @@ impl Launcher {
         cwd: &Path,
         args: Vec<String>,
         trusted: bool,
+        sandbox: Option<&crate::user_state::DefaultSandbox>,
     ) -> Result<CliLink, String> {
         match self {
+            // The user's sandbox command runs `claude` (and what follows
+            // its claude word); the stream-json pipes, the approvals and
+            // the editor tools (an `sdk` MCP server on the same pipes) go
+            // through it as they are.
+            Launcher::Claude if let Some(sandbox) = sandbox => {
+                let env = child_env(config.env.iter().cloned(), None);
+                if !trusted {
+                    check_sandboxed_honours_setting_sources(&sandbox.command, &env).await?;
+                }
+                let (program, before) = sandbox
+                    .command
+                    .split_first()
+                    .ok_or("the default sandbox has no command")?;
+                let mut all = before.to_vec();
+                all.extend(args);
+                CliProcess::spawn(ProcessConfig {
+                    program: program.into(),
+                    args: all,
+                    cwd: cwd.to_owned(),
+                    env,
+                    grace: config.shutdown_grace,
+                })
+                .map(CliLink::Process)
+                .map_err(|e| format!("could not start the sandbox command {program}: {e}"))
+            }
             Launcher::Claude => {
                 let program = moonkale_claude::binary::find_in_env(
                     config.claude_bin.as_deref(),
@@ -68,6 +94,41 @@ impl Launcher {
 /// a repository's hooks: tests/tests/agent_trust.rs).
 const MIN_UNTRUSTED_CLI: moonkale_claude::binary::Version =
     moonkale_claude::binary::Version(2, 1, 0);
+
+/// [`check_honours_setting_sources`] for the `claude` a sandbox command
+/// runs: its `--version`, asked through the sandbox.
+async fn check_sandboxed_honours_setting_sources(
+    command: &[String],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Result<(), String> {
+    let Some((program, rest)) = command.split_first() else {
+        return Err("the default sandbox has no command".into());
+    };
+    let run = tokio::process::Command::new(program)
+        .args(rest)
+        .arg("--version")
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let found = match tokio::time::timeout(std::time::Duration::from_secs(30), run).await {
+        Ok(Ok(out)) => {
+            moonkale_claude::binary::parse_version(&String::from_utf8_lossy(&out.stdout))
+        }
+        _ => None,
+    };
+    match found {
+        Some(v) if v >= MIN_UNTRUSTED_CLI => Ok(()),
+        found => Err(format!(
+            "the Claude Code in the default sandbox ({}) is too old or did not answer `--version`, \
+             and this workspace is not trusted: use Claude Code {MIN_UNTRUSTED_CLI} or newer there, \
+             or run `moonkale-service trust` if you trust the repository's .claude settings and .mcp.json",
+            found.map_or_else(|| "unknown version".to_owned(), |v| v.to_string())
+        )),
+    }
+}
 
 /// An untrusted workspace needs a CLI that leaves the repository's own
 /// settings alone; an older (or unknown) one is refused with what to do.

@@ -145,6 +145,7 @@ impl Restored {
             model: view.model.clone(),
             events: Some(view.events),
             cwd: view.cwd.clone(),
+            jailed: false,
         }
     }
 }

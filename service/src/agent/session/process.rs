@@ -78,6 +78,9 @@ impl Session {
             setting_sources: (!trusted).then(|| vec![SettingSource::User]),
         };
         let args = launch.argv().map_err(|e| e.to_string())?;
+        // The user's default sandbox now (a `sandbox set` or `clear` takes
+        // effect at the next start of a CLI).
+        let sandbox = self.config.sandbox(&self.workspace)?;
         let link = self
             .launcher
             .start(
@@ -86,9 +89,22 @@ impl Session {
                 self.cwd.as_ref().unwrap_or(&self.workspace),
                 args,
                 trusted,
+                sandbox.as_ref(),
             )
             .await?;
-        tracing::info!(session = %self.id, pid = link.pid(), resume = resuming, trusted, spare = self.spare, "started claude");
+        let jailed = sandbox.is_some();
+        if self.summary_tx.borrow().jailed != jailed {
+            self.summary_tx.send_modify(|s| s.jailed = jailed);
+        }
+        if let Some(sandbox) = &sandbox
+            && !self.spare
+        {
+            self.notice(format!(
+                "Claude Code runs in the workspace's sandbox: {}.",
+                crate::sandbox_link::describe(sandbox)
+            ));
+        }
+        tracing::info!(session = %self.id, pid = link.pid(), resume = resuming, trusted, jailed, spare = self.spare, "started claude");
         self.cli_tx
             .send_replace(CliSeen::Running { pid: link.pid() });
         self.cli = CliState::Running(Box::new(Running {

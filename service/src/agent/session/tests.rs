@@ -85,6 +85,7 @@ impl World {
             },
             spare: SpareConfig::OFF,
             cli_idle: setup.cli_idle,
+            sandboxes: None,
         };
         let id = Uuid::from_u128(0x5e55);
         let transcript = Transcript::open(dir.path().join("chat.jsonl")).unwrap();
@@ -888,6 +889,7 @@ fn a_transcript_of_an_earlier_version_restores_the_same() {
                 23,
             ),
             cwd: None,
+            jailed: false,
         }
         error: Some("API Error: 529 overloaded")
         has_conversation: true

@@ -45,6 +45,13 @@ pub fn render(status: &serde_json::Value) -> String {
         }
         None => {}
     }
+    if let Some(sandbox) = status["sandbox"].as_str() {
+        let _ = writeln!(
+            out,
+            "sandbox: Claude Code runs in {} (`moonkale-service sandbox clear` to stop)",
+            crate::printable::one_line(sandbox)
+        );
+    }
     if let Some(spare) = status["agentSpare"].as_object() {
         let rss = spare["rssBytes"]
             .as_u64()
@@ -57,14 +64,15 @@ pub fn render(status: &serde_json::Value) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "warm spare claude: pid {}, {} mode{model}, {}; its own memory (apart from the service's): {rss}",
+            "warm spare claude: pid {}, {} mode{model}, {}{}; its own memory (apart from the service's): {rss}",
             spare["pid"],
             s(&spare["permissionMode"]),
             if spare["trusted"].as_bool() == Some(true) {
                 "trusted"
             } else {
                 "your settings only"
-            }
+            },
+            if spare["jailed"] == true { ", jailed" } else { "" }
         );
     }
     if let Some(clis) = status["claudes"].as_array() {
@@ -77,10 +85,11 @@ pub fn render(status: &serde_json::Value) -> String {
             let rss = cli["rssBytes"].as_u64().unwrap_or_default() as f64 / 1048576.0;
             let _ = writeln!(
                 out,
-                "  pid {}: session {} ({}), {rss:.1} MiB",
+                "  pid {}: session {} ({}{}), {rss:.1} MiB",
                 cli["pid"],
                 s(&cli["session"]),
                 s(&cli["state"]),
+                if cli["jailed"] == true { ", jailed" } else { "" },
             );
         }
     }

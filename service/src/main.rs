@@ -1193,6 +1193,12 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .await
                 .unwrap_or_default();
             status["claudes"] = claude_processes(info.pid, &sessions["sessions"], &status);
+            if let Ok(Some(sandbox)) = moonkale_service::user_state::SandboxStore::from_env()
+                .and_then(|store| store.get(&info.workspace))
+            {
+                status["sandbox"] =
+                    serde_json::json!(moonkale_service::sandbox_link::describe(&sandbox));
+            }
             let _ = client.request("shutdown", serde_json::Value::Null).await;
             let _ = client.notify("exit", serde_json::Value::Null).await;
             if json {
@@ -1238,12 +1244,12 @@ fn claude_processes(
     sessions: &serde_json::Value,
     status: &serde_json::Value,
 ) -> serde_json::Value {
-    let state_of = |session: &str| {
+    let summary_of = |session: &str| {
         sessions
             .as_array()
             .and_then(|all| all.iter().find(|s| s["session"] == session))
-            .map_or("unknown", |s| s["state"].as_str().unwrap_or("unknown"))
-            .to_owned()
+            .cloned()
+            .unwrap_or_default()
     };
     let spare_pid = status["agentSpare"]["pid"].as_u64();
     let mut found = Vec::new();
@@ -1277,13 +1283,15 @@ fn claude_processes(
             .find_map(|l| l.strip_prefix("VmRSS:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .map_or(0, |kb| kb * 1024);
-        let state = if spare_pid == Some(u64::from(pid)) {
-            "spare".to_owned()
+        let (state, jailed) = if spare_pid == Some(u64::from(pid)) {
+            ("spare".to_owned(), status["agentSpare"]["jailed"] == true)
         } else {
-            state_of(&session)
+            let summary = summary_of(&session);
+            let state = summary["state"].as_str().unwrap_or("unknown").to_owned();
+            (state, summary["jailed"] == true)
         };
         found.push(serde_json::json!({
-            "pid": pid, "session": session, "state": state, "rssBytes": rss,
+            "pid": pid, "session": session, "state": state, "rssBytes": rss, "jailed": jailed,
         }));
     }
     serde_json::Value::Array(found)

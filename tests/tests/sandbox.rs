@@ -1038,6 +1038,17 @@ async fn hosted_sessions_run_in_the_default_sandbox() {
     };
     let list = w.ed.call("moonkale/agent/list", json!({})).await;
     assert_eq!(jailed_of(&list, &session), Some(true), "{list}");
+    let out = w
+        .command(&["status", "--workspace", &ws])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("sandbox: Claude Code runs in")
+            && said.contains(&format!("session {session} (idle, jailed)")),
+        "{said}"
+    );
     // Nothing but the jail's own loopback: no route out.
     let out = w
         .jail()

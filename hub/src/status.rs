@@ -72,7 +72,11 @@ pub fn render(status: &serde_json::Value) -> String {
             } else {
                 "your settings only"
             },
-            if spare["jailed"] == true { ", jailed" } else { "" }
+            if spare["jailed"] == true {
+                ", jailed"
+            } else {
+                ""
+            }
         );
     }
     if let Some(clis) = status["claudes"].as_array() {
@@ -89,7 +93,11 @@ pub fn render(status: &serde_json::Value) -> String {
                 cli["pid"],
                 s(&cli["session"]),
                 s(&cli["state"]),
-                if cli["jailed"] == true { ", jailed" } else { "" },
+                if cli["jailed"] == true {
+                    ", jailed"
+                } else {
+                    ""
+                },
             );
         }
     }

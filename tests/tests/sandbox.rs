@@ -1080,3 +1080,98 @@ async fn hosted_sessions_run_in_the_default_sandbox() {
     .expect("the second session started");
     assert_ne!(started["jailed"], true, "{started}");
 }
+
+/// (1d) A hosted session in a default sandbox that mounts the workspace at
+/// `/workspaces/ws` (`sandbox set --sandbox-path`): its Write of
+/// `/workspaces/ws/made.txt` lands in the host's workspace and its change
+/// set names the host's file; `getDiagnostics` by the jail's URI finds the
+/// editor's, and answers with the jail's URI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_session_in_a_devcontainer_path_maps_its_paths() {
+    const INSIDE: &str = "/workspaces/ws";
+    let mut w = World::builder()
+        .jailed_with_workspace_at(INSIDE)
+        .agent()
+        .file("notes.txt", "notes\n")
+        .start()
+        .await;
+    let home = w.jail().home().to_owned();
+    seed_home(&home, &[Path::new(INSIDE)]);
+    moonkale_tests::agent::write_claude_settings(&home, w.fake.port);
+    let uri = w.open("notes.txt").await;
+    w.publish_diagnostic(&uri, 1, "DIAG_AT_THE_HOST_PATH").await;
+    let inside_uri = format!("file://{INSIDE}/notes.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "make it",
+                Reply::tool_use(
+                    "Write",
+                    json!({"file_path": format!("{INSIDE}/made.txt"), "content": "MADE INSIDE\n"}),
+                ),
+            )
+            .after_tool(
+                "Write",
+                Reply::tool_use("mcp__moonkale__getDiagnostics", json!({"uri": inside_uri})),
+            )
+            .after_tool(
+                "mcp__moonkale__getDiagnostics",
+                Reply::text("MAPPED_HOSTED_DONE"),
+            ),
+    );
+    let ws = w.sb.workspace.display().to_string();
+    let mapping = format!("{ws}={INSIDE}");
+    let mut set = vec![
+        "sandbox",
+        "set",
+        "--workspace",
+        &ws,
+        "--sandbox-path",
+        &mapping,
+        "--",
+    ];
+    let mut sandbox = w.jail().enter();
+    sandbox.extend([
+        "/usr/bin/env".to_owned(),
+        format!("HOME={}", home.display()),
+        claude_bin().display().to_string(),
+    ]);
+    set.extend(sandbox.iter().map(String::as_str));
+    let out = w.command(&set).output().await.expect("sandbox set");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let session =
+        w.ed.start_session(json!({"prompt": "make it", "permissionMode": "acceptEdits"}))
+            .await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    assert_eq!(
+        std::fs::read_to_string(w.path("made.txt")).ok().as_deref(),
+        Some("MADE INSIDE\n")
+    );
+    let (_, diagnostics) = w
+        .fake
+        .wait_tool_result("mcp__moonkale__getDiagnostics", STEP)
+        .await;
+    assert!(
+        !diagnostics.is_error
+            && diagnostics.text.contains("DIAG_AT_THE_HOST_PATH")
+            && diagnostics.text.contains(&inside_uri)
+            && !diagnostics.text.contains(&ws),
+        "{}",
+        diagnostics.text
+    );
+    let sets = poll_until(STEP, async || {
+        let list = w.ed.call("moonkale/changes/list", json!({})).await;
+        let sets = list["sets"].as_array()?.clone();
+        (!sets.is_empty()).then_some(sets)
+    })
+    .await
+    .expect("a change set of the jailed session's Write");
+    let file = sets[0]["files"][0]["uri"].as_str().unwrap_or_default();
+    assert_eq!(file, w.sb.uri("made.txt"), "{sets:?}");
+}

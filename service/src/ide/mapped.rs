@@ -60,23 +60,36 @@ pub fn frame_to_inside(paths: &PathMap, frame: &str) -> Option<String> {
         // A notification: all of it maps, or it is not sent.
         map_value(paths, params, true).ok()?;
     }
-    if let Some(Value::Array(content)) = msg.pointer_mut("/result/content") {
-        for item in content {
-            let Some(Value::String(text)) = item.get_mut("text") else {
-                continue;
-            };
-            // Only results that are JSON: a plain text result may be a
-            // file's contents (openDiff's FILE_SAVED), never rewritten.
-            let Ok(mut inner) = serde_json::from_str::<Value>(text) else {
-                continue;
-            };
-            if inner.is_object() || inner.is_array() {
-                let _ = map_value(paths, &mut inner, false);
-                *text = inner.to_string();
-            }
-        }
+    if let Some(result) = msg.get_mut("result") {
+        result_to_inside(paths, result);
     }
     Some(msg.to_string())
+}
+
+/// A tool's result (`CallToolResult`) with the paths in its JSON text as
+/// the sandbox knows them; an entry naming a file it cannot see is left
+/// out.
+pub fn result_to_inside(paths: &PathMap, result: &mut Value) {
+    if paths.is_identity() {
+        return;
+    }
+    let Some(Value::Array(content)) = result.get_mut("content") else {
+        return;
+    };
+    for item in content {
+        let Some(Value::String(text)) = item.get_mut("text") else {
+            continue;
+        };
+        // Only results that are JSON: a plain text result may be a file's
+        // contents (openDiff's FILE_SAVED), never rewritten.
+        let Ok(mut inner) = serde_json::from_str::<Value>(text) else {
+            continue;
+        };
+        if inner.is_object() || inner.is_array() {
+            let _ = map_value(paths, &mut inner, false);
+            *text = inner.to_string();
+        }
+    }
 }
 
 /// Maps the path and URI fields of `value`, at any depth. `strict`: fail

@@ -357,6 +357,10 @@ struct Session {
     /// The last turn failed: its CLI is stopped at once, not kept for a
     /// next prompt (which starts one again, resuming the conversation).
     stop_cli: bool,
+    /// Where the sandbox its CLI runs in mounts what (identity unjailed):
+    /// the paths the CLI names are mapped to the host's before they are
+    /// confined.
+    paths: crate::core::path_map::PathMap,
 }
 
 /// Runs blocking file work (a transcript's fdatasync) without stalling the
@@ -420,6 +424,7 @@ impl Session {
             auth_failed: false,
             login: None,
             stop_cli: false,
+            paths: Default::default(),
         };
         if let Some(restored) = start.restored {
             session.restore(restored);
@@ -507,8 +512,9 @@ impl Session {
                 match self.approvals.tool_input(&approval) {
                     Some((tool, input)) => {
                         let workspace = self.workspace.clone();
+                        let paths = self.paths.clone();
                         tokio::task::spawn_blocking(move || {
-                            reply.send(preview(&workspace, &approval, &tool, &input));
+                            reply.send(preview(&workspace, &paths, &approval, &tool, &input));
                         });
                     }
                     None => reply.send(Err(crate::hub::ports::not_waiting(&approval))),
@@ -760,16 +766,40 @@ impl Session {
         reply: impl FnOnce(Result<Value, (i64, String)>) -> Value + Send + 'static,
     ) {
         let name = params["name"].as_str().unwrap_or_default();
-        let arguments = params
+        let mut arguments = params
             .get("arguments")
             .cloned()
             .unwrap_or_else(|| json!({}));
+        // A jailed CLI names a file by URI as its sandbox mounts it.
+        if let Some(Value::String(uri)) = arguments.get_mut("uri") {
+            match self
+                .paths
+                .map_uri(uri, crate::core::path_map::PathMap::to_host)
+            {
+                Ok(host) => *uri = host,
+                Err(unmapped) => {
+                    let done = Internal::McpReply {
+                        request_id,
+                        reply: reply(Ok(crate::hub::error_result(unmapped.to_string()))),
+                    };
+                    let _ = self.internal_tx.send(done).await;
+                    return;
+                }
+            }
+        }
         // A `filePath` is confined first, whatever the tool, then the call
         // is typed (a tool we do not have is not found).
         let call = match arguments.get("filePath").and_then(Value::as_str) {
-            Some(raw) => crate::workspace_fs::confine(std::slice::from_ref(&self.workspace), raw)
+            Some(raw) => self
+                .paths
+                .to_host(raw)
+                .map_err(|unmapped| unmapped.to_string())
+                .and_then(|host| {
+                    crate::workspace_fs::confine(std::slice::from_ref(&self.workspace), &host)
+                        .map_err(|refused| refused.0)
+                })
                 .map(Some)
-                .map_err(|refused| Ok(crate::hub::error_result(refused.0))),
+                .map_err(|why| Ok(crate::hub::error_result(why))),
             None => Ok(None),
         }
         .and_then(|path| {
@@ -789,6 +819,7 @@ impl Session {
         };
         let hub = self.hub.clone();
         let internal = self.internal_tx.clone();
+        let paths = self.paths.clone();
         tokio::spawn(async move {
             let (responder, rx) = Responder::new();
             let asked = hub
@@ -798,7 +829,10 @@ impl Session {
                 })
                 .await;
             let answer = match tokio::time::timeout(TOOL_TIMEOUT, rx).await {
-                Ok(Ok(Ok(result))) if asked => Ok(result),
+                Ok(Ok(Ok(mut result))) if asked => {
+                    crate::ide::mapped::result_to_inside(&paths, &mut result);
+                    Ok(result)
+                }
                 Ok(Ok(Err(e))) => Err((e.code, e.message)),
                 _ => Err((-32603, "the editor state is not available".to_owned())),
             };
@@ -875,6 +909,7 @@ const MAX_PREVIEW_READ: u64 = 4 << 20;
 /// or blocking on a FIFO).
 fn preview(
     workspace: &std::path::Path,
+    paths: &crate::core::path_map::PathMap,
     approval: &str,
     tool: &str,
     input: &Value,
@@ -887,7 +922,10 @@ fn preview(
         )));
     };
     let raw = input["file_path"].as_str().unwrap_or_default();
-    let path = crate::workspace_fs::confine(&[workspace.to_path_buf()], raw)
+    let host = paths
+        .to_host(raw)
+        .map_err(|unmapped| ResponseError::invalid_params(unmapped.to_string()))?;
+    let path = crate::workspace_fs::confine(&[workspace.to_path_buf()], &host)
         .map_err(|refused| ResponseError::invalid_params(refused.0))?;
     let answer = |creates, lines, problem| {
         to_json(&PreviewResult {
@@ -941,8 +979,16 @@ fn read_for_preview(
 
 #[cfg(test)]
 mod preview_tests {
-    use super::preview;
     use serde_json::{Value, json};
+
+    fn preview(
+        ws: &std::path::Path,
+        approval: &str,
+        tool: &str,
+        input: &Value,
+    ) -> Result<Value, crate::lsp::message::ResponseError> {
+        super::preview(ws, &Default::default(), approval, tool, input)
+    }
 
     /// A preview of the workspace's own file, in context; one a repository
     /// aims elsewhere (a symlink out, `.git`, a FIFO, a huge file) is

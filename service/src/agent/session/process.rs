@@ -81,6 +81,16 @@ impl Session {
         // The user's default sandbox now (a `sandbox set` or `clear` takes
         // effect at the next start of a CLI).
         let sandbox = self.config.sandbox(&self.workspace)?;
+        let paths = match &sandbox {
+            Some(sandbox) => crate::core::path_map::PathMap::new(
+                sandbox
+                    .paths
+                    .iter()
+                    .map(|p| p.parse())
+                    .collect::<Result<_, String>>()?,
+            ),
+            None => Default::default(),
+        };
         let link = self
             .launcher
             .start(
@@ -93,6 +103,7 @@ impl Session {
             )
             .await?;
         let jailed = sandbox.is_some();
+        self.paths = paths;
         if self.summary_tx.borrow().jailed != jailed {
             self.summary_tx.send_modify(|s| s.jailed = jailed);
         }

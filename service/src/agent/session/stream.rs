@@ -165,11 +165,16 @@ impl Session {
         let Some(sent) = self.unanswered.front() else {
             return; // no turn of ours (a replay)
         };
+        // A jailed CLI names the file as its sandbox mounts it.
+        let path = match self.paths.to_host(&edit.path.to_string_lossy()) {
+            Ok(path) => std::path::PathBuf::from(path),
+            Err(e) => return tracing::warn!(session = %self.id, "{e}; the edit is not reviewed"),
+        };
         let record = ChangeRecord {
             source: self.change_source(),
             turn: sent.turn.clone(),
             title: Some(sent.title.clone()),
-            path: edit.path,
+            path,
             before: edit.before,
             after: Some(edit.after),
             at: now_ms(),

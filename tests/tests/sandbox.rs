@@ -245,6 +245,13 @@ async fn claude_in_a_devcontainer_path_keeps_its_ide_link() {
         "the jail's view"
     );
 
+    // Something in the jail planted a lock file for the same folder,
+    // naming another port: the CLI links to its relay all the same.
+    let forged = w.jail().home().join(".claude/ide/1.lock");
+    std::fs::create_dir_all(forged.parent().unwrap()).unwrap();
+    let forged_lock = json!({"workspaceFolders": [INSIDE], "pid": 1, "ideName": "Forged",
+        "transport": "ws", "authToken": "forged", "runningInWindows": false});
+    std::fs::write(&forged, forged_lock.to_string()).unwrap();
     let uri = w.open("hello.txt").await;
     w.publish_diagnostic(&uri, 2, "DIAG_SEEN_AT_THE_MAPPED_PATH")
         .await;
@@ -254,8 +261,17 @@ async fn claude_in_a_devcontainer_path_keeps_its_ide_link() {
         })
         .await;
     let jail_locks = locks(w.jail().home());
-    assert_eq!(jail_locks.len(), 1, "{jail_locks:?}");
-    assert_eq!(jail_locks[0]["workspaceFolders"], json!([INSIDE]));
+    let ours: Vec<&Value> = jail_locks
+        .iter()
+        .filter(|l| l["authToken"] != "forged")
+        .collect();
+    assert_eq!(ours.len(), 1, "{jail_locks:?}");
+    assert_eq!(ours[0]["workspaceFolders"], json!([INSIDE]));
+    assert_eq!(
+        std::fs::read_to_string(&forged).unwrap(),
+        forged_lock.to_string(),
+        "the planted lock was touched"
+    );
 
     w.show_in_cli(&mut cli, &uri, (0, 0), (0, 5), "⧉ 1 line selected")
         .await;
@@ -1174,4 +1190,100 @@ async fn a_hosted_session_in_a_devcontainer_path_maps_its_paths() {
     .expect("a change set of the jailed session's Write");
     let file = sets[0]["files"][0]["uri"].as_str().unwrap_or_default();
     assert_eq!(file, w.sb.uri("made.txt"), "{sets:?}");
+}
+
+/// A client of a link socket inside the jail (`python3` is the jail's):
+/// upgrades with the token, initializes, asks `openFile` for each path and
+/// prints `<path>: opened|refused`.
+const MAPPED_PROBE: &str = r#"
+import json, os, socket, sys
+path, token = sys.argv[1:3]
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(path)
+s.sendall(("GET / HTTP/1.1\r\nHost: 127.0.0.1:39001\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+           "X-Claude-Code-Ide-Authorization: %s\r\n\r\n" % token).encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+assert head.startswith(b"HTTP/1.1 101"), head
+def exact(k):
+    b = b""
+    while len(b) < k:
+        got = s.recv(k - len(b))
+        if not got:
+            raise SystemExit("closed")
+        b += got
+    return b
+def send(obj):
+    data = json.dumps(obj).encode()
+    mask = os.urandom(4)
+    n = len(data)
+    hdr = bytes([0x81, 0x80 | n]) if n < 126 else bytes([0x81, 0x80 | 126]) + n.to_bytes(2, "big")
+    s.sendall(hdr + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+def recv(want):
+    while True:
+        h = exact(2)
+        n = h[1] & 0x7F
+        if n == 126:
+            n = int.from_bytes(exact(2), "big")
+        elif n == 127:
+            n = int.from_bytes(exact(8), "big")
+        data = exact(n)
+        if h[0] & 0x0F == 1:
+            m = json.loads(data)
+            if m.get("id") == want:
+                return m
+send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+      "params": {"protocolVersion": "2025-11-25", "capabilities": {}}})
+recv(0)
+for i, p in enumerate(sys.argv[3:], 1):
+    send({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+          "params": {"name": "openFile", "arguments": {"filePath": p, "makeFrontmost": False}}})
+    m = recv(i)
+    print("%s: %s" % (p, "refused" if m.get("result", {}).get("isError") else "opened"))
+"#;
+
+/// (2c) Hostile, from inside a jail that sees the workspace only at
+/// `/workspaces/ws`, through a link mapped so: only paths under that
+/// folder open; the host's own path of the file, a path under no mapping,
+/// `..` out of the folder and a symlink out of it are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_from_a_devcontainer_path_only_its_folder_opens() {
+    const INSIDE: &str = "/workspaces/ws";
+    let w = World::builder()
+        .jailed_with_workspace_at(INSIDE)
+        .file("inside.txt", "inside the workspace\n")
+        .start()
+        .await;
+    let host = w.sb.workspace.display().to_string();
+    std::os::unix::fs::symlink("/etc", w.path("out")).unwrap();
+    let mut opener = w.client("opener", plain_caps()).await;
+    let link = opener
+        .call(
+            "moonkale/terminal/sandboxLink",
+            json!({"paths": [format!("{host}={INSIDE}")]}),
+        )
+        .await;
+    let socket = link["socket"].as_str().expect("a socket").to_owned();
+    let token = link["token"].as_str().expect("a token").to_owned();
+    let tried = [
+        format!("{INSIDE}/inside.txt"),
+        format!("{host}/inside.txt"),
+        "/etc/passwd".to_owned(),
+        format!("{INSIDE}/../../etc/passwd"),
+        format!("{INSIDE}/out/passwd"),
+    ];
+    let mut argv = vec!["python3", "-c", MAPPED_PROBE, &socket, &token];
+    argv.extend(tried.iter().map(String::as_str));
+    let out = w.jail().run(&argv);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let expected: String = tried
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{p}: {}\n", if i == 0 { "opened" } else { "refused" }))
+        .collect();
+    assert_eq!(said, expected, "{}", String::from_utf8_lossy(&out.stderr));
+    drop(opener);
 }

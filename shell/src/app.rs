@@ -481,6 +481,7 @@ fn line_view(n: usize, line: Line) -> Element {
         Line::Reply(t) => rsx! { p { key: "{n}", class: "reply", "{t}" } },
         Line::Tool(t) => rsx! { p { key: "{n}", class: "tool", "{t}" } },
         Line::Note(t) => rsx! { p { key: "{n}", class: "note", "{t}" } },
+        Line::Diff(lines) => rsx! { div { key: "{n}", Diff { lines } } },
     }
 }
 

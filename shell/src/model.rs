@@ -48,6 +48,8 @@ pub enum Line {
     Reply(String),
     /// A tool call, compact: `▸ Read src/main.rs`.
     Tool(String),
+    /// What an editing tool wrote (Write, Edit, MultiEdit), as diff lines.
+    Diff(Vec<crate::diff::DiffLine>),
     /// The session told something (a failure, a notice, a decision).
     Note(String),
 }
@@ -444,10 +446,14 @@ fn cli_lines(message: &Value) -> Vec<Line> {
     for block in blocks {
         match block["type"].as_str() {
             Some("text") => text.push_str(block["text"].as_str().unwrap_or_default()),
-            Some("tool_use") => lines.push(Line::Tool(tool_line(
-                block["name"].as_str().unwrap_or("a tool"),
-                &block["input"],
-            ))),
+            Some("tool_use") => {
+                let tool = block["name"].as_str().unwrap_or("a tool");
+                lines.push(Line::Tool(tool_line(tool, &block["input"])));
+                // An edit shows as its diff (the heading is the tool line's).
+                if let Some(diff) = crate::diff::tool_diff(tool, &block["input"]) {
+                    lines.push(Line::Diff(diff.into_iter().skip(1).collect()));
+                }
+            }
             _ => {}
         }
     }

@@ -76,6 +76,10 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
         lines.to_string().contains("▸ Write from-phone.txt"),
         "the tool call as a line, its path from the workspace: {lines}"
     );
+    assert!(
+        lines.to_string().contains("+ FROM THE PHONE"),
+        "the edit as its diff: {lines}"
+    );
     no_sideways_scrolling(&mut b, "the transcript").await;
     b.screenshot("phone-transcript").await;
 

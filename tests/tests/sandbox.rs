@@ -132,34 +132,7 @@ async fn claude_in_a_sandbox_keeps_its_ide_link() {
     assert_ne!(jail_locks[0]["authToken"], json!(w.ide_token()));
     assert_eq!(locks(&w.sb.home), host_locks);
 
-    // The selection made in the editor shows in the jailed CLI and reaches
-    // the model.
-    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 5), "⧉ 1 line selected")
-        .await;
-    cli.submit("edit hello", STEP).await;
-    let turn = w
-        .fake
-        .wait_prompt("edit hello", STEP)
-        .await
-        .latest_turn_text();
-    assert!(
-        turn.contains(&format!("lines 1 to 1 from {file}:\nhello")),
-        "the selection did not reach the model: {turn}"
-    );
-    // Its Edit opens in the editor; the user tweaks it and accepts.
-    let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
-    w.tweak_and_accept(&show).await;
-    let edit = edit_result(&w.fake).await;
-    assert!(
-        edit.text
-            .contains("The user modified your proposed changes"),
-        "{}",
-        edit.text
-    );
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        "hello TWEAKED\nsecond line\n"
-    );
+    selected_edit_tweaked_in_the_editor(&mut w, &mut cli, &uri, &file, &path).await;
     // The editor's diagnostics, read from inside the jail.
     let (_, diagnostics) = w
         .fake
@@ -273,31 +246,7 @@ async fn claude_in_a_devcontainer_path_keeps_its_ide_link() {
         "the planted lock was touched"
     );
 
-    w.show_in_cli(&mut cli, &uri, (0, 0), (0, 5), "⧉ 1 line selected")
-        .await;
-    cli.submit("edit hello", STEP).await;
-    let turn = w
-        .fake
-        .wait_prompt("edit hello", STEP)
-        .await
-        .latest_turn_text();
-    assert!(
-        turn.contains(&format!("lines 1 to 1 from {inside_file}:\nhello")),
-        "the selection did not reach the model at the jail's path: {turn}"
-    );
-    let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
-    w.tweak_and_accept(&show).await;
-    let edit = edit_result(&w.fake).await;
-    assert!(
-        edit.text
-            .contains("The user modified your proposed changes"),
-        "{}",
-        edit.text
-    );
-    assert_eq!(
-        std::fs::read_to_string(&path).unwrap(),
-        "hello TWEAKED\nsecond line\n"
-    );
+    selected_edit_tweaked_in_the_editor(&mut w, &mut cli, &uri, &inside_file, &path).await;
     let (_, diagnostics) = w
         .fake
         .wait_tool_result("mcp__ide__getDiagnostics", STEP)
@@ -386,6 +335,44 @@ async fn hostile_a_mapped_link_answers_only_for_its_folder() {
     assert!(
         message.contains("is under none of the sandbox's folders"),
         "{refused}"
+    );
+}
+
+/// The linked flow of a jailed CLI asked to `edit hello`: the editor's
+/// selection shows in the CLI and reaches the model as `file_seen` (the
+/// path as the jail sees it); the model's Edit opens in the editor, which
+/// tweaks and accepts it; the host's `path` has the tweak.
+async fn selected_edit_tweaked_in_the_editor(
+    w: &mut World,
+    cli: &mut moonkale_tests::claude_cli::Claude,
+    uri: &str,
+    file_seen: &str,
+    path: &Path,
+) {
+    w.show_in_cli(cli, uri, (0, 0), (0, 5), "⧉ 1 line selected")
+        .await;
+    cli.submit("edit hello", STEP).await;
+    let turn = w
+        .fake
+        .wait_prompt("edit hello", STEP)
+        .await
+        .latest_turn_text();
+    assert!(
+        turn.contains(&format!("lines 1 to 1 from {file_seen}:\nhello")),
+        "the selection did not reach the model as {file_seen}: {turn}"
+    );
+    let show = w.ed.server_request("window/showDocument", TIMEOUT).await;
+    w.tweak_and_accept(&show).await;
+    let edit = edit_result(&w.fake).await;
+    assert!(
+        edit.text
+            .contains("The user modified your proposed changes"),
+        "{}",
+        edit.text
+    );
+    assert_eq!(
+        std::fs::read_to_string(path).unwrap(),
+        "hello TWEAKED\nsecond line\n"
     );
 }
 

@@ -320,27 +320,7 @@ async fn start_claude_here_inside_a_sandbox() {
         t.contains("? for shortcuts") && t.contains('❯')
     };
     wait_screen_for(c, id, "the CLI's prompt", Duration::from_secs(20), ready).await;
-    // Linked: the cursor the editor reports shows in the jailed CLI. (The
-    // CLI may take the first push in before its UI listens: the cursor
-    // moves again, a real change each time, as `World::show_in_cli` does.)
-    let deadline = tokio::time::Instant::now() + STEP;
-    for line in [0u32, 1].into_iter().cycle() {
-        w.cursor(&uri, (line, 1)).await;
-        let shown = poll_until(Duration::from_secs(1), async || {
-            text(&screen(&mut w.ed, id).await)
-                .contains("⧉ In hello.txt")
-                .then_some(())
-        })
-        .await;
-        if shown.is_some() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the jailed CLI never showed the editor's file:\n{}",
-            text(&screen(&mut w.ed, id).await)
-        );
-    }
+    cursor_shows_in_terminal(&mut w, &uri, id).await;
     let c = &mut w.ed;
     input_text(c, id, "say the word").await;
     wait_screen(c, id, "the typed prompt", |s| {
@@ -423,23 +403,7 @@ async fn start_claude_here_runs_in_the_workspaces_default_sandbox() {
         t.contains("? for shortcuts") && t.contains('❯')
     })
     .await;
-    let deadline = tokio::time::Instant::now() + STEP;
-    for line in [0u32, 1].into_iter().cycle() {
-        w.cursor(&uri, (line, 1)).await;
-        let shown = poll_until(Duration::from_secs(1), async || {
-            text(&screen(&mut w.ed, id).await)
-                .contains("⧉ In hello.txt")
-                .then_some(())
-        })
-        .await;
-        if shown.is_some() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the CLI in the default sandbox never showed the editor's file"
-        );
-    }
+    cursor_shows_in_terminal(&mut w, &uri, id).await;
     let c = &mut w.ed;
     input_text(c, id, "say the word").await;
     wait_screen(c, id, "the typed prompt", |s| {
@@ -475,4 +439,29 @@ async fn start_claude_here_runs_in_the_workspaces_default_sandbox() {
     let id = info["terminal"].as_u64().expect("a terminal");
     w.ed.call("moonkale/terminal/close", json!({"terminal": id}))
         .await;
+}
+
+/// Linked: the cursor the editor reports on `uri` (hello.txt) shows in the
+/// CLI of terminal `id`. (The CLI may take the first push in before its UI
+/// listens: the cursor moves again, a real change each time, as
+/// `World::show_in_cli` does.)
+async fn cursor_shows_in_terminal(w: &mut moonkale_tests::world::World, uri: &str, id: u64) {
+    let deadline = tokio::time::Instant::now() + STEP;
+    for line in [0u32, 1].into_iter().cycle() {
+        w.cursor(uri, (line, 1)).await;
+        let shown = poll_until(Duration::from_secs(1), async || {
+            text(&screen(&mut w.ed, id).await)
+                .contains("⧉ In hello.txt")
+                .then_some(())
+        })
+        .await;
+        if shown.is_some() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the jailed CLI never showed the editor's file:\n{}",
+            text(&screen(&mut w.ed, id).await)
+        );
+    }
 }

@@ -57,7 +57,7 @@ pub fn preview_diff(preview: &PreviewResult) -> Option<Vec<DiffLine>> {
     let created = if preview.creates { " (new file)" } else { "" };
     let mut out = vec![DiffLine {
         sign: Sign::Context,
-        text: crate::model::inert(&format!("{}{created}", preview.path)),
+        text: crate::text::inert(&format!("{}{created}", preview.path)),
     }];
     if preview.lines.is_empty() {
         out.push(DiffLine {
@@ -73,8 +73,8 @@ pub fn preview_diff(preview: &PreviewResult) -> Option<Vec<DiffLine>> {
             LineSign::Gap => Sign::Context,
         },
         text: match l.sign {
-            LineSign::Gap => format!("⋯ {}", crate::model::inert(&l.text)),
-            _ => crate::model::inert(&l.text),
+            LineSign::Gap => format!("⋯ {}", crate::text::inert(&l.text)),
+            _ => crate::text::inert(&l.text),
         },
     }));
     Some(out)
@@ -85,7 +85,7 @@ pub fn tool_diff(tool: &str, input: &Value) -> Option<Vec<DiffLine>> {
     let path = input["file_path"].as_str().unwrap_or_default();
     let mut out = vec![DiffLine {
         sign: Sign::Context,
-        text: crate::model::inert(path),
+        text: crate::text::inert(path),
     }];
     match tool {
         "Write" => lines(&mut out, Sign::Added, input["content"].as_str()?),
@@ -125,7 +125,7 @@ fn lines(out: &mut Vec<DiffLine>, sign: Sign, text: &str) {
     for line in text.lines().take(MAX_LINES + 1) {
         out.push(DiffLine {
             sign: sign.clone(),
-            text: crate::model::inert(line),
+            text: crate::text::inert(line),
         });
     }
 }

@@ -7,8 +7,8 @@
 //! - `model`: what a page knows, as plain data, fed by the service.
 //! - `feed`: loading, following notifications, carrying out clicks.
 //! - `app`, `changes`: the components.
-//! - `diff`, `keys`: pure helpers (a tool's change as diff lines, a key
-//!   as the terminal's key name).
+//! - `diff`, `keys`, `text`: pure helpers (a tool's change as diff lines,
+//!   a key as the terminal's key name, session text made inert).
 
 mod app;
 mod changes;
@@ -16,6 +16,7 @@ pub mod diff;
 pub mod feed;
 pub mod keys;
 pub mod model;
+pub mod text;
 
 pub use app::App;
 pub use feed::Shell;

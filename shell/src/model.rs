@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::text::inert;
 use moonkale_client::Notification;
 use moonkale_client::moonkale_protocol::agent::DecisionData;
 use moonkale_client::moonkale_protocol::agent::{
@@ -498,29 +499,6 @@ fn clip(text: &str) -> String {
     }
 }
 
-/// Text from a session or a terminal as a person should see it: control
-/// characters as their visible pictures (`␛`, `␇`), and bidi controls,
-/// which would reorder what surrounds them (`txt.exe` shown as `exe.txt`),
-/// as their code points. Line breaks and tabs stay.
-pub fn inert(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('?')),
-            '\u{7f}' => out.push('␡'),
-            '\u{80}'..='\u{9f}'
-            | '\u{61c}'
-            | '\u{200e}'
-            | '\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2066}'..='\u{2069}' => out.push_str(&format!("⟨U+{:04X}⟩", c as u32)),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 /// Brings a terminal's snapshot up to date with one update: replaced rows
 /// by index, and whichever of size, cursor, screen and title changed.
 pub fn apply_update(screen: &mut Snapshot, update: Update) {
@@ -686,14 +664,6 @@ mod tests {
         assert_eq!(m.load_change_sets(vec![set(1, 1)]), Vec::<u64>::new());
         assert!(!m.change_details.contains_key(&2));
         assert_eq!(m.pending_changes(), 1);
-    }
-
-    #[test]
-    fn escapes_and_bidi_controls_show_as_what_they_are() {
-        assert_eq!(
-            inert("a\u{202e}txt.exe\u{202c}\u{1b}]52;c;eA==\u{7}\n\tb"),
-            "a⟨U+202E⟩txt.exe⟨U+202C⟩␛]52;c;eA==␇\n\tb"
-        );
     }
 
     #[test]

@@ -21,6 +21,12 @@
 //!    directly, and through the service's `moonkale/agent/send`) beside a
 //!    CLI started for each turn; and a new session (`moonkale/agent/start`)
 //!    adopting the warm spare beside a cold one, with the memory of each.
+//!    `first-token-jailed` (issue 29): the new-session rows again, (c) warm
+//!    spare and (d) cold, unjailed beside the same with the workspace's
+//!    default sandbox set to a real jail (network and mount namespaces, the
+//!    fake API on the jail's own loopback), the warm spare started in it
+//!    (`bench/spare.rs`; needs root). Runs with every section, and alone
+//!    when named.
 //!
 //! 7. A change set of 200 files with 10 hunks each: recorded through the
 //!    change-set host, then `moonkale/changes/list` and `show`, with the
@@ -150,6 +156,9 @@ async fn main() {
     if want("first-token") {
         first_token_latency().await;
     }
+    if want("first-token-jailed") {
+        first_token_jailed().await;
+    }
     if want("bad-tokens") {
         bad_token_flood().await;
     }
@@ -208,6 +217,10 @@ const SECTIONS: &[(&str, &str)] = &[
     (
         "first-token",
         "prompt -> first partial token with the real claude CLI (fake API)",
+    ),
+    (
+        "first-token-jailed",
+        "a new session's first token, warm spare and cold, unjailed beside jailed (needs root)",
     ),
     (
         "bad-tokens",
@@ -968,11 +981,19 @@ async fn first_token_latency() {
         "claude {version}; {TURNS} turns each after a warm-up; to API = prompt -> the request at the fake; \
          over(head) = total - the fake's own time (the same request replayed to it)"
     );
+    print_turn_rows(setups.into_iter().chain(new_sessions));
+    println!("{memory}");
+    println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
+}
+
+/// The first-token table: per setup, total and to-API p50, the fake's own
+/// time, the overhead's p50 and p90 (or why the setup failed).
+fn print_turn_rows(rows: impl IntoIterator<Item = (&'static str, Result<Vec<Turn>, String>)>) {
     println!(
         "{:<42} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "", "total p50", "to API", "fake p50", "over p50", "over p90"
     );
-    for (name, turns) in setups.into_iter().chain(new_sessions) {
+    for (name, turns) in rows {
         match turns {
             Ok(turns) => {
                 let sorted = |f: &dyn Fn(&Turn) -> f64| {
@@ -994,6 +1015,40 @@ async fn first_token_latency() {
             Err(e) => println!("{name:<42} failed: {e}"),
         }
     }
+}
+
+/// Issue 29: a new session's prompt → first partial token, less the
+/// fake's own time, with the workspace's default sandbox set (`sandbox
+/// set -- <jail> claude`: every hosted session and the warm spare run
+/// their `claude` in a real jail, network and mount namespaces, the fake
+/// listening on the jail's own loopback) beside the same without one, in
+/// one run: (c)/(d) and their jailed rows (`bench/spare.rs`).
+async fn first_token_jailed() {
+    println!(
+        "\n## a new session's prompt -> first partial token, jailed beside unjailed, milliseconds"
+    );
+    let Some(claude) = claude_bin() else {
+        println!(
+            "skipped: the claude CLI is not installed (scripts/install-test-peers.sh, or MOONKALE_CLAUDE)"
+        );
+        return;
+    };
+    let version = std::process::Command::new(&claude)
+        .arg("--version")
+        .env("HOME", &Sandbox::new().home)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let fake =
+        fakeapi::FakeApi::start(fakeapi::Script::new().default_reply(fakeapi::Reply::text(REPLY)))
+            .await;
+    let started = Instant::now();
+    let (rows, memory) = spare::jailed_setups(&claude, &fake).await;
+    println!(
+        "claude {version}; {TURNS} turns each after a warm-up; to API = prompt -> the request at the fake; \
+         over(head) = total - the fake's own time (the same request replayed to it, from where the CLI runs)"
+    );
+    print_turn_rows(rows);
     println!("{memory}");
     println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
 }
@@ -1020,6 +1075,12 @@ fn claude_bin() -> Option<std::path::PathBuf> {
 /// A private HOME whose `~/.claude/settings.json` points the CLI at the
 /// fake (shared/docs/real-cli.md §2): no variable of ours reaches it.
 fn claude_home(sb: &Sandbox, port: u16) {
+    claude_settings(&sb.home, port);
+}
+
+/// `home/.claude/settings.json` pointing the CLI at the fake on `port` (of
+/// the loopback the CLI sees: the host's, or a jail's).
+fn claude_settings(home: &std::path::Path, port: u16) {
     let url = format!("http://127.0.0.1:{port}");
     let settings = json!({
         "env": {
@@ -1030,7 +1091,7 @@ fn claude_home(sb: &Sandbox, port: u16) {
         },
         "apiKeyHelper": "echo sk-test-dummy",
     });
-    let dir = sb.home.join(".claude");
+    let dir = home.join(".claude");
     std::fs::create_dir_all(&dir).expect("create ~/.claude");
     std::fs::write(dir.join("settings.json"), settings.to_string()).expect("write settings");
 }
@@ -1128,6 +1189,16 @@ async fn with_api_time(
 /// replayed to it on a fresh connection, first byte sent → first
 /// `text_delta` received (its parse, its reply, loopback).
 async fn fake_time(fake: &fakeapi::FakeApi) -> Result<f64, String> {
+    fake_time_in(fake, None).await
+}
+
+/// [`fake_time`] for a fake listening in `jail` (its own loopback): the
+/// replay's connection is made from the jail's network namespace, the
+/// path the jailed CLI's request took.
+async fn fake_time_in(
+    fake: &fakeapi::FakeApi,
+    jail: Option<&moonkale_tests::jail::Jail>,
+) -> Result<f64, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body = fake
         .main_requests()
@@ -1140,9 +1211,12 @@ async fn fake_time(fake: &fakeapi::FakeApi) -> Result<f64, String> {
     )
     .into_bytes();
     request.extend_from_slice(body.as_bytes());
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", fake.port))
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut s = match jail {
+        None => tokio::net::TcpStream::connect(("127.0.0.1", fake.port))
+            .await
+            .map_err(|e| e.to_string())?,
+        Some(jail) => connect_in(jail, fake.port)?,
+    };
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     let start = Instant::now();
     s.write_all(&request).await.map_err(|e| e.to_string())?;
@@ -1263,6 +1337,30 @@ async fn service_turns(
     drop(ed);
     drop(service);
     Ok(turns)
+}
+
+/// A connection to `127.0.0.1:port` of `jail`'s loopback, made by a
+/// short-lived thread that entered the jail's network namespace (the
+/// socket stays in it), as [`moonkale_tests::jail::Jail::bind_tcp`] binds.
+fn connect_in(
+    jail: &moonkale_tests::jail::Jail,
+    port: u16,
+) -> Result<tokio::net::TcpStream, String> {
+    use std::os::fd::AsRawFd;
+    let netns = std::fs::File::open(jail.netns_path()).map_err(|e| e.to_string())?;
+    let stream = std::thread::spawn(move || {
+        // SAFETY: setns has no memory-safety preconditions; it moves only
+        // this thread, which ends right after the connect.
+        if unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        std::net::TcpStream::connect(("127.0.0.1", port))
+    })
+    .join()
+    .map_err(|_| "the connect thread panicked".to_owned())?
+    .map_err(|e| format!("connect to the fake in the jail: {e}"))?;
+    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+    tokio::net::TcpStream::from_std(stream).map_err(|e| e.to_string())
 }
 
 /// Reads the service's messages until `session` is idle again after a

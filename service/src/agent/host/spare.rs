@@ -174,17 +174,21 @@ impl Host {
     /// The settings a spare should have now, or `None` for no spare.
     fn wanted_spare(&self) -> Option<Settings> {
         let spares = &self.spares;
+        let sandbox = self.default_sandbox();
+        // A jailed CLI's login is the sandbox's, not this machine's: there
+        // a spare without one fails, and failures stop it.
+        let login = sandbox.is_some() || (spares.config.login_found)();
         if !spares.config.enabled
             || spares.failures >= MAX_SPARE_FAILURES
             || !spares.ever_used
             || !spares.in_use()
-            || !(spares.config.login_found)()
+            || !login
         {
             return None;
         }
         Some(Settings {
             trusted: self.trusted(),
-            sandbox: self.default_sandbox(),
+            sandbox,
             mode: spares.predicted.0,
             model: spares.predicted.1.clone(),
         })

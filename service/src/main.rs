@@ -245,7 +245,7 @@ enum Command {
         #[arg(long, value_name = "CMD")]
         notify_command: Option<String>,
         /// Seconds a question waits before --notify-command runs.
-        #[arg(long, value_name = "SECONDS", default_value_t = 20, requires = "notify_command",
+        #[arg(long, value_name = "SECONDS", default_value_t = moonkale_service::web::notify::NOTIFY_AFTER.as_secs(), requires = "notify_command",
               value_parser = clap::value_parser!(u64).range(0..=86_400))]
         notify_after: u64,
     },

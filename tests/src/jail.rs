@@ -221,6 +221,19 @@ impl Jail {
         ]
     }
 
+    /// The sandbox command a user would give for this jail: enter it and
+    /// run the pinned `claude` with the jail's HOME (the host's is hidden
+    /// inside).
+    pub fn claude_command(&self) -> Vec<String> {
+        let mut argv = self.enter();
+        argv.extend([
+            "/usr/bin/env".to_owned(),
+            format!("HOME={}", self.home.display()),
+            crate::claude_cli::claude_bin().display().to_string(),
+        ]);
+        argv
+    }
+
     /// A command that runs `program` inside the jail (add its arguments,
     /// working directory and environment as for [`Command::new`]).
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {

@@ -984,12 +984,7 @@ async fn hosted_sessions_run_in_the_default_sandbox() {
             .after_tool("mcp__moonkale__getDiagnostics", Reply::text("JAILED_DONE")),
     );
     let ws = w.sb.workspace.display().to_string();
-    let mut sandbox = w.jail().enter();
-    sandbox.extend([
-        "/usr/bin/env".to_owned(),
-        format!("HOME={}", home.display()),
-        claude_bin().display().to_string(),
-    ]);
+    let sandbox = w.jail().claude_command();
     let mut set = vec!["sandbox", "set", "--workspace", &ws, "--"];
     set.extend(sandbox.iter().map(String::as_str));
     let out = w.command(&set).output().await.expect("sandbox set");
@@ -1133,12 +1128,7 @@ async fn a_hosted_session_in_a_devcontainer_path_maps_its_paths() {
         &mapping,
         "--",
     ];
-    let mut sandbox = w.jail().enter();
-    sandbox.extend([
-        "/usr/bin/env".to_owned(),
-        format!("HOME={}", home.display()),
-        claude_bin().display().to_string(),
-    ]);
+    let sandbox = w.jail().claude_command();
     set.extend(sandbox.iter().map(String::as_str));
     let out = w.command(&set).output().await.expect("sandbox set");
     assert!(

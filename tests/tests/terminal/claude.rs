@@ -283,12 +283,7 @@ async fn start_claude_here_inside_a_sandbox() {
     let home = w.jail().home().to_owned();
     moonkale_tests::claude_cli::seed_home(&home, &[&w.sb.workspace]);
     let debug = w.sb.root.join("jailed-claude-debug.log");
-    let mut sandbox = w.jail().enter();
-    sandbox.extend([
-        "/usr/bin/env".to_owned(),
-        format!("HOME={}", home.display()),
-        claude_bin().display().to_string(),
-    ]);
+    let sandbox = w.jail().claude_command();
     let uri = w.open("hello.txt").await;
     let c = &mut w.ed;
     let info = c
@@ -363,12 +358,7 @@ async fn start_claude_here_runs_in_the_workspaces_default_sandbox() {
     moonkale_tests::claude_cli::seed_home(&home, &[&w.sb.workspace]);
     let ws = w.sb.workspace.display().to_string();
     let mut set = vec!["sandbox", "set", "--workspace", &ws, "--"];
-    let mut sandbox = w.jail().enter();
-    sandbox.extend([
-        "/usr/bin/env".to_owned(),
-        format!("HOME={}", home.display()),
-        claude_bin().display().to_string(),
-    ]);
+    let sandbox = w.jail().claude_command();
     set.extend(sandbox.iter().map(String::as_str));
     let out = w.command(&set).output().await.expect("sandbox set");
     let said = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -174,16 +174,18 @@ impl Host {
     /// The settings a spare should have now, or `None` for no spare.
     fn wanted_spare(&self) -> Option<Settings> {
         let spares = &self.spares;
-        let sandbox = self.default_sandbox();
-        // A jailed CLI's login is the sandbox's, not this machine's: there
-        // a spare without one fails, and failures stop it.
-        let login = sandbox.is_some() || (spares.config.login_found)();
         if !spares.config.enabled
             || spares.failures >= MAX_SPARE_FAILURES
             || !spares.ever_used
             || !spares.in_use()
-            || !login
         {
+            return None;
+        }
+        // Read only when a spare may be wanted (this runs at every agent
+        // request). A jailed CLI's login is the sandbox's, not this
+        // machine's: there a spare without one fails, and failures stop it.
+        let sandbox = self.default_sandbox();
+        if sandbox.is_none() && !(spares.config.login_found)() {
             return None;
         }
         Some(Settings {

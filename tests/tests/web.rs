@@ -546,15 +546,20 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
     })
     .await;
     b.screenshot("desktop-terminal").await;
-    // Tab completes in the terminal instead of leaving the input.
-    b.type_text("ech").await;
-    b.press(&["Tab"]).await;
-    b.type_text(" tab-$((6*7))").await;
+    // Tab reaches the terminal instead of leaving the input (seen by
+    // `cat -A` as `^I`, whatever the shell and its completion), and
+    // Ctrl+C ends the program.
+    b.type_text("cat -A").await;
     b.press(&["Enter"]).await;
-    b.texts_until(".terminal", "the completed command's output", |t| {
-        t.concat().contains("tab-42")
+    b.type_text("tab").await;
+    b.press(&["Tab"]).await;
+    b.type_text("in").await;
+    b.press(&["Enter"]).await;
+    b.texts_until(".terminal", "the tab as cat -A shows it", |t| {
+        t.concat().contains("tab^Iin$")
     })
     .await;
+    b.press(&["Control+c"]).await;
     // What scrolled off the screen is there on asking.
     b.type_text("seq 1001 1300").await;
     b.press(&["Enter"]).await;

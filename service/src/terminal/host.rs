@@ -572,13 +572,44 @@ impl TerminalCommand {
     }
 }
 
-/// The user's shell, else `/bin/sh`.
+/// The user's shell: `$SHELL`, else their login shell from the password
+/// database (a service started by systemd or cron has no `$SHELL`), else
+/// `/bin/sh`.
 fn default_shell() -> Vec<String> {
     let shell = std::env::var("SHELL")
         .ok()
         .filter(|s| s.starts_with('/'))
+        .or_else(login_shell)
         .unwrap_or_else(|| "/bin/sh".into());
     vec![shell]
+}
+
+/// The login shell of the user this process runs as, if the password
+/// database names an absolute one.
+fn login_shell() -> Option<String> {
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: getpwuid_r writes only into `entry` and `buf` (of the length
+    // given) and sets `found` to `&entry` or null; the strings it points
+    // at live in `buf`, read before `buf` is dropped.
+    let shell = unsafe {
+        let rc = libc::getpwuid_r(
+            libc::getuid(),
+            &mut entry,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        );
+        if rc != 0 || found.is_null() || entry.pw_shell.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(entry.pw_shell)
+            .to_str()
+            .ok()?
+            .to_owned()
+    };
+    shell.starts_with('/').then_some(shell)
 }
 
 /// Gives the CLI a session id of ours (`--session-id`), so its transcript,
@@ -686,6 +717,19 @@ fn user_default_mode(env: &[(OsString, OsString)]) -> Option<String> {
 mod tests {
     use super::*;
     use crate::hub::ports::terminal_channel;
+
+    #[test]
+    fn the_login_shell_is_the_password_databases() {
+        let uid = unsafe { libc::getuid() }.to_string();
+        let out = std::process::Command::new("getent")
+            .args(["passwd", &uid])
+            .output()
+            .unwrap();
+        let line = String::from_utf8(out.stdout).unwrap();
+        let want = line.trim_end().rsplit(':').next().unwrap().to_owned();
+        assert!(want.starts_with('/'), "{line}");
+        assert_eq!(login_shell(), Some(want));
+    }
 
     #[test]
     fn claude_is_wired_to_the_ide_and_reviews_edits() {

@@ -200,6 +200,16 @@ async fn listening_port(stdout: ChildStdout, log: PathBuf) -> u16 {
     panic!("code-server exited before listening");
 }
 
+/// One request of a page's reload, as the browser made it.
+#[derive(Debug)]
+pub struct Reloaded {
+    pub path: String,
+    /// The entity tag the browser said it holds (`If-None-Match`).
+    pub offered: Option<String>,
+    /// The body bytes that came back (none for a 304).
+    pub body_bytes: u64,
+}
+
 /// Headless Chromium driven by drive.js; killed when dropped, Chromium too.
 pub struct Browser {
     _group: ProcessGroup,
@@ -287,6 +297,21 @@ impl Browser {
         self.run(json!({"op": "screenshot", "path": shot})).await;
         eprintln!("screenshot: {}", shot.display());
         shot
+    }
+
+    /// Reloads the page until `ready` shows again: each request on the
+    /// way, its path, the tag the browser offered and the body bytes it
+    /// received.
+    pub async fn reload(&mut self, ready: &str) -> Vec<Reloaded> {
+        let seen = self.run(json!({"op": "reload", "ready": ready})).await;
+        let seen = seen.as_array().expect("the requests of a reload");
+        seen.iter()
+            .map(|r| Reloaded {
+                path: r["path"].as_str().unwrap_or_default().to_owned(),
+                offered: r["offered"].as_str().map(str::to_owned),
+                body_bytes: r["bodyBytes"].as_u64().expect("a body size"),
+            })
+            .collect()
     }
 
     pub async fn press(&mut self, keys: &[&str]) {

@@ -105,6 +105,20 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
         "written without a question"
     );
     screenshot_at(&mut b, DESKTOP, "desktop-transcript").await;
+
+    // Back to the page later: its files are asked again, not sent again,
+    // and the shell shows as before.
+    let requests = b.reload("text=Nothing waits for you.").await;
+    for file in ["/app.js", "/app.css", "/liveview.js"] {
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.path == file && r.offered.is_some() && r.body_bytes == 0),
+            "{file} is asked with its tag and not sent again: {requests:?}"
+        );
+    }
+    let page = requests.iter().find(|r| r.path == "/");
+    assert!(page.is_some_and(|p| p.body_bytes > 0), "{requests:?}");
 }
 
 /// At desktop size the card shows the Write against the file on disk,

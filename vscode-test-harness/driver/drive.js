@@ -251,6 +251,24 @@ const ops = {
   async screenshot({ path }) {
     await page.screenshot({ path });
   },
+  // Reloads the page as a person does; every response on the way until
+  // `ready` shows again: its path, the entity tag the browser offered
+  // (`If-None-Match`) and the body bytes that crossed the wire (Chromium
+  // reports a revalidated file's status as its cached 200).
+  async reload({ ready, timeoutMs = 30000 }) {
+    const seen = [];
+    page.on('requestfinished', (r) => seen.push(r));
+    await page.reload();
+    await page.waitForSelector(ready, { timeout: timeoutMs });
+    page.removeAllListeners('requestfinished');
+    return Promise.all(
+      seen.map(async (r) => ({
+        path: new URL(r.url()).pathname,
+        offered: (await r.allHeaders())['if-none-match'] || null,
+        bodyBytes: (await r.sizes()).responseBodySize,
+      }))
+    );
+  },
   async openCounted({ url, viewport = { width: 1280, height: 800 }, mobile = false, ready, quietMs = 1000 }) {
     await launch();
     const context = await browser.newContext(contextOptions(viewport, mobile));

@@ -216,7 +216,9 @@ async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
         )
         .await;
     };
+    let mut cached = None;
     let decided = http::parse_head(&bytes[..head_len]).and_then(|head| {
+        cached = revalidating(&head);
         let mut gate = shared
             .gate
             .lock()
@@ -235,22 +237,31 @@ async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     };
     match route {
         Route::Login { set_cookie } => {
-            let extra = format!("Location: /\r\nSet-Cookie: {set_cookie}\r\n");
+            let extra = format!("Location: /\r\nSet-Cookie: {set_cookie}\r\n{NO_STORE}");
             respond(&mut stream, "303 See Other", &extra, "text/plain", b"").await;
         }
         Route::Index => {
             respond(
                 &mut stream,
                 "200 OK",
-                "",
+                NO_STORE,
                 "text/html; charset=utf-8",
                 INDEX.as_bytes(),
             )
             .await;
         }
         Route::Asset(path) => {
-            let (kind, body) = asset(path);
-            respond(&mut stream, "200 OK", "", kind, body.as_bytes()).await;
+            let asset = asset(path);
+            let extra = format!(
+                "Cache-Control: no-cache, private\r\nETag: {}\r\n",
+                asset.etag
+            );
+            if cached.is_some_and(|tags| tags.matches(&asset.etag)) {
+                respond(&mut stream, "304 Not Modified", &extra, asset.kind, b"").await;
+            } else {
+                let body = asset.body.as_bytes();
+                respond(&mut stream, "200 OK", &extra, asset.kind, body).await;
+            }
         }
         Route::Socket => {
             let Ok(page) = shared.pages.clone().try_acquire_owned() else {
@@ -320,9 +331,10 @@ async fn respond<S: AsyncWrite + Unpin>(
     kind: &str,
     body: &[u8],
 ) {
+    // A 304 names the length it would have had; it has no body.
     let head = format!(
         "HTTP/1.1 {status}\r\n{extra}Content-Type: {kind}\r\nContent-Length: {}\r\n\
-         Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\n\
+         Referrer-Policy: no-referrer\r\n\
          X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
          Content-Security-Policy: {CSP}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -340,23 +352,66 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 
 const INDEX: &str = include_str!("index.html");
 
-fn asset(path: &str) -> (&'static str, &'static str) {
-    static LIVEVIEW: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    match path {
-        "/liveview.js" => {
-            let glue = LIVEVIEW.get_or_init(|| {
-                let glue = dioxus_liveview::interpreter_glue("/ws");
-                glue.trim()
-                    .trim_start_matches("<script>")
-                    .trim_end_matches("</script>")
-                    .to_owned()
-            });
-            ("text/javascript; charset=utf-8", glue.as_str())
-        }
-        "/app.js" => ("text/javascript; charset=utf-8", include_str!("app.js")),
-        "/icon.svg" => ("image/svg+xml", include_str!("icon.svg")),
-        _ => ("text/css; charset=utf-8", include_str!("app.css")),
+/// The page itself, its login and refusals are never kept by a browser.
+const NO_STORE: &str = "Cache-Control: no-store\r\n";
+
+/// A script, stylesheet or icon of the page: kept by the browser and asked
+/// again with its [`Asset::etag`] (`no-cache`), so a reload or a phone's
+/// return costs a 304, and a new build's files are never stale.
+struct Asset {
+    kind: &'static str,
+    body: &'static str,
+    /// A hash of the body, quoted as an entity tag.
+    etag: String,
+}
+
+fn asset(path: &str) -> &'static Asset {
+    use std::sync::OnceLock;
+    static LIVEVIEW: OnceLock<Asset> = OnceLock::new();
+    static APP_JS: OnceLock<Asset> = OnceLock::new();
+    static ICON: OnceLock<Asset> = OnceLock::new();
+    static APP_CSS: OnceLock<Asset> = OnceLock::new();
+    fn tagged(kind: &'static str, body: &'static str) -> Asset {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same body gives the same tag in
+        // every process of this build and the next.
+        let mut hasher = std::hash::DefaultHasher::new();
+        body.hash(&mut hasher);
+        let etag = format!("\"{:016x}\"", hasher.finish());
+        Asset { kind, body, etag }
     }
+    const JS: &str = "text/javascript; charset=utf-8";
+    match path {
+        "/liveview.js" => LIVEVIEW.get_or_init(|| {
+            let glue = dioxus_liveview::interpreter_glue("/ws");
+            let glue = glue
+                .trim()
+                .trim_start_matches("<script>")
+                .trim_end_matches("</script>");
+            tagged(JS, String::leak(glue.to_owned()))
+        }),
+        "/app.js" => APP_JS.get_or_init(|| tagged(JS, include_str!("app.js"))),
+        "/icon.svg" => ICON.get_or_init(|| tagged("image/svg+xml", include_str!("icon.svg"))),
+        _ => APP_CSS.get_or_init(|| tagged("text/css; charset=utf-8", include_str!("app.css"))),
+    }
+}
+
+/// The entity tags a request says its browser holds (`If-None-Match`).
+struct Held(String);
+
+impl Held {
+    fn matches(&self, etag: &str) -> bool {
+        self.0.trim() == "*"
+            || self
+                .0
+                .split(',')
+                .any(|tag| tag.trim().trim_start_matches("W/") == etag)
+    }
+}
+
+fn revalidating(head: &http::Head) -> Option<Held> {
+    let value = head.single("if-none-match").ok().flatten()?;
+    std::str::from_utf8(value).ok().map(|v| Held(v.to_owned()))
 }
 
 /// Connects one page (or the notifier) to the workspace's service.
@@ -370,6 +425,22 @@ const NAME: &str = moonkale_shell::CLIENT_NAME;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A browser holding a file's tag gets a 304 for it; a tag of another
+    /// build or file does not match.
+    #[test]
+    fn held_tags_match_only_the_files_own() {
+        let css = asset("/app.css");
+        assert_eq!(css.etag, asset("/app.css").etag);
+        assert_ne!(css.etag, asset("/app.js").etag);
+        assert!(css.etag.starts_with('"') && css.etag.ends_with('"'));
+        let held = |v: &str| Held(v.to_owned());
+        assert!(held(&css.etag).matches(&css.etag));
+        assert!(held(&format!("\"x\", W/{}", css.etag)).matches(&css.etag));
+        assert!(held("*").matches(&css.etag));
+        assert!(!held("\"0000000000000000\"").matches(&css.etag));
+        assert!(!held(&asset("/app.js").etag).matches(&css.etag));
+    }
 
     /// Served on every address, the page answers to the machine's own
     /// names (loopback included) and names it by its host name.

@@ -817,20 +817,37 @@ fn exit_on_bad_arguments(e: &clap::Error) -> ! {
         .collect::<Vec<_>>()
         .join(" ");
     let fault = fault.trim_start_matches("error: ");
-    // "Usage: moonkale-service agent show <SESSION>" names the command.
-    let command: Vec<&str> = rendered
-        .lines()
-        .find_map(|l| l.strip_prefix("Usage: "))
-        .unwrap_or("moonkale-service")
-        .split_whitespace()
-        .take_while(|w| !w.starts_with(['[', '<', '-']) && !w.contains('|'))
-        .collect();
+    // "Usage: moonkale-service agent show <SESSION>" names the command;
+    // an error without that line (a bad value) is named by the arguments.
+    let command: Vec<String> = match rendered.lines().find_map(|l| l.strip_prefix("Usage: ")) {
+        Some(usage) => usage
+            .split_whitespace()
+            .take_while(|w| !w.starts_with(['[', '<', '-']) && !w.contains('|'))
+            .map(str::to_owned)
+            .collect(),
+        None => command_named(std::env::args().skip(1)),
+    };
     eprintln!(
         "moonkale-service: {}; see `{} --help`",
         printable::one_line(fault),
         command.join(" ")
     );
     std::process::exit(2);
+}
+
+/// The command that arguments name (`moonkale-service sandbox set`): each
+/// word that is a command of the one before, up to `--`.
+fn command_named(args: impl Iterator<Item = String>) -> Vec<String> {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    let mut path = vec!["moonkale-service".to_owned()];
+    for arg in args.take_while(|a| a != "--") {
+        if let Some(sub) = command.find_subcommand(&arg).cloned() {
+            command = sub;
+            path.push(arg);
+        }
+    }
+    path
 }
 
 /// `man [COMMAND…]`: the page of the program or of one of its commands,
@@ -1393,6 +1410,28 @@ mod tests {
         assert_eq!(
             err,
             "there is no command nonsense; see `moonkale-service --help`"
+        );
+    }
+
+    #[test]
+    fn the_arguments_name_their_command() {
+        let named = |args: &[&str]| command_named(args.iter().map(|a| a.to_string())).join(" ");
+        assert_eq!(
+            named(&[
+                "sandbox",
+                "set",
+                "--sandbox-path",
+                "x",
+                "--",
+                "agent",
+                "claude"
+            ]),
+            "moonkale-service sandbox set"
+        );
+        assert_eq!(named(&["--bogus"]), "moonkale-service");
+        assert_eq!(
+            named(&["agent", "send", "--model", "m"]),
+            "moonkale-service agent send"
         );
     }
 

@@ -198,6 +198,28 @@ async fn cli_errors_are_one_line_without_a_backtrace() {
     assert_eq!(out.status.code(), Some(2));
     let out = run(&sb, &["agent", "show"], &[]).await;
     assert_one_line_error(&out, "missing argument", &["<SESSION>", "--help"]);
+    let out = run(
+        &sb,
+        &[
+            "sandbox",
+            "set",
+            "--sandbox-path",
+            "nowhere",
+            "--",
+            "bwrap",
+            "claude",
+        ],
+        &[],
+    )
+    .await;
+    assert_one_line_error(
+        &out,
+        "bad value",
+        &[
+            "\"nowhere\" is not HOST=INSIDE",
+            "see `moonkale-service sandbox set --help`",
+        ],
+    );
 }
 
 /// `initialize` without `clientInfo`, as some editors send it.

@@ -288,6 +288,12 @@ impl Client {
         self.request::<StatusRequest>(NoParams)
     }
 
+    /// The status now; [`Notification::StatusChanged`] whenever who is in
+    /// the workspace or what waits changes.
+    pub fn status_subscribe(&self) -> impl Future<Output = Result<Status>> + Send + 'static {
+        self.request::<moonkale_protocol::status::Subscribe>(NoParams)
+    }
+
     // ----- proposals --------------------------------------------------------
 
     /// The pending `openDiff` proposals with their hunks.

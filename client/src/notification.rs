@@ -5,6 +5,7 @@ use moonkale_protocol::agent::{self, Approval, ApprovalStatus};
 use moonkale_protocol::changes::{Changed, ChangedParams};
 use moonkale_protocol::proposal::{ProposalClosed, ProposalClosedParams};
 use moonkale_protocol::screen::Update;
+use moonkale_protocol::status::{self, Status};
 use moonkale_protocol::terminal::{self, TerminalId};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -53,6 +54,9 @@ pub enum Notification {
     /// The pending change sets, all of them, after any change
     /// (`moonkale/changes/changed`).
     ChangesChanged(ChangedParams),
+    /// Who is in the workspace or what waits changed: the new status
+    /// (`moonkale/status/changed`, after [`crate::Client::status_subscribe`]).
+    StatusChanged(Box<Status>),
     /// `missed` notifications were dropped because the front end did not
     /// read them in time: ask for what they would have said
     /// (`agent_events` from the last `seq`, `terminal_screen`).
@@ -155,6 +159,9 @@ pub(crate) fn typed(method: String, params: &RawValue) -> Notification {
             })
         }
         m if m == Changed::METHOD => parse::<Changed>(params).map(Notification::ChangesChanged),
+        m if m == status::Changed::METHOD => {
+            parse::<status::Changed>(params).map(|s| Notification::StatusChanged(Box::new(s)))
+        }
         m if m == ProposalClosed::METHOD => {
             parse::<ProposalClosed>(params).map(Notification::ProposalClosed)
         }

@@ -286,6 +286,8 @@ pub enum Topic {
     AllSessions,
     /// One terminal, by id.
     Terminal(u64),
+    /// Who is in the workspace and what waits (`moonkale/status/changed`).
+    Status,
 }
 
 impl Topic {

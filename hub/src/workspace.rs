@@ -125,6 +125,8 @@ pub(super) struct Workspace {
     selection_pacer: Pacer<Option<SelectionChanged>, tokio::time::Instant>,
     /// What the payload last offered to the pacer was computed from.
     selection_offered: Option<Option<selections::SelectionInputs>>,
+    /// What `moonkale/status/changed` last told (`None`: nobody listens).
+    roster_told: Option<status::Roster>,
     /// How often the payload was computed for the pacer (tests count it).
     #[cfg(test)]
     pub(super) payloads_computed: u64,
@@ -184,6 +186,7 @@ impl Workspace {
             selection_tx,
             selection_pacer: Pacer::new(limits.selection_interval, None),
             selection_offered: None,
+            roster_told: None,
             #[cfg(test)]
             payloads_computed: 0,
             now: Instant::now(),
@@ -197,6 +200,7 @@ impl Workspace {
         tracing::trace!(?event, "hub event");
         self.now = now;
         self.handle_event(event);
+        self.tell_status_subscribers();
         // Every event may move the active editor or its selection; the
         // watchers (Claude Code connections) only hear of real changes, as
         // paced, and without any watcher the payload is not even computed.
@@ -551,6 +555,7 @@ impl Workspace {
                     serde_json::to_value(self.status()).expect("status serializes")
                 ))
             })
+            .on::<status::Subscribe>(|_| now(Ok(self.status_subscribe(editor))))
             .on::<document::DocumentText>(|p| now(self.document(p)))
             .on::<lsp::InlayHintRequest>(|p| now(self.inlay_hints(editor, p)))
             .on::<proposal::List>(|_| {

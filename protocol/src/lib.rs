@@ -87,6 +87,8 @@ pub const ALL_METHODS: &[&str] = &[
     <document::DocumentText as Request>::METHOD,
     <document::WaitForVersion as Request>::METHOD,
     <status::StatusRequest as Request>::METHOD,
+    <status::Subscribe as Request>::METHOD,
+    <status::Changed as Notification>::METHOD,
     // proposals
     <proposal::ProposalClosed as Notification>::METHOD,
     <proposal::List as Request>::METHOD,

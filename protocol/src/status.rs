@@ -6,13 +6,31 @@ use std::path::PathBuf;
 use lsp_types::Position;
 use serde::{Deserialize, Serialize};
 
-use crate::{NoParams, request};
+use crate::{NoParams, notification, request};
 
 request!(
     /// The status snapshot.
     StatusRequest,
     "moonkale/status",
     NoParams => Status
+);
+
+request!(
+    /// The status snapshot now, and [`Changed`] from now on.
+    Subscribe,
+    "moonkale/status/subscribe",
+    NoParams => Status
+);
+
+notification!(
+    /// To subscribers: who is in the workspace or what waits for the user
+    /// changed (editors attached or gone, Claude Code clients, proposals,
+    /// trust, pending change sets, the warm spare); the new snapshot. Not
+    /// sent for documents, selections or diagnostics, which change at the
+    /// speed of typing.
+    Changed,
+    "moonkale/status/changed",
+    Status
 );
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

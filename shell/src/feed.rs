@@ -4,8 +4,6 @@
 //! order. The service holds the truth: a page that goes away loses
 //! nothing, and a page that comes back reads it all again.
 
-use std::time::Duration;
-
 use dioxus::prelude::*;
 use futures_util::StreamExt;
 use moonkale_client::moonkale_protocol::agent::{
@@ -24,10 +22,6 @@ use crate::model::{Model, View};
 pub struct Shell {
     pub client: Client,
 }
-
-/// How often the header's status (editors, Claude Code clients, pending
-/// proposals) is read again: nothing notifies a front end of those.
-pub const REFRESH: Duration = Duration::from_secs(1);
 
 /// What a person can do on the page.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,8 +91,7 @@ pub enum Action {
     },
 }
 
-/// Loads the workspace, then applies every notification, and reads the
-/// status again every [`REFRESH`].
+/// Loads the workspace, then applies every notification.
 pub async fn follow(client: Client, mut model: Signal<Model>) {
     let Some(mut notifications) = client.notifications() else {
         return;
@@ -122,39 +115,44 @@ pub async fn follow(client: Client, mut model: Signal<Model>) {
         }
     }
     read_previews(&client, model);
-    refresh(&client, model).await;
+    match client.status_subscribe().await {
+        Ok(status) => model.write().status = Some(status),
+        Err(e) => model.write().error = Some(format!("Could not follow the workspace: {e}")),
+    }
+    read_proposals(&client, model).await;
     read_change_sets(&client, model).await;
     if let Ok(list) = client.terminal_list().await {
         model.write().load_terminals(list);
     }
-    let mut tick = tokio::time::interval(REFRESH);
     loop {
-        tokio::select! {
-            n = notifications.next() => match n {
-                Some(Notification::Lagged { .. }) => reload(&client, model).await,
-                Some(n) => {
-                    // Whatever else queued with it, in the same render.
-                    let mut batch = vec![n];
-                    while let Some(n) = notifications.try_next() {
-                        batch.push(n);
-                    }
-                    let stale = apply_all(&mut model.write(), batch);
-                    for set in stale {
-                        show_set(&client, model, set).await;
-                    }
-                    read_previews(&client, model);
-                    if let View::Terminal(id) = model.peek().view
-                        && model.peek().terminals.get(&id).is_some_and(|t| t.history_stale)
-                    {
-                        read_history(&client, model, id, false).await;
-                    }
+        match notifications.next().await {
+            Some(Notification::Lagged { .. }) => reload(&client, model).await,
+            Some(n) => {
+                // Whatever else queued with it, in the same render.
+                let mut batch = vec![n];
+                while let Some(n) = notifications.try_next() {
+                    batch.push(n);
                 }
-                None => {
-                    model.write().disconnected = true;
-                    return;
+                let stale = apply_all(&mut model.write(), batch);
+                for set in stale {
+                    show_set(&client, model, set).await;
                 }
-            },
-            _ = tick.tick() => refresh(&client, model).await,
+                read_previews(&client, model);
+                read_proposals(&client, model).await;
+                if let View::Terminal(id) = model.peek().view
+                    && model
+                        .peek()
+                        .terminals
+                        .get(&id)
+                        .is_some_and(|t| t.history_stale)
+                {
+                    read_history(&client, model, id, false).await;
+                }
+            }
+            None => {
+                model.write().disconnected = true;
+                return;
+            }
         }
     }
 }
@@ -176,14 +174,9 @@ fn apply_all(model: &mut Model, batch: Vec<Notification>) -> Vec<u64> {
     stale
 }
 
-/// Reads the status again (nothing notifies an observer of editors
-/// coming and going, or of proposals).
-async fn refresh(client: &Client, mut model: Signal<Model>) {
-    if let Ok(status) = client.status().await
-        && model.peek().status.as_ref() != Some(&status)
-    {
-        model.write().status = Some(status);
-    }
+/// Reads the proposals with their hunks when the status lists others
+/// than the page holds (`moonkale/status/changed` says when).
+async fn read_proposals(client: &Client, mut model: Signal<Model>) {
     if model.peek().proposals_changed()
         && let Ok(proposals) = client.proposals().await
     {
@@ -255,11 +248,14 @@ async fn show_set(client: &Client, mut model: Signal<Model>, set: u64) {
 }
 
 /// After notifications were dropped: the open session's events again.
-async fn reload(client: &Client, model: Signal<Model>) {
+async fn reload(client: &Client, mut model: Signal<Model>) {
     if let View::Session(id) = model.peek().view.clone() {
         read_events(client, model, &id).await;
     }
-    refresh(client, model).await;
+    if let Ok(status) = client.status().await {
+        model.write().status = Some(status);
+    }
+    read_proposals(client, model).await;
     read_change_sets(client, model).await;
 }
 
@@ -380,7 +376,6 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
                 client.reject_proposal(Some(&document)).await
             }
             .map_err(text)?;
-            refresh(client, model).await;
         }
         Action::ShowSet(set) => {
             let detail = client.change_set(set).await.map_err(text)?;

@@ -309,6 +309,7 @@ impl Model {
             Notification::ProposalClosed(closed) => {
                 self.proposals.retain(|p| p.document != closed.uri);
             }
+            Notification::StatusChanged(status) => self.status = Some(*status),
             Notification::Lagged { .. } | Notification::Other { .. } => {}
         }
     }

@@ -407,6 +407,8 @@ async fn a_proposal_of_the_cli_is_accepted_in_the_page() {
     w.ed.server_request("window/showDocument", TIMEOUT).await;
     b.wait_for("article.card.proposal").await;
     b.wait_for("text=+ hello EDITED").await;
+    // The header follows who came (`moonkale/status/changed`).
+    b.wait_for("text=Claude Code clients: 1").await;
     // It holds the CLI up as a question does: counted with them.
     b.wait_for("button:text-is('Questions (1)')").await;
     let card = b

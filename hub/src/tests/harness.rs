@@ -625,6 +625,10 @@ impl World {
                             .or_default()
                             .push((rid, method.to_owned()));
                     }
+                    None if method == "moonkale/status/changed" => self.log.push_str(&format!(
+                        "  ed{id} <- {method} {}\n",
+                        roster_of(&v["params"])
+                    )),
                     None => self
                         .log
                         .push_str(&format!("  ed{id} <- {method} {params}\n")),
@@ -721,6 +725,9 @@ impl World {
             if let Ok(answer) = rx.try_recv() {
                 answered.push(*n);
                 let text = match answer {
+                    Ok(v) if v.get("pid").is_some() && v.get("workspace").is_some() => {
+                        format!("Ok status {}", roster_of(&v))
+                    }
                     Ok(v) => format!("Ok{}", render_result(&v)),
                     Err(e) => format!("Err {} {}", e.code, e.message),
                 };
@@ -854,6 +861,36 @@ fn editor_call(tool: &str, args: &Value) -> EditorToolCall {
 
 pub fn compact(v: &Value) -> String {
     serde_json::to_string(v).expect("JSON serializes")
+}
+
+/// A status snapshot as `moonkale/status/changed` follows it: who is in
+/// the workspace and what waits (the snapshot's pid is the test's own).
+pub fn roster_of(status: &Value) -> String {
+    let list = |key: &str, item: &dyn Fn(&Value) -> String| {
+        let items: Vec<String> = status[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(item)
+            .collect();
+        items.join(", ")
+    };
+    format!(
+        "editors [{}] claude [{}] proposals [{}] trusted {} sets {} files {} spare {}",
+        list("editors", &|e| format!("ed{} {}", e["id"], e["client"])),
+        list("claudeClients", &|c| format!(
+            "ide{} pid {}",
+            c["id"], c["pid"]
+        )),
+        list("pendingProposals", &|p| p["tabName"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned()),
+        status["trusted"],
+        status["pendingChangeSets"],
+        status["pendingChangedFiles"],
+        status["agentSpare"]["pid"],
+    )
 }
 
 /// An answer after a space: arrays one element a line, MCP tool results as

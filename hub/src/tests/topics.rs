@@ -263,3 +263,84 @@ fn terminal_links_open_in_the_active_editor() {
           #7 <- Err -32602 invalid params: missing field `line` at line 1 column 25
     "#]]);
 }
+
+/// A front end following the status (the web shell's header) hears who
+/// comes and goes and what starts or stops waiting, each move once; not
+/// typing or selecting, and not after it unsubscribed by leaving.
+#[test]
+fn status_subscribers_hear_the_roster_move() {
+    use super::harness::diff;
+    const TARGET: &str = "file:///w/src/lib.rs";
+    let mut w = World::new();
+    w.attach(3, Caps::OBSERVER);
+    w.request(3, "moonkale/status/subscribe", serde_json::Value::Null);
+    w.attach(1, Caps::PLAIN);
+    w.did_open(1, TARGET, 1, "one\n");
+    w.did_change(1, TARGET, 2, "two\n");
+    w.ide_attach(9);
+    w.open_diff(
+        9,
+        diff("✻ [Claude Code] lib.rs", "/w/src/lib.rs", "two\n", "2\n"),
+    );
+    w.ide_detach(9);
+    // The warm spare started counts; its memory read again does not.
+    let spare = |rss| moonkale_protocol::status::SpareStatus {
+        pid: 4242,
+        permission_mode: moonkale_protocol::PermissionMode::Default,
+        model: None,
+        trusted: false,
+        jailed: false,
+        rss_bytes: Some(rss),
+    };
+    w.step(
+        "spare",
+        crate::Event::AgentSpare {
+            spare: Some(spare(1)),
+        },
+    );
+    w.step(
+        "spare's memory",
+        crate::Event::AgentSpare {
+            spare: Some(spare(2)),
+        },
+    );
+    w.detach(1);
+    w.detach(3);
+    w.attach(2, Caps::PLAIN);
+    w.check(expect![[r#"
+        > ed3 attaches (Observer, utf-16)
+        > #1 ed3 moonkale/status/subscribe null
+          #1 <- Ok status editors [] claude [] proposals [] trusted null sets 0 files 0 spare null
+        > ed1 attaches (Editor, utf-32)
+          ed3 <- moonkale/status/changed editors [ed1 "ed1"] claude [] proposals [] trusted null sets 0 files 0 spare null
+        > ed1 textDocument/didOpen {"textDocument":{"languageId":"rust","text":"one\n","uri":"file:///w/src/lib.rs","version":1}}
+        > ed1 textDocument/didChange {"contentChanges":[{"text":"two\n"}],"textDocument":{"uri":"file:///w/src/lib.rs","version":2}}
+        > ide9 attaches
+          ed3 <- moonkale/status/changed editors [ed1 "ed1"] claude [ide9 pid null] proposals [] trusted null sets 0 files 0 spare null
+          selection = {"filePath":"/w/src/lib.rs","fileUrl":"file:///w/src/lib.rs","selection":{"end":{"character":0,"line":1},"isEmpty":true,"start":{"character":0,"line":1}},"text":""}
+        > #2 ide9 openDiff "✻ [Claude Code] lib.rs" /w/src/lib.rs (proposal /run/user/1000/moonkale/proposals/1-ab/lib.rs) old "two\n" new "2\n"
+          ed1 <- request "moonkale-8" window/showDocument {"takeFocus":true,"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed1 <- window/showMessage {"message":"Claude Code proposes 1 change to lib.rs, each marked on its lines. Decide with the code actions on lib.rs: \"Accept Claude Code's edit to lib.rs\" or \"Reject Claude Code's edit to lib.rs\", or per change \"Keep this change\" and \"Revert this change\".","type":3}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[{"code":"proposal","data":{"hunk":0,"proposal":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"},"message":"Claude Code's change 1 of 1, replacing line 1 of the file:\n- two","range":{"end":{"character":0,"line":1},"start":{"character":0,"line":0}},"severity":3,"source":"claude"}],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed3 <- moonkale/status/changed editors [ed1 "ed1"] claude [ide9 pid null] proposals [✻ [Claude Code] lib.rs] trusted null sets 0 files 0 spare null
+          #2 waits
+        > ide9 detaches
+          ed1 <- moonkale/proposalClosed {"accepted":false,"target":"file:///w/src/lib.rs","uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed1 <- textDocument/publishDiagnostics {"diagnostics":[],"uri":"file:///run/user/1000/moonkale/proposals/1-ab/lib.rs"}
+          ed3 <- moonkale/status/changed editors [ed1 "ed1"] claude [] proposals [] trusted null sets 0 files 0 spare null
+          #2 <- Ok tool result
+              text:
+                DIFF_REJECTED
+              text:
+                ✻ [Claude Code] lib.rs
+        > spare
+          ed3 <- moonkale/status/changed editors [ed1 "ed1"] claude [] proposals [] trusted null sets 0 files 0 spare 4242
+        > spare's memory
+        > ed1 detaches
+          ed3 <- moonkale/status/changed editors [] claude [] proposals [] trusted null sets 0 files 0 spare 4242
+          terminals <- Detach ed1
+        > ed3 detaches
+          terminals <- Detach ed3
+        > ed2 attaches (Editor, utf-32)
+    "#]]);
+}

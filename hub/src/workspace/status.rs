@@ -1,14 +1,91 @@
 //! The snapshot `moonkale/status` answers (the types are in
 //! [`crate::status`]).
 
+use serde_json::Value;
+
 use super::Workspace;
-use crate::Role;
 use crate::core::SyncState;
 use crate::status::{
     ClaudeClientStatus, DocumentStatus, EditorStatus, ProposalStatus, SelectionStatus, Status,
 };
+use crate::{EditorId, Role, Topic};
+use moonkale_protocol::status::{Changed, SpareStatus};
+
+/// What `moonkale/status/changed` follows: who is in the workspace and
+/// what waits for the user, not documents, selections or diagnostics.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Roster {
+    editors: Vec<(EditorId, String)>,
+    claude_clients: Vec<(u64, Option<u32>)>,
+    proposals: Vec<String>,
+    trusted: Option<bool>,
+    change_sets: usize,
+    changed_files: usize,
+    spare: Option<SpareStatus>,
+}
 
 impl Workspace {
+    fn roster(&self) -> Roster {
+        let mut editors: Vec<(EditorId, String)> = self
+            .editors
+            .iter()
+            .filter(|(_, ed)| ed.info.role == Role::Editor)
+            .map(|(id, ed)| (*id, ed.info.client_name.clone()))
+            .collect();
+        editors.sort();
+        let mut claude_clients: Vec<(u64, Option<u32>)> = self
+            .ide_clients
+            .iter()
+            .map(|(id, c)| (id.0, c.cli_pid))
+            .collect();
+        claude_clients.sort();
+        Roster {
+            editors,
+            claude_clients,
+            proposals: self
+                .proposals
+                .iter()
+                .map(|p| p.document.to_string())
+                .collect(),
+            trusted: self.agent_trusted(),
+            change_sets: self.changes.sets.len(),
+            changed_files: self.changes.pending.len(),
+            // Its memory is read every 2 s: not a move of the roster.
+            spare: self.agent.spare.clone().map(|spare| SpareStatus {
+                rss_bytes: None,
+                ..spare
+            }),
+        }
+    }
+
+    /// `moonkale/status/subscribe`: the snapshot now; its changes from now
+    /// on.
+    pub(super) fn status_subscribe(&mut self, editor: EditorId) -> Value {
+        self.subscriptions.subscribe(editor, Topic::Status);
+        // Whoever listened already heard up to this event.
+        self.roster_told = Some(self.roster());
+        serde_json::to_value(self.status()).expect("status serializes")
+    }
+
+    /// After each event: subscribers hear the snapshot when the roster
+    /// moved. Without subscribers nothing is computed.
+    pub(super) fn tell_status_subscribers(&mut self) {
+        let subscribers = self.subscriptions.subscribers(&Topic::Status);
+        if subscribers.is_empty() {
+            self.roster_told = None;
+            return;
+        }
+        let roster = self.roster();
+        if self.roster_told.as_ref() == Some(&roster) {
+            return;
+        }
+        self.roster_told = Some(roster);
+        let status = self.status();
+        for editor in subscribers {
+            self.notify::<Changed>(editor, status.clone());
+        }
+    }
+
     pub(crate) fn status(&self) -> Status {
         let active = self.active_editor().map(|(id, _)| id);
         let editors = self

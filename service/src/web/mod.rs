@@ -374,7 +374,8 @@ fn asset(path: &str) -> &'static Asset {
     fn tagged(kind: &'static str, body: &'static str) -> Asset {
         use std::hash::{Hash, Hasher};
         // SipHash with fixed keys: the same body gives the same tag in
-        // every process of this build and the next.
+        // every process of this build (another toolchain may tag it
+        // otherwise: a browser then reads it once more).
         let mut hasher = std::hash::DefaultHasher::new();
         body.hash(&mut hasher);
         let etag = format!("\"{:016x}\"", hasher.finish());

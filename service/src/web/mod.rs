@@ -299,7 +299,19 @@ async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
                 .await;
             drop(page);
             tracing::info!(%peer, "page closed");
+            let _ = tokio::task::spawn_blocking(release_freed_memory).await;
         }
+    }
+}
+
+/// Gives what a closed page freed (its rendered tree, its sockets'
+/// buffers) back to the system: glibc's arenas would keep it for reuse,
+/// and the process would stay at the size of its busiest moment.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -595,6 +595,15 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
         text.contains("\n1001\n") && text.contains("web-ok-42")
     })
     .await;
+    // Still showing the newest of them, next to the screen: the lines
+    // came in on top.
+    let from_end = b
+        .run(json!({"op": "scrollFromEnd", "selector": ".terminal.history"}))
+        .await;
+    assert!(
+        from_end.as_f64().is_some_and(|px| px < 2.0),
+        "the earlier lines kept their place: {from_end} px from their end"
+    );
     b.screenshot("desktop-terminal-history").await;
     let mut ed = w
         .client("editor-b", moonkale_tests::lsp::plain_caps())

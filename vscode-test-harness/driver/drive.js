@@ -215,6 +215,11 @@ const ops = {
     return page.title();
   },
   // Whether the page's layout scrolls sideways (wider than its viewport).
+  // How far the element's content is scrolled from its end, in pixels
+  // (0: its last line shows).
+  async scrollFromEnd({ selector }) {
+    return page.$eval(selector, (e) => e.scrollHeight - e.scrollTop - e.clientHeight);
+  },
   async scrollsSideways() {
     return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
   },

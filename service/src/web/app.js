@@ -45,13 +45,25 @@
       new Notification("Claude asks for you", { body: title });
     }
     lastCount = count;
-    // Earlier lines open at their newest, next to the screen.
+    // Earlier lines open at their newest, next to the screen, and keep
+    // their place from the bottom when more arrive on top (the rows are
+    // re-used in order, so the browser's own scroll anchoring cannot).
     const history = document.querySelector(".terminal.history");
     if (history && history !== lastHistory) {
       history.scrollTop = history.scrollHeight;
+      historyFromBottom = history.clientHeight;
+    } else if (history) {
+      history.scrollTop = history.scrollHeight - historyFromBottom;
     }
     lastHistory = history;
   }
+  let historyFromBottom = 0;
+  document.addEventListener("scroll", (e) => {
+    const t = e.target;
+    if (t && t.classList && t.classList.contains("history")) {
+      historyFromBottom = t.scrollHeight - t.scrollTop;
+    }
+  }, true);
   new MutationObserver(follow).observe(document.getElementById("main"), {
     subtree: true, childList: true, attributes: true, attributeFilter: ["data-title"],
   });

@@ -257,7 +257,10 @@ async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
                 asset.etag
             );
             if cached.is_some_and(|tags| tags.matches(&asset.etag)) {
-                respond(&mut stream, "304 Not Modified", &extra, asset.kind, b"").await;
+                // No body and no length: the browser keeps its copy's.
+                let head = format!("HTTP/1.1 304 Not Modified\r\n{extra}Connection: close\r\n\r\n");
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.shutdown().await;
             } else {
                 let body = asset.body.as_bytes();
                 respond(&mut stream, "200 OK", &extra, asset.kind, body).await;
@@ -343,7 +346,6 @@ async fn respond<S: AsyncWrite + Unpin>(
     kind: &str,
     body: &[u8],
 ) {
-    // A 304 names the length it would have had; it has no body.
     let head = format!(
         "HTTP/1.1 {status}\r\n{extra}Content-Type: {kind}\r\nContent-Length: {}\r\n\
          Referrer-Policy: no-referrer\r\n\

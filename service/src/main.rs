@@ -279,6 +279,12 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Print the status again whenever an editor or a Claude Code
+        /// client comes or goes, or what waits for you changes (with
+        /// `--json`, one JSON document a line); until Ctrl-C or the
+        /// service stops.
+        #[arg(long)]
+        watch: bool,
     },
 }
 
@@ -1197,24 +1203,40 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             );
             Ok(0)
         }
-        Command::Status { workspace, json } => {
+        Command::Status {
+            workspace,
+            json,
+            watch,
+        } => {
             let info = running_service(workspace)?;
             let mut client = observe(&info, "moonkale-status").await?;
-            let mut status = client
-                .request("moonkale/status", serde_json::Value::Null)
-                .await?;
-            // What the service published about itself, beside its state.
-            status["idePort"] = serde_json::json!(info.ide_port);
-            let sessions = client
-                .request("moonkale/agent/list", serde_json::json!({}))
-                .await
-                .unwrap_or_default();
-            status["claudes"] = claude_processes(info.pid, &sessions["sessions"], &status);
-            if let Ok(Some(sandbox)) = moonkale_service::user_state::SandboxStore::from_env()
-                .and_then(|store| store.get(&info.workspace))
-            {
-                status["sandbox"] =
-                    serde_json::json!(moonkale_service::sandbox_link::describe(&sandbox));
+            let method = if watch {
+                "moonkale/status/subscribe"
+            } else {
+                "moonkale/status"
+            };
+            let mut status = client.request(method, serde_json::Value::Null).await?;
+            loop {
+                with_what_the_service_published(&mut client, &info, &mut status).await;
+                if !watch {
+                    break;
+                }
+                // A snapshot a line (JSON), or a paragraph (text).
+                if json {
+                    let line = serde_json::to_string(&status)?;
+                    println!("{}", printable::json_for_terminal(&line));
+                } else {
+                    println!("{}", hub::render_status(&status));
+                }
+                status = tokio::select! {
+                    _ = tokio::signal::ctrl_c() => return Ok(0),
+                    changed = next_status(&mut client) => changed.map_err(|_| {
+                        anyhow::anyhow!(
+                            "the service for {} stopped",
+                            printable::one_line(&info.workspace.display().to_string())
+                        )
+                    })?,
+                };
             }
             let _ = client.request("shutdown", serde_json::Value::Null).await;
             let _ = client.notify("exit", serde_json::Value::Null).await;
@@ -1242,6 +1264,46 @@ type UnixClient = LspClient<tokio::net::unix::OwnedReadHalf, tokio::net::unix::O
 
 /// An observer connection (no editor of its own) to the service `info`
 /// names.
+/// Adds to a status snapshot what the service published about itself
+/// (its IDE port), its `claude` processes and the default sandbox.
+async fn with_what_the_service_published(
+    client: &mut UnixClient,
+    info: &runtime::ServiceInfo,
+    status: &mut serde_json::Value,
+) {
+    status["idePort"] = serde_json::json!(info.ide_port);
+    let sessions = client
+        .request("moonkale/agent/list", serde_json::json!({}))
+        .await
+        .unwrap_or_default();
+    status["claudes"] = claude_processes(info.pid, &sessions["sessions"], status);
+    if let Ok(Some(sandbox)) = moonkale_service::user_state::SandboxStore::from_env()
+        .and_then(|store| store.get(&info.workspace))
+    {
+        status["sandbox"] = serde_json::json!(moonkale_service::sandbox_link::describe(&sandbox));
+    }
+}
+
+/// The next `moonkale/status/changed` snapshot (one that arrived while a
+/// request was answered first); an error once the service is gone.
+async fn next_status(client: &mut UnixClient) -> anyhow::Result<serde_json::Value> {
+    use moonkale_protocol::jsonrpc::Message;
+    let changed =
+        <moonkale_protocol::status::Changed as lsp_types::notification::Notification>::METHOD;
+    loop {
+        let message = if client.received.is_empty() {
+            client.next_message().await?
+        } else {
+            client.received.remove(0)
+        };
+        if let Message::Notification { method, params } = message
+            && method == changed
+        {
+            return Ok(serde_json::from_str(params.get())?);
+        }
+    }
+}
+
 async fn observe(info: &runtime::ServiceInfo, name: &str) -> anyhow::Result<UnixClient> {
     let mut client =
         LspClient::connect_unix(&info.socket)

@@ -1085,3 +1085,63 @@ async fn claude_runs_in_the_default_sandbox_unless_told_not_to() {
         String::from_utf8_lossy(&again.stdout)
     );
 }
+
+/// `status --watch --json`: the status now, then again each time an
+/// editor comes or goes (a JSON document a line, nothing while it types);
+/// when the service stops, one sentence and a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_follows_editors_coming_and_going() {
+    use tokio::io::AsyncBufReadExt;
+    let sb = Sandbox::new();
+    let svc = sb.start_service(&["--no-claude-ide"]).await;
+    let mut watch = sb
+        .command("moonkale-service")
+        .args(["status", "--watch", "--json", "--workspace"])
+        .arg(&sb.workspace)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run status --watch");
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(TIMEOUT, lines.next_line())
+            .await
+            .expect("a status line in time")
+            .expect("status --watch's output")
+            .expect("status --watch goes on");
+        serde_json::from_str(&line).expect("a JSON document a line")
+    };
+    let editors = |status: &Value| -> Vec<String> {
+        status["editors"]
+            .as_array()
+            .expect("editors")
+            .iter()
+            .map(|e| e["client"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let first = next().await;
+    assert_eq!(editors(&first), Vec::<String>::new(), "{first}");
+    assert_eq!(first["workspace"], json!(sb.workspace));
+
+    let mut editor = svc.connect().await;
+    editor
+        .initialize("watched-editor", &["utf-8"], json!({}))
+        .await;
+    let attached = next().await;
+    assert_eq!(editors(&attached), ["watched-editor"], "{attached}");
+    // Typing is not a move of who is there: the next line is the editor
+    // leaving, not its edits.
+    let uri = format!("file://{}", sb.workspace.join("a.txt").display());
+    editor.did_open(&uri, 1, "a\n").await;
+    drop(editor);
+    let left = next().await;
+    assert_eq!(editors(&left), Vec::<String>::new(), "{left}");
+
+    drop(svc);
+    let out = tokio::time::timeout(TIMEOUT, watch.wait_with_output())
+        .await
+        .expect("status --watch ends with the service")
+        .expect("its output");
+    assert_one_line_error(&out, "service gone", &["the service for", "stopped"]);
+}

@@ -9,6 +9,7 @@
 //! workspace data is touched; the page's WebSocket is tungstenite's,
 //! adapted to liveview's socket, paced and bounded ([`page`]).
 
+mod assets;
 pub mod gate;
 pub mod notify;
 mod page;
@@ -216,9 +217,9 @@ async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
         )
         .await;
     };
-    let mut cached = None;
+    let mut wanted = assets::Wanted::default();
     let decided = http::parse_head(&bytes[..head_len]).and_then(|head| {
-        cached = revalidating(&head);
+        wanted = assets::Wanted::of(&head);
         let mut gate = shared
             .gate
             .lock()
@@ -251,19 +252,21 @@ async fn serve_one(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
             .await;
         }
         Route::Asset(path) => {
-            let asset = asset(path);
-            let extra = format!(
-                "Cache-Control: no-cache, private\r\nETag: {}\r\n",
-                asset.etag
-            );
-            if cached.is_some_and(|tags| tags.matches(&asset.etag)) {
-                // No body and no length: the browser keeps its copy's.
-                let head = format!("HTTP/1.1 304 Not Modified\r\n{extra}Connection: close\r\n\r\n");
-                let _ = stream.write_all(head.as_bytes()).await;
-                let _ = stream.shutdown().await;
-            } else {
-                let body = asset.body.as_bytes();
-                respond(&mut stream, "200 OK", &extra, asset.kind, body).await;
+            let asset = assets::asset(path);
+            let answer = asset.answer(&wanted);
+            match answer.body {
+                Some(body) => {
+                    respond(&mut stream, "200 OK", &answer.headers, asset.kind, body).await;
+                }
+                None => {
+                    // No body and no length: the browser keeps its copy's.
+                    let head = format!(
+                        "HTTP/1.1 304 Not Modified\r\n{}Connection: close\r\n\r\n",
+                        answer.headers
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                }
             }
         }
         Route::Socket => {
@@ -369,66 +372,6 @@ const INDEX: &str = include_str!("index.html");
 /// The page itself, its login and refusals are never kept by a browser.
 const NO_STORE: &str = "Cache-Control: no-store\r\n";
 
-/// A script, stylesheet or icon of the page: kept by the browser and asked
-/// again with its [`Asset::etag`] (`no-cache`), so a reload or a phone's
-/// return costs a 304, and a new build's files are never stale.
-struct Asset {
-    kind: &'static str,
-    body: &'static str,
-    /// A hash of the body, quoted as an entity tag.
-    etag: String,
-}
-
-fn asset(path: &str) -> &'static Asset {
-    use std::sync::OnceLock;
-    static LIVEVIEW: OnceLock<Asset> = OnceLock::new();
-    static APP_JS: OnceLock<Asset> = OnceLock::new();
-    static ICON: OnceLock<Asset> = OnceLock::new();
-    static APP_CSS: OnceLock<Asset> = OnceLock::new();
-    fn tagged(kind: &'static str, body: &'static str) -> Asset {
-        use std::hash::{Hash, Hasher};
-        // SipHash with fixed keys: the same body gives the same tag in
-        // every process of this build (another toolchain may tag it
-        // otherwise: a browser then reads it once more).
-        let mut hasher = std::hash::DefaultHasher::new();
-        body.hash(&mut hasher);
-        let etag = format!("\"{:016x}\"", hasher.finish());
-        Asset { kind, body, etag }
-    }
-    const JS: &str = "text/javascript; charset=utf-8";
-    match path {
-        "/liveview.js" => LIVEVIEW.get_or_init(|| {
-            let glue = dioxus_liveview::interpreter_glue("/ws");
-            let glue = glue
-                .trim()
-                .trim_start_matches("<script>")
-                .trim_end_matches("</script>");
-            tagged(JS, String::leak(glue.to_owned()))
-        }),
-        "/app.js" => APP_JS.get_or_init(|| tagged(JS, include_str!("app.js"))),
-        "/icon.svg" => ICON.get_or_init(|| tagged("image/svg+xml", include_str!("icon.svg"))),
-        _ => APP_CSS.get_or_init(|| tagged("text/css; charset=utf-8", include_str!("app.css"))),
-    }
-}
-
-/// The entity tags a request says its browser holds (`If-None-Match`).
-struct Held(String);
-
-impl Held {
-    fn matches(&self, etag: &str) -> bool {
-        self.0.trim() == "*"
-            || self
-                .0
-                .split(',')
-                .any(|tag| tag.trim().trim_start_matches("W/") == etag)
-    }
-}
-
-fn revalidating(head: &http::Head) -> Option<Held> {
-    let value = head.single("if-none-match").ok().flatten()?;
-    std::str::from_utf8(value).ok().map(|v| Held(v.to_owned()))
-}
-
 /// Connects one page (or the notifier) to the workspace's service.
 async fn connect(target: &Target) -> crate::Result<Client> {
     crate::acp::connect_as(target, moonkale_client::Role::AgentPanel, NAME).await
@@ -440,22 +383,6 @@ const NAME: &str = moonkale_shell::CLIENT_NAME;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A browser holding a file's tag gets a 304 for it; a tag of another
-    /// build or file does not match.
-    #[test]
-    fn held_tags_match_only_the_files_own() {
-        let css = asset("/app.css");
-        assert_eq!(css.etag, asset("/app.css").etag);
-        assert_ne!(css.etag, asset("/app.js").etag);
-        assert!(css.etag.starts_with('"') && css.etag.ends_with('"'));
-        let held = |v: &str| Held(v.to_owned());
-        assert!(held(&css.etag).matches(&css.etag));
-        assert!(held(&format!("\"x\", W/{}", css.etag)).matches(&css.etag));
-        assert!(held("*").matches(&css.etag));
-        assert!(!held("\"0000000000000000\"").matches(&css.etag));
-        assert!(!held(&asset("/app.js").etag).matches(&css.etag));
-    }
 
     /// Served on every address, the page answers to the machine's own
     /// names (loopback included) and names it by its host name.

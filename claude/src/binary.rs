@@ -161,25 +161,39 @@ pub async fn version(
     if let Some(known) = CACHE.lock().ok()?.get_or_insert_default().get(&key) {
         return *known;
     }
-    let run = tokio::process::Command::new(program)
-        .arg("--version")
-        // Never in a workspace: nothing of a repository's is read for this.
-        .current_dir("/")
-        .env_clear()
-        .envs(env.iter().cloned())
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let found = match tokio::time::timeout(VERSION_TIMEOUT, run).await {
-        Ok(Ok(out)) => parse_version(&String::from_utf8_lossy(&out.stdout)),
-        _ => None,
-    };
+    // Never in a workspace: nothing of a repository's is read for this.
+    let found = ask_version(program, &[], Path::new("/"), env).await;
     CACHE
         .lock()
         .ok()?
         .get_or_insert_default()
         .insert(key, found);
     found
+}
+
+/// `program ARGS… --version` in `cwd` with only `env`, each time (a
+/// sandbox's command, whose `claude` is whatever the sandbox holds now);
+/// `None` if it does not answer within [`VERSION_TIMEOUT`].
+pub async fn ask_version(
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Option<Version> {
+    let run = tokio::process::Command::new(program)
+        .args(args)
+        .arg("--version")
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env.iter().cloned())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(VERSION_TIMEOUT, run).await {
+        Ok(Ok(out)) => parse_version(&String::from_utf8_lossy(&out.stdout)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -1059,11 +1059,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 moonkale_service::user_state::SandboxStore::from_env()?.get(&root)?
             };
             if let Some(sandbox) = default {
-                let paths = sandbox
-                    .paths
-                    .iter()
-                    .map(|p| p.parse().map_err(anyhow::Error::msg))
-                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let paths = sandbox.paths;
                 let mut command = sandbox.command;
                 command.extend(args);
                 return claude_in_sandbox(

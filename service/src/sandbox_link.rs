@@ -300,7 +300,7 @@ pub fn default_sandbox(
     }
     Ok(crate::user_state::DefaultSandbox {
         command,
-        paths: paths.iter().map(ToString::to_string).collect(),
+        paths,
         link_bin,
     })
 }
@@ -311,7 +311,10 @@ pub fn describe(sandbox: &crate::user_state::DefaultSandbox) -> String {
     let command: Vec<String> = sandbox.command.iter().map(|w| shell_word(w)).collect();
     let mut line = crate::printable::one_line(&command.join(" "));
     for pair in &sandbox.paths {
-        line += &format!(" (--sandbox-path {})", crate::printable::one_line(pair));
+        line += &format!(
+            " (--sandbox-path {})",
+            crate::printable::one_line(&pair.to_string())
+        );
     }
     if let Some(bin) = &sandbox.link_bin {
         line += &format!(

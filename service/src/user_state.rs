@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::path_map::PathPair;
 use crate::error::{Error, IoContext, Result};
 use crate::runtime;
 
@@ -228,11 +229,31 @@ const MAX_SANDBOX_FILE: u64 = 1 << 20;
 #[serde(rename_all = "camelCase")]
 pub struct DefaultSandbox {
     pub command: Vec<String>,
-    /// `HOST=INSIDE` folders (empty: the same paths inside).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub paths: Vec<String>,
+    /// `HOST=INSIDE` folders (empty: the same paths inside), kept as the
+    /// user wrote them and parsed when the file is read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "path_pairs")]
+    pub paths: Vec<PathPair>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_bin: Option<PathBuf>,
+}
+
+/// `HOST=INSIDE` strings in the file, [`PathPair`]s in memory: a pair
+/// that does not parse makes the file damaged.
+mod path_pairs {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::PathPair;
+
+    pub fn serialize<S: Serializer>(pairs: &[PathPair], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(pairs.iter().map(ToString::to_string))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathPair>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|pair| pair.parse().map_err(serde::de::Error::custom))
+            .collect()
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -343,7 +364,7 @@ mod tests {
                 "box".into(),
                 "claude".into(),
             ],
-            paths: vec!["/home/u/ws=/workspaces/ws".into()],
+            paths: vec!["/home/u/ws=/workspaces/ws".parse().unwrap()],
             link_bin: None,
         };
         store.set(ws, sandbox.clone()).unwrap();
@@ -357,6 +378,16 @@ mod tests {
         assert!(store.clear(ws).unwrap());
         assert!(!store.clear(ws).unwrap());
         assert_eq!(store.get(ws).unwrap(), None);
+        // A pair that is not HOST=INSIDE damages the file as bad JSON does.
+        let bad = r#"{"sandboxes": [{"workspace": "/home/u/ws", "command": ["claude"], "paths": ["rel=/x"]}]}"#;
+        std::fs::write(dir.path().join("cfg/sandboxes.json"), bad).unwrap();
+        assert!(
+            store
+                .get(ws)
+                .unwrap_err()
+                .to_string()
+                .contains("must be absolute")
+        );
         std::fs::write(dir.path().join("cfg/sandboxes.json"), "{nope").unwrap();
         assert!(
             store

@@ -276,6 +276,26 @@ impl World {
         self.jail.as_ref().expect("a jailed world")
     }
 
+    /// `moonkale-service sandbox set [--sandbox-path PAIR…] -- <the jail's
+    /// claude command>` for the workspace, as a user would; what it printed.
+    pub async fn set_jail_as_default_sandbox(&self, paths: &[&str]) -> String {
+        let ws = self.sb.workspace.display().to_string();
+        let mut set = vec!["sandbox", "set", "--workspace", &ws];
+        for pair in paths {
+            set.extend(["--sandbox-path", pair]);
+        }
+        set.push("--");
+        let sandbox = self.jail().claude_command();
+        set.extend(sandbox.iter().map(String::as_str));
+        let out = self.command(&set).output().await.expect("sandbox set");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// How to build a world: nothing in the workspace, an empty script, no
     /// agent, `editor-a` with buttons.
     pub fn builder() -> WorldBuilder {

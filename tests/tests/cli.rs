@@ -938,72 +938,33 @@ async fn readme_first_run_removal_leaves_nothing_behind() {
 async fn claude_runs_in_the_default_sandbox_unless_told_not_to() {
     let sb = Sandbox::new();
     let ws = sb.workspace.display().to_string();
+    let executable = |name: &str, text: &str| {
+        let path = sb.root.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path
+    };
     // A "sandbox" that says what it was asked to run and stops there.
-    let script = sb.root.join("sandbox.sh");
-    std::fs::write(&script, "#!/bin/sh\necho \"SANDBOXED $*\"\nexit 7\n").unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let unjailed = sb.root.join("claude");
-    std::fs::write(&unjailed, "#!/bin/sh\necho \"UNJAILED $*\"\nexit 3\n").unwrap();
-    std::fs::set_permissions(
-        &unjailed,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let script = executable("sandbox.sh", "#!/bin/sh\necho \"SANDBOXED $*\"\nexit 7\n");
+    let unjailed = executable("claude", "#!/bin/sh\necho \"UNJAILED $*\"\nexit 3\n");
     let claude_bin = [("MOONKALE_CLAUDE_BIN", unjailed.to_str().unwrap())];
+    let sandbox_set = async |args: &[&str]| {
+        let mut all = vec!["sandbox", "set", "--workspace", &ws];
+        all.extend(args);
+        run(&sb, &all, &[]).await
+    };
 
-    let refused = run(
-        &sb,
-        &[
-            "sandbox",
-            "set",
-            "--workspace",
-            &ws,
-            "--",
-            "docker",
-            "exec",
-            "box",
-            "sh",
-        ],
-        &[],
-    )
-    .await;
+    let refused = sandbox_set(&["--", "docker", "exec", "box", "sh"]).await;
     assert_one_line_error(&refused, "no claude word", &["claude"]);
-    let refused = run(
-        &sb,
-        &[
-            "sandbox",
-            "set",
-            "--workspace",
-            &ws,
-            "--sandbox-path",
-            "/elsewhere=/src",
-            "--",
-            "box",
-            "claude",
-        ],
-        &[],
-    )
-    .await;
+    let refused = sandbox_set(&["--sandbox-path", "/elsewhere=/src", "--", "box", "claude"]).await;
     assert_one_line_error(
         &refused,
         "folders miss the workspace",
         &["none of the --sandbox-path folders"],
     );
 
-    let set = run(
-        &sb,
-        &[
-            "sandbox",
-            "set",
-            "--workspace",
-            &ws,
-            "--",
-            script.to_str().unwrap(),
-            "claude",
-        ],
-        &[],
-    )
-    .await;
+    let set = sandbox_set(&["--", script.to_str().unwrap(), "claude"]).await;
     assert!(
         set.status.success(),
         "{}",
@@ -1054,20 +1015,7 @@ async fn claude_runs_in_the_default_sandbox_unless_told_not_to() {
     let (report, _) = doctor(&sb, "/usr/bin:/bin").await;
     let sandbox = line(&report, "sandbox");
     assert!(sandbox.contains("--version inside failed"), "{sandbox}");
-    let set = run(
-        &sb,
-        &[
-            "sandbox",
-            "set",
-            "--workspace",
-            &ws,
-            "--",
-            "/usr/bin/env",
-            "claude",
-        ],
-        &[],
-    )
-    .await;
+    let set = sandbox_set(&["--", "/usr/bin/env", "claude"]).await;
     assert!(set.status.success());
     let (report, _) = doctor(&sb, "/usr/bin:/bin").await;
     let sandbox = line(&report, "sandbox");

@@ -984,15 +984,7 @@ async fn hosted_sessions_run_in_the_default_sandbox() {
             .after_tool("mcp__moonkale__getDiagnostics", Reply::text("JAILED_DONE")),
     );
     let ws = w.sb.workspace.display().to_string();
-    let sandbox = w.jail().claude_command();
-    let mut set = vec!["sandbox", "set", "--workspace", &ws, "--"];
-    set.extend(sandbox.iter().map(String::as_str));
-    let out = w.command(&set).output().await.expect("sandbox set");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    w.set_jail_as_default_sandbox(&[]).await;
 
     let session =
         w.ed.start_session(json!({"prompt": "write it", "permissionMode": "default"}))
@@ -1119,23 +1111,7 @@ async fn a_hosted_session_in_a_devcontainer_path_maps_its_paths() {
     );
     let ws = w.sb.workspace.display().to_string();
     let mapping = format!("{ws}={INSIDE}");
-    let mut set = vec![
-        "sandbox",
-        "set",
-        "--workspace",
-        &ws,
-        "--sandbox-path",
-        &mapping,
-        "--",
-    ];
-    let sandbox = w.jail().claude_command();
-    set.extend(sandbox.iter().map(String::as_str));
-    let out = w.command(&set).output().await.expect("sandbox set");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    w.set_jail_as_default_sandbox(&[&mapping]).await;
 
     let session =
         w.ed.start_session(json!({"prompt": "make it", "permissionMode": "acceptEdits"}))

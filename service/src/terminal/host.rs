@@ -425,18 +425,17 @@ impl Host {
         );
         // Without a sandbox named, the workspace's default one (the user's
         // `sandbox set`, never a file of the workspace's).
-        let (sandbox, sandbox_paths, link_bin) = if p.sandbox.is_empty() {
+        let (sandbox, paths, link_bin) = if p.sandbox.is_empty() {
             match self.default_sandbox()? {
-                Some(d) => (d.command, d.paths, d.link_bin),
-                None => (Vec::new(), Vec::new(), None),
+                Some(d) => (d.command, PathMap::new(d.paths), d.link_bin),
+                None => (Vec::new(), PathMap::default(), None),
             }
         } else {
-            (p.sandbox, p.sandbox_paths, p.link_bin)
+            (p.sandbox, path_map(&p.sandbox_paths)?, p.link_bin)
         };
         let (id, message) = if sandbox.is_empty() {
             self.claude_here(editor, args, size)?
         } else {
-            let paths = path_map(&sandbox_paths)?;
             self.claude_in_sandbox(editor, &sandbox, link_bin, paths, args, size)?
         };
         if let Some(session) = session {
@@ -587,6 +586,8 @@ fn default_shell() -> Vec<String> {
 /// The login shell of the user this process runs as, if the password
 /// database names an absolute one.
 fn login_shell() -> Option<String> {
+    // SAFETY: `passwd` is plain data (integers and pointers): all zeros
+    // is a valid value, overwritten by getpwuid_r.
     let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
     let mut found: *mut libc::passwd = std::ptr::null_mut();
     let mut buf = vec![0 as libc::c_char; 16 * 1024];

@@ -944,23 +944,9 @@ async fn first_token_latency() {
     println!(
         "\n## prompt -> first partial token, real claude CLI against the fake API, milliseconds"
     );
-    let Some(claude) = claude_bin() else {
-        println!(
-            "skipped: the claude CLI is not installed (scripts/install-test-peers.sh, or MOONKALE_CLAUDE)"
-        );
+    let Some((claude, version, fake)) = claude_and_fake().await else {
         return;
     };
-    // A private HOME even here: some CLI versions write ~/.claude.json on
-    // any start.
-    let version = std::process::Command::new(&claude)
-        .arg("--version")
-        .env("HOME", &Sandbox::new().home)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let fake =
-        fakeapi::FakeApi::start(fakeapi::Script::new().default_reply(fakeapi::Reply::text(REPLY)))
-            .await;
     let started = Instant::now();
     let setups = [
         (
@@ -1027,21 +1013,9 @@ async fn first_token_jailed() {
     println!(
         "\n## a new session's prompt -> first partial token, jailed beside unjailed, milliseconds"
     );
-    let Some(claude) = claude_bin() else {
-        println!(
-            "skipped: the claude CLI is not installed (scripts/install-test-peers.sh, or MOONKALE_CLAUDE)"
-        );
+    let Some((claude, version, fake)) = claude_and_fake().await else {
         return;
     };
-    let version = std::process::Command::new(&claude)
-        .arg("--version")
-        .env("HOME", &Sandbox::new().home)
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let fake =
-        fakeapi::FakeApi::start(fakeapi::Script::new().default_reply(fakeapi::Reply::text(REPLY)))
-            .await;
     let started = Instant::now();
     let (rows, memory) = spare::jailed_setups(&claude, &fake).await;
     println!(
@@ -1051,6 +1025,29 @@ async fn first_token_jailed() {
     print_turn_rows(rows);
     println!("{memory}");
     println!("(section took {:.0} s)", started.elapsed().as_secs_f64());
+}
+
+/// The first-token sections' parts: the CLI, the version it says, and a
+/// fake API answering [`REPLY`]; `None` (said) without a CLI.
+async fn claude_and_fake() -> Option<(std::path::PathBuf, String, fakeapi::FakeApi)> {
+    let Some(claude) = claude_bin() else {
+        println!(
+            "skipped: the claude CLI is not installed (scripts/install-test-peers.sh, or MOONKALE_CLAUDE)"
+        );
+        return None;
+    };
+    // A private HOME even here: some CLI versions write ~/.claude.json on
+    // any start.
+    let version = std::process::Command::new(&claude)
+        .arg("--version")
+        .env("HOME", &Sandbox::new().home)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let fake =
+        fakeapi::FakeApi::start(fakeapi::Script::new().default_reply(fakeapi::Reply::text(REPLY)))
+            .await;
+    Some((claude, version, fake))
 }
 
 /// The CLI the tests use: `MOONKALE_CLAUDE`, else the one

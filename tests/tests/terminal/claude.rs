@@ -93,12 +93,14 @@ async fn start_claude_here_with_the_real_cli() {
         .await;
     eprintln!("showMessage: {}", msg["params"]["message"]);
 
-    let ready = |s: &Value| {
-        let t = text(s);
-        t.contains("? for shortcuts") && t.contains('❯')
-    };
-    let s = wait_screen_for(c, id, "the CLI's prompt", Duration::from_secs(20), ready).await;
-    let _ = s;
+    wait_screen_for(
+        c,
+        id,
+        "the CLI's prompt",
+        Duration::from_secs(20),
+        cli_ready,
+    )
+    .await;
     // Connected to the service, with its own pid.
     if let Err(clients) = claude_client_connects(c, pid, STEP).await {
         let s = screen(c, id).await;
@@ -122,16 +124,7 @@ async fn start_claude_here_with_the_real_cli() {
     }
     assert!(!environ.split('\0').any(|kv| kv.starts_with("MOONKALE")));
 
-    input_text(c, id, "say the word").await;
-    wait_screen(c, id, "the typed prompt", |s| {
-        text(s).contains("say the word")
-    })
-    .await;
-    keys(c, id, &["Enter"]).await;
-    let s = wait_screen_for(c, id, "the model's reply", Duration::from_secs(15), |s| {
-        text(s).contains("TERMINAL_REPLY_OK")
-    })
-    .await;
+    let s = say_the_word(c, id, "TERMINAL_REPLY_OK").await;
     eprintln!("--- the service terminal ---\n{}", text(&s).trim_end());
     assert!(
         fake.outside_attempts().is_empty(),
@@ -310,23 +303,17 @@ async fn start_claude_here_inside_a_sandbox() {
             .count()
     };
     assert_eq!(sockets(&w.sb.workspace), 1);
-    let ready = |s: &Value| {
-        let t = text(s);
-        t.contains("? for shortcuts") && t.contains('❯')
-    };
-    wait_screen_for(c, id, "the CLI's prompt", Duration::from_secs(20), ready).await;
+    wait_screen_for(
+        c,
+        id,
+        "the CLI's prompt",
+        Duration::from_secs(20),
+        cli_ready,
+    )
+    .await;
     cursor_shows_in_terminal(&mut w, &uri, id).await;
     let c = &mut w.ed;
-    input_text(c, id, "say the word").await;
-    wait_screen(c, id, "the typed prompt", |s| {
-        text(s).contains("say the word")
-    })
-    .await;
-    keys(c, id, &["Enter"]).await;
-    wait_screen_for(c, id, "the model's reply", Duration::from_secs(15), |s| {
-        text(s).contains("JAILED_TERMINAL_OK")
-    })
-    .await;
+    say_the_word(c, id, "JAILED_TERMINAL_OK").await;
     c.call("moonkale/terminal/close", json!({"terminal": id}))
         .await;
     let ws = w.sb.workspace.clone();
@@ -357,15 +344,8 @@ async fn start_claude_here_runs_in_the_workspaces_default_sandbox() {
     let home = w.jail().home().to_owned();
     moonkale_tests::claude_cli::seed_home(&home, &[&w.sb.workspace]);
     let ws = w.sb.workspace.display().to_string();
-    let mut set = vec!["sandbox", "set", "--workspace", &ws, "--"];
-    let sandbox = w.jail().claude_command();
-    set.extend(sandbox.iter().map(String::as_str));
-    let out = w.command(&set).output().await.expect("sandbox set");
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success() && said.contains("now runs in the sandbox"),
-        "{said}"
-    );
+    let said = w.set_jail_as_default_sandbox(&[]).await;
+    assert!(said.contains("now runs in the sandbox"), "{said}");
     let out = w
         .command(&["sandbox", "show", "--workspace", &ws])
         .output()
@@ -388,23 +368,17 @@ async fn start_claude_here_runs_in_the_workspaces_default_sandbox() {
     let argv = info["argv"].to_string();
     assert!(argv.contains("\"sandbox-link\",\"--socket\""), "{argv}");
     assert!(argv.contains("moonkale-jail-enter"), "{argv}");
-    wait_screen_for(c, id, "the CLI's prompt", Duration::from_secs(20), |s| {
-        let t = text(s);
-        t.contains("? for shortcuts") && t.contains('❯')
-    })
+    wait_screen_for(
+        c,
+        id,
+        "the CLI's prompt",
+        Duration::from_secs(20),
+        cli_ready,
+    )
     .await;
     cursor_shows_in_terminal(&mut w, &uri, id).await;
     let c = &mut w.ed;
-    input_text(c, id, "say the word").await;
-    wait_screen(c, id, "the typed prompt", |s| {
-        text(s).contains("say the word")
-    })
-    .await;
-    keys(c, id, &["Enter"]).await;
-    wait_screen_for(c, id, "the model's reply", Duration::from_secs(15), |s| {
-        text(s).contains("DEFAULT_SANDBOX_OK")
-    })
-    .await;
+    say_the_word(c, id, "DEFAULT_SANDBOX_OK").await;
     assert!(
         !w.sb.workspace.join("PLANTED").exists(),
         "the repository's sandbox file ran"
@@ -429,6 +403,27 @@ async fn start_claude_here_runs_in_the_workspaces_default_sandbox() {
     let id = info["terminal"].as_u64().expect("a terminal");
     w.ed.call("moonkale/terminal/close", json!({"terminal": id}))
         .await;
+}
+
+/// The CLI's prompt is on the screen, ready for input.
+fn cli_ready(s: &Value) -> bool {
+    let t = text(s);
+    t.contains("? for shortcuts") && t.contains('❯')
+}
+
+/// Types "say the word" into the CLI of terminal `id`, sends it, and waits
+/// for `reply` on the screen; that screen.
+async fn say_the_word(c: &mut Client, id: u64, reply: &str) -> Value {
+    input_text(c, id, "say the word").await;
+    wait_screen(c, id, "the typed prompt", |s| {
+        text(s).contains("say the word")
+    })
+    .await;
+    keys(c, id, &["Enter"]).await;
+    wait_screen_for(c, id, "the model's reply", Duration::from_secs(15), |s| {
+        text(s).contains(reply)
+    })
+    .await
 }
 
 /// Linked: the cursor the editor reports on `uri` (hello.txt) shows in the

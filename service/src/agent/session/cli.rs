@@ -44,7 +44,7 @@ impl Launcher {
             Launcher::Claude if let Some(sandbox) = sandbox => {
                 let env = child_env(config.env.iter().cloned(), None);
                 if !trusted {
-                    check_sandboxed_honours_setting_sources(&sandbox.command, &env).await?;
+                    check_sandboxed_honours_setting_sources(&sandbox.command, cwd, &env).await?;
                 }
                 let (program, before) = sandbox
                     .command
@@ -96,29 +96,18 @@ const MIN_UNTRUSTED_CLI: moonkale_claude::binary::Version =
     moonkale_claude::binary::Version(2, 1, 0);
 
 /// [`check_honours_setting_sources`] for the `claude` a sandbox command
-/// runs: its `--version`, asked through the sandbox.
+/// runs: its `--version`, asked through the sandbox from where the CLI
+/// will start (a sandbox command may depend on it, as `docker compose
+/// exec` does).
 async fn check_sandboxed_honours_setting_sources(
     command: &[String],
+    cwd: &Path,
     env: &[(std::ffi::OsString, std::ffi::OsString)],
 ) -> Result<(), String> {
     let Some((program, rest)) = command.split_first() else {
         return Err("the default sandbox has no command".into());
     };
-    let run = tokio::process::Command::new(program)
-        .args(rest)
-        .arg("--version")
-        .env_clear()
-        .envs(env.iter().cloned())
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let found = match tokio::time::timeout(std::time::Duration::from_secs(30), run).await {
-        Ok(Ok(out)) => {
-            moonkale_claude::binary::parse_version(&String::from_utf8_lossy(&out.stdout))
-        }
-        _ => None,
-    };
+    let found = moonkale_claude::binary::ask_version(Path::new(program), rest, cwd, env).await;
     match found {
         Some(v) if v >= MIN_UNTRUSTED_CLI => Ok(()),
         found => Err(format!(

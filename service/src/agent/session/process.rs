@@ -81,16 +81,10 @@ impl Session {
         // The user's default sandbox now (a `sandbox set` or `clear` takes
         // effect at the next start of a CLI).
         let sandbox = self.config.sandbox(&self.workspace)?;
-        let paths = match &sandbox {
-            Some(sandbox) => crate::core::path_map::PathMap::new(
-                sandbox
-                    .paths
-                    .iter()
-                    .map(|p| p.parse())
-                    .collect::<Result<_, String>>()?,
-            ),
-            None => Default::default(),
-        };
+        let paths = sandbox
+            .as_ref()
+            .map(|sandbox| crate::core::path_map::PathMap::new(sandbox.paths.clone()))
+            .unwrap_or_default();
         let link = self
             .launcher
             .start(

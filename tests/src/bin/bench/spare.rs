@@ -280,6 +280,16 @@ fn rss(pid: u32) -> Option<u64> {
     Some(moonkale_tests::try_rss_kib(pid as i32)? * 1024)
 }
 
+/// The memory line of a warm setup `w` beside its cold twin `c`.
+fn rss_line(w: &NewSessions, c: &NewSessions) -> String {
+    format!(
+        "service RSS, an editor attached: {} with the spare, {} without; the spare claude's own RSS: {}",
+        mib(w.service_rss),
+        mib(c.service_rss),
+        w.spare_rss.map_or("unknown".to_owned(), mib)
+    )
+}
+
 pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / 1048576.0)
 }
@@ -302,12 +312,7 @@ pub async fn setups(
             .join(" ")
     );
     if let (Ok(w), Ok(c)) = (&warm, &cold) {
-        memory.push_str(&format!(
-            "\nservice RSS, an editor attached: {} with the spare, {} without; the spare claude's own RSS: {}",
-            mib(w.service_rss),
-            mib(c.service_rss),
-            w.spare_rss.map_or("unknown".to_owned(), mib)
-        ));
+        memory.push_str(&format!("\n{}", rss_line(w, c)));
     }
     let rows = vec![
         (
@@ -346,12 +351,7 @@ pub async fn jailed_setups(
         ("jailed", &warm_jailed, &cold_jailed),
     ] {
         if let (Ok(w), Ok(c)) = (w, c) {
-            memory.push_str(&format!(
-                "\n{label}: service RSS, an editor attached: {} with the spare, {} without; the spare claude's own RSS: {}",
-                mib(w.service_rss),
-                mib(c.service_rss),
-                w.spare_rss.map_or("unknown".to_owned(), mib)
-            ));
+            memory.push_str(&format!("\n{label}: {}", rss_line(w, c)));
         }
     }
     let rows = vec![

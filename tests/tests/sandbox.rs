@@ -280,14 +280,7 @@ async fn hostile_a_mapped_link_answers_only_for_its_folder() {
         .start()
         .await;
     let host = w.sb.workspace.display().to_string();
-    std::os::unix::fs::symlink("/etc", w.path("out")).unwrap();
-    let mut opener = w.client("opener", plain_caps()).await;
-    let link = opener
-        .call(
-            "moonkale/terminal/sandboxLink",
-            json!({"paths": [format!("{host}=/workspaces/ws")]}),
-        )
-        .await;
+    let (mut opener, link) = mapped_link_beside_a_symlink_out(&w, "/workspaces/ws").await;
     let socket = link["socket"].as_str().expect("a socket");
     assert!(
         socket.starts_with("/workspaces/ws/.moonkale-link-"),
@@ -525,6 +518,22 @@ async fn upgraded_raw(socket: &Path, token: &str) -> tokio::net::UnixStream {
     })
     .await;
     upgraded.expect("the link's session stayed taken")
+}
+
+/// A symlink `out` → `/etc` planted in the workspace, then a link whose
+/// sandbox mounts the workspace at `inside`, asked by an editor (which
+/// keeps it open while it stays); the editor and the link's answer.
+async fn mapped_link_beside_a_symlink_out(w: &World, inside: &str) -> (Client, Value) {
+    std::os::unix::fs::symlink("/etc", w.path("out")).unwrap();
+    let host = w.sb.workspace.display().to_string();
+    let mut opener = w.client("opener", plain_caps()).await;
+    let link = opener
+        .call(
+            "moonkale/terminal/sandboxLink",
+            json!({"paths": [format!("{host}={inside}")]}),
+        )
+        .await;
+    (opener, link)
 }
 
 /// A [`LinkClient`] once the link's one session is free (as
@@ -1211,14 +1220,7 @@ async fn hostile_from_a_devcontainer_path_only_its_folder_opens() {
         .start()
         .await;
     let host = w.sb.workspace.display().to_string();
-    std::os::unix::fs::symlink("/etc", w.path("out")).unwrap();
-    let mut opener = w.client("opener", plain_caps()).await;
-    let link = opener
-        .call(
-            "moonkale/terminal/sandboxLink",
-            json!({"paths": [format!("{host}={INSIDE}")]}),
-        )
-        .await;
+    let (opener, link) = mapped_link_beside_a_symlink_out(&w, INSIDE).await;
     let socket = link["socket"].as_str().expect("a socket").to_owned();
     let token = link["token"].as_str().expect("a token").to_owned();
     let tried = [

@@ -303,15 +303,7 @@ async fn start_claude_here_inside_a_sandbox() {
             .count()
     };
     assert_eq!(sockets(&w.sb.workspace), 1);
-    wait_screen_for(
-        c,
-        id,
-        "the CLI's prompt",
-        Duration::from_secs(20),
-        cli_ready,
-    )
-    .await;
-    cursor_shows_in_terminal(&mut w, &uri, id).await;
+    linked_and_ready(&mut w, &uri, id).await;
     let c = &mut w.ed;
     say_the_word(c, id, "JAILED_TERMINAL_OK").await;
     c.call("moonkale/terminal/close", json!({"terminal": id}))
@@ -368,15 +360,7 @@ async fn start_claude_here_runs_in_the_workspaces_default_sandbox() {
     let argv = info["argv"].to_string();
     assert!(argv.contains("\"sandbox-link\",\"--socket\""), "{argv}");
     assert!(argv.contains("moonkale-jail-enter"), "{argv}");
-    wait_screen_for(
-        c,
-        id,
-        "the CLI's prompt",
-        Duration::from_secs(20),
-        cli_ready,
-    )
-    .await;
-    cursor_shows_in_terminal(&mut w, &uri, id).await;
+    linked_and_ready(&mut w, &uri, id).await;
     let c = &mut w.ed;
     say_the_word(c, id, "DEFAULT_SANDBOX_OK").await;
     assert!(
@@ -424,6 +408,20 @@ async fn say_the_word(c: &mut Client, id: u64, reply: &str) -> Value {
         text(s).contains(reply)
     })
     .await
+}
+
+/// The CLI of terminal `id` at its prompt, and linked: the editor's
+/// cursor on `uri` shows in it.
+async fn linked_and_ready(w: &mut moonkale_tests::world::World, uri: &str, id: u64) {
+    wait_screen_for(
+        &mut w.ed,
+        id,
+        "the CLI's prompt",
+        Duration::from_secs(20),
+        cli_ready,
+    )
+    .await;
+    cursor_shows_in_terminal(w, uri, id).await;
 }
 
 /// Linked: the cursor the editor reports on `uri` (hello.txt) shows in the

@@ -44,8 +44,8 @@ pub use ports::{
 };
 
 pub use status::{
-    DiagnosticsCount, DocumentStatus, EditorStatus, SelectionStatus, Status,
-    render as render_status,
+    DiagnosticsCount, DocumentStatus, EditorStatus, Report as StatusReport, SelectionStatus,
+    Status, render as render_status,
 };
 pub use workspace::documents::DOCUMENT_OVERHEAD;
 pub use workspace::{

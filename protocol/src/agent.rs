@@ -105,6 +105,16 @@ impl SessionState {
             SessionState::Failed => "failed",
         }
     }
+
+    /// The state as a person reads it (never the wire's camelCase).
+    pub fn in_words(self) -> &'static str {
+        match self {
+            SessionState::Idle => "idle",
+            SessionState::Running => "running",
+            SessionState::WaitingForApproval => "waiting for you",
+            SessionState::Failed => "failed",
+        }
+    }
 }
 
 /// What `list` shows of a session.

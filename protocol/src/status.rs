@@ -162,3 +162,40 @@ pub struct DiagnosticsCount {
     pub information: usize,
     pub hints: usize,
 }
+
+/// What `moonkale-service status` shows (and prints with `--json`): the
+/// hub's snapshot and what the command adds from outside the hub.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    #[serde(flatten)]
+    pub status: Status,
+    /// The port of Claude Code's IDE server the service published.
+    pub ide_port: Option<u16>,
+    /// Every `claude` the service runs, read from `/proc`.
+    #[serde(default)]
+    pub claudes: Vec<ClaudeProcess>,
+    /// The user's default sandbox for this workspace, described.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The workspace's terminals.
+    #[serde(default)]
+    pub terminals: Vec<crate::terminal::TerminalInfo>,
+}
+
+/// A `claude` process the service runs: a hosted session's or the spare's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaudeProcess {
+    pub pid: u32,
+    pub session: String,
+    /// The hosted session's state; `None` for the spare (and a session the
+    /// service no longer lists).
+    pub state: Option<crate::agent::SessionState>,
+    /// The warm spare's CLI.
+    #[serde(default)]
+    pub spare: bool,
+    pub rss_bytes: u64,
+    #[serde(default)]
+    pub jailed: bool,
+}

@@ -119,12 +119,12 @@ pub async fn send(
                 match state.state {
                     SessionState::Idle => {
                         tell(&mut told);
-                        println!();
+                        crate::stdout::line("");
                         return Ok(0);
                     }
                     SessionState::Failed => {
                         if printed {
-                            println!();
+                            crate::stdout::line("");
                         }
                         let why = match (&state.login, target) {
                             (Some(login), Target::Remote(_)) => login.sentence_remote(),
@@ -334,8 +334,7 @@ async fn follow_once(
         }
         let mut out = String::new();
         render_event(event, &mut out);
-        print!("{out}");
-        let _ = std::io::stdout().flush();
+        crate::stdout::write(&out);
         *next = event.seq + 1;
     };
     let state = loop {

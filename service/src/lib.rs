@@ -29,6 +29,7 @@
 //! - [`doctor`]: the first-run check.
 //! - [`id_prefix`]: ids given by a unique prefix on the command line.
 //! - [`printable`]: untrusted text made safe to print on a terminal.
+//! - [`stdout`]: what a command prints; a closed pipe ends it quietly.
 
 pub mod acp;
 pub mod agent;
@@ -51,6 +52,7 @@ pub mod remote;
 pub mod runtime;
 pub mod sandbox_link;
 pub mod server;
+pub mod stdout;
 pub mod terminal;
 pub mod user_state;
 pub mod web;

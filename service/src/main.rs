@@ -11,7 +11,7 @@ use moonkale_service::ide::IdeConfig;
 use moonkale_service::runtime::{self, RuntimeDir};
 use moonkale_service::terminal::host::{claude_launch, mode_args};
 use moonkale_service::{
-    Error, acp, agent_client, doctor, hub, lifetime, printable, remote, server,
+    Error, acp, agent_client, doctor, hub, lifetime, printable, remote, server, stdout,
 };
 
 /// One long-running process per workspace: editors attach to it as a
@@ -334,12 +334,12 @@ async fn run_agent_command(
             Ok(0)
         }
         AgentCommand::List { json } => {
-            print!("{}", agent_client::list(target, json).await?);
+            moonkale_service::out!("{}", agent_client::list(target, json).await?);
             Ok(0)
         }
         AgentCommand::Show { session } => {
             let session = resolve(&session).await?;
-            print!("{}", agent_client::show(target, &session).await?);
+            moonkale_service::out!("{}", agent_client::show(target, &session).await?);
             Ok(0)
         }
         AgentCommand::Follow {
@@ -412,11 +412,11 @@ async fn run_changes_command(
     let (socket, root) = (&info.socket, &info.workspace);
     match command {
         ChangesVerb::List { all, json } => {
-            print!("{}", changes::list(socket, root, all, json).await?)
+            moonkale_service::out!("{}", changes::list(socket, root, all, json).await?)
         }
         ChangesVerb::Show { set, json } => {
             let set = changes::resolve_set(socket, &set).await?;
-            print!("{}", changes::show(socket, root, set, json).await?)
+            moonkale_service::out!("{}", changes::show(socket, root, set, json).await?)
         }
         ChangesVerb::Undo {
             set,
@@ -426,7 +426,7 @@ async fn run_changes_command(
         } => {
             let set = changes::resolve_set(socket, &set).await?;
             let done = changes::undo(socket, set, file.as_deref(), hunk, reason).await?;
-            print!("{done}");
+            moonkale_service::out!("{done}");
         }
         ChangesVerb::Keep { set, file } => {
             let set = changes::resolve_set(socket, &set).await?;
@@ -653,16 +653,11 @@ fn main() {
     // SAFETY: umask has no preconditions; set before any thread exists.
     unsafe { libc::umask(0o077) };
     let cli = Cli::try_parse().unwrap_or_else(|e| exit_on_bad_arguments(&e));
-    // In a sandbox link, stderr is the terminal Claude Code draws on; for
-    // `claude` it is the user's terminal, and for `acp` the panel's (or its
-    // log): no log lines there, only warnings.
-    let quiet = matches!(
-        cli.command,
-        Command::SandboxLink { .. }
-            | Command::Claude { .. }
-            | Command::Acp { .. }
-            | Command::Web { .. }
-    );
+    // Only a service's own stderr is a log (a service started for a
+    // command writes it to its log file). Every other command's stderr is a
+    // person's terminal, Claude Code's (a sandbox link) or an ACP panel's:
+    // warnings only there unless MOONKALE_LOG asks for more.
+    let quiet = !matches!(cli.command, Command::Serve { .. } | Command::Lsp { .. });
     let default_level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -754,7 +749,7 @@ async fn claude_in_sandbox(
             printable::one_line(&root.display().to_string()),
             printable::one_line(&inside.display().to_string())
         );
-        println!("{line}");
+        moonkale_service::outln!("{line}");
         let mut notifications = front.notifications().expect("a new client's");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
@@ -883,16 +878,15 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = Cli::command();
-            clap_complete::generate(
-                shell,
-                &mut command,
-                "moonkale-service",
-                &mut std::io::stdout(),
-            );
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "moonkale-service", &mut script);
+            stdout::write(String::from_utf8_lossy(&script));
             Ok(0)
         }
         Command::Man { command } => {
-            manual_page(&command, &mut std::io::stdout().lock())?;
+            let mut page = Vec::new();
+            manual_page(&command, &mut page)?;
+            stdout::write(String::from_utf8_lossy(&page));
             Ok(0)
         }
         Command::Serve {
@@ -1104,7 +1098,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let store = moonkale_service::user_state::TrustStore::from_env()?;
             if status {
                 let trusted = store.is_trusted(&root);
-                println!(
+                moonkale_service::outln!(
                     "{} is {}trusted",
                     root.display(),
                     if trusted { "" } else { "not " }
@@ -1120,7 +1114,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                     moonkale_service::agent::host::trust_message(&store, &root, !revoke)
                 }
             };
-            println!("{message}");
+            moonkale_service::outln!("{message}");
             Ok(0)
         }
         Command::Sandbox { workspace, command } => {
@@ -1140,23 +1134,23 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                         link_bin,
                     )?;
                     store.set(&root, sandbox.clone())?;
-                    println!(
+                    moonkale_service::outln!(
                         "Claude Code for {shown} now runs in the sandbox: {}",
                         moonkale_service::sandbox_link::describe(&sandbox)
                     );
                 }
                 SandboxVerb::Show => match store.get(&root)? {
-                    Some(sandbox) => println!(
+                    Some(sandbox) => moonkale_service::outln!(
                         "{shown}: {}",
                         moonkale_service::sandbox_link::describe(&sandbox)
                     ),
-                    None => println!("{shown} has no default sandbox"),
+                    None => moonkale_service::outln!("{shown} has no default sandbox"),
                 },
                 SandboxVerb::Clear => {
                     if store.clear(&root)? {
-                        println!("Claude Code for {shown} runs unjailed again");
+                        moonkale_service::outln!("Claude Code for {shown} runs unjailed again");
                     } else {
-                        println!("{shown} had no default sandbox");
+                        moonkale_service::outln!("{shown} had no default sandbox");
                     }
                 }
             }
@@ -1171,7 +1165,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             } else {
                 doctor::render(&checks)
             };
-            print!("{report}");
+            moonkale_service::out!("{report}");
             Ok(code)
         }
         Command::Stop { workspace } => {
@@ -1211,18 +1205,27 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             } else {
                 "moonkale/status"
             };
-            let mut status = client.request(method, serde_json::Value::Null).await?;
+            let mut status =
+                serde_json::from_value(client.request(method, serde_json::Value::Null).await?)?;
             loop {
-                with_what_the_service_published(&mut client, &info, &mut status).await;
+                let report = status_report(&mut client, &info, status).await;
                 if !watch {
-                    break;
+                    let _ = client.request("shutdown", serde_json::Value::Null).await;
+                    let _ = client.notify("exit", serde_json::Value::Null).await;
+                    if json {
+                        let json = serde_json::to_string_pretty(&report)?;
+                        moonkale_service::outln!("{}", printable::json_for_terminal(&json));
+                    } else {
+                        moonkale_service::out!("{}", hub::render_status(&report));
+                    }
+                    return Ok(0);
                 }
                 // A snapshot a line (JSON), or a paragraph (text).
                 if json {
-                    let line = serde_json::to_string(&status)?;
-                    println!("{}", printable::json_for_terminal(&line));
+                    let line = serde_json::to_string(&report)?;
+                    moonkale_service::outln!("{}", printable::json_for_terminal(&line));
                 } else {
-                    println!("{}", hub::render_status(&status));
+                    moonkale_service::outln!("{}", hub::render_status(&report));
                 }
                 status = tokio::select! {
                     _ = tokio::signal::ctrl_c() => return Ok(0),
@@ -1234,15 +1237,6 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                     })?,
                 };
             }
-            let _ = client.request("shutdown", serde_json::Value::Null).await;
-            let _ = client.notify("exit", serde_json::Value::Null).await;
-            if json {
-                let json = serde_json::to_string_pretty(&status)?;
-                println!("{}", printable::json_for_terminal(&json));
-            } else {
-                print!("{}", hub::render_status(&status));
-            }
-            Ok(0)
         }
     }
 }
@@ -1258,31 +1252,47 @@ fn running_service(workspace: Option<PathBuf>) -> anyhow::Result<runtime::Servic
 
 type UnixClient = LspClient<tokio::net::unix::OwnedReadHalf, tokio::net::unix::OwnedWriteHalf>;
 
-/// An observer connection (no editor of its own) to the service `info`
-/// names.
-/// Adds to a status snapshot what the service published about itself
-/// (its IDE port), its `claude` processes and the default sandbox.
-async fn with_what_the_service_published(
+/// A status snapshot with what the service published about itself (its
+/// IDE port), its `claude` processes, its terminals and the default
+/// sandbox.
+async fn status_report(
     client: &mut UnixClient,
     info: &runtime::ServiceInfo,
-    status: &mut serde_json::Value,
-) {
-    status["idePort"] = serde_json::json!(info.ide_port);
-    let sessions = client
+    status: hub::Status,
+) -> hub::StatusReport {
+    let sessions: moonkale_protocol::agent::ListResult = client
         .request("moonkale/agent/list", serde_json::json!({}))
         .await
-        .unwrap_or_default();
-    status["claudes"] = claude_processes(info.pid, &sessions["sessions"], status);
-    if let Ok(Some(sandbox)) = moonkale_service::user_state::SandboxStore::from_env()
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or(moonkale_protocol::agent::ListResult {
+            sessions: Vec::new(),
+        });
+    let terminals: moonkale_protocol::terminal::ListResult = client
+        .request("moonkale/terminal/list", serde_json::Value::Null)
+        .await
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or(moonkale_protocol::terminal::ListResult {
+            terminals: Vec::new(),
+        });
+    let sandbox = moonkale_service::user_state::SandboxStore::from_env()
         .and_then(|store| store.get(&info.workspace))
-    {
-        status["sandbox"] = serde_json::json!(moonkale_service::sandbox_link::describe(&sandbox));
+        .ok()
+        .flatten()
+        .map(|sandbox| moonkale_service::sandbox_link::describe(&sandbox));
+    hub::StatusReport {
+        claudes: claude_processes(info.pid, &sessions.sessions, status.agent_spare.as_ref()),
+        status,
+        ide_port: info.ide_port,
+        sandbox,
+        terminals: terminals.terminals,
     }
 }
 
 /// The next `moonkale/status/changed` snapshot (one that arrived while a
 /// request was answered first); an error once the service is gone.
-async fn next_status(client: &mut UnixClient) -> anyhow::Result<serde_json::Value> {
+async fn next_status(client: &mut UnixClient) -> anyhow::Result<hub::Status> {
     use moonkale_protocol::jsonrpc::Message;
     let changed =
         <moonkale_protocol::status::Changed as lsp_types::notification::Notification>::METHOD;
@@ -1316,17 +1326,9 @@ async fn observe(info: &runtime::ServiceInfo, name: &str) -> anyhow::Result<Unix
 /// and resident memory, read from `/proc`.
 fn claude_processes(
     service: u32,
-    sessions: &serde_json::Value,
-    status: &serde_json::Value,
-) -> serde_json::Value {
-    let summary_of = |session: &str| {
-        sessions
-            .as_array()
-            .and_then(|all| all.iter().find(|s| s["session"] == session))
-            .cloned()
-            .unwrap_or_default()
-    };
-    let spare_pid = status["agentSpare"]["pid"].as_u64();
+    sessions: &[moonkale_protocol::agent::SessionSummary],
+    spare: Option<&moonkale_protocol::status::SpareStatus>,
+) -> Vec<moonkale_protocol::status::ClaudeProcess> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
@@ -1352,24 +1354,19 @@ fn claude_processes(
                 .map(str::to_owned)
         });
         let Some(session) = session else { continue };
-        let rss = std::fs::read_to_string(entry.path().join("status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024);
-        let (state, jailed) = if spare_pid == Some(u64::from(pid)) {
-            ("spare".to_owned(), status["agentSpare"]["jailed"] == true)
-        } else {
-            let summary = summary_of(&session);
-            let state = summary["state"].as_str().unwrap_or("unknown").to_owned();
-            (state, summary["jailed"] == true)
-        };
-        found.push(serde_json::json!({
-            "pid": pid, "session": session, "state": state, "rssBytes": rss, "jailed": jailed,
-        }));
+        let rss_bytes = moonkale_service::agent::host::rss_bytes(pid).unwrap_or(0);
+        let spare = spare.filter(|spare| spare.pid == pid);
+        let listed = sessions.iter().find(|s| s.session == session);
+        found.push(moonkale_protocol::status::ClaudeProcess {
+            pid,
+            session,
+            state: listed.map(|s| s.state),
+            spare: spare.is_some(),
+            rss_bytes,
+            jailed: spare.map_or(listed.is_some_and(|s| s.jailed), |s| s.jailed),
+        });
     }
-    serde_json::Value::Array(found)
+    found
 }
 
 /// Whether an editor is attached to the service `info` names (it then

@@ -798,6 +798,49 @@ async fn completions_and_manual_pages_come_from_the_command_line() {
     assert_one_line_error(&out, "unknown command", &["there is no command nonsense"]);
 }
 
+/// A reader that went away (`completions bash | head -3`, `agent list |
+/// true`) ends every printing command quietly, with 0, as it ends `ls |
+/// head`: no panic, no "failed printing to stdout". The pipe's reading end
+/// is closed before the command starts, so every write meets it closed.
+#[tokio::test]
+async fn a_closed_pipe_ends_a_command_quietly() {
+    let sb = Sandbox::new();
+    let _svc = sb.start_service(&["--no-claude-ide"]).await;
+    let ws = sb.workspace.display().to_string();
+    let cases: &[&[&str]] = &[
+        &["completions", "bash"],
+        &["man"],
+        &["man", "agent", "show"],
+        &["status", "--workspace", &ws],
+        &["status", "--json", "--workspace", &ws],
+        &["agent", "list", "--workspace", &ws],
+        &["agent", "list", "--json", "--workspace", &ws],
+        &["doctor", "--workspace", &ws],
+        &["changes", "list", "--workspace", &ws],
+    ];
+    for args in cases {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let mut cmd = sb.command("moonkale-service");
+        cmd.args(*args)
+            .env("RUST_BACKTRACE", "1")
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped());
+        // Not `output()`, which would pipe stdout anew.
+        let child = cmd.spawn().expect("run moonkale-service");
+        let out = tokio::time::timeout(TIMEOUT, child.wait_with_output())
+            .await
+            .expect("it exits")
+            .expect("its status");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(0) && stderr.is_empty(),
+            "{args:?} with its reader gone: {:?}, said {stderr}",
+            out.status
+        );
+    }
+}
+
 /// README's server-mode certificate, made as written, also names
 /// `localhost` and `127.0.0.1`: `connect` over TLS to a service on this
 /// machine trusts it by either name.

@@ -361,6 +361,7 @@ fn trust() {
         > status
           workspace /w (pid 0)
           not trusted: Claude Code sessions load only your own settings (`moonkale-service trust` to change)
+          0 claude processes run by the service
           3 editors attached
             #1 ed1 via unix, utf-16
             #2 ed2 via unix, utf-16

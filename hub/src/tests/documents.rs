@@ -47,6 +47,7 @@ fn open_change_save_close() {
           #2 <- Ok {"dirty":false,"editor":1,"inSync":true,"text":"fn main() { todo!(); }\n","uri":"file:///w/a.rs","version":2}
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
           1 editor attached
             #1 ed1 via unix, utf-16  [active]
               selection file:///w/a.rs 0:21 -> 0:21 (from edit)
@@ -176,6 +177,7 @@ fn hostile_27_store_caps() {
           ed1 <- window/logMessage {"message":"moonkale: didChange for file:///w/b refused: document would hold 12333 bytes, over the 12328-byte cap","type":2}
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
           1 editor attached
             #1 ed1 via unix, utf-32  [active]
               v1     file:///w/a
@@ -283,6 +285,7 @@ fn the_latest_editor_answers() {
           #5 <- Err -32602 invalid params: missing field `uri` at line 1 column 2
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
           1 editor attached
             #2 ed2 via unix, utf-32  [active]
               v7     file:///w/a.rs
@@ -358,6 +361,7 @@ fn requests_before_attach_and_from_observers() {
           #2 <- Ok {"dirty":false,"editor":1,"inSync":true,"text":"text","uri":"file:///w/a.rs","version":1}
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
           1 editor attached
             #1 ed1 via unix, utf-32  [active]
               v1     file:///w/a.rs

@@ -755,8 +755,16 @@ impl World {
     /// Code connections and the pending proposals.
     pub fn status(&mut self) {
         let status = self.ws.status();
-        let mut shown = serde_json::to_value(&status).expect("serializes");
-        shown["pid"] = json!(0);
+        let shown = crate::StatusReport {
+            status: crate::Status {
+                pid: 0,
+                ..status.clone()
+            },
+            ide_port: None,
+            claudes: Vec::new(),
+            sandbox: None,
+            terminals: Vec::new(),
+        };
         self.log.push_str("> status\n");
         for line in crate::render_status(&shown).lines() {
             self.log.push_str(&format!("  {line}\n"));

@@ -200,6 +200,8 @@ fn workspace_documents_and_dirtiness() {
                 CLOSED_0_DIFF_TABS
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
+          Claude Code clients: 1 (pid 4242)
           2 editors attached
             #1 ed1 via unix, utf-32  [active]
               selection file:///w/src/a.rs 1:3 -> 1:3 (from moonkale/selectionChanged)
@@ -417,6 +419,8 @@ fn diagnostics_forwarded_listed_and_pulled() {
           #5 <- Ok {"items":[{"code":"needless","message":"hint","range":{"end":{"character":3,"line":0},"start":{"character":0,"line":0}},"severity":4},{"message":"no severity","range":{"end":{"character":3,"line":0},"start":{"character":0,"line":0}}}],"kind":"full"}
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
+          Claude Code clients: 1 (pid 4242)
           2 editors attached
             #1 ed1 via unix, utf-32  [active]
               selection file:///w/src/a.rs 1:3 -> 1:3 (from moonkale/selectionChanged)

@@ -66,6 +66,10 @@ fn reviewed_hunk_by_hunk_then_accepted_with_a_code_action() {
           #1 waits
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
+          Claude Code clients: 1 (pid unknown)
+          1 proposed edit waiting for a decision in an editor
+            file:///w/src/lib.rs
           2 editors attached
             #1 ed1 via unix, utf-16
               v1     file:///w/src/lib.rs

@@ -94,6 +94,8 @@ fn each_source_sets_the_selection() {
           selection = {"filePath":"/w/a.rs","fileUrl":"file:///w/a.rs","selection":{"end":{"character":2,"line":1},"isEmpty":true,"start":{"character":2,"line":1}},"text":""}
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
+          Claude Code clients: 1 (pid unknown)
           1 editor attached
             #1 ed1 via unix, utf-16  [active]
               selection file:///w/a.rs 1:2 -> 1:2 (from edit)
@@ -206,6 +208,8 @@ fn the_active_editor_is_the_one_used_last() {
           selection = {"filePath":"/w/b.rs","fileUrl":"file:///w/b.rs","selection":{"end":{"character":2,"line":0},"isEmpty":true,"start":{"character":2,"line":0}},"text":""}
         > status
           workspace /w (pid 0)
+          0 claude processes run by the service
+          Claude Code clients: 1 (pid unknown)
           1 editor attached
             #2 ed2 via unix, utf-32  [active]
               selection file:///w/b.rs 0:2 -> 0:2 (from hover)

@@ -87,7 +87,7 @@ pub async fn run(
         shown = host_name();
     }
     let url = url_of(addr, shown.as_deref(), secure, &secret);
-    println!("{url}");
+    crate::stdout::line(&url);
     if !addr.ip().is_loopback() {
         eprintln!("{}", notify::qr_text(&url));
     }

@@ -145,6 +145,27 @@ async fn a_new_session_adopts_the_warm_spare_and_another_follows() {
     .await;
     assert_ne!(session_of(pid_of(&next)), session);
     assert!(!is_gone(pid), "the adopted CLI runs on as the session's");
+
+    // What a person sees with a spare running (its status once panicked
+    // on the absent `jailed` key): both CLIs, in words.
+    let ws = w.sb.workspace.display().to_string();
+    let out = w
+        .command(&["status", "--workspace", &ws])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains(&format!("warm spare claude: pid {}", pid_of(&next)))
+            && said.contains(&format!("pid {pid}: session {session} (idle)"))
+            && said.contains("(warm spare)"),
+        "{said}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -903,5 +903,6 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 }
 
 mod spare;
+pub use spare::rss_bytes;
 #[cfg(test)]
 mod tests;

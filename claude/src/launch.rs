@@ -144,6 +144,25 @@ pub fn child_env(
     env
 }
 
+/// Where git looks for the repository of a CLI in a workspace the user
+/// does not trust: nowhere. A repository's own configuration names
+/// programs git runs for `status` and `log` (`core.fsmonitor`,
+/// `gpg.program` through `log.showSignature`, filter drivers whose names
+/// come from the repository's `.gitattributes`, so no `-c` can switch every
+/// one off), and the CLI runs such calls itself at the start of a turn,
+/// hardened or not depending on its version. With `GIT_DIR` naming no
+/// repository, git reads none of the workspace's configuration and every
+/// git call in it fails before running anything.
+pub const NO_REPOSITORY: &str = "/dev/null";
+
+/// Makes `env` one in which git finds no repository ([`NO_REPOSITORY`]):
+/// the user's own `GIT_*` variables go too, as none may point git back at
+/// the workspace.
+pub fn without_repository(env: &mut Vec<(OsString, OsString)>) {
+    env.retain(|(k, _)| !k.to_string_lossy().starts_with("GIT_"));
+    env.push(("GIT_DIR".into(), NO_REPOSITORY.into()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

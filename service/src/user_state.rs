@@ -137,7 +137,8 @@ struct TrustEntry {
 pub const TRUST_ENABLES: &str = "Claude Code sessions the service runs for it load the \
 repository's own Claude Code settings: .claude/settings.json and .claude/settings.local.json \
 (hooks there run shell commands, permission rules there can allow tools without asking) and \
-the MCP servers of .mcp.json (programs that start with the session)";
+the MCP servers of .mcp.json (programs that start with the session), and git in them sees the \
+repository (whose own git configuration can name programs git runs)";
 
 impl TrustStore {
     pub fn from_env() -> Result<TrustStore> {

@@ -161,6 +161,95 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Makes `ws` a repository whose own git configuration runs programs when
+/// `git status` and `git log` run in it, as Claude Code's start-of-turn
+/// calls do: `core.fsmonitor`, `gpg.program` (through `log.showSignature`
+/// and a signed commit) and a filter driver named by `.gitattributes`.
+/// Each trap touches `marker.git-<trap>` in `outside`. Checks that plain
+/// git runs them all (so a test that sees none proves something), then
+/// clears the markers.
+fn plant_git_traps(ws: &Path, outside: &Path) {
+    let trap = |name: &str, body: &str| {
+        let path = outside.join(format!("{name}.sh"));
+        let script = format!(
+            "#!/bin/sh\ntouch '{}/marker.git-{name}'\n{body}\n",
+            outside.display()
+        );
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path.display().to_string()
+    };
+    let fsmonitor = trap("fsmonitor", "exit 1");
+    let gpg = trap("gpg", "exit 1");
+    let filter = trap("filter", "cat");
+    std::fs::write(ws.join("tracked.txt"), "shipped\n").unwrap();
+    std::fs::write(ws.join(".gitattributes"), "tracked.txt filter=trap\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", "-A"]);
+    git(ws, &["commit", "-q", "-m", "shipped"]);
+    // A commit with a signature, for `log.showSignature` to verify.
+    let head = git(ws, &["rev-parse", "HEAD"]);
+    let tree = git(ws, &["rev-parse", "HEAD^{tree}"]);
+    let commit = format!(
+        "tree {}\nparent {}\nauthor t <t@e> 1700000000 +0000\ncommitter t <t@e> 1700000000 +0000\n\
+         gpgsig -----BEGIN PGP SIGNATURE-----\n \n AAAA\n -----END PGP SIGNATURE-----\n\nsigned\n",
+        tree.trim(),
+        head.trim()
+    );
+    let body = outside.join("commit.txt");
+    std::fs::write(&body, commit).unwrap();
+    let signed = git(
+        ws,
+        &[
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            &body.display().to_string(),
+        ],
+    );
+    git(ws, &["update-ref", "HEAD", signed.trim()]);
+    for (key, value) in [
+        ("core.fsmonitor", fsmonitor.as_str()),
+        ("log.showSignature", "true"),
+        ("gpg.program", gpg.as_str()),
+        ("filter.trap.clean", filter.as_str()),
+        ("filter.trap.smudge", filter.as_str()),
+    ] {
+        git(ws, &["config", key, value]);
+    }
+    // A new modification time: the next `git status` hashes the file again
+    // through the filter (`--no-optional-locks` leaves the index stale, so
+    // every status does).
+    let touch = || {
+        let file = std::fs::File::options()
+            .append(true)
+            .open(ws.join("tracked.txt"))
+            .unwrap();
+        file.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(86_400))
+            .unwrap();
+    };
+    touch();
+    git(ws, &["--no-optional-locks", "status", "--short"]);
+    git(ws, &["--no-optional-locks", "log", "--oneline", "-n", "5"]);
+    let mut fired = markers(outside);
+    fired.sort();
+    assert_eq!(
+        fired,
+        [
+            "marker.git-filter",
+            "marker.git-fsmonitor",
+            "marker.git-gpg"
+        ],
+        "plain git did not run every trap"
+    );
+    for m in fired {
+        std::fs::remove_file(outside.join(m)).unwrap();
+    }
+    touch();
+}
+
 // ---------------------------------------------------------------------------
 // Transcripts and trust
 
@@ -274,6 +363,75 @@ async fn repository_hooks_wait_for_trust_with_cli_2_1_332() {
     repository_settings_wait_for_trust(None).await;
 }
 
+/// A stranger's repository whose git configuration runs programs
+/// (`core.fsmonitor`, `gpg.program`, a filter driver): in an untrusted
+/// workspace a hosted turn runs none of them, whatever the CLI's own git
+/// calls do (the service gives it no repository to read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repositorys_git_configuration_runs_nothing_before_trust() {
+    let outside = tempfile::tempdir().unwrap();
+    let mut w = World::builder()
+        .agent()
+        .script(Script::new().default_reply(Reply::text("TURN_DONE")))
+        .start()
+        .await;
+    plant_git_traps(&w.sb.workspace, outside.path());
+    let session = turn(
+        &mut w.ed,
+        None,
+        "first turn",
+        json!({"permissionMode": "plan"}),
+    )
+    .await;
+    turn(&mut w.ed, Some(&session), "second turn", json!({})).await;
+    assert_eq!(
+        markers(outside.path()),
+        Vec::<String>::new(),
+        "the repository's git configuration ran a program in an untrusted workspace"
+    );
+    // Claude Code 2.1.332 hardens its own start-of-turn git calls; older
+    // 2.1 CLIs ran `git status` and `git log` as they are. Those very calls,
+    // with the git variables of the CLI the service started, run nothing.
+    let pid = *w.cli_pids().first().expect("a CLI was started");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let git_env: Vec<(String, String)> = environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| std::str::from_utf8(kv).ok()?.split_once('='))
+        .filter(|(k, _)| k.starts_with("GIT_"))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    for args in [
+        &["--no-optional-locks", "status", "--short"][..],
+        &["--no-optional-locks", "log", "--oneline", "-n", "5"],
+    ] {
+        let ran = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&w.sb.workspace)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .envs(git_env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        assert!(!ran.status.success(), "git {args:?} found the repository");
+    }
+    assert_eq!(
+        markers(outside.path()),
+        Vec::<String>::new(),
+        "git with the CLI's environment ({git_env:?}) ran the repository's programs"
+    );
+
+    // Trusted, the repository is the CLI's again: git finds it.
+    w.sb.trust_workspace();
+    let trusted = turn(&mut w.ed, None, "trusted turn", json!({})).await;
+    let pid = *w.cli_pids().last().expect("a CLI for the trusted session");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(
+        !environ
+            .split(|b| *b == 0)
+            .any(|kv| kv.starts_with(b"GIT_DIR=")),
+        "the trusted session {trusted} was kept from its repository"
+    );
+}
+
 fn generation(version: &str) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let bin = repo.join(format!(".peers/claude-{version}/node_modules/.bin/claude"));
@@ -298,6 +456,7 @@ async fn old_cli_refuses_an_untrusted_workspace(version: &str) {
         .claude(generation(version))
         .start()
         .await;
+    plant_git_traps(&w.sb.workspace, outside.path());
     // The answer waits for `claude --version`, which the service bounds by
     // VERSION_TIMEOUT: a 10 MB script for node to parse first, slow under
     // load (the answer took over a step with two builds running).

@@ -42,7 +42,7 @@ impl Launcher {
             // the editor tools (an `sdk` MCP server on the same pipes) go
             // through it as they are.
             Launcher::Claude if let Some(sandbox) = sandbox => {
-                let env = child_env(config.env.iter().cloned(), None);
+                let env = cli_env(config, trusted);
                 if !trusted {
                     check_sandboxed_honours_setting_sources(&sandbox.command, cwd, &env).await?;
                 }
@@ -69,7 +69,7 @@ impl Launcher {
                     workspace,
                 )
                 .map_err(|e| e.to_string())?;
-                let env = child_env(config.env.iter().cloned(), None);
+                let env = cli_env(config, trusted);
                 if !trusted {
                     check_honours_setting_sources(&program, &env).await?;
                 }
@@ -87,6 +87,17 @@ impl Launcher {
             Launcher::Script(tests) => Ok(CliLink::Script(script::launch(tests, args))),
         }
     }
+}
+
+/// The CLI's environment; in a workspace the user does not trust, one in
+/// which git sees no repository, so nothing of the repository's git
+/// configuration runs (`moonkale_claude::launch::without_repository`).
+fn cli_env(config: &AgentConfig, trusted: bool) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env = child_env(config.env.iter().cloned(), None);
+    if !trusted {
+        moonkale_claude::launch::without_repository(&mut env);
+    }
+    env
 }
 
 /// The first CLI generation seen to honour `--setting-sources` for hooks,

@@ -137,6 +137,19 @@ pub struct SessionSummary {
     /// Its CLI runs in the workspace's default sandbox (`sandbox set`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub jailed: bool,
+    /// Its `claude` process, while one runs (none: an idle session's CLI
+    /// was stopped, and its next prompt starts one again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli: Option<LiveCli>,
+}
+
+/// A session's running `claude`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveCli {
+    pub pid: u32,
+    /// Its resident memory, read from `/proc`.
+    pub rss_bytes: Option<u64>,
 }
 
 /// The `data` of a `session` event (the first one).

@@ -161,7 +161,22 @@ pub async fn list(target: &Target, as_json: bool) -> Result<String> {
         .iter()
         .map(|s| {
             let (session, title) = (one_line(&s.session), one_line(&s.title));
-            format!("{session}  {:<18}  {title}\n", s.state.as_str())
+            let cli = match s.cli {
+                Some(cli) => format!(
+                    "claude pid {}, {}",
+                    cli.pid,
+                    cli.rss_bytes
+                        .map_or("memory unknown".to_owned(), |b| format!(
+                            "{:.0} MiB",
+                            b as f64 / 1048576.0
+                        ))
+                ),
+                None => "no claude running".to_owned(),
+            };
+            format!(
+                "{session}  {:<15}  {cli:<25}  {title}\n",
+                s.state.in_words()
+            )
         })
         .collect())
 }
@@ -220,7 +235,7 @@ pub async fn show(target: &Target, session: &str) -> Result<String> {
             render_event(event, &mut out);
         }
         if page.events.is_empty() || page.next == since {
-            out += &format!("[state: {}]\n", page.state.as_str());
+            out += &format!("[state: {}]\n", page.state.in_words());
             return Ok(out);
         }
         since = page.next;

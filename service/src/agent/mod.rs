@@ -59,6 +59,9 @@ pub struct AgentConfig {
     /// How long a session's CLI is kept with nothing to do: then it is
     /// stopped, and the next prompt resumes the conversation in a new one.
     pub cli_idle: Duration,
+    /// How many sessions' CLIs may run at once in the workspace: before
+    /// another starts, the least recently used idle ones are stopped.
+    pub max_live_clis: usize,
     /// The user's default sandbox per workspace: hosted CLIs run in it
     /// (read at each start of a CLI).
     pub sandboxes: Option<crate::user_state::SandboxStore>,
@@ -119,8 +122,9 @@ impl SpareConfig {
 
 impl AgentConfig {
     /// From the service's environment: `MOONKALE_CLAUDE_BIN`,
-    /// `MOONKALE_APPROVAL_TIMEOUT_MS`, `MOONKALE_CLI_IDLE_MS` and the
-    /// spare's ([`SpareConfig::from_env`]).
+    /// `MOONKALE_APPROVAL_TIMEOUT_MS`, `MOONKALE_SESSION_IDLE_MS`,
+    /// `MOONKALE_MAX_LIVE_SESSIONS` and the spare's
+    /// ([`SpareConfig::from_env`]).
     pub fn from_env(claude_bin: Option<PathBuf>) -> AgentConfig {
         let claude_bin = claude_bin.or_else(|| {
             std::env::var_os("MOONKALE_CLAUDE_BIN")
@@ -131,10 +135,15 @@ impl AgentConfig {
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(Duration::from_secs(600), Duration::from_millis);
-        let cli_idle = std::env::var("MOONKALE_CLI_IDLE_MS")
+        let cli_idle = std::env::var("MOONKALE_SESSION_IDLE_MS")
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(DEFAULT_CLI_IDLE, Duration::from_millis);
+        let max_live_clis = std::env::var("MOONKALE_MAX_LIVE_SESSIONS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(DEFAULT_MAX_LIVE_CLIS);
         AgentConfig {
             claude_bin,
             approval_timeout,
@@ -147,11 +156,15 @@ impl AgentConfig {
             sources: Default::default(),
             spare: SpareConfig::from_env(),
             cli_idle,
+            max_live_clis,
             sandboxes: crate::user_state::SandboxStore::from_env().ok(),
         }
     }
 }
 
-/// A session's CLI with nothing to do for this long is stopped (a quarter
-/// of an hour: a pause to read, not a session left behind).
-pub const DEFAULT_CLI_IDLE: Duration = Duration::from_secs(15 * 60);
+/// A session's CLI with nothing to do for this long is stopped (ten
+/// minutes: a pause to read, not a session left behind; each CLI holds
+/// 160–210 MB).
+pub const DEFAULT_CLI_IDLE: Duration = Duration::from_secs(10 * 60);
+/// Sessions' CLIs running at once in a workspace, by default.
+pub const DEFAULT_MAX_LIVE_CLIS: usize = 4;

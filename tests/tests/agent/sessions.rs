@@ -477,3 +477,119 @@ async fn start_model_and_set_model_reach_the_api() {
         describe_events(&page)
     );
 }
+
+/// The sessions listed with a running CLI (`cli` in `agent/list`).
+async fn sessions_with_a_cli(w: &mut World) -> Vec<String> {
+    let list = w.ed.call("moonkale/agent/list", Value::Null).await;
+    let mut live: Vec<String> = list["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["cli"]["pid"].as_u64().is_some())
+        .filter_map(|s| s["session"].as_str().map(str::to_owned))
+        .collect();
+    live.sort();
+    live
+}
+
+/// Waits until exactly `expected` sessions hold a running CLI.
+async fn wait_live_clis(w: &mut World, mut expected: Vec<String>, what: &str) {
+    expected.sort();
+    let mut seen = Vec::new();
+    let matched = moonkale_tests::poll_until(moonkale_tests::TIMEOUT, async || {
+        seen = sessions_with_a_cli(w).await;
+        (seen == expected).then_some(())
+    })
+    .await;
+    assert!(
+        matched.is_some(),
+        "{what}: running CLIs {seen:?}, wanted {expected:?}"
+    );
+}
+
+/// With `MOONKALE_MAX_LIVE_SESSIONS=2`, a third session's prompt stops the
+/// least recently used idle session's CLI; that session stays listed, and
+/// its next prompt resumes its conversation in a new CLI (the model gets
+/// its history), stopping the next least recently used one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surplus_clis_stop_least_recently_used_first_and_resume_with_history() {
+    let mut w = World::builder()
+        .agent()
+        .script(
+            Script::new()
+                .on_prompt("letter A", Reply::text("KEPT_A"))
+                .on_prompt("letter B", Reply::text("KEPT_B"))
+                .on_prompt("letter C", Reply::text("KEPT_C"))
+                .on_prompt("which letter", Reply::text("IT_WAS_A")),
+        )
+        .env("MOONKALE_MAX_LIVE_SESSIONS", "2")
+        .start()
+        .await;
+    let (a, _) = w.ed.run_first_turn("remember letter A", json!({})).await;
+    let (b, _) = w.ed.run_first_turn("remember letter B", json!({})).await;
+    wait_live_clis(&mut w, vec![a.clone(), b.clone()], "two sessions").await;
+    let (c, _) = w.ed.run_first_turn("remember letter C", json!({})).await;
+    wait_live_clis(
+        &mut w,
+        vec![b.clone(), c.clone()],
+        "A was used least recently",
+    )
+    .await;
+    let list = w.ed.call("moonkale/agent/list", Value::Null).await;
+    assert!(
+        list["sessions"].as_array().is_some_and(|s| s.len() == 3),
+        "every session stays listed: {list}"
+    );
+
+    let seq = w.ed.send_prompt(&a, "which letter did I give you?").await;
+    w.ed.turn_idle(&a, seq).await;
+    let req = w.fake.wait_prompt("which letter", STEP).await;
+    assert!(
+        req.all_message_text().contains("remember letter A") && req.body_text().contains("KEPT_A"),
+        "A's conversation was not resumed: {}",
+        short(&req.all_message_text(), 2000)
+    );
+    wait_live_clis(&mut w, vec![a, c], "B was used least recently").await;
+}
+
+/// With `MOONKALE_SESSION_IDLE_MS`, a session's CLI with nothing to do
+/// stops; `agent list` says so, and the next prompt resumes the
+/// conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_sessions_cli_stops_and_the_next_prompt_resumes_it() {
+    let mut w = World::builder()
+        .agent()
+        .script(
+            Script::new()
+                .on_prompt("number 7", Reply::text("KEPT_SEVEN"))
+                .on_prompt("which number", Reply::text("IT_WAS_7")),
+        )
+        .env("MOONKALE_SESSION_IDLE_MS", "300")
+        .start()
+        .await;
+    let (session, _) = w.ed.run_first_turn("remember number 7", json!({})).await;
+    wait_live_clis(&mut w, Vec::new(), "the idle CLI stopped").await;
+    let out = w
+        .command(&[
+            "agent",
+            "list",
+            "--workspace",
+            &w.sb.workspace.display().to_string(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains(&session) && listed.contains("no claude running"),
+        "{listed}"
+    );
+    let seq = w.ed.send_prompt(&session, "which number was it?").await;
+    w.ed.turn_idle(&session, seq).await;
+    let req = w.fake.wait_prompt("which number", STEP).await;
+    assert!(
+        req.all_message_text().contains("remember number 7"),
+        "not resumed: {}",
+        short(&req.all_message_text(), 2000)
+    );
+}

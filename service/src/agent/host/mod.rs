@@ -592,6 +592,11 @@ impl Host {
     /// Hands `command` to its session (loading it from disk if needed);
     /// errors go to the command's reply.
     fn forward(&mut self, session: &str, command: SessionCommand) {
+        if let SessionCommand::Prompt { .. } = command
+            && let Ok(id) = session_id(session)
+        {
+            self.limit_live_clis(id);
+        }
         let failed = match self.live(session) {
             Ok(live) => match live.handle.tx.try_send(command) {
                 Ok(()) => return,
@@ -811,13 +816,52 @@ impl Host {
         }
     }
 
+    /// Before `next`'s CLI may start for a prompt: while
+    /// `max_live_clis` other sessions' CLIs run, the least recently used
+    /// of those with nothing to do is closed (its task stops the CLI; the
+    /// session stays listed from its transcript, and its next prompt
+    /// resumes the conversation in a new CLI). A CLI in a turn or waiting
+    /// for an answer is never stopped for this.
+    fn limit_live_clis(&mut self, next: Uuid) {
+        let max = self.config.max_live_clis;
+        let running = |l: &Live| matches!(*l.handle.cli.borrow(), session::CliSeen::Running { .. });
+        loop {
+            let others = self
+                .sessions
+                .iter()
+                .filter(|(id, l)| **id != next && running(l));
+            if others.clone().count() < max {
+                return;
+            }
+            let least_used = others
+                .filter(|(_, l)| {
+                    matches!(l.handle.summary.borrow().state, State::Idle | State::Failed)
+                })
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(id, _)| *id);
+            let Some(id) = least_used else { return };
+            tracing::info!(session = %id, "claude stopped: {max} sessions' CLIs run in this workspace (MOONKALE_MAX_LIVE_SESSIONS)");
+            self.sessions.remove(&id);
+        }
+    }
+
     /// Every session of the workspace: live ones from their tasks, the
     /// others from the start and size of their transcripts.
     fn list(&self) -> Value {
         let mut sessions: Vec<SessionSummary> = self
             .sessions
             .values()
-            .map(|l| l.handle.summary.borrow().clone())
+            .map(|l| {
+                let mut summary = l.handle.summary.borrow().clone();
+                if let session::CliSeen::Running { pid } = *l.handle.cli.borrow() {
+                    let pid = u32::try_from(pid).unwrap_or(0);
+                    summary.cli = Some(agent::LiveCli {
+                        pid,
+                        rss_bytes: rss_bytes(pid),
+                    });
+                }
+                summary
+            })
             .collect();
         if let Ok(chats) = &self.chats
             && let Ok(entries) = std::fs::read_dir(chats)

@@ -55,6 +55,7 @@ impl World {
             sources: Default::default(),
             spare,
             cli_idle: crate::agent::DEFAULT_CLI_IDLE,
+            max_live_clis: crate::agent::DEFAULT_MAX_LIVE_CLIS,
             sandboxes: None,
         };
         let (hub, events) = HubHandle::detached(workspace);

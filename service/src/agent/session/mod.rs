@@ -146,6 +146,7 @@ impl Restored {
             events: Some(view.events),
             cwd: view.cwd.clone(),
             jailed: false,
+            cli: None,
         }
     }
 }

@@ -85,6 +85,7 @@ impl World {
             },
             spare: SpareConfig::OFF,
             cli_idle: setup.cli_idle,
+            max_live_clis: crate::agent::DEFAULT_MAX_LIVE_CLIS,
             sandboxes: None,
         };
         let id = Uuid::from_u128(0x5e55);
@@ -890,6 +891,7 @@ fn a_transcript_of_an_earlier_version_restores_the_same() {
             ),
             cwd: None,
             jailed: false,
+            cli: None,
         }
         error: Some("API Error: 529 overloaded")
         has_conversation: true

@@ -123,13 +123,14 @@ fn scrubbed(name: &OsStr) -> bool {
     name.starts_with("MOONKALE")
         || matches!(
             name.as_ref(),
-            "CLAUDECODE" | "ANTHROPIC_API_KEY" | "CLAUDE_CODE_SSE_PORT" | "NODE_OPTIONS" | "DEBUG"
+            "CLAUDECODE" | "CLAUDE_CODE_SSE_PORT" | "NODE_OPTIONS" | "DEBUG"
         )
 }
 
 /// The child's environment: the parent's, scrubbed, plus what a headless
-/// host sets. `ANTHROPIC_API_KEY` passes only when the user configured one
-/// for the agent; otherwise the CLI uses the user's own login.
+/// host sets. The user's `ANTHROPIC_API_KEY` passes as it is (`claude -p`
+/// honours it, so a hosted session does: one rule for every front end);
+/// `api_key` replaces it when the agent was given its own.
 pub fn child_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     api_key: Option<&str>,
@@ -139,6 +140,7 @@ pub fn child_env(
     env.push(("CLAUDE_CODE_ENTRYPOINT".into(), "sdk-rust".into()));
     env.push(("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS".into(), "1".into()));
     if let Some(key) = api_key {
+        env.retain(|(k, _)| k != "ANTHROPIC_API_KEY");
         env.push(("ANTHROPIC_API_KEY".into(), key.into()));
     }
     env
@@ -258,12 +260,21 @@ mod tests {
             names,
             [
                 "PATH",
+                "ANTHROPIC_API_KEY",
                 "HOME",
                 "CLAUDE_CODE_ENTRYPOINT",
                 "CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS"
-            ]
+            ],
+            "the user's key is a login `claude -p` honours"
         );
         let with_key = child_env(parent, Some("sk-configured"));
-        assert!(with_key.contains(&("ANTHROPIC_API_KEY".into(), "sk-configured".into())));
+        let keys: Vec<_> = with_key
+            .iter()
+            .filter(|(k, _)| k == "ANTHROPIC_API_KEY")
+            .collect();
+        assert_eq!(
+            keys,
+            [&("ANTHROPIC_API_KEY".into(), "sk-configured".into())]
+        );
     }
 }

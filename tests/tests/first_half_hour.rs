@@ -11,7 +11,8 @@ use std::process::Stdio;
 use moonkale_tests::acp::AcpAgent;
 use moonkale_tests::agent::processes_in;
 use moonkale_tests::claude_cli::claude_bin;
-use moonkale_tests::{RawLsp, Sandbox, wait_until};
+use moonkale_tests::fakeapi::{FakeApi, Reply, Script};
+use moonkale_tests::{RawLsp, STEP, Sandbox, wait_until};
 use serde_json::{Value, json};
 
 const NOT_LOGGED_IN: &str =
@@ -301,6 +302,58 @@ async fn claude_says_one_line_of_its_own_and_where_edits_are_reviewed() {
     wait_until("the auto-started service exits", || {
         let gone = !moonkale_service::runtime::process_alive(info.pid);
         async move { gone.then_some(()) }
+    })
+    .await;
+}
+
+/// A user whose only login is `ANTHROPIC_API_KEY` (as `claude -p` honours
+/// it): `doctor` says the login is there, and `agent send` runs a turn
+/// with that key (the service once dropped the variable, and the session
+/// said "not logged in").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_in_the_environment_is_a_login_for_hosted_sessions() {
+    let sb = newcomer();
+    let fake = FakeApi::start(Script::new().default_reply(Reply::text("KEY_WAS_USED"))).await;
+    // The fake's address, without the harness's key helper: the variable
+    // is the only login.
+    moonkale_tests::agent::write_claude_settings(&sb.home, fake.port);
+    let settings = sb.home.join(".claude/settings.json");
+    let mut json: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    json.as_object_mut().unwrap().remove("apiKeyHelper");
+    std::fs::write(&settings, json.to_string()).unwrap();
+    let key = "sk-ant-api03-only-in-the-environment";
+
+    let out = service_command(&sb, &["doctor"])
+        .env("ANTHROPIC_API_KEY", key)
+        .output()
+        .await
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.lines().any(|l| l.starts_with("ok    login")),
+        "{report}"
+    );
+    let out = tokio::time::timeout(
+        STEP,
+        service_command(&sb, &["agent", "send", "hello"])
+            .env("ANTHROPIC_API_KEY", key)
+            .output(),
+    )
+    .await
+    .expect("agent send ends")
+    .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("KEY_WAS_USED"),
+        "agent send: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let asked = fake.wait_prompt("hello", STEP).await;
+    assert_eq!(asked.header("x-api-key"), Some(key));
+    let info = sb.files_for(&sb.workspace).read_info().expect("a service");
+    let _ = service_command(&sb, &["stop"]).output().await;
+    wait_until("the service to stop", async || {
+        (!std::path::Path::new(&format!("/proc/{}", info.pid)).exists()).then_some(())
     })
     .await;
 }

@@ -16,7 +16,7 @@ mod event;
 
 pub use self::event::{
     CapabilitiesData, DecisionData, Event, ModelChoice, NoteData, NoticeData, PolicyDecision,
-    PromptData, SessionEvent, SessionView, SlashCommand, title_of,
+    PromptData, SessionEvent, SessionView, SlashCommand, decision_in_words, title_of, tool_summary,
 };
 
 /// How much the CLI may do without asking.

@@ -5,8 +5,6 @@
 //! and `follow` picks up after a lost connection from the last event it
 //! printed.
 
-use std::io::Write;
-
 use moonkale_client::{Client, Notification, Notifications, Role};
 use moonkale_protocol::agent::{
     AnswerParams, Approval, ApprovalKind, ApprovalStatus, Event as AgentEvent, PermissionMode,
@@ -24,6 +22,19 @@ pub enum Target {
     Local(std::path::PathBuf),
     /// `serve --listen` elsewhere.
     Remote(RemoteTarget),
+}
+
+impl Target {
+    /// The agent command `sub` (`answer`, `follow`) for this target's
+    /// sessions, as a person types it.
+    fn command(&self, sub: &str) -> String {
+        match self {
+            Target::Local(_) => format!("moonkale-service agent {sub}"),
+            Target::Remote(remote) => {
+                format!("moonkale-service connect {} {sub}", one_line(&remote.url))
+            }
+        }
+    }
 }
 
 const NAME: &str = "moonkale-agent-cli";
@@ -68,6 +79,9 @@ pub async fn send(
     let (session, from) = match session {
         Some(session) => {
             door.agent_subscribe(Some(&session)).await?;
+            if let Some(mode) = mode {
+                door.agent_set_permission_mode(&session, mode).await?;
+            }
             let seq = door.agent_send(&session, &prompt).await?;
             (session, seq)
         }
@@ -89,19 +103,48 @@ pub async fn send(
         }
     };
     let mut printed = false;
-    let mut stdout = std::io::stdout();
+    // The text printed last ends the line (or a paragraph): a new message's
+    // text starts a paragraph of its own, as `claude -p` separates them.
+    let mut trailing_newlines = 0;
+    let answer_command = target.command("answer");
     loop {
-        match next_notification(&mut notifications).await? {
+        let next = tokio::select! {
+            next = next_notification(&mut notifications) => next?,
+            _ = tokio::signal::ctrl_c() => {
+                // The turn is the service's: it goes on.
+                if printed {
+                    eprintln!();
+                }
+                eprintln!(
+                    "the turn goes on in the service (session {}): `{} {}` shows it",
+                    one_line(&session),
+                    target.command("follow"),
+                    one_line(&session)
+                );
+                return Ok(130);
+            }
+        };
+        match next {
             Notification::AgentText {
                 session: s,
                 text,
                 thinking: false,
-                ..
+                offset,
             } if s == session => {
                 tell(&mut told);
-                printed = true;
-                let _ = write!(stdout, "{}", for_terminal(&text));
-                let _ = stdout.flush();
+                if offset == 0 && printed && !text.is_empty() {
+                    crate::stdout::write("\n".repeat(2usize.saturating_sub(trailing_newlines)));
+                    trailing_newlines = 2;
+                }
+                printed |= !text.is_empty();
+                let shown = for_terminal(&text);
+                crate::stdout::write(&shown);
+                let tail = shown.len() - shown.trim_end_matches('\n').len();
+                trailing_newlines = if tail == shown.len() {
+                    trailing_newlines + tail
+                } else {
+                    tail
+                };
             }
             Notification::Approval {
                 session: s,
@@ -110,7 +153,7 @@ pub async fn send(
             } if s == session => {
                 tell(&mut told);
                 eprintln!();
-                approval_hint(&approval, "moonkale-service agent answer");
+                approval_hint(&approval, &answer_command);
             }
             Notification::AgentEvent { session: s, event } if s == session && event.seq >= from => {
                 let SessionEvent::State(state) = &event.event else {
@@ -236,6 +279,9 @@ pub async fn show(target: &Target, session: &str) -> Result<String> {
         }
         if page.events.is_empty() || page.next == since {
             out += &format!("[state: {}]\n", page.state.in_words());
+            for approval in &page.pending_approvals {
+                out += &approval_hint_text(approval, &target.command("answer"));
+            }
             return Ok(out);
         }
         since = page.next;
@@ -359,7 +405,7 @@ async fn follow_once(
         }
         if page.events.is_empty() {
             for approval in &page.pending_approvals {
-                approval_hint(approval, "answer");
+                approval_hint(approval, &target.command("answer"));
             }
             break page.state;
         }
@@ -387,22 +433,29 @@ async fn follow_once(
                 session: s,
                 approval,
                 status: ApprovalStatus::Pending,
-            } if s == session => approval_hint(&approval, "answer"),
+            } if s == session => approval_hint(&approval, &target.command("answer")),
             _ => {}
         }
     }
 }
 
-/// How to answer `approval`; `verb` is the command that answers. Every
-/// text from the session is made safe for the terminal first.
+/// How to answer `approval`, on stderr; `verb` is the whole command that
+/// answers (`moonkale-service agent answer`).
 fn approval_hint(approval: &Approval, verb: &str) {
+    eprint!("{}", approval_hint_text(approval, verb));
+}
+
+/// [`approval_hint`]'s text. Every text from the session is made safe for
+/// the terminal first.
+fn approval_hint_text(approval: &Approval, verb: &str) -> String {
     let id = one_line(&approval.approval);
     match &approval.kind {
-        ApprovalKind::Plan { plan, .. } => eprintln!(
-            "Claude's plan is ready:\n{}\nAnswer with: {verb} {id} allow (edits asked) | accept-edits | deny (keep planning)",
+        ApprovalKind::Plan { plan, .. } => format!(
+            "Claude's plan is ready:\n{}\nAnswer with: {verb} {id} allow (edits asked) | accept-edits | deny (keep planning)\n",
             for_terminal(plan)
         ),
         ApprovalKind::Question { questions } => {
+            let mut out = String::new();
             for q in questions {
                 let options: Vec<String> = q
                     .options
@@ -415,16 +468,16 @@ fn approval_hint(approval: &Approval, verb: &str) {
                 } else {
                     ""
                 };
-                eprintln!(
-                    "Claude asks: {} [{}]{many}",
+                out += &format!(
+                    "Claude asks: {} [{}]{many}\n",
                     one_line(&q.question),
                     options.join(" | ")
                 );
             }
-            eprintln!("Answer with: {verb} {id} answer \"TEXT\"… (one per question) | deny");
+            out + &format!("Answer with: {verb} {id} answer \"TEXT\"… (one per question) | deny\n")
         }
-        ApprovalKind::Tool => eprintln!(
-            "Claude asks to run {}. Answer with: {verb} {id} allow|always|deny",
+        ApprovalKind::Tool => format!(
+            "Claude asks to run {}. Answer with: {verb} {id} allow|always|deny\n",
             one_line(&approval.title),
         ),
     }
@@ -452,20 +505,28 @@ fn render_raw(event: &AgentEvent, out: &mut String) {
                 match block["type"].as_str() {
                     Some("text") => *out += &format!("{}\n", text(&block["text"])),
                     Some("tool_use") => {
-                        *out += &format!("[{} {}]\n", text(&block["name"]), block["input"])
+                        *out += &format!(
+                            "[{}]\n",
+                            moonkale_protocol::agent::tool_summary(
+                                block["name"].as_str().unwrap_or("a tool"),
+                                &block["input"]
+                            )
+                        )
                     }
                     _ => {}
                 }
             }
         }
-        SessionEvent::Approval(approval) => *out += &format!("[asks: {}]\n", approval.title),
+        SessionEvent::Approval(approval) => {
+            *out += &format!(
+                "[asks: {} (approval {})]\n",
+                approval.title, approval.approval
+            )
+        }
         SessionEvent::Decision(decision) => {
-            let verdict = if decision.allow() {
-                "allowed"
-            } else {
-                "denied"
-            };
-            *out += &format!("[{verdict} by {}]\n", decision.by());
+            let words =
+                moonkale_protocol::agent::decision_in_words(decision.allow(), decision.by());
+            *out += &format!("[{words}]\n");
         }
         SessionEvent::Notice(notice) => *out += &format!("[{}]\n", notice.message),
         SessionEvent::State(state) if state.state == SessionState::Failed => {
@@ -508,9 +569,9 @@ mod tests {
         expect![[r#"
             > write a.txt
             Writing it.
-            [Write {"file_path":"/w/a.txt"}]
-            [asks: Write a.txt]
-            [denied by timeout]
+            [Write /w/a.txt]
+            [asks: Write a.txt (approval s/1)]
+            [denied: no answer in time]
             [failed: API Error: 529]
         "#]]
         .assert_eq(&out);
@@ -530,10 +591,10 @@ mod tests {
             > Write a.txt
             with a greeting
             I will write it.
-            [Write {"content":"hi\n","file_path":"/tmp/w/a.txt"}]
-            [denied by policy]
-            [asks: Write /tmp/w/a.txt]
-            [allowed by editor]
+            [Write /tmp/w/a.txt]
+            [denied by the permission mode or your rules]
+            [asks: Write /tmp/w/a.txt (approval 00000000-0000-0000-0000-000000005e55/1)]
+            [allowed in an editor]
             Done.
             > Now look at this
             [failed: API Error: 529 overloaded]

@@ -355,6 +355,12 @@ async fn run_agent_command(
             texts,
             message,
         } => {
+            // `SESSION/N`, the session given by any unique prefix, as
+            // everywhere else.
+            let approval = match approval.split_once('/') {
+                Some((session, number)) => format!("{}/{number}", resolve(session).await?),
+                None => approval,
+            };
             agent_client::answer(target, &approval, &verdict, &texts, message).await?;
             Ok(0)
         }

@@ -228,6 +228,63 @@ pub fn title_of(prompt: &str) -> String {
     }
 }
 
+/// A tool call as a person reads it, as the CLI's own lines do: `Write
+/// src/a.rs`, `Bash cargo test`, `Plan ready`; never the tool's input as
+/// JSON. The argument that says the most, its first line, at most 120
+/// characters.
+pub fn tool_summary(tool: &str, input: &Value) -> String {
+    match tool {
+        "ExitPlanMode" => return "Plan ready".to_owned(),
+        "EnterPlanMode" => return "Planning".to_owned(),
+        "AskUserQuestion" => return "Question".to_owned(),
+        "TodoWrite" => return "Update the to-do list".to_owned(),
+        _ => {}
+    }
+    let name = match tool.strip_prefix("mcp__").and_then(|t| t.split_once("__")) {
+        Some((server, tool)) => format!("{tool} ({server})"),
+        None => tool.to_owned(),
+    };
+    let arg = [
+        "file_path",
+        "notebook_path",
+        "path",
+        "command",
+        "pattern",
+        "url",
+        "query",
+        "description",
+    ]
+    .iter()
+    .find_map(|k| input[k].as_str())
+    .unwrap_or_default();
+    let arg: String = arg
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(120)
+        .collect();
+    if arg.is_empty() {
+        name
+    } else {
+        format!("{name} {arg}")
+    }
+}
+
+/// Who decided an approval ([`DecisionData::by`]), in a person's words:
+/// `allowed in an editor`, `denied: no answer in time`.
+pub fn decision_in_words(allow: bool, by: &str) -> String {
+    let verdict = if allow { "allowed" } else { "denied" };
+    match by {
+        "editor" => format!("{verdict} in an editor"),
+        "api" => format!("{verdict} from the page or the command line"),
+        "timeout" => format!("{verdict}: no answer in time"),
+        "withdrawn" => "withdrawn: answered elsewhere, or the turn ended".to_owned(),
+        "policy" => format!("{verdict} by the permission mode or your rules"),
+        other => format!("{verdict} ({other})"),
+    }
+}
+
 /// A model the CLI offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelChoice {

@@ -10,7 +10,7 @@ use moonkale_tests::world::World;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
-use crate::{first_piece, is_text_of, read, write_script};
+use crate::{first_piece, is_text_of, read};
 
 /// Reads `stdout` until it contains `needle`; returns what was read.
 async fn read_until(
@@ -193,36 +193,21 @@ async fn command_line_send_to_a_busy_session_waits_for_its_own_turn() {
     );
 }
 
-/// `agent send --permission-mode default` shows an approval with the
-/// command that answers it; `agent answer ID allow` allows it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn command_line_answers_an_approval() {
-    let w = World::agent(Script::new()).await;
-    let path = w.path("from-the-terminal.txt");
-    w.fake.set_script(write_script(
-        "write the file",
-        &path,
-        "ALLOWED IN THE TERMINAL\n",
-        "WRITE_DONE",
-    ));
-    let mut child = agent_command(
-        &w,
-        &["send", "--permission-mode", "default", "write the file"],
-    )
-    .spawn()
-    .expect("run agent send");
-    let mut stderr = child.stderr.take().unwrap();
+/// The approval `agent send` (spawned with `args`) shows on stderr, read
+/// from the whole command it prints for answering it.
+async fn approval_shown(w: &World, child: &mut tokio::process::Child) -> String {
+    let stderr = child.stderr.as_mut().unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let deadline = tokio::time::Instant::now() + STEP;
-    let approval = loop {
+    loop {
         let text = String::from_utf8_lossy(&got).into_owned();
         if let Some(id) = text
-            .split("agent answer ")
+            .split("moonkale-service agent answer ")
             .nth(1)
             .and_then(|rest| rest.split_whitespace().next())
         {
-            break id.to_owned();
+            return id.to_owned();
         }
         match tokio::time::timeout_at(deadline, stderr.read(&mut buf)).await {
             Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
@@ -231,16 +216,64 @@ async fn command_line_answers_an_approval() {
                 w.diag().context()
             ),
         }
-    };
-    assert!(approval.contains('/'), "{approval}");
+    }
+}
+
+/// Claude says what it will do, writes, and says it is done.
+fn say_then_write(path: &std::path::Path) -> Script {
+    Script::new()
+        .on_prompt(
+            "write the file",
+            Reply::text("I will write it.").and_tool_use(
+                "Write",
+                json!({"file_path": path.display().to_string(), "content": "ALLOWED IN THE TERMINAL\n"}),
+            ),
+        )
+        .after_tool("Write", Reply::text("WRITE_DONE"))
+}
+
+/// `agent send --permission-mode default` shows an approval with the whole
+/// command that answers it; `agent show` (given a prefix of the session)
+/// shows the question with its id and that command; `agent answer
+/// PREFIX/N allow` allows it; the two messages' text print as two
+/// paragraphs, not run together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_line_answers_an_approval() {
+    let w = World::agent(Script::new()).await;
+    let path = w.path("from-the-terminal.txt");
+    w.fake.set_script(say_then_write(&path));
+    let mut child = agent_command(
+        &w,
+        &["send", "--permission-mode", "default", "write the file"],
+    )
+    .spawn()
+    .expect("run agent send");
+    let approval = approval_shown(&w, &mut child).await;
+    let (session, number) = approval.split_once('/').expect("SESSION/N");
     assert!(!path.exists());
-    let out = agent_command(&w, &["answer", &approval, "allow"])
+
+    let out = agent_command(&w, &["show", &session[..8]])
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(&format!("(approval {approval})"))
+            && shown.contains(&format!("moonkale-service agent answer {approval} allow"))
+            && shown.contains("[Write ")
+            && !shown.contains("file_path"),
+        "agent show:\n{shown}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let by_prefix = format!("{}/{number}", &session[..8]);
+    let out = agent_command(&w, &["answer", &by_prefix, "allow"])
         .output()
         .await
         .unwrap();
     assert!(
         out.status.success(),
-        "agent answer: {}\n{}",
+        "agent answer {by_prefix}: {}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -248,11 +281,59 @@ async fn command_line_answers_an_approval() {
         .await
         .expect("agent send exits")
         .unwrap();
+    assert!(out.status.success(), "agent send: {}", out.status);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "I will write it.\n\nWRITE_DONE\n"
+    );
+    assert_eq!(read(&path).as_deref(), Some("ALLOWED IN THE TERMINAL\n"));
+}
+
+/// Ctrl-C during `agent send` leaves the turn to the service and says how
+/// to follow it; `agent follow --until-idle` then sees it through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_agent_send_says_how_to_follow_the_turn() {
+    let mut w = World::agent(Script::new()).await;
+    let path = w.path("after-ctrl-c.txt");
+    w.fake.set_script(say_then_write(&path));
+    let mut child = agent_command(
+        &w,
+        &["send", "--permission-mode", "default", "write the file"],
+    )
+    .spawn()
+    .expect("run agent send");
+    let approval = approval_shown(&w, &mut child).await;
+    let session = approval.split_once('/').expect("SESSION/N").0.to_owned();
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id().expect("running") as i32, libc::SIGINT) };
+    let out = tokio::time::timeout(STEP, child.wait_with_output())
+        .await
+        .expect("agent send exits on Ctrl-C")
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{said}");
     assert!(
-        out.status.success(),
-        "agent send: {}\nstdout: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout)
+        said.contains(&format!(
+            "`moonkale-service agent follow {session}` shows it"
+        )),
+        "{said}"
+    );
+    w.ed.call(
+        "moonkale/agent/answer",
+        json!({"approval": approval, "allow": true}),
+    )
+    .await;
+    let out = tokio::time::timeout(
+        STEP,
+        agent_command(&w, &["follow", &session, "--until-idle"]).output(),
+    )
+    .await
+    .expect("follow ends with the turn")
+    .unwrap();
+    let followed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && followed.contains("WRITE_DONE"),
+        "{followed}"
     );
     assert_eq!(read(&path).as_deref(), Some("ALLOWED IN THE TERMINAL\n"));
 }

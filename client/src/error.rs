@@ -15,7 +15,7 @@ pub enum Error {
     },
     /// The service answered the request with a JSON-RPC error. Its code is
     /// for programs ([`Error::code`]); people read the message alone.
-    #[error("the service answered with an error: {message}")]
+    #[error("{message}")]
     Remote { code: i64, message: String },
     /// The connection ended (or was never usable); nothing more comes.
     #[error("the connection closed")]
@@ -95,9 +95,6 @@ mod tests {
         assert!(!remote(code::INVALID_PARAMS, "no terminal 3").is_retryable());
         assert!(!remote(code::REQUEST_FAILED, "the session has ended").is_retryable());
         assert!(!Error::Closed.is_retryable());
-        assert_eq!(
-            busy.to_string(),
-            "the service answered with an error: the session is busy; try again"
-        );
+        assert_eq!(busy.to_string(), "the session is busy; try again");
     }
 }

@@ -41,7 +41,8 @@ pub enum Error {
     NonLoopback(std::net::SocketAddr),
     #[error("framing: {0}")]
     Framing(moonkale_wire::Error),
-    #[error("the service answered with an error: {0}")]
+    /// The service's own sentence (a JSON-RPC error's message).
+    #[error("{0}")]
     Remote(String),
     #[error("the connection closed")]
     Closed,

@@ -693,7 +693,7 @@ fn main() {
 fn one_sentence(error: &anyhow::Error) -> String {
     let mut sentence = String::new();
     for cause in error.chain() {
-        let text = cause.to_string();
+        let text = without_os_error_number(&cause.to_string());
         if sentence.contains(&text) {
             continue;
         }
@@ -703,6 +703,19 @@ fn one_sentence(error: &anyhow::Error) -> String {
         sentence += &text;
     }
     sentence
+}
+
+/// An OS error's text without the ` (os error 2)` Rust adds to it: the
+/// number is for programs, the words are the person's.
+fn without_os_error_number(text: &str) -> String {
+    let mut out = text.to_owned();
+    while let Some(at) = out.find(" (os error ") {
+        match out[at..].find(')') {
+            Some(end) => out.replace_range(at..at + end + 1, ""),
+            None => break,
+        }
+    }
+    out
 }
 
 /// `--sandbox-path HOST=INSIDE`, in one sentence when it is not one.
@@ -1502,13 +1515,13 @@ mod tests {
         let ours = anyhow::Error::new(Error::io("workspace /x", io()));
         assert_eq!(
             one_sentence(&ours),
-            "workspace /x: No such file or directory (os error 2)"
+            "workspace /x: No such file or directory"
         );
         // A context over an error that does not repeat its source keeps both.
         let wrapped = anyhow::Error::new(io()).context("reading /etc/x");
         assert_eq!(
             one_sentence(&wrapped.context("starting")),
-            "starting: reading /etc/x: No such file or directory (os error 2)"
+            "starting: reading /etc/x: No such file or directory"
         );
     }
 }

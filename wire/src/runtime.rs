@@ -425,8 +425,16 @@ pub fn read_small_private(path: &Path) -> Result<Vec<u8>> {
 
 /// The absolute, symlink-free form of a workspace folder, which keys it.
 pub fn canonical_workspace(path: &Path) -> Result<PathBuf> {
-    let canonical =
-        std::fs::canonicalize(path).context(|| format!("workspace {}", path.display()))?;
+    let canonical = match std::fs::canonicalize(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Invalid(format!(
+                "workspace {} does not exist: give a folder that does (--workspace DIR), or run \
+                 the command in one",
+                path.display()
+            )));
+        }
+        found => found.context(|| format!("workspace {}", path.display()))?,
+    };
     if !canonical.is_dir() {
         return Err(Error::Invalid(format!(
             "workspace {} is not a directory",

@@ -21,7 +21,7 @@ pub use moonkale_core as core;
 mod diagnostics;
 pub mod ports;
 pub mod printable;
-mod status;
+pub mod status;
 mod subscriptions;
 #[cfg(test)]
 mod tests;

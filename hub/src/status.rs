@@ -186,23 +186,44 @@ fn render_terminals(terminals: &[TerminalInfo], out: &mut String) {
     }
     let _ = writeln!(out, "{} open", counted(terminals.len(), "terminal"));
     for t in terminals {
-        let program = t
-            .argv
-            .first()
-            .map(|p| one_line(p.rsplit('/').next().unwrap_or(p)))
-            .unwrap_or_default();
-        let state = match (t.exited, t.pid) {
-            (true, _) => "exited".to_owned(),
-            (false, Some(pid)) => format!("pid {pid}"),
-            (false, None) => "starting".to_owned(),
-        };
-        let _ = writeln!(
-            out,
-            "  #{} {} ({program}, {state})",
-            t.terminal,
-            one_line(&t.title)
-        );
+        let _ = writeln!(out, "  {}", terminal_line(t));
     }
+}
+
+/// One terminal for people: `#3 build (bash, pid 300): a program runs`,
+/// `… : at its prompt, quiet for 12 min`.
+pub fn terminal_line(t: &TerminalInfo) -> String {
+    let program = t
+        .argv
+        .first()
+        .map(|p| one_line(p.rsplit('/').next().unwrap_or(p)))
+        .unwrap_or_default();
+    let process = match t.pid {
+        Some(pid) => format!("{program}, pid {pid}"),
+        None => program,
+    };
+    let state = if t.exited {
+        "its program exited".to_owned()
+    } else if t.busy && t.shell {
+        "a program runs in it".to_owned()
+    } else if t.busy {
+        "running".to_owned()
+    } else {
+        let quiet = (now_ms().saturating_sub(t.active_at) / 60_000).max(1);
+        format!("at its prompt, quiet for {quiet} min")
+    };
+    format!(
+        "#{} {} ({process}): {state}",
+        t.terminal,
+        one_line(&t.title)
+    )
+}
+
+/// Milliseconds since the epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn render_editor(editor: &EditorStatus, out: &mut String) {
@@ -380,6 +401,9 @@ mod tests {
             pid: Some(300),
             exit_code: None,
             exited: false,
+            shell: true,
+            busy: true,
+            active_at: 0,
         }];
         r.status.editors = vec![EditorStatus {
             id: 2,
@@ -413,7 +437,7 @@ mod tests {
               /home/u/ws/a.rs
             Claude's changes to review: 2 change sets, 3 files (`moonkale-service changes list`)
             1 terminal open
-              #3 build^[]52;c;x^G (bash, pid 300)
+              #3 build^[]52;c;x^G (bash, pid 300): a program runs in it
             1 editor attached
               #2 Neovim 0.11.4 via remote, utf-16  [active]
                 v3     file:///home/u/ws/a.rs modified

@@ -30,6 +30,18 @@ pub struct TerminalInfo {
     /// Set once the program has exited.
     pub exit_code: Option<u32>,
     pub exited: bool,
+    /// Its program is a shell (the user's, or one `argv` names).
+    #[serde(default)]
+    pub shell: bool,
+    /// A program other than the shell runs in its foreground (a job the
+    /// shell started; for a terminal whose program is not a shell, that
+    /// program while it runs).
+    #[serde(default)]
+    pub busy: bool,
+    /// When its program last wrote output or was given input, in
+    /// milliseconds since the epoch.
+    #[serde(default)]
+    pub active_at: u64,
 }
 
 request!(

@@ -271,6 +271,15 @@ enum Command {
         /// The command whose page to print [default: the program's].
         command: Vec<String>,
     },
+    /// List or close the workspace's terminals (the service's own, as the
+    /// page and the editors open them).
+    Terminal {
+        /// The workspace folder [default: the current directory].
+        #[arg(long, value_name = "DIR", global = true)]
+        workspace: Option<PathBuf>,
+        #[command(subcommand)]
+        command: TerminalCommand,
+    },
     /// Show what the running service for a workspace holds.
     Status {
         /// The workspace folder [default: the current directory].
@@ -465,6 +474,18 @@ enum SandboxVerb {
     Show,
     /// Run the workspace's Claude Code unjailed again.
     Clear,
+}
+
+#[derive(Subcommand)]
+enum TerminalCommand {
+    /// Each terminal: its id, title, program, and whether it is busy or
+    /// how long it has been quiet.
+    List,
+    /// Close a terminal (its program gets SIGHUP, then SIGKILL).
+    Close {
+        /// The terminal's id (`terminal list`, `status`).
+        id: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -1186,6 +1207,35 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             moonkale_service::out!("{report}");
             Ok(code)
+        }
+        Command::Terminal { workspace, command } => {
+            let info = running_service(workspace)?;
+            let mut client = observe(&info, "moonkale-terminal").await?;
+            match command {
+                TerminalCommand::List => {
+                    let list: moonkale_protocol::terminal::ListResult = serde_json::from_value(
+                        client
+                            .request("moonkale/terminal/list", serde_json::Value::Null)
+                            .await?,
+                    )?;
+                    if list.terminals.is_empty() {
+                        moonkale_service::outln!("no terminals in this workspace");
+                    }
+                    for terminal in &list.terminals {
+                        moonkale_service::outln!("{}", hub::status::terminal_line(terminal));
+                    }
+                }
+                TerminalCommand::Close { id } => {
+                    client
+                        .request(
+                            "moonkale/terminal/close",
+                            serde_json::json!({"terminal": id}),
+                        )
+                        .await?;
+                    eprintln!("moonkale-service: closed terminal {id}");
+                }
+            }
+            Ok(0)
         }
         Command::Stop { workspace } => {
             let info = running_service(workspace)?;

@@ -183,6 +183,7 @@ fn terminal_config(
         sessions,
         env: std::env::vars_os().collect(),
         grace: TERMINAL_GRACE,
+        idle: crate::terminal::host::idle_from_env(),
         claude_bin: agent.and_then(|a| a.claude_bin.clone()),
         ide_port,
         links,

@@ -156,3 +156,114 @@ async fn serve_defaults_to_the_current_directory() {
     })
     .await;
 }
+
+/// `moonkale-service terminal list`'s output for the workspace.
+async fn terminal_list(sb: &Sandbox) -> String {
+    let out = sb
+        .command("moonkale-service")
+        .args(["terminal", "list", "--workspace"])
+        .arg(&sb.workspace)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A service the shim started, whose editor opened terminals kept alive
+/// (as the page's are) and left: `terminal list` and `status` show them
+/// (a job running, or the shell at its prompt), `terminal close` closes
+/// one, and once the other's shell has been quiet at its prompt for
+/// `MOONKALE_TERMINAL_IDLE_MS` the service exits, its shell with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminals_at_their_prompt_let_an_idle_service_exit() {
+    let sb = Sandbox::new();
+    let idle = [
+        ("MOONKALE_AUTOSTART_IDLE_MS", "300"),
+        ("MOONKALE_TERMINAL_IDLE_MS", "1500"),
+    ];
+    let (mut child, mut ed) = shim(&sb, &idle);
+    ed.initialize("editor", &["utf-8"], Value::Null).await;
+    let info = sb.files_for(&sb.workspace).read_info().expect("a service");
+    let open = async |ed: &mut RawLsp| {
+        let opened = ed
+            .request(
+                "moonkale/terminal/open",
+                serde_json::json!({"argv": ["/bin/sh"], "keepAlive": true}),
+            )
+            .await;
+        let result = &opened["result"];
+        (
+            result["terminal"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{opened}")),
+            result["pid"].as_u64().expect("a pid") as u32,
+        )
+    };
+    let (kept, shell) = open(&mut ed).await;
+    let (closed, other) = open(&mut ed).await;
+    ed.request(
+        "moonkale/terminal/input",
+        serde_json::json!({"terminal": kept, "text": "sleep 30\n"}),
+    )
+    .await;
+    let mut listed = String::new();
+    let busy = moonkale_tests::poll_until(moonkale_tests::TIMEOUT, async || {
+        listed = terminal_list(&sb).await;
+        listed
+            .lines()
+            .any(|l| {
+                l.starts_with(&format!(
+                    "#{kept} sh (sh, pid {shell}): a program runs in it"
+                ))
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(busy.is_some(), "{listed}");
+    assert!(
+        listed.contains(&format!("#{closed} sh (sh, pid {other}): at its prompt")),
+        "{listed}"
+    );
+
+    let out = sb
+        .command("moonkale-service")
+        .args(["terminal", "close"])
+        .arg(closed.to_string())
+        .arg("--workspace")
+        .arg(&sb.workspace)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until("the closed terminal's shell to end", || {
+        let gone = !alive(other);
+        async move { gone.then_some(()) }
+    })
+    .await;
+    ed.request(
+        "moonkale/terminal/input",
+        serde_json::json!({"terminal": kept, "keys": ["Ctrl+c"]}),
+    )
+    .await;
+
+    // The editor leaves; the kept terminal's shell, quiet at its prompt,
+    // holds the service no longer.
+    ed.request("shutdown", Value::Null).await;
+    ed.notify("exit", Value::Null).await;
+    child.wait().await.unwrap();
+    gone_with_its_files(&sb, &sb.workspace, info.pid, &info.socket).await;
+    wait_until("the kept terminal's shell to end", || {
+        let gone = !alive(shell);
+        async move { gone.then_some(()) }
+    })
+    .await;
+}

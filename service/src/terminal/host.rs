@@ -39,6 +39,18 @@ pub const MAX_COLS: u16 = 4000;
 /// Largest input of one request, in bytes.
 pub const MAX_INPUT: usize = 1 << 20;
 
+/// How long a shell at its prompt keeps the service up by default: an
+/// hour.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(3600);
+
+/// `MOONKALE_TERMINAL_IDLE_MS`, else [`DEFAULT_IDLE`].
+pub fn idle_from_env() -> Duration {
+    std::env::var("MOONKALE_TERMINAL_IDLE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(DEFAULT_IDLE, Duration::from_millis)
+}
+
 /// How terminals are started.
 #[derive(Clone, Debug)]
 pub struct TerminalConfig {
@@ -46,6 +58,9 @@ pub struct TerminalConfig {
     pub env: Vec<(OsString, OsString)>,
     /// SIGHUP → SIGKILL.
     pub grace: Duration,
+    /// How long a shell at its prompt, with no input or output, keeps the
+    /// service up (`MOONKALE_TERMINAL_IDLE_MS`).
+    pub idle: Duration,
     /// The `claude` for "Start Claude Code here" (else `PATH`).
     pub claude_bin: Option<PathBuf>,
     /// This service's IDE port, for `CLAUDE_CODE_SSE_PORT`.
@@ -280,16 +295,18 @@ impl Host {
     }
 
     fn open(&mut self, editor: EditorId, spec: OpenParams) -> Result<u64, ResponseError> {
-        self.open_with(editor, spec, Vec::new())
+        self.open_with(editor, spec, Vec::new(), None)
     }
 
     /// [`Host::open`], with variables of ours that the program must see
-    /// (a sandbox link's token), set after the scrubbing.
+    /// (a sandbox link's token), set after the scrubbing, and a title (else
+    /// the program's name).
     fn open_with(
         &mut self,
         editor: EditorId,
         spec: OpenParams,
         ours: Vec<(OsString, OsString)>,
+        title: Option<String>,
     ) -> Result<u64, ResponseError> {
         let OpenParams {
             argv,
@@ -333,9 +350,10 @@ impl Host {
         .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
         let id = self.next_id;
         self.next_id += 1;
+        let shell = is_shell(&argv[0]);
         let info = TerminalInfo {
             terminal: id,
-            title: argv.join(" "),
+            title: title.unwrap_or_else(|| program_name(&argv[0]).to_owned()),
             pid: pty.pid(),
             argv,
             cwd,
@@ -343,6 +361,9 @@ impl Host {
             cols,
             exit_code: None,
             exited: false,
+            shell,
+            busy: !shell,
+            active_at: crate::clock::now_ms(),
         };
         let handle = session::spawn(
             id,
@@ -350,7 +371,7 @@ impl Host {
             info,
             self.workspace.clone(),
             self.hub.clone(),
-            self.config.grace,
+            (self.config.grace, self.config.idle),
         );
         self.terminals.insert(
             id,
@@ -469,7 +490,8 @@ impl Host {
             cols,
             keep_alive: true,
         };
-        Ok((self.open(editor, spec)?, launch.message))
+        let id = self.open_with(editor, spec, Vec::new(), Some(CLAUDE_TITLE.to_owned()))?;
+        Ok((id, launch.message))
     }
 
     /// The sandbox command, with the relay spliced in and a sandbox link of
@@ -501,7 +523,7 @@ impl Host {
             keep_alive: true,
         };
         let token = crate::sandbox_link::with_token(Vec::new(), link.token());
-        let id = self.open_with(editor, spec, token)?;
+        let id = self.open_with(editor, spec, token, Some(CLAUDE_TITLE.to_owned()))?;
         let mut info = self.terminals[&id].handle.info.clone();
         tokio::spawn(async move {
             while !info.borrow_and_update().exited {
@@ -574,6 +596,23 @@ impl TerminalCommand {
 /// The user's shell: `$SHELL`, else their login shell from the password
 /// database (a service started by systemd or cron has no `$SHELL`), else
 /// `/bin/sh`.
+/// What a terminal running Claude Code is called until Claude Code names
+/// it itself (not its whole command line).
+const CLAUDE_TITLE: &str = "Claude Code";
+
+/// A program's name as a person calls it: the last part of its path.
+fn program_name(program: &str) -> &str {
+    program.rsplit('/').next().unwrap_or(program)
+}
+
+/// Whether `program` is a shell: a terminal left at its prompt is idle.
+fn is_shell(program: &str) -> bool {
+    matches!(
+        program_name(program).trim_start_matches('-'),
+        "sh" | "bash" | "dash" | "zsh" | "fish" | "ksh" | "mksh" | "tcsh" | "csh" | "nu" | "elvish"
+    )
+}
+
 fn default_shell() -> Vec<String> {
     let shell = std::env::var("SHELL")
         .ok()
@@ -789,6 +828,7 @@ mod tests {
         TerminalConfig {
             env: Vec::new(),
             grace: Duration::from_millis(100),
+            idle: DEFAULT_IDLE,
             claude_bin: None,
             ide_port: None,
             sessions: Default::default(),

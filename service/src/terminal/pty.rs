@@ -134,6 +134,15 @@ impl Pty {
         self.pid
     }
 
+    /// Whether a process group other than the program's own holds the
+    /// terminal's foreground: a job its shell started (`vim`, `claude`).
+    pub fn runs_a_job(&self) -> bool {
+        match (self.master.process_group_leader(), self.pid) {
+            (Some(group), Some(pid)) => i64::from(group) != i64::from(pid),
+            _ => false,
+        }
+    }
+
     /// The next chunk of output; `None` once the program and every process
     /// holding the terminal are gone.
     pub async fn output(&mut self) -> Option<Vec<u8>> {

@@ -29,6 +29,8 @@ use crate::lsp::message::{ResponseError, code};
 /// Shortest time between two updates, and so the longest wait between
 /// output and the update that shows it.
 pub const FRAME: Duration = Duration::from_millis(16);
+/// How often a terminal looks whether a job runs in its foreground.
+const FOREGROUND_CHECK: Duration = Duration::from_secs(1);
 /// Scrollback lines kept per terminal.
 pub const SCROLLBACK: usize = 10_000;
 /// Bracketed-paste end marker: never let pasted text end the paste early.
@@ -71,6 +73,18 @@ pub enum TerminalCommand {
 
 pub use moonkale_protocol::terminal::TerminalInfo;
 
+impl TerminalCommand {
+    /// Whether it gives the program input (a person typing or pasting).
+    fn is_input(&self) -> bool {
+        matches!(
+            self,
+            TerminalCommand::Text { .. }
+                | TerminalCommand::Keys { .. }
+                | TerminalCommand::Paste { .. }
+        )
+    }
+}
+
 pub struct TerminalHandle {
     pub tx: mpsc::Sender<TerminalCommand>,
     pub info: watch::Receiver<TerminalInfo>,
@@ -85,7 +99,7 @@ pub fn spawn(
     info: TerminalInfo,
     workspace: Arc<PathBuf>,
     hub: HubHandle,
-    grace: Duration,
+    (grace, idle): (Duration, Duration),
 ) -> TerminalHandle {
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
     let (close_tx, close_rx) = tokio::sync::oneshot::channel();
@@ -100,6 +114,8 @@ pub fn spawn(
         info: info_tx,
         frame_due: None,
         last_flush: None,
+        idle,
+        active: tokio::time::Instant::now(),
     };
     let task = tokio::spawn(terminal.run(rx, close_rx, grace));
     TerminalHandle {
@@ -123,6 +139,10 @@ struct Terminal {
     frame_due: Option<tokio::time::Instant>,
     /// When the last update went out.
     last_flush: Option<tokio::time::Instant>,
+    /// How long a shell at its prompt, quiet, keeps the service up.
+    idle: Duration,
+    /// The program's last output or input.
+    active: tokio::time::Instant,
 }
 
 impl Terminal {
@@ -133,9 +153,15 @@ impl Terminal {
         grace: Duration,
     ) {
         let mut ended: Option<Pty> = None;
-        // A running program keeps the service up; a terminal whose program
-        // ended, left open to be read, does not.
+        // A running program keeps the service up, but for a shell at its
+        // prompt with no input or output for the idle period (a service
+        // started for the user then ends, and the terminal with it); a
+        // terminal whose program ended, left open to be read, does not.
         let mut running = Some(crate::lifetime::Activity::process().busy());
+        // A job starts and ends without output of its own: its shell's
+        // foreground is looked at now and then.
+        let mut foreground = tokio::time::interval(FOREGROUND_CHECK);
+        foreground.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let due = self.frame_due;
             let frame = async move {
@@ -144,16 +170,31 @@ impl Terminal {
                     None => std::future::pending().await,
                 }
             };
+            let quiet_due =
+                (running.is_some() && self.pty.is_some()).then_some(self.active + self.idle);
+            let quiet = async move {
+                match quiet_due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = &mut close => break,
+                _ = foreground.tick() => self.look_at_the_foreground(),
                 command = commands.recv() => match command {
-                    Some(command) => self.command(command),
+                    Some(command) => {
+                        if command.is_input() {
+                            self.used(&mut running);
+                        }
+                        self.command(command);
+                    }
                     None => break,
                 },
                 chunk = output(&mut self.pty) => match chunk {
                     Some(bytes) => {
                         self.screen.process(&bytes);
                         self.mark_dirty();
+                        self.used(&mut running);
                     }
                     None => {
                         ended = self.pty.take();
@@ -162,12 +203,53 @@ impl Terminal {
                     }
                 },
                 () = frame => self.flush(),
+                () = quiet => {
+                    if self.at_its_prompt() {
+                        tracing::info!(terminal = self.id, "a shell at its prompt, quiet for {:?}: it keeps the service up no more", self.idle);
+                        running = None;
+                    } else {
+                        self.active = tokio::time::Instant::now();
+                    }
+                }
             }
         }
         if let Some(pty) = self.pty.take().or(ended) {
             pty.close(grace).await;
         }
         drop(running);
+    }
+
+    /// Input or output: the terminal is in use (again).
+    fn used(&mut self, running: &mut Option<crate::lifetime::Busy>) {
+        self.active = tokio::time::Instant::now();
+        if running.is_none() && self.pty.is_some() {
+            *running = Some(crate::lifetime::Activity::process().busy());
+        }
+        let now = crate::clock::now_ms();
+        // `active_at` alone changes nothing anyone waits on: it is read
+        // with the list, not announced.
+        self.info.send_if_modified(|i| {
+            i.active_at = now;
+            false
+        });
+        self.look_at_the_foreground();
+    }
+
+    /// Whether a program other than the shell runs, as `status` shows it; a
+    /// running job counts as use.
+    fn look_at_the_foreground(&mut self) {
+        let Some(pty) = &self.pty else { return };
+        let busy = !self.info.borrow().shell || pty.runs_a_job();
+        if busy {
+            self.active = tokio::time::Instant::now();
+        }
+        self.info
+            .send_if_modified(|i| std::mem::replace(&mut i.busy, busy) != busy);
+    }
+
+    /// A shell with no job in its foreground.
+    fn at_its_prompt(&self) -> bool {
+        self.info.borrow().shell && !self.pty.as_ref().is_some_and(Pty::runs_a_job)
     }
 
     fn command(&mut self, command: TerminalCommand) {

@@ -162,7 +162,7 @@ pub async fn version(
         return *known;
     }
     // Never in a workspace: nothing of a repository's is read for this.
-    let found = ask_version(program, &[], Path::new("/"), env).await;
+    let found = ask_version(program, &[], Path::new("/"), env).await.ok();
     CACHE
         .lock()
         .ok()?
@@ -173,13 +173,14 @@ pub async fn version(
 
 /// `program ARGS… --version` in `cwd` with only `env`, each time (a
 /// sandbox's command, whose `claude` is whatever the sandbox holds now);
-/// `None` if it does not answer within [`VERSION_TIMEOUT`].
+/// why not, when it gives no version within [`VERSION_TIMEOUT`].
 pub async fn ask_version(
     program: &Path,
     args: &[String],
     cwd: &Path,
     env: &[(std::ffi::OsString, std::ffi::OsString)],
-) -> Option<Version> {
+) -> crate::Result<Version> {
+    let name = program.display().to_string();
     let run = tokio::process::Command::new(program)
         .args(args)
         .arg("--version")
@@ -187,13 +188,44 @@ pub async fn ask_version(
         .env_clear()
         .envs(env.iter().cloned())
         .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
-    match tokio::time::timeout(VERSION_TIMEOUT, run).await {
-        Ok(Ok(out)) => parse_version(&String::from_utf8_lossy(&out.stdout)),
-        _ => None,
+    let out = match tokio::time::timeout(VERSION_TIMEOUT, run).await {
+        Err(_) => {
+            return Err(Error::VersionTimedOut {
+                program: name,
+                timeout: VERSION_TIMEOUT,
+            });
+        }
+        Ok(Err(source)) => {
+            return Err(Error::NotStarted {
+                program: name,
+                source,
+            });
+        }
+        Ok(Ok(out)) => out,
+    };
+    let printed = String::from_utf8_lossy(&out.stdout);
+    if let Some(version) = parse_version(&printed) {
+        return Ok(version);
     }
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.chars().take(300).collect());
+        return Err(Error::VersionFailed {
+            program: name,
+            status: out.status,
+            said,
+        });
+    }
+    Err(Error::NoVersion {
+        program: name,
+        printed: printed.chars().take(120).collect(),
+    })
 }
 
 #[cfg(test)]

@@ -28,4 +28,26 @@ pub enum Error {
     },
     #[error("Claude's edit record does not add up: {0}")]
     BadEditRecord(String),
+    /// `--version` gave no version: the real cause, for the sentence a
+    /// person reads first.
+    #[error("{program} could not be started: {source}")]
+    NotStarted {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{program} {status}{}", said.as_deref().map(|s| format!(" ({s})")).unwrap_or_default())]
+    VersionFailed {
+        program: String,
+        status: std::process::ExitStatus,
+        /// The last line it wrote on stderr.
+        said: Option<String>,
+    },
+    #[error("{program} did not answer --version within {timeout:?}")]
+    VersionTimedOut {
+        program: String,
+        timeout: std::time::Duration,
+    },
+    #[error("{program} --version printed no version ({printed:?})")]
+    NoVersion { program: String, printed: String },
 }

@@ -102,14 +102,17 @@ pub async fn run(env: &Env, workspace: &Path) -> Vec<Check> {
         Check::optional("vs code", vscode(env)),
         Check::optional("service", service(workspace)),
         Check::optional("trust", trust(workspace)),
-        Check::optional("sandbox", sandbox(env, workspace).await),
+        Check::required("sandbox", sandbox(env, workspace).await),
     ]
 }
 
 /// The workspace's default sandbox, if the user set one: its command runs
 /// and sees the relay (`moonkale-service --version` run through it in the
 /// place of `claude`).
-async fn sandbox(env: &Env, workspace: &Path) -> Result<String, String> {
+/// The workspace's default sandbox, if the user set one, runs: its command
+/// starts and the sandbox sees `moonkale-service`. A broken one fails every
+/// hosted session, so it is a required check (and `sandbox set` warns).
+pub async fn sandbox(env: &Env, workspace: &Path) -> Result<String, String> {
     let store = crate::user_state::SandboxStore::from_env().map_err(|e| e.to_string())?;
     let Some(sandbox) = store.get(workspace).map_err(|e| e.to_string())? else {
         return Ok(

@@ -1178,6 +1178,15 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                         "Claude Code for {shown} now runs in the sandbox: {}",
                         moonkale_service::sandbox_link::describe(&sandbox)
                     );
+                    // Kept as the user said; a command that does not start
+                    // is said now, not at the next session's start.
+                    if let Err(why) = doctor::sandbox(&doctor::Env::from_process(), &root).await {
+                        eprintln!(
+                            "moonkale-service: warning: the sandbox does not run: {}; \
+                             `moonkale-service sandbox clear` removes it",
+                            printable::one_line(&why)
+                        );
+                    }
                 }
                 SandboxVerb::Show => match store.get(&root)? {
                     Some(sandbox) => moonkale_service::outln!(

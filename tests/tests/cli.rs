@@ -982,6 +982,58 @@ async fn readme_first_run_removal_leaves_nothing_behind() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A default sandbox whose command does not exist: `sandbox set` keeps it
+/// and warns at once, `doctor` fails it, and a hosted session's error
+/// names the real cause (the command did not start), not a CLI version.
+#[tokio::test]
+async fn a_sandbox_that_does_not_start_is_said_at_once() {
+    let sb = Sandbox::new();
+    let ws = sb.workspace.display().to_string();
+    let missing = sb.root.join("no-such-bwrap").display().to_string();
+    let set = run(
+        &sb,
+        &[
+            "sandbox",
+            "set",
+            "--workspace",
+            &ws,
+            "--",
+            &missing,
+            "claude",
+        ],
+        &[],
+    )
+    .await;
+    let warned = String::from_utf8_lossy(&set.stderr);
+    assert!(set.status.success(), "{warned}");
+    assert!(
+        warned.starts_with("moonkale-service: warning: the sandbox does not run")
+            && warned.contains(&missing)
+            && warned.lines().count() == 1,
+        "{warned}"
+    );
+    let (report, code) = doctor(&sb, "/usr/bin:/bin").await;
+    assert_eq!(code, Some(1), "{report}");
+    assert!(line(&report, "sandbox").starts_with("FAIL"), "{report}");
+
+    let sent = run(
+        &sb,
+        &["agent", "send", "--workspace", &ws, "hello"],
+        &[("MOONKALE_AUTOSTART_IDLE_MS", "500")],
+    )
+    .await;
+    let said = String::from_utf8_lossy(&sent.stderr);
+    assert!(!sent.status.success(), "{said}");
+    assert!(
+        said.contains("the default sandbox did not run Claude Code")
+            && said.contains(&format!("{missing} could not be started"))
+            && !said.contains("too old")
+            && !said.contains("os error"),
+        "{said}"
+    );
+    let _ = run(&sb, &["stop", "--workspace", &ws], &[]).await;
+}
+
 /// `moonkale-service claude` runs in the workspace's default sandbox
 /// (`sandbox set`), with claude's arguments after the sandbox's command,
 /// unless told `--no-sandbox`; `sandbox set` refuses a command without

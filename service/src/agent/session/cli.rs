@@ -120,12 +120,17 @@ async fn check_sandboxed_honours_setting_sources(
     };
     let found = moonkale_claude::binary::ask_version(Path::new(program), rest, cwd, env).await;
     match found {
-        Some(v) if v >= MIN_UNTRUSTED_CLI => Ok(()),
-        found => Err(format!(
-            "the Claude Code in the default sandbox ({}) is too old or did not answer `--version`, \
-             and this workspace is not trusted: use Claude Code {MIN_UNTRUSTED_CLI} or newer there, \
-             or run `moonkale-service trust` if you trust the repository's .claude settings and .mcp.json",
-            found.map_or_else(|| "unknown version".to_owned(), |v| v.to_string())
+        Ok(v) if v >= MIN_UNTRUSTED_CLI => Ok(()),
+        Ok(v) => Err(format!(
+            "the Claude Code in the default sandbox ({v}) is too old, and this workspace is not \
+             trusted: use Claude Code {MIN_UNTRUSTED_CLI} or newer there, or run \
+             `moonkale-service trust` if you trust the repository's .claude settings and .mcp.json"
+        )),
+        // The real cause first: a sandbox that does not run is no version
+        // question.
+        Err(why) => Err(format!(
+            "the default sandbox did not run Claude Code: {why}; fix it with `moonkale-service \
+             sandbox set`, or remove it with `moonkale-service sandbox clear`"
         )),
     }
 }

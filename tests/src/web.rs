@@ -179,3 +179,10 @@ pub async fn no_sideways_scrolling(b: &mut Browser, view: &str) {
     let sideways = b.run(json!({"op": "scrollsSideways"})).await;
     assert_eq!(sideways, json!(false), "{view} scrolls sideways");
 }
+
+/// The page logged no console error, threw nothing and broke none of its
+/// own Content-Security-Policy since it opened (or since the last check).
+pub async fn no_page_problems(b: &mut Browser, view: &str) {
+    let problems = b.run(json!({"op": "problems"})).await;
+    assert_eq!(problems, json!([]), "{view}: the page's problems");
+}

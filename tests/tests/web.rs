@@ -10,7 +10,7 @@ use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::remote::{TOKEN, make_certificate};
 use moonkale_tests::review;
 use moonkale_tests::web::{
-    DESKTOP, PHONE, Web, browser, no_sideways_scrolling, read, screenshot_at,
+    DESKTOP, PHONE, Web, browser, no_page_problems, no_sideways_scrolling, read, screenshot_at,
 };
 use moonkale_tests::world::World;
 use moonkale_tests::{STEP, TIMEOUT};
@@ -119,6 +119,7 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
     }
     let page = requests.iter().find(|r| r.path == "/");
     assert!(page.is_some_and(|p| p.body_bytes > 0), "{requests:?}");
+    no_page_problems(&mut b, "the questions, the transcript and a reload").await;
 }
 
 /// At desktop size the card shows the Write against the file on disk,
@@ -170,6 +171,7 @@ async fn a_write_denied_in_the_page_is_not_written() {
     b.click("button", "Sessions").await;
     b.screenshot("desktop-sessions").await;
     screenshot_at(&mut b, PHONE, "phone-sessions").await;
+    no_page_problems(&mut b, "a denied Write").await;
 }
 
 /// Nothing without the secret, under another host name, or from another
@@ -235,6 +237,7 @@ async fn the_page_refuses_strangers_and_shows_hostile_text_inert() {
     let imgs = b.run(json!({"op": "text", "selector": "img"})).await;
     assert_eq!(imgs, json!([]), "markup became elements");
     b.screenshot("desktop-hostile-reply").await;
+    no_page_problems(&mut b, "a hostile reply").await;
     let _: Value = title;
 }
 
@@ -290,6 +293,7 @@ async fn a_question_left_waiting_reaches_the_person_away() {
     for dir in [&w.sb.root, &w.sb.workspace] {
         assert!(!dir.join("PWNED").exists(), "the summary ran as a command");
     }
+    no_page_problems(&mut b, "a question left waiting").await;
 }
 
 /// A page that floods the front door with messages and never reads what
@@ -324,6 +328,7 @@ async fn a_flooding_page_that_never_reads_holds_up_nobody() {
     w.ed.turn_idle(&session, seq).await;
     assert_eq!(read(&path).as_deref(), Some("FINE\n"));
     drop(flood);
+    no_page_problems(&mut b, "beside a flooding page").await;
 }
 
 /// In the page: a plan approved with one of its choices, the Write that
@@ -377,6 +382,7 @@ async fn a_plan_and_a_question_are_answered_in_the_page() {
     );
     let seq = w.ed.last_prompt_seq(&asked).await;
     w.ed.turn_idle(&asked, seq).await;
+    no_page_problems(&mut b, "a plan and a question").await;
 }
 
 /// The real CLI, started beside an editor and linked to the service,
@@ -431,6 +437,7 @@ async fn a_proposal_of_the_cli_is_accepted_in_the_page() {
     );
     cli.wait_for_text("EDIT_DONE", STEP).await;
     assert_eq!(read(&path).as_deref(), Some("hello EDITED\nsecond line\n"));
+    no_page_problems(&mut b, "a proposal").await;
 }
 
 /// Claude asks two questions at once, one of several choices: both are
@@ -503,6 +510,7 @@ async fn several_choices_and_own_words_answer_claudes_questions() {
     assert!(!result.is_error, "{}", result.text);
     let seq = w.ed.last_prompt_seq(&second).await;
     w.ed.turn_idle(&second, seq).await;
+    no_page_problems(&mut b, "questions of several choices").await;
 }
 
 /// Claude's change set from the real CLI in `acceptEdits`: one hunk undone
@@ -537,6 +545,7 @@ async fn one_hunk_undone_from_the_page_restores_exactly_its_lines() {
     );
     b.screenshot("phone-changes-undone").await;
     screenshot_at(&mut b, DESKTOP, "desktop-changes").await;
+    no_page_problems(&mut b, "a change set").await;
 }
 
 /// A terminal opened from the page: `echo` typed there and its output
@@ -632,6 +641,7 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
     screenshot_at(&mut b, PHONE, "phone-terminal-claude").await;
     b.click("button", "Terminals").await;
     screenshot_at(&mut b, PHONE, "phone-terminals").await;
+    no_page_problems(&mut b, "terminals").await;
 }
 
 /// The phone case: the service runs elsewhere behind `serve --listen` with
@@ -671,4 +681,5 @@ async fn the_page_reaches_a_remote_service_over_tls() {
     let seq = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, seq).await;
     assert_eq!(read(&path).as_deref(), Some("FAR AWAY\n"));
+    no_page_problems(&mut b, "a remote service").await;
 }

@@ -605,9 +605,15 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
     b.screenshot("desktop-terminal").await;
     // Tab reaches the terminal instead of leaving the input (seen by
     // `cat -A` as `^I`, whatever the shell and its completion), and
-    // Ctrl+C ends the program.
-    b.type_text("cat -A").await;
+    // Ctrl+C ends the program. What is typed waits until the shell ran the
+    // line (its `echo` shows): keys typed while the shell still reads
+    // its line editor's input may go to the shell instead of `cat`.
+    b.type_text("echo cat-reads; cat -A").await;
     b.press(&["Enter"]).await;
+    b.texts_until(".terminal", "the shell running cat", |t| {
+        t.concat().contains("\ncat-reads\n")
+    })
+    .await;
     b.type_text("tab").await;
     b.press(&["Tab"]).await;
     b.type_text("in").await;

@@ -3,6 +3,13 @@
 //! sets, terminals). Everything a session or a terminal says is rendered
 //! as text nodes, never as HTML: no `dangerous_inner_html`, no attribute
 //! named from data, no data in `href` or `src`.
+//!
+//! The page's address follows the view: the shell names it (`data-route`,
+//! and `data-nav`: whether it is a new entry in the browser's history) and
+//! the page's own script keeps it in the history; after a load, Back or
+//! Forward, the script tells the shell where the page is through a hidden
+//! input (`input.route`). No script is evaluated for it (the page's policy
+//! forbids eval).
 
 use dioxus::prelude::*;
 use moonkale_client::moonkale_protocol::agent::{
@@ -20,7 +27,7 @@ use crate::model::{Line, Model, View, inert};
 #[component]
 pub fn App() -> Element {
     let shell = use_context::<Shell>();
-    let model = use_context_provider(|| Signal::new(Model::default()));
+    let mut model = use_context_provider(|| Signal::new(Model::default()));
     let client = shell.client.clone();
     use_coroutine(move |actions| feed::act(client.clone(), model, actions));
     let client = shell.client.clone();
@@ -33,8 +40,31 @@ pub fn App() -> Element {
     } else {
         format!("{name} · Moonkale")
     };
+    // Nothing to keep until the page said where it is: a reload's place
+    // is the page's, not the start view's.
+    let route = if m.route_known {
+        m.view.route()
+    } else {
+        String::new()
+    };
+    let nav = if m.view_is_opened() {
+        "push"
+    } else {
+        "replace"
+    };
+    let actions = use_actions();
     rsx! {
-        div { class: "shell", "data-title": "{title}",
+        div { class: "shell", "data-title": "{title}", "data-route": "{route}", "data-nav": "{nav}",
+            input { class: "route", r#type: "hidden",
+                oninput: move |e: FormEvent| {
+                    let view = model.write().arrive(&e.value()).clone();
+                    match view {
+                        View::Session(id) => actions.send(Action::Open(id)),
+                        View::Terminal(id) => actions.send(Action::OpenTerminal(id)),
+                        _ => {}
+                    }
+                },
+            }
             Header {}
             Tabs {}
             if m.disconnected {
@@ -100,14 +130,14 @@ fn Tabs() -> Element {
     let mut model = use_model();
     let (view, questions, changes) = {
         let m = model.read();
-        (m.view.clone(), m.pending_decisions(), m.pending_changes())
+        (m.view.clone(), m.waiting(), m.pending_changes())
     };
     let tab = |label: String, target: View, here: bool| {
         rsx! {
             button {
                 class: if here { "tab here" } else { "tab" },
                 aria_pressed: "{here}",
-                onclick: move |_| model.write().view = target.clone(),
+                onclick: move |_| model.write().open(target.clone()),
                 "{label}"
             }
         }
@@ -369,13 +399,27 @@ fn Sessions() -> Element {
                 for (id, label, state, when) in list {
                     li { key: "{id}",
                         button { class: "session", aria_label: "{inert(&label)} ({state_label(state)})",
-                            onclick: { let id = id.clone(); move |_| { model.write().view = View::Session(id.clone()); actions.send(Action::Open(id.clone())); } },
+                            onclick: { let id = id.clone(); move |_| { model.write().open(View::Session(id.clone())); actions.send(Action::Open(id.clone())); } },
                             span { class: "title", "{inert(&label)}" }
                             span { class: "state {state.as_str()}", "{state_label(state)} · {when}" }
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+/// Back to a list: the browser's Back when the list is the entry before
+/// (the page's script does it, `app.js`), else the list in place of this
+/// entry (a page loaded at a transcript has nothing of its own before).
+#[component]
+fn Back(to: View, label: &'static str) -> Element {
+    let mut model = use_model();
+    rsx! {
+        button { class: "back", aria_label: "Back to {label}",
+            onclick: move |_| model.write().back_to(to.clone()),
+            "‹ {label}"
         }
     }
 }
@@ -398,8 +442,10 @@ fn Transcript(id: String) -> Element {
         return rsx! { p { class: "empty", "No session {id}." } };
     };
     let running = s.state == SessionState::Running || s.state == SessionState::WaitingForApproval;
+    let asked = m.questions_of(&id);
     rsx! {
         section { class: "transcript",
+            Back { to: View::Sessions, label: "Sessions" }
             h2 { class: "title", "{inert(s.label())}" }
             SessionSettings { id: id.clone(), state: s.state, mode: s.view.permission_mode, model: s.view.model.clone() }
             div { class: "lines",
@@ -412,6 +458,11 @@ fn Transcript(id: String) -> Element {
                 if !s.streaming.is_empty() {
                     p { class: "reply streaming", "{s.streaming}" }
                 }
+            }
+            // What the session waits on, where its turn is read (the
+            // same card as under Questions).
+            for approval in asked {
+                QuestionCard { key: "{approval.approval}", session_label: s.label().to_owned(), approval }
             }
             if running {
                 button { class: "deny", onclick: { let id = id.clone(); move |_| actions.send(Action::Interrupt(id.clone())) }, "Interrupt" }
@@ -431,6 +482,15 @@ fn mode_label(mode: PermissionMode) -> &'static str {
     }
 }
 
+/// The model menu: the value a session is told, and what a person reads
+/// (`default`: the CLI's own choice).
+const MODELS: [(&str, &str); 4] = [
+    ("default", "Default model"),
+    ("opus", "Opus"),
+    ("sonnet", "Sonnet"),
+    ("haiku", "Haiku"),
+];
+
 /// The session's permission mode and model, changed for its next step.
 #[component]
 fn SessionSettings(
@@ -440,7 +500,10 @@ fn SessionSettings(
     model: Option<String>,
 ) -> Element {
     let actions = use_actions();
-    let current = model.clone().unwrap_or_else(|| "default model".to_owned());
+    // The model a session runs: one of the menu's, or its own name (one
+    // set elsewhere) shown once, first.
+    let current = model.unwrap_or_else(|| "default".to_owned());
+    let listed = MODELS.iter().any(|(value, _)| *value == current);
     rsx! {
         div { class: "settings",
             span { class: "meta", "{state_label(state)}" }
@@ -466,9 +529,11 @@ fn SessionSettings(
                         actions.send(Action::SetModel { session: id.clone(), model });
                     }
                 },
-                option { value: "", disabled: true, selected: true, "{inert(&current)}" }
-                for (value, label) in [("default", "Default model"), ("opus", "Opus"), ("sonnet", "Sonnet"), ("haiku", "Haiku")] {
-                    option { key: "{value}", value, "{label}" }
+                if !listed {
+                    option { value: "{current}", selected: true, "{inert(&current)}" }
+                }
+                for (value, label) in MODELS {
+                    option { key: "{value}", value, selected: value == current, "{label}" }
                 }
             }
         }
@@ -604,7 +669,7 @@ fn Terminals() -> Element {
                 for (id, title, exited) in list {
                     li { key: "{id}",
                         button { class: "session",
-                            onclick: move |_| { model.write().view = View::Terminal(id); actions.send(Action::OpenTerminal(id)); },
+                            onclick: move |_| { model.write().open(View::Terminal(id)); actions.send(Action::OpenTerminal(id)); },
                             span { class: "title", if title.is_empty() { "Terminal {id}" } else { "{inert(&title)}" } }
                             if exited { span { class: "state", "exited" } }
                         }
@@ -653,8 +718,9 @@ fn Terminal(id: u64) -> Element {
         sent.set(value);
     };
     rsx! {
-        section { class: "terminal-view",
+        section { class: "terminal-view", "data-terminal": "{id}",
             div { class: "buttons",
+                Back { to: View::Terminals, label: "Terminals" }
                 button { onclick: move |_| actions.send(Action::History(id)), "Earlier lines" }
                 if history.is_some() {
                     button {
@@ -666,6 +732,9 @@ fn Terminal(id: u64) -> Element {
                         "Hide earlier lines"
                     }
                 }
+                // Ends the terminal's programs in the service, for every
+                // page and editor that shows it.
+                button { class: "deny close", onclick: move |_| actions.send(Action::CloseTerminal(id)), "Close" }
             }
             if let Some(history) = history {
                 div { class: "terminal history", role: "log", aria_label: "Earlier lines",
@@ -747,15 +816,20 @@ fn TermRow(row: Row, cursor: Option<u16>) -> Element {
     rsx! {
         div { class: "row",
             for (n, span) in row.spans.iter().enumerate() {
-                span { key: "{n}", class: span_class(span), "{inert(&span.text)}" }
+                span { key: "{n}", class: span_class(span),
+                    color: span.fg.and_then(css_colour), background_color: span.bg.and_then(css_colour),
+                    "{inert(&span.text)}"
+                }
             }
             if cursor.is_some() { span { class: "cursor", " " } }
         }
     }
 }
 
-/// Classes for a span's style (the palette lives in the stylesheet; a
-/// style attribute would need `unsafe-inline`).
+/// Classes for a span's style (the 16 colours of the palette live in the
+/// stylesheet; a style attribute would need `unsafe-inline`: the other
+/// colours are set as the element's style properties, [`css_colour`],
+/// which the policy allows).
 fn span_class(span: &Span) -> String {
     let mut class = String::from("s");
     if span.bold {
@@ -773,7 +847,7 @@ fn span_class(span: &Span) -> String {
     if span.inverse {
         class.push_str(" r");
     }
-    // The 16 palette colours have classes; others keep the default.
+    // The 16 palette colours have classes; others are style properties.
     if let Some(Color::Indexed(n @ 0..16)) = span.fg {
         class.push_str(&format!(" f{n}"));
     }
@@ -781,6 +855,27 @@ fn span_class(span: &Span) -> String {
         class.push_str(&format!(" g{n}"));
     }
     class
+}
+
+/// A colour the stylesheet's palette classes do not name, as CSS: the
+/// 256-colour palette's cube and greys as xterm draws them, and true
+/// colour as it is (Claude Code's diff backgrounds are one or the other,
+/// as the terminal announces).
+fn css_colour(colour: Color) -> Option<String> {
+    match colour {
+        Color::Indexed(0..16) => None,
+        Color::Indexed(n @ 16..232) => {
+            let level = |v: u8| if v == 0 { 0 } else { 55 + 40 * v };
+            let i = n - 16;
+            let (r, g, b) = (level(i / 36), level(i / 6 % 6), level(i % 6));
+            Some(format!("#{r:02x}{g:02x}{b:02x}"))
+        }
+        Color::Indexed(n) => {
+            let grey = 8 + 10 * (n - 232);
+            Some(format!("#{grey:02x}{grey:02x}{grey:02x}"))
+        }
+        Color::Rgb(r, g, b) => Some(format!("#{r:02x}{g:02x}{b:02x}")),
+    }
 }
 
 #[cfg(test)]
@@ -795,6 +890,48 @@ mod tests {
         assert!(!html.contains("<img"), "{html}");
         assert!(
             html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"),
+            "{html}"
+        );
+    }
+
+    /// A screen's first row: `text` in one span of these colours.
+    fn one_span_row(text: &str, fg: Option<Color>, bg: Option<Color>) -> Row {
+        Row {
+            index: 0,
+            spans: vec![Span {
+                text: text.into(),
+                fg,
+                bg,
+                bold: false,
+                dim: false,
+                italic: false,
+                underline: false,
+                inverse: false,
+            }],
+        }
+    }
+
+    /// Every colour a screen has reaches the page: the palette's 16 by
+    /// class, the 256-colour palette and true colour by value.
+    #[test]
+    fn every_screen_colour_has_a_css_colour() {
+        assert_eq!(css_colour(Color::Indexed(1)), None);
+        assert_eq!(css_colour(Color::Indexed(16)).as_deref(), Some("#000000"));
+        assert_eq!(css_colour(Color::Indexed(196)).as_deref(), Some("#ff0000"));
+        assert_eq!(css_colour(Color::Indexed(22)).as_deref(), Some("#005f00"));
+        assert_eq!(css_colour(Color::Indexed(255)).as_deref(), Some("#eeeeee"));
+        assert_eq!(
+            css_colour(Color::Rgb(34, 92, 43)).as_deref(),
+            Some("#225c2b")
+        );
+        let row = one_span_row(
+            "+ added",
+            Some(Color::Indexed(2)),
+            Some(Color::Rgb(34, 92, 43)),
+        );
+        let html = dioxus_ssr::render_element(rsx! { TermRow { row, cursor: None } });
+        assert!(
+            html.contains("f2") && html.contains("background-color:#225c2b"),
             "{html}"
         );
     }
@@ -814,19 +951,8 @@ mod tests {
             1,
             Line::Tool(HOSTILE.into()),
         )));
-        let row = Row {
-            index: 0,
-            spans: vec![Span {
-                text: HOSTILE.into(),
-                fg: Some(Color::Indexed(1)),
-                bg: None,
-                bold: true,
-                dim: false,
-                italic: false,
-                underline: false,
-                inverse: false,
-            }],
-        };
+        let mut row = one_span_row(HOSTILE, Some(Color::Indexed(1)), None);
+        row.spans[0].bold = true;
         let html = dioxus_ssr::render_element(rsx! { TermRow { row, cursor: None } });
         no_markup(&html);
         assert!(html.contains("class=\"s b f1\""), "{html}");

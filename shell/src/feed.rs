@@ -74,6 +74,8 @@ pub enum Action {
         claude: bool,
     },
     OpenTerminal(TerminalId),
+    /// Close the terminal in the service (its programs end).
+    CloseTerminal(TerminalId),
     /// Show the terminal's lines above its screen (more of them each time).
     History(TerminalId),
     Text {
@@ -352,7 +354,7 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
                 .agent_start(Some(&prompt), None)
                 .await
                 .map_err(text)?;
-            model.write().view = View::Session(started.session.clone());
+            model.write().open(View::Session(started.session.clone()));
             read_events(client, model, &started.session).await;
         }
         Action::Interrupt(session) => client.agent_interrupt(&session).await.map_err(text)?,
@@ -427,8 +429,13 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
             let list = client.terminal_list().await.map_err(text)?;
             model.write().load_terminals(list);
             open_terminal(client, model, info.terminal).await?;
+            model.write().open(View::Terminal(info.terminal));
         }
         Action::OpenTerminal(terminal) => open_terminal(client, model, terminal).await?,
+        Action::CloseTerminal(terminal) => {
+            client.terminal_close(terminal).await.map_err(text)?;
+            model.write().terminal_closed(terminal);
+        }
         Action::History(terminal) => read_history(client, model, terminal, true).await,
         Action::Text {
             terminal,
@@ -456,11 +463,18 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
     Ok(())
 }
 
+/// Follows a terminal's screen (its view is the caller's to show). A page
+/// loaded at a terminal may not have read the list yet: it is read first,
+/// so the screen has an entry to go to.
 async fn open_terminal(
     client: &Client,
     mut model: Signal<Model>,
     terminal: TerminalId,
 ) -> Result<(), String> {
+    if !model.peek().terminals.contains_key(&terminal) {
+        let list = client.terminal_list().await.map_err(|e| e.to_string())?;
+        model.write().load_terminals(list);
+    }
     client
         .terminal_subscribe(terminal)
         .await
@@ -469,9 +483,7 @@ async fn open_terminal(
         .terminal_screen(terminal)
         .await
         .map_err(|e| e.to_string())?;
-    let mut m = model.write();
-    m.view = View::Terminal(terminal);
-    if let Some(entry) = m.terminals.get_mut(&terminal) {
+    if let Some(entry) = model.write().terminals.get_mut(&terminal) {
         entry.screen = Some(screen.snapshot);
     }
     Ok(())

@@ -41,6 +41,42 @@ pub enum View {
     Terminal(TerminalId),
 }
 
+impl View {
+    /// The view's place in the page's address (its URL's fragment): the
+    /// page's script keeps it in the browser's history, so Back and a
+    /// reload come back to it.
+    pub fn route(&self) -> String {
+        match self {
+            View::Questions => "#questions".into(),
+            View::Sessions => "#sessions".into(),
+            View::Session(id) => format!("#session/{id}"),
+            View::Changes => "#changes".into(),
+            View::Terminals => "#terminals".into(),
+            View::Terminal(id) => format!("#terminal/{id}"),
+        }
+    }
+
+    /// The view a page's address names; the questions for an empty or
+    /// unknown one (the page's start). A session's id is the service's
+    /// (letters, digits, `-`, `_`); anything else names no session.
+    pub fn from_route(route: &str) -> View {
+        let route = route.strip_prefix('#').unwrap_or(route);
+        let (name, id) = route.split_once('/').unwrap_or((route, ""));
+        let plain = !id.is_empty()
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        match (name, id) {
+            ("sessions", "") => View::Sessions,
+            ("session", id) if plain => View::Session(id.to_owned()),
+            ("changes", "") => View::Changes,
+            ("terminals", "") => View::Terminals,
+            ("terminal", id) => id.parse().map_or(View::Terminals, View::Terminal),
+            _ => View::Questions,
+        }
+    }
+}
+
 /// One line of a transcript as a person reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Line {
@@ -116,6 +152,14 @@ pub const MAX_HISTORY: usize = 2000;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Model {
     pub view: View,
+    /// The view the person opened with a click (a tab, a session, a
+    /// terminal): while it shows, it is a new entry in the browser's
+    /// history. Any other view (the page's own address after a load or
+    /// Back, a terminal that closed) replaces the entry it is on.
+    pub opened: Option<View>,
+    /// The page told its address: until then the page keeps its own
+    /// (a reload must not lose the place to the start view).
+    pub route_known: bool,
     pub status: Option<Status>,
     pub sessions: BTreeMap<String, SessionEntry>,
     /// Questions waiting for the user, oldest first.
@@ -136,29 +180,68 @@ pub struct Model {
 }
 
 impl Model {
-    /// What waits for the user: open questions, pending proposals and
-    /// change sets (the badge, and the page's title).
+    /// What waits for the person: open questions and pending proposals,
+    /// which hold a CLI up until the person decides (the badge, the
+    /// page's title and the Questions tab's count). Change sets wait for
+    /// nobody: they are counted on their own tab only.
     pub fn waiting(&self) -> usize {
-        let proposals = self.proposals.len();
-        let sets = self
-            .change_sets
-            .iter()
-            .filter(|s| {
-                s.state == moonkale_client::moonkale_protocol::changes::ReviewState::Pending
-            })
-            .count();
-        self.questions.len() + proposals + sets
-    }
-
-    /// Questions and proposals: what holds a CLI up until the person
-    /// decides (the Questions tab's count).
-    pub fn pending_decisions(&self) -> usize {
         self.questions.len() + self.proposals.len()
     }
 
     /// Pending change sets (the Changes tab's count).
     pub fn pending_changes(&self) -> usize {
-        self.waiting() - self.pending_decisions()
+        self.change_sets
+            .iter()
+            .filter(|s| {
+                s.state == moonkale_client::moonkale_protocol::changes::ReviewState::Pending
+            })
+            .count()
+    }
+
+    /// The person opened `view` (a new entry in the browser's history).
+    pub fn open(&mut self, view: View) {
+        self.opened = Some(view.clone());
+        self.view = view;
+    }
+
+    /// The page is at `route` (loaded there, or Back or Forward went
+    /// there): its view, in place of the history entry it is on.
+    pub fn arrive(&mut self, route: &str) -> &View {
+        self.route_known = true;
+        self.opened = None;
+        self.view = View::from_route(route);
+        &self.view
+    }
+
+    /// Back to `view` without the browser's history (the page has no entry
+    /// of its own before this one): in place of the entry it is on.
+    pub fn back_to(&mut self, view: View) {
+        self.opened = None;
+        self.view = view;
+    }
+
+    /// Whether the view shown is a new entry in the browser's history
+    /// (else it replaces the current one).
+    pub fn view_is_opened(&self) -> bool {
+        self.opened.as_ref() == Some(&self.view)
+    }
+
+    /// A terminal was closed (here or anywhere else): its view goes back
+    /// to the list.
+    pub fn terminal_closed(&mut self, terminal: TerminalId) {
+        self.terminals.remove(&terminal);
+        if self.view == View::Terminal(terminal) {
+            self.view = View::Terminals;
+        }
+    }
+
+    /// The questions one session waits on, oldest first.
+    pub fn questions_of(&self, session: &str) -> Vec<Approval> {
+        self.questions
+            .iter()
+            .filter(|q| q.session == session)
+            .cloned()
+            .collect()
     }
 
     /// The workspace's folder name, for the header.
@@ -297,12 +380,7 @@ impl Model {
                     entry.exited = Some(exit_code);
                 }
             }
-            Notification::TerminalClosed { terminal } => {
-                self.terminals.remove(&terminal);
-                if self.view == View::Terminal(terminal) {
-                    self.view = View::Terminals;
-                }
-            }
+            Notification::TerminalClosed { terminal } => self.terminal_closed(terminal),
             Notification::ChangesChanged(changed) => {
                 self.load_change_sets(changed.sets);
             }
@@ -623,12 +701,13 @@ mod tests {
         assert_eq!(s.label(), "fix it");
     }
 
-    #[test]
-    fn change_sets_follow_the_service_and_opened_ones_are_read_again() {
-        use moonkale_client::moonkale_protocol::changes::{
-            ChangeSource, FileChangeKind, FileSummary, ReviewState,
-        };
-        let set = |id, pending| ChangeSetSummary {
+    /// A pending change set the watcher saw, of `files`.
+    fn pending_set(
+        id: u64,
+        files: Vec<moonkale_client::moonkale_protocol::changes::FileSummary>,
+    ) -> ChangeSetSummary {
+        use moonkale_client::moonkale_protocol::changes::{ChangeSource, ReviewState};
+        ChangeSetSummary {
             id,
             source: ChangeSource::Watcher,
             title: String::new(),
@@ -636,12 +715,23 @@ mod tests {
             updated: 1,
             state: ReviewState::Pending,
             open: false,
-            files: vec![FileSummary {
-                uri: "file:///w/a.rs".parse().unwrap(),
-                kind: FileChangeKind::Modified,
-                hunks: 2,
-                pending,
-            }],
+            files,
+        }
+    }
+
+    #[test]
+    fn change_sets_follow_the_service_and_opened_ones_are_read_again() {
+        use moonkale_client::moonkale_protocol::changes::{FileChangeKind, FileSummary};
+        let set = |id, pending| {
+            pending_set(
+                id,
+                vec![FileSummary {
+                    uri: "file:///w/a.rs".parse().unwrap(),
+                    kind: FileChangeKind::Modified,
+                    hunks: 2,
+                    pending,
+                }],
+            )
         };
         let shown = |s: ChangeSetSummary| ShowResult {
             set: s,
@@ -665,6 +755,41 @@ mod tests {
         assert_eq!(m.load_change_sets(vec![set(1, 1)]), Vec::<u64>::new());
         assert!(!m.change_details.contains_key(&2));
         assert_eq!(m.pending_changes(), 1);
+    }
+
+    /// Every view has an address that names it again; a session's id
+    /// that is not the service's kind, or an unknown address, is the
+    /// start view.
+    #[test]
+    fn a_views_address_names_it_again() {
+        for view in [
+            View::Questions,
+            View::Sessions,
+            View::Session("s-1_a".into()),
+            View::Changes,
+            View::Terminals,
+            View::Terminal(7),
+        ] {
+            assert_eq!(View::from_route(&view.route()), view);
+        }
+        assert_eq!(View::from_route(""), View::Questions);
+        assert_eq!(View::from_route("#nowhere"), View::Questions);
+        assert_eq!(View::from_route("#session/a%22b"), View::Questions);
+        assert_eq!(View::from_route("#terminal/x"), View::Terminals);
+    }
+
+    /// What the badge counts: questions and proposals, never change sets.
+    #[test]
+    fn change_sets_wait_for_nobody() {
+        let mut m = Model::default();
+        m.load_change_sets(vec![pending_set(1, Vec::new())]);
+        assert_eq!((m.waiting(), m.pending_changes()), (0, 1));
+        m.apply(Notification::Approval {
+            session: "s1".into(),
+            approval: Box::new(approval("s1/1")),
+            status: ApprovalStatus::Pending,
+        });
+        assert_eq!((m.waiting(), m.pending_changes()), (1, 1));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub const DESKTOP: (u32, u32) = (1280, 800);
 
 /// A running `moonkale-service web` for the world's workspace.
 pub struct Web {
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     /// The URL it printed, with the login secret.
     pub url: String,
     /// `127.0.0.1:PORT`.
@@ -55,11 +55,7 @@ impl Web {
             .unwrap_or_else(|| panic!("not a URL: {url}"))
             .to_owned();
         assert!(url.contains("/?token="), "{url}");
-        Web {
-            _child: child,
-            url,
-            addr,
-        }
+        Web { child, url, addr }
     }
 
     /// Logs in with the secret of the URL as a browser does: the session
@@ -101,7 +97,18 @@ impl Web {
 
     /// The serving process's id (the bench reads its memory).
     pub fn pid(&self) -> Option<u32> {
-        self._child.id()
+        self.child.id()
+    }
+
+    /// Ends `web` as Ctrl-C does, and waits until it exited.
+    pub async fn stop(&mut self) {
+        let pid = self.child.id().expect("web runs") as i32;
+        // SAFETY: a signal to our own child, which has not been reaped.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        tokio::time::timeout(STEP, self.child.wait())
+            .await
+            .expect("web exited in time after Ctrl-C")
+            .expect("web's exit");
     }
 
     /// One raw HTTP request: the status line and the whole answer.
@@ -178,4 +185,28 @@ pub async fn screenshot_at(b: &mut Browser, (width, height): (u32, u32), name: &
 pub async fn no_sideways_scrolling(b: &mut Browser, view: &str) {
     let sideways = b.run(json!({"op": "scrollsSideways"})).await;
     assert_eq!(sideways, json!(false), "{view} scrolls sideways");
+}
+
+/// The page logged no console error, threw nothing and broke none of its
+/// own Content-Security-Policy since it opened (or since the last check).
+pub async fn no_page_problems(b: &mut Browser, view: &str) {
+    let problems = b.run(json!({"op": "problems"})).await;
+    assert_eq!(problems, json!([]), "{view}: the page's problems");
+}
+
+/// Waits until the page's address ends with `route` (its fragment, which
+/// the page's script sets once the view rendered).
+pub async fn wait_route(b: &mut Browser, route: &str) {
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let url = b.run(json!({"op": "url"})).await;
+        if url.as_str().is_some_and(|u| u.ends_with(route)) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the page's address is {url}, not at {route}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

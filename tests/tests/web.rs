@@ -10,7 +10,8 @@ use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::remote::{TOKEN, make_certificate};
 use moonkale_tests::review;
 use moonkale_tests::web::{
-    DESKTOP, PHONE, Web, browser, no_sideways_scrolling, read, screenshot_at,
+    DESKTOP, PHONE, Web, browser, no_page_problems, no_sideways_scrolling, read, screenshot_at,
+    wait_route,
 };
 use moonkale_tests::world::World;
 use moonkale_tests::{STEP, TIMEOUT};
@@ -107,8 +108,12 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
     screenshot_at(&mut b, DESKTOP, "desktop-transcript").await;
 
     // Back to the page later: its files are asked again, not sent again,
-    // and the shell shows as before.
-    let requests = b.reload("text=Nothing waits for you.").await;
+    // and the shell shows as before, at the same transcript.
+    let requests = b.reload(".transcript .lines").await;
+    b.texts_until(".lines", "the transcript after a reload", |t| {
+        t.concat().contains("▸ Write more-from-phone.txt")
+    })
+    .await;
     for file in ["/app.js", "/app.css", "/liveview.js"] {
         assert!(
             requests
@@ -119,6 +124,7 @@ async fn a_write_asked_in_an_editors_session_is_allowed_from_a_phone() {
     }
     let page = requests.iter().find(|r| r.path == "/");
     assert!(page.is_some_and(|p| p.body_bytes > 0), "{requests:?}");
+    no_page_problems(&mut b, "the questions, the transcript and a reload").await;
 }
 
 /// At desktop size the card shows the Write against the file on disk,
@@ -170,6 +176,7 @@ async fn a_write_denied_in_the_page_is_not_written() {
     b.click("button", "Sessions").await;
     b.screenshot("desktop-sessions").await;
     screenshot_at(&mut b, PHONE, "phone-sessions").await;
+    no_page_problems(&mut b, "a denied Write").await;
 }
 
 /// Nothing without the secret, under another host name, or from another
@@ -235,6 +242,7 @@ async fn the_page_refuses_strangers_and_shows_hostile_text_inert() {
     let imgs = b.run(json!({"op": "text", "selector": "img"})).await;
     assert_eq!(imgs, json!([]), "markup became elements");
     b.screenshot("desktop-hostile-reply").await;
+    no_page_problems(&mut b, "a hostile reply").await;
     let _: Value = title;
 }
 
@@ -290,6 +298,7 @@ async fn a_question_left_waiting_reaches_the_person_away() {
     for dir in [&w.sb.root, &w.sb.workspace] {
         assert!(!dir.join("PWNED").exists(), "the summary ran as a command");
     }
+    no_page_problems(&mut b, "a question left waiting").await;
 }
 
 /// A page that floods the front door with messages and never reads what
@@ -324,6 +333,7 @@ async fn a_flooding_page_that_never_reads_holds_up_nobody() {
     w.ed.turn_idle(&session, seq).await;
     assert_eq!(read(&path).as_deref(), Some("FINE\n"));
     drop(flood);
+    no_page_problems(&mut b, "beside a flooding page").await;
 }
 
 /// In the page: a plan approved with one of its choices, the Write that
@@ -368,6 +378,15 @@ async fn a_plan_and_a_question_are_answered_in_the_page() {
     b.wait_for("text=Which database should the tests use?")
         .await;
     b.screenshot("phone-ask-user-question").await;
+    // The session waiting shows the same card where its turn is read, and
+    // it is answered there.
+    b.click("button", "Sessions").await;
+    b.click("button", "ask me (waiting for you)").await;
+    b.wait_for(".transcript article.card.question >> text=Which database should the tests use?")
+        .await;
+    no_sideways_scrolling(&mut b, "a question in its transcript").await;
+    b.screenshot("phone-transcript-question").await;
+    screenshot_at(&mut b, DESKTOP, "desktop-transcript-question").await;
     b.click("button", "Postgres").await;
     let (_, result) = w.fake.wait_tool_result("AskUserQuestion", STEP).await;
     assert!(
@@ -377,6 +396,7 @@ async fn a_plan_and_a_question_are_answered_in_the_page() {
     );
     let seq = w.ed.last_prompt_seq(&asked).await;
     w.ed.turn_idle(&asked, seq).await;
+    no_page_problems(&mut b, "a plan and a question").await;
 }
 
 /// The real CLI, started beside an editor and linked to the service,
@@ -431,6 +451,7 @@ async fn a_proposal_of_the_cli_is_accepted_in_the_page() {
     );
     cli.wait_for_text("EDIT_DONE", STEP).await;
     assert_eq!(read(&path).as_deref(), Some("hello EDITED\nsecond line\n"));
+    no_page_problems(&mut b, "a proposal").await;
 }
 
 /// Claude asks two questions at once, one of several choices: both are
@@ -503,6 +524,7 @@ async fn several_choices_and_own_words_answer_claudes_questions() {
     assert!(!result.is_error, "{}", result.text);
     let seq = w.ed.last_prompt_seq(&second).await;
     w.ed.turn_idle(&second, seq).await;
+    no_page_problems(&mut b, "questions of several choices").await;
 }
 
 /// Claude's change set from the real CLI in `acceptEdits`: one hunk undone
@@ -519,6 +541,20 @@ async fn one_hunk_undone_from_the_page_restores_exactly_its_lines() {
     review::assert_applied(&root);
     let web = Web::start(&w).await;
     let mut b = browser(&w, &web, PHONE).await;
+    // A change set waits for nobody: counted on its tab, not by the badge
+    // or the title.
+    b.wait_for("button:text-is('Changes (1)')").await;
+    b.wait_for("text=Nothing waits for you.").await;
+    let badge = b.run(json!({"op": "text", "selector": ".badge"})).await;
+    assert_eq!(badge, json!([]), "the badge counts a change set");
+    let title = b.run(json!({"op": "title"})).await;
+    assert!(
+        title.as_str().is_some_and(|t| !t.starts_with('(')),
+        "the title counts a change set: {title}"
+    );
+    b.screenshot("phone-changes-waiting").await;
+    screenshot_at(&mut b, DESKTOP, "desktop-changes-waiting").await;
+    screenshot_at(&mut b, PHONE, "phone-changes-waiting-again").await;
     b.click("button", "Changes (1)").await;
     b.click("button", "Show hunks").await;
     b.wait_for("text=+ ONE").await;
@@ -537,6 +573,7 @@ async fn one_hunk_undone_from_the_page_restores_exactly_its_lines() {
     );
     b.screenshot("phone-changes-undone").await;
     screenshot_at(&mut b, DESKTOP, "desktop-changes").await;
+    no_page_problems(&mut b, "a change set").await;
 }
 
 /// A terminal opened from the page: `echo` typed there and its output
@@ -554,7 +591,11 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
     b.click("button", "Terminals").await;
     b.click("button", "New terminal").await;
     b.wait_for(".terminal .row").await;
-    b.click("textbox", "Terminal input").await;
+    // The new terminal has the keys, in its input named for them: typed
+    // into at once, with no click.
+    b.wait_for("input.keys:focus").await;
+    let focused = b.run(json!({"op": "focused"})).await;
+    assert_eq!(focused["label"], "Terminal input", "{focused}");
     b.type_text("echo web-ok-$((40+2))").await;
     b.press(&["Enter"]).await;
     b.texts_until(".terminal", "the echo", |t| {
@@ -564,9 +605,15 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
     b.screenshot("desktop-terminal").await;
     // Tab reaches the terminal instead of leaving the input (seen by
     // `cat -A` as `^I`, whatever the shell and its completion), and
-    // Ctrl+C ends the program.
-    b.type_text("cat -A").await;
+    // Ctrl+C ends the program. What is typed waits until the shell ran the
+    // line (its `echo` shows): keys typed while the shell still reads
+    // its line editor's input may go to the shell instead of `cat`.
+    b.type_text("echo cat-reads; cat -A").await;
     b.press(&["Enter"]).await;
+    b.texts_until(".terminal", "the shell running cat", |t| {
+        t.concat().contains("\ncat-reads\n")
+    })
+    .await;
     b.type_text("tab").await;
     b.press(&["Tab"]).await;
     b.type_text("in").await;
@@ -576,6 +623,24 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
     })
     .await;
     b.press(&["Control+c"]).await;
+    // The screen's colours reach the page, as Claude Code's diff draws
+    // them: true colour and the 256-colour palette, behind and in front.
+    b.type_text(
+        r"printf '\e[48;2;34;92;43mADDED\e[0m \e[48;5;52mREMOVED\e[0m \e[38;5;214mORANGE\e[0m\n'",
+    )
+    .await;
+    b.press(&["Enter"]).await;
+    for (text, key, css) in [
+        ("ADDED", "background", "rgb(34, 92, 43)"),
+        ("REMOVED", "background", "rgb(95, 0, 0)"),
+        ("ORANGE", "color", "rgb(255, 175, 0)"),
+    ] {
+        let colours = b
+            .run(json!({"op": "colours", "selector": ".terminal .s", "text": text}))
+            .await;
+        assert_eq!(colours[key], css, "{text}: {colours}");
+    }
+    b.screenshot("desktop-terminal-colours").await;
     // What scrolled off the screen is there on asking.
     b.type_text("seq 1001 1300").await;
     b.press(&["Enter"]).await;
@@ -624,14 +689,133 @@ async fn a_terminal_in_the_page_runs_what_is_typed_and_starts_claude() {
 
     b.click("button", "Terminals").await;
     b.click("button", "Start Claude Code here").await;
+    b.wait_for("input.keys:focus").await;
     b.texts_until(".terminal", "the CLI's prompt", |t| {
         t.concat().contains("? for shortcuts")
     })
     .await;
     b.screenshot("desktop-terminal-claude").await;
     screenshot_at(&mut b, PHONE, "phone-terminal-claude").await;
-    b.click("button", "Terminals").await;
+    // The key bar is one row on a phone.
+    let keys = b
+        .run(json!({"op": "boxes", "selector": ".keybar button"}))
+        .await;
+    let tops: Vec<f64> = keys
+        .as_array()
+        .expect("the keys")
+        .iter()
+        .map(|k| k["y"].as_f64().expect("a top"))
+        .collect();
+    assert!(
+        tops.len() == 6 && tops.iter().all(|y| (y - tops[0]).abs() < 1.0),
+        "the key bar wraps: {keys}"
+    );
+    // Close ends the terminal in the service, and the page shows the list.
+    b.click("button", "Close").await;
+    b.wait_for("section.terminals").await;
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let list = ed.call("moonkale/terminal/list", json!({})).await;
+        if list["terminals"].as_array().is_some_and(|t| t.len() == 1) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the closed terminal is still in the service: {list}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     screenshot_at(&mut b, PHONE, "phone-terminals").await;
+    screenshot_at(&mut b, DESKTOP, "desktop-terminals").await;
+    no_page_problems(&mut b, "terminals").await;
+}
+
+/// The page's tabs and a transcript are entries of the browser's history:
+/// Back returns to the list and then to the tab before, a reload keeps
+/// the place, and the transcript's own back control is Back. Its model
+/// menu names each model once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_returns_to_the_list_and_a_reload_keeps_the_place() {
+    let mut w = World::agent(Script::new().on_prompt("say hi", Reply::text("HI_THERE"))).await;
+    let session = w.ed.start_session(json!({"prompt": "say hi"})).await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    w.ed.turn_idle(&session, seq).await;
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    b.wait_for("text=Nothing waits for you.").await;
+    wait_route(&mut b, "#questions").await;
+    let transcript = format!("#session/{session}");
+    let open_transcript = async |b: &mut moonkale_tests::vscode::Browser| {
+        b.click("button", "Sessions").await;
+        wait_route(b, "#sessions").await;
+        b.click("button", "say hi (idle)").await;
+        b.texts_until(".lines", "the reply", |t| t.concat().contains("HI_THERE"))
+            .await;
+        wait_route(b, &transcript).await;
+    };
+    open_transcript(&mut b).await;
+    let models = b.run(json!({"op": "options", "name": "Model"})).await;
+    let option = |label: &str, value: &str, selected: bool| json!({"label": label, "value": value, "disabled": false, "selected": selected});
+    assert_eq!(
+        models,
+        json!([
+            option("Default model", "default", true),
+            option("Opus", "opus", false),
+            option("Sonnet", "sonnet", false),
+            option("Haiku", "haiku", false),
+        ]),
+        "the model menu"
+    );
+    b.screenshot("phone-transcript-back").await;
+    screenshot_at(&mut b, DESKTOP, "desktop-transcript-back").await;
+    screenshot_at(&mut b, PHONE, "phone-transcript-back-again").await;
+
+    b.reload(".lines").await;
+    b.texts_until(".lines", "the reply after a reload", |t| {
+        t.concat().contains("HI_THERE")
+    })
+    .await;
+    wait_route(&mut b, &transcript).await;
+    b.run(json!({"op": "back"})).await;
+    b.wait_for("section.sessions").await;
+    wait_route(&mut b, "#sessions").await;
+    b.run(json!({"op": "back"})).await;
+    b.wait_for("text=Nothing waits for you.").await;
+    wait_route(&mut b, "#questions").await;
+
+    // The back control goes back as Back does: one more Back is the tab
+    // before the list, not the transcript again.
+    open_transcript(&mut b).await;
+    b.click("button", "Back to Sessions").await;
+    b.wait_for("section.sessions").await;
+    wait_route(&mut b, "#sessions").await;
+    b.run(json!({"op": "back"})).await;
+    b.wait_for("text=Nothing waits for you.").await;
+    wait_route(&mut b, "#questions").await;
+    no_page_problems(&mut b, "Back and a reload").await;
+}
+
+/// Once `web` stopped, the page says so and how to get a new URL, instead
+/// of reconnecting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_web_says_how_to_get_a_new_url() {
+    let w = World::agent(Script::new()).await;
+    let mut web = Web::start(&w).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    b.wait_for("text=Nothing waits for you.").await;
+    no_page_problems(&mut b, "before web stopped").await;
+    web.stop().await;
+    b.wait_for("text=The page's server stopped").await;
+    let said = b
+        .run(json!({"op": "text", "selector": "#offline"}))
+        .await
+        .to_string();
+    assert!(
+        said.contains("run moonkale-service web again") && !said.contains("reconnecting"),
+        "{said}"
+    );
+    b.screenshot("phone-web-stopped").await;
+    screenshot_at(&mut b, DESKTOP, "desktop-web-stopped").await;
 }
 
 /// The phone case: the service runs elsewhere behind `serve --listen` with
@@ -671,4 +855,5 @@ async fn the_page_reaches_a_remote_service_over_tls() {
     let seq = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, seq).await;
     assert_eq!(read(&path).as_deref(), Some("FAR AWAY\n"));
+    no_page_problems(&mut b, "a remote service").await;
 }

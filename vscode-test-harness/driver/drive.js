@@ -44,6 +44,8 @@ let browser;
 let page;
 // The bench's other pages (openMore), in page's context.
 let more = [];
+// What went wrong in the page (see `problems`).
+let problems = [];
 
 const launch = async () => {
   browser ??= await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
@@ -184,9 +186,69 @@ const ops = {
       d.dismiss();
     });
     page.on('console', (m) => {
-      if (m.type() === 'error') console.error(`[page] ${m.text()}`);
+      if (m.type() === 'error') {
+        console.error(`[page] ${m.text()}`);
+        problems.push(`console error: ${m.text()}`);
+      }
+    });
+    page.on('pageerror', (e) => problems.push(`uncaught: ${e}`));
+    // A policy violation is an event in the page (Chromium logs most as
+    // console errors too, but not every one): each is reported here.
+    await page.exposeBinding('__mkViolation', (_source, text) => problems.push(`policy violation: ${text}`));
+    await page.addInitScript(() => {
+      document.addEventListener('securitypolicyviolation', (e) => {
+        window.__mkViolation(`${e.violatedDirective} blocked ${e.blockedURI || '(inline)'} at ${e.sourceFile}:${e.lineNumber}`);
+      });
     });
     await page.goto(url);
+  },
+  // The console errors, uncaught errors and policy violations the page
+  // had since it opened or since the last call (then forgotten).
+  async problems() {
+    const seen = problems;
+    problems = [];
+    return seen;
+  },
+  // Back, as a phone's Back button or a browser's arrow: the page's
+  // history goes one entry back (a hash of the same page, or away).
+  async back() {
+    await page.goBack({ waitUntil: 'commit' });
+  },
+  async url() {
+    return page.url();
+  },
+  // The element that has the keyboard: its tag, class and accessible name.
+  async focused() {
+    return page.evaluate(() => {
+      const e = document.activeElement;
+      return e ? { tag: e.tagName.toLowerCase(), className: e.className, label: e.getAttribute('aria-label') } : null;
+    });
+  },
+  // Where each element matching `selector` is on the page (CSS pixels).
+  async boxes({ selector }) {
+    return page.$$eval(selector, (list) => list.map((e) => {
+      const r = e.getBoundingClientRect();
+      return { x: r.x, y: r.y, width: r.width, height: r.height };
+    }));
+  },
+  // The computed colours of the first element matching `selector` whose
+  // text is exactly `text`.
+  async colours({ selector, text, timeoutMs = 30000 }) {
+    const e = page.locator(selector).filter({ hasText: new RegExp(`^${text}$`) }).first();
+    await e.waitFor({ timeout: timeoutMs });
+    return e.evaluate((n) => {
+      const s = getComputedStyle(n);
+      return { color: s.color, background: s.backgroundColor };
+    });
+  },
+  // A <select>'s options (found by its exact accessible name): each
+  // option's label, value, and whether it is disabled or selected.
+  async options({ name, timeoutMs = 30000 }) {
+    const select = page.getByRole('combobox', { name, exact: true }).first();
+    await select.waitFor({ timeout: timeoutMs });
+    return select.evaluate((s) => [...s.options].map((o) => ({
+      label: o.label, value: o.value, disabled: o.disabled, selected: o.selected,
+    })));
   },
   // state: "visible" (the default) or "hidden" (gone or never there).
   async waitFor({ selector, state = 'visible', timeoutMs = 30000 }) {

@@ -1,17 +1,29 @@
 // What liveview does not do, from our own origin (the page's policy has
 // no inline script and no eval): the page's title follows the shell's
-// `data-title`; a dropped socket shows a banner and reloads the page once
-// the server answers again; a question arriving while the page is hidden
-// raises a notification (when the person allowed them).
+// `data-title`; its address follows the shell's `data-route`, as entries
+// of the browser's history (Back and a reload keep the place); a dropped
+// socket shows a banner, says so when the page's server is gone, and
+// reloads the page once the server answers again; a question arriving
+// while the page is hidden raises a notification (when the person
+// allowed them).
 "use strict";
 (function () {
   const NativeSocket = window.WebSocket;
   let retry = 500;
   function reloadWhenBack() {
-    document.getElementById("offline").hidden = false;
+    const offline = document.getElementById("offline");
+    offline.hidden = false;
+    // No answer: `web` ended (or this device lost the network), and a
+    // new `web` has a new URL, so waiting here would wait forever. A
+    // refusal: another `web` answers at this address, with another URL.
+    const gone = () => {
+      offline.textContent = "The page's server stopped. To go on, run " +
+        "moonkale-service web again and open the new URL it prints.";
+      later();
+    };
     fetch("/app.css", { cache: "no-store" }).then(
-      (r) => (r.ok ? location.reload() : later()),
-      later
+      (r) => (r.ok ? location.reload() : gone()),
+      gone
     );
   }
   function later() {
@@ -31,6 +43,7 @@
   let lastTitle = "";
   let lastCount = 0;
   let lastHistory = null;
+  let lastTerminal = null;
   function follow() {
     const shell = document.querySelector("[data-title]");
     if (!shell) return;
@@ -39,6 +52,16 @@
       lastTitle = title;
       document.title = title;
     }
+    followRoute(shell);
+    // A terminal just shown takes the keys (a click on New terminal or on
+    // one of the list, a reload at one).
+    const terminal = shell.querySelector(".terminal-view");
+    const shown = terminal && terminal.getAttribute("data-terminal");
+    if (shown && shown !== lastTerminal) {
+      const input = terminal.querySelector("input.keys");
+      if (input) input.focus();
+    }
+    lastTerminal = shown;
     const count = document.querySelectorAll("article.card.question").length;
     if (count > lastCount && document.hidden && "Notification" in window &&
         Notification.permission === "granted") {
@@ -57,6 +80,48 @@
     }
     lastHistory = history;
   }
+  // The page's place: the shell names its view's address (`data-route`)
+  // and whether the person opened it (`data-nav` "push": a new history
+  // entry) or the page went there (a load, Back, a terminal that closed:
+  // in place of the entry). Each entry's `depth` counts the page's own
+  // entries before it. The shell hears the address (a hidden input's
+  // value, as typed text is heard) once it renders, and after Back or
+  // Forward; until then it names none, so a reload keeps its place.
+  let lastRoute = "";
+  let routeInput = null;
+  const depth = () => (history.state && history.state.depth) || 0;
+  function tellRoute() {
+    routeInput.value = location.hash;
+    routeInput.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+  function followRoute(shell) {
+    const input = shell.querySelector("input.route");
+    if (input && input !== routeInput) {
+      routeInput = input;
+      tellRoute();
+    }
+    const route = shell.getAttribute("data-route") || "";
+    if (route === "" || route === lastRoute) return;
+    lastRoute = route;
+    if (route === location.hash) return;
+    if (shell.getAttribute("data-nav") === "push") {
+      history.pushState({ depth: depth() + 1 }, "", route);
+    } else {
+      history.replaceState({ depth: depth() }, "", route);
+    }
+  }
+  window.addEventListener("popstate", () => {
+    if (routeInput) tellRoute();
+  });
+  // A back control is the browser's Back when the entry before is the
+  // page's own (the list it came from); else the shell shows the list.
+  document.addEventListener("click", (e) => {
+    const back = e.target && e.target.closest && e.target.closest("button.back");
+    if (back && depth() > 0) {
+      e.stopPropagation();
+      history.back();
+    }
+  }, true);
   let historyFromBottom = 0;
   document.addEventListener("scroll", (e) => {
     const t = e.target;
@@ -65,7 +130,8 @@
     }
   }, true);
   new MutationObserver(follow).observe(document.getElementById("main"), {
-    subtree: true, childList: true, attributes: true, attributeFilter: ["data-title"],
+    subtree: true, childList: true, attributes: true,
+    attributeFilter: ["data-title", "data-route", "data-nav", "data-terminal"],
   });
   // The terminal's input is not controlled by the server: a line entered
   // there is emptied here (the shell forgets what it sent on Enter too).

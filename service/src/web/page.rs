@@ -12,6 +12,9 @@
 //!   its connection to the service. The service never waits for a page:
 //!   the page's client drops notifications it does not read in time and
 //!   reads again what it missed.
+//! - **no strings to evaluate**: liveview's queries (scripts the page
+//!   would run through `Function()`, which its policy forbids) are never
+//!   sent ([`is_query`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -122,6 +125,9 @@ impl<O: futures_util::Sink<Vec<u8>>, I> futures_util::Sink<Vec<u8>> for PageSock
     }
 
     fn start_send(mut self: Pin<&mut Self>, item: Vec<u8>) -> Result<(), O::Error> {
+        if is_query(&item) {
+            return Ok(());
+        }
         self.outgoing.as_mut().start_send(item)
     }
 
@@ -132,6 +138,19 @@ impl<O: futures_util::Sink<Vec<u8>>, I> futures_util::Sink<Vec<u8>> for PageSock
     fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), O::Error>> {
         self.outgoing.as_mut().poll_close(cx)
     }
+}
+
+/// Whether a frame for the page is one of liveview's queries: a script
+/// the page would evaluate as a string (`Function(…)`), which its policy
+/// forbids (no `unsafe-eval`). The shell asks none; liveview's own history
+/// asks for the page's location once, and waits for the answer that never
+/// comes (it is the only one, and the shell does not use liveview's
+/// history: the page's own script keeps its place, `app.js`). Liveview
+/// marks a text frame with a leading 0 (edits are binary, marked 1).
+fn is_query(frame: &[u8]) -> bool {
+    frame
+        .strip_prefix(&[0])
+        .is_some_and(|text| text.starts_with(br#"{"type":"query""#))
 }
 
 /// A connection whose writes fail once one made no progress for
@@ -228,6 +247,17 @@ mod tests {
         // After a long pause, a burst again.
         let later = t0 + Duration::from_secs(60);
         assert_eq!(pace.take(later), Duration::ZERO);
+    }
+
+    /// Liveview's queries are strings to evaluate: never sent; its pongs
+    /// and edits are.
+    #[test]
+    fn no_script_is_sent_to_be_evaluated() {
+        let query = [&[0u8][..], br#"{"type":"query","data":"return 1;"}"#].concat();
+        assert!(is_query(&query));
+        assert!(!is_query(b"\0__pong__"));
+        let edits = [&[1u8][..], br#"{"type":"query""#].concat();
+        assert!(!is_query(&edits));
     }
 
     /// A peer that never reads: the write fails after the stall, not

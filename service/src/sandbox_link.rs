@@ -72,7 +72,10 @@ pub async fn run(socket: PathBuf, command: Vec<String>) -> Result<i32> {
         .context(|| "reading the port".into())?
         .port();
     let mut cli = tokio::process::Command::new(program);
-    cli.args(args);
+    // The CLI works in the workspace as the sandbox sees it (the link's
+    // folder), wherever the sandbox command started this relay (`docker
+    // exec` without `-w` starts in the container's own folder).
+    cli.args(args).current_dir(&workspace);
     // Ours stay out of the CLI's environment (the token is in the lock).
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("MOONKALE") {

@@ -1242,3 +1242,91 @@ async fn hostile_from_a_devcontainer_path_only_its_folder_opens() {
     assert_eq!(said, expected, "{}", String::from_utf8_lossy(&out.stderr));
     drop(opener);
 }
+
+/// A sandbox command that starts what it runs in a folder of its own (as
+/// `docker exec` without `-w` or `bwrap` without `--chdir` do): a hosted
+/// session's CLI is stopped as soon as it says where it runs (before any
+/// tool of the model's could run), and the turn fails with the option to
+/// add; a
+/// linked CLI (`claude --sandbox`) is started in the workspace by the
+/// relay all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_that_starts_claude_elsewhere_is_caught() {
+    let mut w = World::builder()
+        .agent()
+        .script(Script::new().default_reply(Reply::text("NOT_IN_THE_WORKSPACE")))
+        .start()
+        .await;
+    let elsewhere = w.sb.root.join("sandbox-home");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let script = w.sb.root.join("starts-elsewhere.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncd '{}' || exit 125\nexec \"$@\"\n",
+            elsewhere.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = w.sb.workspace.display().to_string();
+    let (script, claude) = (
+        script.display().to_string(),
+        claude_bin().display().to_string(),
+    );
+    let out = w
+        .command(&["sandbox", "set", "--workspace", &ws, "--", &script, &claude])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let session =
+        w.ed.start_session(json!({"prompt": "where are you", "permissionMode": "default"}))
+            .await;
+    let seq = w.ed.last_prompt_seq(&session).await;
+    let end = w.ed.turn_end(&session, seq, STEP).await;
+    let error = end["data"]["error"].as_str().unwrap_or_default();
+    assert_eq!(end["data"]["state"], "failed", "{end}");
+    assert!(
+        error.contains(&format!("started Claude Code in {}", elsewhere.display()))
+            && error.contains(&format!("not in the workspace ({ws}"))
+            && error.contains("docker exec -w"),
+        "{error}"
+    );
+
+    // The same sandbox runs a linked CLI: the relay starts it in the
+    // workspace. The "CLI" here says where it runs.
+    let bin = w.sb.root.join("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let says_where = bin.join("claude");
+    std::fs::write(
+        &says_where,
+        "#!/bin/sh\necho \"CLAUDE_RUNS_IN $(pwd -P)\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&says_where, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = w
+        .command(&[
+            "claude",
+            "--workspace",
+            &ws,
+            "--sandbox",
+            "--",
+            &script,
+            &says_where.display().to_string(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("CLAUDE_RUNS_IN {ws}")),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -358,6 +358,9 @@ struct Session {
     /// The last turn failed: its CLI is stopped at once, not kept for a
     /// next prompt (which starts one again, resuming the conversation).
     stop_cli: bool,
+    /// Why its CLI was stopped as soon as it said where it runs (a
+    /// sandbox that started it outside the workspace); the turn's error.
+    started_elsewhere: Option<String>,
     /// Where the sandbox its CLI runs in mounts what (identity unjailed):
     /// the paths the CLI names are mapped to the host's before they are
     /// confined.
@@ -425,6 +428,7 @@ impl Session {
             auth_failed: false,
             login: None,
             stop_cli: false,
+            started_elsewhere: None,
             paths: Default::default(),
         };
         if let Some(restored) = start.restored {

@@ -205,13 +205,35 @@ impl Session {
         format!("moonkale-{}", self.next_request)
     }
 
+    /// A jailed CLI's `system/init` names the folder it runs in, as the
+    /// sandbox sees it: not the session's folder mapped into the sandbox
+    /// means the sandbox command started it elsewhere (its own HOME, as
+    /// `docker exec` without `-w` or `bwrap` without `--chdir` do), where
+    /// Claude would read and write the wrong files. What to do, then.
+    pub(super) fn started_elsewhere(&self, init: &serde_json::Value) -> Option<String> {
+        if !self.summary_tx.borrow().jailed {
+            return None;
+        }
+        let reported = init["cwd"].as_str()?;
+        let host = self.cwd.as_ref().unwrap_or(&self.workspace);
+        let expected = self.paths.to_inside(&host.display().to_string()).ok()?;
+        if std::path::Path::new(reported) == std::path::Path::new(&expected) {
+            return None;
+        }
+        Some(format!(
+            "the sandbox started Claude Code in {reported}, not in the workspace ({expected} \
+             inside the sandbox): add the sandbox command's working-directory option (`docker \
+             exec -w {expected}`, `bwrap --chdir {expected}`) with `moonkale-service sandbox set`"
+        ))
+    }
+
     pub(super) async fn cli_ended(&mut self) {
         let Some(cli) = self.cli.take() else { return };
         let (resuming, retried) = (cli.resuming, cli.retry);
         let (status, stderr) = cli.link.finish().await;
         tracing::info!(session = %self.id, %status, "claude ended");
         self.cli_tx.send_replace(CliSeen::Ended);
-        let retry = if retried {
+        let retry = if retried || self.started_elsewhere.is_some() {
             None
         } else if resuming && stderr.contains("No conversation found") {
             Some((
@@ -266,10 +288,12 @@ impl Session {
             t.chars().skip(skip).collect()
         };
         let mut error = format!("the claude process exited during a turn ({status})");
-
         if !tail.is_empty() {
             error.push_str(": ");
             error.push_str(&tail);
+        }
+        if let Some(why) = self.started_elsewhere.take() {
+            error = why;
         }
         self.error = Some(error);
         self.progress(AgentProgress::End("failed".into()));

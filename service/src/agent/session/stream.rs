@@ -114,6 +114,15 @@ impl Session {
                 self.turn_ended(&result);
             }
             CliMessage::System { ref subtype, .. } => {
+                if subtype == "init"
+                    && let Some(why) = self.started_elsewhere(&message.to_value())
+                {
+                    tracing::warn!(session = %self.id, "{why}");
+                    self.started_elsewhere = Some(why);
+                    if let Some(cli) = self.cli.running() {
+                        cli.link.kill(); // before the model's first answer
+                    }
+                }
                 if subtype == "init" {
                     self.has_conversation = true;
                     self.cli_version = message.to_value()["claude_code_version"]

@@ -39,8 +39,17 @@ pub fn find(
         };
     }
     let mut looked = Vec::new();
+    let mut skipped = Vec::new();
     for dir in std::env::split_paths(path_var.unwrap_or_default()) {
-        if !dir.is_absolute() || dir.starts_with(workspace) {
+        if !dir.is_absolute() {
+            skipped.push(format!("{} (a relative entry)", dir.display()));
+            continue;
+        }
+        if dir.starts_with(workspace) {
+            skipped.push(format!(
+                "{} (inside the workspace, where a repository could plant its own claude)",
+                dir.display()
+            ));
             continue;
         }
         let candidate = dir.join("claude");
@@ -49,13 +58,15 @@ pub fn find(
         }
         looked.push(dir.display().to_string());
     }
-    Err(Error::NotFound {
-        looked: if looked.is_empty() {
-            "PATH is empty".into()
-        } else {
-            format!("searched {}", looked.join(":"))
-        },
-    })
+    let mut said = if looked.is_empty() {
+        "PATH is empty".to_owned()
+    } else {
+        format!("searched {}", looked.join(":"))
+    };
+    if !skipped.is_empty() {
+        said += &format!("; skipped {}", skipped.join(", "));
+    }
+    Err(Error::NotFound { looked: said })
 }
 
 fn is_executable(path: &Path) -> bool {

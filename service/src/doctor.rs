@@ -245,7 +245,7 @@ async fn claude(env: &Env, workspace: &Path) -> Result<String, String> {
         moonkale_claude::binary::find(env.claude_bin.as_deref(), env.path.as_deref(), workspace)
             .map_err(|e| match e {
                 moonkale_claude::Error::NotFound { looked } => format!(
-                    "claude is not on PATH ({looked}; entries inside the workspace do not count): \
+                    "claude is not on PATH ({looked}): \
              install Claude Code (`npm install -g @anthropic-ai/claude-code`), or set \
              MOONKALE_CLAUDE_BIN to it"
                 ),

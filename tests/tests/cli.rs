@@ -390,6 +390,35 @@ fn line<'a>(report: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {name} line in:\n{report}"))
 }
 
+/// A `claude` only in a `PATH` folder inside the workspace (where a
+/// repository could plant one) is not used, and `doctor` says which folder
+/// it skipped and why rather than only that `claude` is not on `PATH`.
+#[tokio::test]
+async fn doctor_names_the_path_folders_it_skipped() {
+    let sb = Sandbox::new();
+    let planted = sb.workspace.join("node_modules/.bin");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(planted.join("claude"), "#!/bin/sh\necho planted\n").unwrap();
+    std::fs::set_permissions(
+        planted.join("claude"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:bin", planted.display());
+    let (report, code) = doctor(&sb, &path).await;
+    assert_eq!(code, Some(1), "{report}");
+    let claude = line(&report, "claude");
+    assert!(
+        claude.starts_with("FAIL")
+            && claude.contains(&format!(
+                "skipped {} (inside the workspace, where a repository could plant its own claude)",
+                planted.display()
+            ))
+            && claude.contains("bin (a relative entry)"),
+        "{claude}"
+    );
+}
+
 /// On a machine with nothing set up, `doctor` says what to do for each
 /// required piece and exits 1; with the pinned claude and the shim on PATH
 /// and a (fake) login it says ok, prints no secret, and exits 0; a running

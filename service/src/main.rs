@@ -226,7 +226,7 @@ enum Command {
         /// Where the page is served [default: 127.0.0.1 on a free port]. A
         /// non-loopback address needs --tls-cert and --tls-key, or
         /// --insecure.
-        #[arg(long, value_name = "ADDR")]
+        #[arg(long, value_name = "ADDR", value_parser = listen_address)]
         listen: Option<SocketAddr>,
         /// TLS certificate chain (PEM) for the page.
         #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -498,7 +498,7 @@ enum AgentCommand {
         session: Option<String>,
         /// For a new session: plan (read-only, the default), default,
         /// acceptEdits or bypassPermissions.
-        #[arg(long, value_name = "MODE")]
+        #[arg(long, value_name = "MODE", value_parser = permission_mode)]
         permission_mode: Option<String>,
         /// What to ask Claude; `-` reads it from standard input.
         prompt: String,
@@ -603,7 +603,7 @@ struct RemoteArgs {
     /// frame, `Authorization: Bearer <token>`. Needs MOONKALE_ROOT (every
     /// file a remote client names must be inside it) and a token
     /// (MOONKALE_TOKEN or --token-file).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = listen_address)]
     listen: Option<SocketAddr>,
     /// The file holding the remote token (mode 0600), when MOONKALE_TOKEN is
     /// not set.
@@ -737,6 +737,29 @@ fn without_os_error_number(text: &str) -> String {
         }
     }
     out
+}
+
+/// `--permission-mode`: one the CLI knows (a bad one is a bad command line,
+/// exit 2).
+fn permission_mode(s: &str) -> Result<String, String> {
+    moonkale_protocol::agent::PermissionMode::parse(s)
+        .map(|_| s.to_owned())
+        .ok_or_else(|| "use plan, default, acceptEdits or bypassPermissions".to_owned())
+}
+
+/// `--listen HOST:PORT`: an address, or a host name resolved now
+/// (`localhost:8443`), its first address.
+fn listen_address(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = s.parse() {
+        return Ok(address);
+    }
+    let bad = || format!("{s} is not HOST:PORT (such as 127.0.0.1:8443 or localhost:8443)");
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    port.parse::<u16>().map_err(|_| bad())?;
+    std::net::ToSocketAddrs::to_socket_addrs(s)
+        .map_err(|e| format!("{host} does not resolve: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))
 }
 
 /// `--sandbox-path HOST=INSIDE`, in one sentence when it is not one.

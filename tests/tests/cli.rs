@@ -836,6 +836,67 @@ async fn completions_and_manual_pages_come_from_the_command_line() {
     assert_one_line_error(&out, "unknown command", &["there is no command nonsense"]);
 }
 
+/// Bad values are bad command lines (exit 2, one line naming the values
+/// that work); `--listen` takes a host name as well as an address.
+#[tokio::test]
+async fn bad_values_exit_2_and_listen_takes_a_host_name() {
+    let sb = Sandbox::new();
+    let ws = sb.workspace.display().to_string();
+    for (args, words) in [
+        (
+            vec![
+                "agent",
+                "send",
+                "--workspace",
+                &ws,
+                "--permission-mode",
+                "yolo",
+                "hi",
+            ],
+            &["yolo", "plan, default, acceptEdits or bypassPermissions"][..],
+        ),
+        (
+            vec!["web", "--workspace", &ws, "--listen", "localhost"],
+            &["localhost is not HOST:PORT"][..],
+        ),
+        (
+            vec![
+                "web",
+                "--workspace",
+                &ws,
+                "--listen",
+                "no-such-host.invalid:8443",
+            ],
+            &["no-such-host.invalid does not resolve"][..],
+        ),
+    ] {
+        let out = run(&sb, &args, &[]).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_one_line_error(&out, &args.join(" "), words);
+    }
+
+    let mut web = sb.command("moonkale-service");
+    web.args(["web", "--workspace", &ws, "--listen", "localhost:0"])
+        .env("MOONKALE_AUTOSTART_IDLE_MS", "500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut web = web.spawn().expect("run web");
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(web.stdout.take().unwrap()));
+    let url = tokio::time::timeout(TIMEOUT, lines.next_line())
+        .await
+        .expect("web prints its URL")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(
+        url.starts_with("http://127.0.0.1:") || url.starts_with("http://[::1]:"),
+        "{url}"
+    );
+    web.kill().await.unwrap();
+    let _ = run(&sb, &["stop", "--workspace", &ws], &[]).await;
+}
+
 /// A reader that went away (`completions bash | head -3`, `agent list |
 /// true`) ends every printing command quietly, with 0, as it ends `ls |
 /// head`: no panic, no "failed printing to stdout". The pipe's reading end

@@ -51,13 +51,18 @@ pub fn code_server_bin() -> PathBuf {
 pub struct CodeServer {
     _group: ProcessGroup,
     pub port: u16,
+    /// code-server's extensions folder (`--extensions-dir`).
+    pub extensions: PathBuf,
+    /// Where the extension was installed from its .vsix, inside `extensions`.
+    pub installed: PathBuf,
     /// code-server's own output, for failure reports.
     pub log: PathBuf,
 }
 
 impl CodeServer {
-    /// Starts code-server with the extension installed (linked, unpacked, as
-    /// VS Code finds extensions in its extensions folder) and user settings
+    /// Starts code-server with the extension installed from its .vsix
+    /// (`code-server --install-extension`, as a user installs it, into the
+    /// test's own extensions folder) and user settings
     /// that keep welcome pages and update checks out of the way; returns once
     /// it listens. VS Code's terminals inherit `env`. The extension's LSP
     /// traffic is traced into its output channel (for failure reports).
@@ -77,16 +82,7 @@ impl CodeServer {
         let user = dir.join("user-data/User");
         std::fs::create_dir_all(&extensions).expect("mkdir extensions");
         std::fs::create_dir_all(&user).expect("mkdir user data");
-        let extension = harness_dir().join("extension");
-        assert!(
-            extension.join("out/extension.js").is_file(),
-            "the extension is not built: run vscode-test-harness/install.sh"
-        );
-        std::os::unix::fs::symlink(
-            &extension,
-            extensions.join("moonkale.moonkale-vscode-0.1.0"),
-        )
-        .expect("link the extension");
+        let installed = install_extension(&dir, &extensions, &sandbox.home).await;
         let mut settings = json!({
             "workbench.startupEditor": "none",
             "workbench.tips.enabled": false,
@@ -145,6 +141,8 @@ impl CodeServer {
         CodeServer {
             _group: group,
             port,
+            extensions,
+            installed,
             log,
         }
     }
@@ -157,6 +155,109 @@ impl CodeServer {
             folder.display()
         )
     }
+}
+
+/// The extension's manifest (`vscode-test-harness/extension/package.json`).
+pub fn extension_manifest() -> Value {
+    let path = harness_dir().join("extension/package.json");
+    serde_json::from_slice(&std::fs::read(&path).expect("the extension's package.json"))
+        .expect("package.json is JSON")
+}
+
+/// The extension's id and the folder VS Code installs it into:
+/// `<publisher>.<name>` and `<publisher>.<name>-<version>`, lower case.
+pub fn extension_id() -> (String, String) {
+    let manifest = extension_manifest();
+    let field = |name: &str| manifest[name].as_str().expect(name).to_lowercase();
+    let id = format!("{}.{}", field("publisher"), field("name"));
+    let folder = format!("{id}-{}", field("version"));
+    (id, folder)
+}
+
+/// The extension's package as `vscode-test-harness/install.sh` builds it
+/// (`npm run package`: `<name>-<version>.vsix` beside its package.json),
+/// checked to be newer than what it is built from.
+pub fn extension_vsix() -> PathBuf {
+    let extension = harness_dir().join("extension");
+    let manifest = extension_manifest();
+    let vsix = extension.join(format!(
+        "{}-{}.vsix",
+        manifest["name"].as_str().expect("name"),
+        manifest["version"].as_str().expect("version")
+    ));
+    let built = std::fs::metadata(&vsix)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: run vscode-test-harness/install.sh",
+                vsix.display()
+            )
+        });
+    let sources = std::fs::read_dir(extension.join("src"))
+        .expect("the extension's src/")
+        .flatten()
+        .map(|e| e.path())
+        .chain(
+            [
+                "package.json",
+                "package-lock.json",
+                ".vscodeignore",
+                "tsconfig.json",
+            ]
+            .map(|f| extension.join(f)),
+        );
+    for source in sources {
+        let changed = std::fs::metadata(&source)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+        assert!(
+            changed <= built,
+            "{} changed after {} was built: run vscode-test-harness/install.sh",
+            source.display(),
+            vsix.display()
+        );
+    }
+    vsix
+}
+
+/// Installs the extension's .vsix into `extensions` with code-server's own
+/// `--install-extension` (its user data in `dir/user-data`); returns the
+/// folder it was unpacked into.
+async fn install_extension(dir: &Path, extensions: &Path, home: &Path) -> PathBuf {
+    let vsix = extension_vsix();
+    let install = tokio::process::Command::new(code_server_bin())
+        .arg("--install-extension")
+        .arg(&vsix)
+        .arg("--extensions-dir")
+        .arg(extensions)
+        .arg("--user-data-dir")
+        .arg(dir.join("user-data"))
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env_remove("VSCODE_IPC_HOOK_CLI")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(STEP_TIMEOUT, install)
+        .await
+        .expect("code-server --install-extension within a VS Code step")
+        .expect("run code-server --install-extension");
+    assert!(
+        out.status.success(),
+        "code-server --install-extension {} failed: {}{}",
+        vsix.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let installed = extensions.join(extension_id().1);
+    assert!(
+        installed.join("package.json").is_file(),
+        "code-server said {:?} but {} holds no extension",
+        String::from_utf8_lossy(&out.stdout),
+        installed.display()
+    );
+    installed
 }
 
 /// A process group of our own (the leader was spawned with

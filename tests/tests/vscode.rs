@@ -77,6 +77,7 @@ async fn vscode_and_claude(
 async fn vscode_runs_the_extension_installed_from_its_vsix() {
     let _turn = take_turn().await;
     let sb = Sandbox::new();
+    let _svc = sb.start_service(&[]).await;
     let (server, _browser) = vscode(&sb, &[]).await;
     let (id, folder) = extension_id();
     assert_eq!(server.installed, server.extensions.join(&folder));

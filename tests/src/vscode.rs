@@ -1,7 +1,8 @@
 //! VS Code for the end-to-end tests (tests/tests/vscode.rs): code-server
 //! 4.100.3 (VS Code 1.100.3 served to a browser) in a sandbox with only the
-//! extension of `vscode-test-harness/extension`, and headless Chromium driven
-//! by `vscode-test-harness/driver/drive.js` one JSON command at a time.
+//! extension of `vscode-test-harness/extension`, installed from its .vsix,
+//! and headless Chromium driven by `vscode-test-harness/driver/drive.js` one
+//! JSON command at a time.
 //!
 //! Everything comes from `vscode-test-harness/install.sh` (called by
 //! `scripts/install-test-peers.sh`); `$MOONKALE_CODE_SERVER` names another

@@ -602,7 +602,8 @@ async fn readme_vscode_recipe_runs_in_a_fresh_home() {
 /// README's developer's way (the extension's folder linked into VS Code's
 /// extensions folder) runs as written on a fresh machine (no extensions
 /// folder yet), and again: the link names the extension by the publisher,
-/// name and version VS Code expects. `npm` and `npx` are stand-ins (the
+/// name and version VS Code expects, and code-server and `doctor` agree
+/// on when VS Code takes the link. `npm` and `npx` are stand-ins (the
 /// build is not what is tested; the shell lines are).
 #[tokio::test]
 async fn readme_vscode_developer_link_runs_in_a_fresh_home() {
@@ -614,11 +615,11 @@ async fn readme_vscode_developer_link_runs_in_a_fresh_home() {
     let manifest = extension_dir().join("package.json");
     std::fs::copy(&manifest, extension.join("package.json")).unwrap();
     let stubs = sb.root.join("stubs");
-    for tool in ["npm", "npx"] {
+    // `code` only for `doctor`, which looks for it on PATH.
+    for tool in ["npm", "npx", "code"] {
         stub(&stubs, tool, "exit 0");
     }
-    let home = sb.root.join("fresh-home");
-    std::fs::create_dir_all(&home).unwrap();
+    let home = &sb.home;
     for run in ["first", "second"] {
         let out = tokio::process::Command::new("sh")
             .args(["-e", "-c", &recipe])
@@ -651,6 +652,60 @@ async fn readme_vscode_developer_link_runs_in_a_fresh_home() {
         inside,
         ["package.json"],
         "the second run linked inside the extension"
+    );
+
+    // VS Code (code-server) takes the link in a folder with no list of
+    // installed extensions yet (and writes one naming it), and `doctor`
+    // finds it there; in a folder whose list does not name it (once
+    // anything was installed there and uninstalled), VS Code ignores the
+    // link, and `doctor` says so.
+    let extensions = home.join(".vscode/extensions");
+    let listed = || async {
+        let out = tokio::process::Command::new(moonkale_tests::vscode::code_server_bin())
+            .args(["--list-extensions", "--show-versions", "--extensions-dir"])
+            .arg(&extensions)
+            .arg("--user-data-dir")
+            .arg(sb.root.join("user-data"))
+            .env("HOME", home)
+            .env_remove("VSCODE_IPC_HOOK_CLI")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(TIMEOUT, out)
+            .await
+            .expect("code-server --list-extensions finishes")
+            .expect("run code-server");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let manifest = moonkale_tests::vscode::extension_manifest();
+    let id_version = format!(
+        "{}.{}@{}",
+        manifest["publisher"].as_str().unwrap(),
+        manifest["name"].as_str().unwrap(),
+        manifest["version"].as_str().unwrap()
+    );
+    let path = format!("{}:/usr/bin:/bin", stubs.display());
+    assert!(
+        listed().await.contains(&id_version),
+        "{id_version} not listed"
+    );
+    let (report, _) = doctor(&sb, &path).await;
+    let vscode = line(&report, "vs code");
+    assert!(
+        vscode.starts_with("ok") && vscode.contains(&linked.display().to_string()),
+        "{report}"
+    );
+    std::fs::write(extensions.join("extensions.json"), "[]").unwrap();
+    assert!(
+        !listed().await.contains(&id_version),
+        "the link still counts"
+    );
+    let (report, _) = doctor(&sb, &path).await;
+    let vscode = line(&report, "vs code");
+    assert!(
+        !vscode.starts_with("ok") && vscode.contains("does not name it"),
+        "{report}"
     );
 }
 

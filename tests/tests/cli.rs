@@ -525,10 +525,15 @@ async fn readme_vscode_recipe_runs_in_a_fresh_home() {
     }
     path.extend(["/usr/bin".into(), "/bin".into()]);
     let path = std::env::join_paths(path).unwrap();
-    let npm_cache = match std::env::var_os("npm_config_cache") {
-        Some(cache) => std::path::PathBuf::from(cache),
-        None => std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".npm"),
-    };
+    // This machine's npm cache, as npm itself names it.
+    let npm_cache = std::process::Command::new("npm")
+        .args(["config", "get", "cache"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("npm config get cache");
+    let npm_cache = String::from_utf8(npm_cache.stdout).expect("UTF-8");
+    let npm_cache = npm_cache.trim();
+    assert!(!npm_cache.is_empty(), "npm names no cache");
     let (id, folder) = moonkale_tests::vscode::extension_id();
     let extensions = sb.home.join(".local/share/code-server/extensions");
     let sh = |script: String| {

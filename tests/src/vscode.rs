@@ -221,18 +221,22 @@ pub fn extension_vsix() -> PathBuf {
     vsix
 }
 
-/// Installs the extension's .vsix into `extensions` with code-server's own
-/// `--install-extension` (its user data in `dir/user-data`); returns the
-/// folder it was unpacked into.
-async fn install_extension(dir: &Path, extensions: &Path, home: &Path) -> PathBuf {
-    let vsix = extension_vsix();
-    let install = tokio::process::Command::new(code_server_bin())
-        .arg("--install-extension")
-        .arg(&vsix)
+/// Runs code-server's command line (`--install-extension`,
+/// `--list-extensions` …) on the extensions folder `extensions`, with
+/// `user_data` and `home`, within a VS Code step; fails the test unless it
+/// succeeds, and returns what it printed.
+pub async fn code_server_cli(
+    args: &[&std::ffi::OsStr],
+    extensions: &Path,
+    user_data: &Path,
+    home: &Path,
+) -> String {
+    let run = tokio::process::Command::new(code_server_bin())
+        .args(args)
         .arg("--extensions-dir")
         .arg(extensions)
         .arg("--user-data-dir")
-        .arg(dir.join("user-data"))
+        .arg(user_data)
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
         .env("XDG_DATA_HOME", home.join(".local/share"))
@@ -240,22 +244,35 @@ async fn install_extension(dir: &Path, extensions: &Path, home: &Path) -> PathBu
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(STEP_TIMEOUT, install)
+    let out = tokio::time::timeout(STEP_TIMEOUT, run)
         .await
-        .expect("code-server --install-extension within a VS Code step")
-        .expect("run code-server --install-extension");
+        .unwrap_or_else(|_| panic!("code-server {args:?} took over a VS Code step"))
+        .unwrap_or_else(|e| panic!("run code-server {args:?}: {e}"));
     assert!(
         out.status.success(),
-        "code-server --install-extension {} failed: {}{}",
-        vsix.display(),
+        "code-server {args:?} failed: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Installs the extension's .vsix into `extensions` with code-server's own
+/// `--install-extension` (its user data in `dir/user-data`); returns the
+/// folder it was unpacked into.
+async fn install_extension(dir: &Path, extensions: &Path, home: &Path) -> PathBuf {
+    let vsix = extension_vsix();
+    let said = code_server_cli(
+        &["--install-extension".as_ref(), vsix.as_os_str()],
+        extensions,
+        &dir.join("user-data"),
+        home,
+    )
+    .await;
     let installed = extensions.join(extension_id().1);
     assert!(
         installed.join("package.json").is_file(),
-        "code-server said {:?} but {} holds no extension",
-        String::from_utf8_lossy(&out.stdout),
+        "code-server said {said:?} but {} holds no extension",
         installed.display()
     );
     installed

@@ -665,24 +665,9 @@ async fn readme_vscode_developer_link_runs_in_a_fresh_home() {
     // anything was installed there and uninstalled), VS Code ignores the
     // link, and `doctor` says so.
     let extensions = home.join(".vscode/extensions");
-    let listed = || async {
-        let out = tokio::process::Command::new(moonkale_tests::vscode::code_server_bin())
-            .args(["--list-extensions", "--show-versions", "--extensions-dir"])
-            .arg(&extensions)
-            .arg("--user-data-dir")
-            .arg(sb.root.join("user-data"))
-            .env("HOME", home)
-            .env_remove("VSCODE_IPC_HOOK_CLI")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let out = tokio::time::timeout(TIMEOUT, out)
-            .await
-            .expect("code-server --list-extensions finishes")
-            .expect("run code-server");
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let user_data = sb.root.join("user-data");
+    let list: [&std::ffi::OsStr; 2] = ["--list-extensions".as_ref(), "--show-versions".as_ref()];
+    let listed = || moonkale_tests::vscode::code_server_cli(&list, &extensions, &user_data, home);
     let manifest = moonkale_tests::vscode::extension_manifest();
     let id_version = format!(
         "{}.{}@{}",

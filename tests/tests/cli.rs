@@ -475,6 +475,17 @@ fn stub(dir: &std::path::Path, name: &str, body: &str) {
     std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }
 
+/// `doctor`'s VS Code line (with `PATH` set to `path`) is `ok` or not, as
+/// `ok` says, and contains `needle`.
+async fn doctor_says_of_vscode(sb: &Sandbox, path: &str, ok: bool, needle: &str) {
+    let (report, _) = doctor(sb, path).await;
+    let vscode = line(&report, "vs code");
+    assert!(
+        vscode.starts_with("ok") == ok && vscode.contains(needle),
+        "{report}"
+    );
+}
+
 /// README's VS Code recipe, the user's way, runs as written in a fresh
 /// home on the extension's sources (no node_modules, no build): `npm ci`
 /// and `npm run package` make the .vsix with the pinned vsce, and
@@ -584,24 +595,14 @@ async fn readme_vscode_recipe_runs_in_a_fresh_home() {
     );
 
     let doctor_path = format!("{}:/usr/bin:/bin", stubs.display());
-    let (report, _) = doctor(&sb, &doctor_path).await;
-    let vscode = line(&report, "vs code");
-    assert!(
-        vscode.starts_with("ok") && vscode.contains(&installed.display().to_string()),
-        "{report}"
-    );
+    doctor_says_of_vscode(&sb, &doctor_path, true, &installed.display().to_string()).await;
 
     let out = sh(format!("code --uninstall-extension {id}"))
         .output()
         .await
         .expect("uninstall");
     assert!(out.status.success(), "{out:?}");
-    let (report, _) = doctor(&sb, &doctor_path).await;
-    let vscode = line(&report, "vs code");
-    assert!(
-        !vscode.starts_with("ok") && vscode.contains("install the .vsix"),
-        "{report}"
-    );
+    doctor_says_of_vscode(&sb, &doctor_path, false, "install the .vsix").await;
 }
 
 /// README's developer's way (the extension's folder linked into VS Code's
@@ -680,23 +681,13 @@ async fn readme_vscode_developer_link_runs_in_a_fresh_home() {
         listed().await.contains(&id_version),
         "{id_version} not listed"
     );
-    let (report, _) = doctor(&sb, &path).await;
-    let vscode = line(&report, "vs code");
-    assert!(
-        vscode.starts_with("ok") && vscode.contains(&linked.display().to_string()),
-        "{report}"
-    );
+    doctor_says_of_vscode(&sb, &path, true, &linked.display().to_string()).await;
     std::fs::write(extensions.join("extensions.json"), "[]").unwrap();
     assert!(
         !listed().await.contains(&id_version),
         "the link still counts"
     );
-    let (report, _) = doctor(&sb, &path).await;
-    let vscode = line(&report, "vs code");
-    assert!(
-        !vscode.starts_with("ok") && vscode.contains("does not name it"),
-        "{report}"
-    );
+    doctor_says_of_vscode(&sb, &path, false, "does not name it").await;
 }
 
 /// A service's refusal reaches the person as its sentence alone: the

@@ -297,5 +297,6 @@ fi
 
 # VS Code for tests/tests/vscode.rs: code-server 4.100.3 from npm, Debian's
 # chromium, the extension's and the driver's npm dependencies (pinned by
-# their package-lock.json files); see vscode-test-harness/install.sh.
+# their package-lock.json files, @vscode/vsce among the extension's) and the
+# extension's .vsix; see vscode-test-harness/install.sh.
 bash "$repo/vscode-test-harness/install.sh"

@@ -7,8 +7,11 @@
 #     (apt-get, as root; skipped when all are present).
 #   - code-server 4.100.3 (VS Code 1.100.3 in the browser; the newest that
 #     runs on Node 20) from npm into <repo>/.peers/code-server-4.100.3.
-#   - The extension's dependencies (vscode-languageclient, typescript) and its
-#     build (extension/out/extension.js).
+#   - The extension's dependencies (vscode-languageclient; typescript and
+#     @vscode/vsce to build it, pinned by its package-lock.json) and its
+#     package, extension/moonkale-vscode-<version>.vsix (`npm run package`:
+#     tsc, then vsce; .vscodeignore keeps the sources and dev files out),
+#     which the tests install with `code-server --install-extension`.
 #   - The driver's dependency (playwright-core).
 #
 # Called by scripts/install-test-peers.sh.
@@ -91,5 +94,8 @@ for part in extension driver; do
         echo "$want" >"$dir/node_modules/.moonkale-lock"
     fi
 done
-(cd "$here/extension" && npx --no-install tsc -p .)
-echo "extension: $here/extension/out/extension.js"
+# The package the tests install, rebuilt every time (a few seconds) so it is
+# never older than the sources.
+(cd "$here/extension" && npm run --silent package </dev/null)
+vsix=$(cd "$here/extension" && node -p 'const p = require("./package.json"); `${p.name}-${p.version}.vsix`')
+echo "extension: $here/extension/$vsix"

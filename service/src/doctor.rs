@@ -57,6 +57,7 @@ pub struct Env {
     pub service_bin: Option<PathBuf>,
     pub api_key_set: bool,
     pub xdg_config_home: Option<PathBuf>,
+    pub xdg_data_home: Option<PathBuf>,
 }
 
 impl Env {
@@ -70,6 +71,7 @@ impl Env {
             service_bin: var("MOONKALE_SERVICE_BIN").map(PathBuf::from),
             api_key_set: var("ANTHROPIC_API_KEY").is_some(),
             xdg_config_home: var("XDG_CONFIG_HOME").map(PathBuf::from),
+            xdg_data_home: var("XDG_DATA_HOME").map(PathBuf::from),
         }
     }
 
@@ -524,31 +526,126 @@ fn helix_languages(text: &str) -> Result<String, String> {
     Ok(languages.join(", "))
 }
 
+/// The extension's id: `<publisher>.<name>` of its package.json.
+const VSCODE_EXTENSION: &str = "moonkale.moonkale-vscode";
+
 fn vscode(env: &Env) -> Result<String, String> {
     let editor = ["code", "code-server"]
         .into_iter()
         .find(|name| env.on_path(name).is_some())
         .ok_or("neither code nor code-server is on PATH (the VS Code recipe)")?;
     let home = env.home.as_ref().ok_or("HOME is not set")?;
-    let folders = [".vscode/extensions", ".local/share/code-server/extensions"];
-    let installed = folders.iter().find_map(|folder| {
-        std::fs::read_dir(home.join(folder))
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("moonkale.moonkale-vscode"))
-                    // A link to a folder that is gone is not an extension.
-                    && p.join("package.json").is_file()
-            })
-    });
-    match installed {
-        Some(path) => Ok(format!("{editor}; the extension is in {}", path.display())),
-        None => Err(format!(
+    let data = env
+        .xdg_data_home
+        .clone()
+        .unwrap_or_else(|| home.join(".local/share"));
+    let folders = [
+        home.join(".vscode/extensions"),
+        data.join("code-server/extensions"),
+    ];
+    let mut unlisted = None;
+    for folder in &folders {
+        match installed_extension(folder) {
+            Ok(Some(path)) => {
+                let version = std::fs::read(path.join("package.json"))
+                    .ok()
+                    .and_then(|text| serde_json::from_slice::<serde_json::Value>(&text).ok())
+                    .and_then(|manifest| manifest["version"].as_str().map(one_line));
+                let version = version.map(|v| format!(" {v}")).unwrap_or_default();
+                return Ok(format!(
+                    "{editor}; the extension{version} is in {}",
+                    one_line(&path.display().to_string())
+                ));
+            }
+            Ok(None) => {}
+            Err(why) => {
+                unlisted.get_or_insert(why);
+            }
+        }
+    }
+    Err(unlisted.unwrap_or_else(|| {
+        format!(
             "{editor}, but the moonkale extension is not installed: follow the VS Code recipe \
              of README.md"
+        )
+    }))
+}
+
+/// The folder VS Code loads the extension from in its extensions folder
+/// `folder`, if it does. Where VS Code keeps its list of installed
+/// extensions (`extensions.json`, written by `--install-extension` and on
+/// its first start), that list decides: an extension folder it does not
+/// name (a link made once the list existed) is not loaded, and one it
+/// uninstalled may stay on disk, no longer named. Without the list, VS Code
+/// takes each folder it finds there on its next start. Folders marked in
+/// `.obsolete` are being removed.
+fn installed_extension(folder: &Path) -> Result<Option<PathBuf>, String> {
+    let read_json = |name: &str| {
+        std::fs::read(folder.join(name))
+            .ok()
+            .map(|text| serde_json::from_slice::<serde_json::Value>(&text))
+    };
+    let obsolete = match read_json(".obsolete") {
+        Some(Ok(serde_json::Value::Object(marked))) => marked
+            .into_iter()
+            .filter(|(_, v)| v == &serde_json::Value::Bool(true))
+            .map(|(k, _)| k)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let loadable = |path: &Path| {
+        path.join("package.json").is_file()
+            && !path
+                .file_name()
+                .is_some_and(|n| obsolete.iter().any(|o| n.to_string_lossy() == *o))
+    };
+    // The folders named after the extension (`<id>-<version>`).
+    let found = std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy()
+                    .to_lowercase()
+                    .starts_with(&format!("{VSCODE_EXTENSION}-"))
+            }) && loadable(p)
+        });
+    let listed = match read_json("extensions.json") {
+        None => return Ok(found),
+        Some(Ok(serde_json::Value::Array(listed))) => listed,
+        Some(_) => {
+            return Err(format!(
+                "{} is not a list of extensions (VS Code rewrites it on its next start)",
+                one_line(&folder.join("extensions.json").display().to_string())
+            ));
+        }
+    };
+    let named = listed.iter().find_map(|entry| {
+        let id = entry["identifier"]["id"].as_str()?;
+        if !id.eq_ignore_ascii_case(VSCODE_EXTENSION) {
+            return None;
+        }
+        let path = match entry["relativeLocation"].as_str() {
+            Some(relative) => folder.join(relative),
+            None => PathBuf::from(
+                entry["location"]["path"]
+                    .as_str()
+                    .or(entry["location"]["fsPath"].as_str())?,
+            ),
+        };
+        loadable(&path).then_some(path)
+    });
+    match (named, found) {
+        (Some(path), _) => Ok(Some(path)),
+        (None, Some(path)) => Err(format!(
+            "{} is there, but VS Code's list of installed extensions ({}) does not name it, so \
+             VS Code does not load it: install the .vsix (the VS Code recipe of README.md)",
+            one_line(&path.display().to_string()),
+            one_line(&folder.join("extensions.json").display().to_string())
         )),
+        (None, None) => Ok(None),
     }
 }
 
@@ -664,6 +761,62 @@ mod tests {
                 {"name": "login", "status": "fail", "message": "no login"},
             ]})
         );
+    }
+
+    /// VS Code's extensions folder as `--install-extension` leaves it: the
+    /// folder `<id>-<version>` and its entry in extensions.json.
+    fn installed_by_vscode(folder: &Path, version: &str) -> PathBuf {
+        let name = format!("{VSCODE_EXTENSION}-{version}");
+        let path = folder.join(&name);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("package.json"), "{}").unwrap();
+        let entry = serde_json::json!({
+            "identifier": {"id": VSCODE_EXTENSION},
+            "version": version,
+            "location": {"$mid": 1, "path": path, "scheme": "file"},
+            "relativeLocation": name,
+            "metadata": {"source": "vsix"},
+        });
+        std::fs::write(
+            folder.join("extensions.json"),
+            serde_json::json!([entry]).to_string(),
+        )
+        .unwrap();
+        path
+    }
+
+    #[test]
+    fn vscode_extension_is_found_as_vscode_loads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path();
+        assert_eq!(installed_extension(&folder.join("none")), Ok(None));
+
+        // Installed from the vsix: listed, in its own folder.
+        let installed = installed_by_vscode(folder, "0.1.0");
+        assert_eq!(installed_extension(folder), Ok(Some(installed.clone())));
+
+        // Uninstalled: VS Code empties the list and may leave the folder.
+        std::fs::write(folder.join("extensions.json"), "[]").unwrap();
+        let err = installed_extension(folder).unwrap_err();
+        assert!(err.contains("does not name it"), "{err}");
+        assert!(err.contains("install the .vsix"), "{err}");
+
+        // A newer version installed, the old one marked obsolete.
+        std::fs::remove_dir_all(&installed).unwrap();
+        let newer = installed_by_vscode(folder, "0.2.0");
+        assert_eq!(installed_extension(folder), Ok(Some(newer.clone())));
+        std::fs::write(
+            folder.join(".obsolete"),
+            serde_json::json!({format!("{VSCODE_EXTENSION}-0.2.0"): true}).to_string(),
+        )
+        .unwrap();
+        assert_eq!(installed_extension(folder), Ok(None));
+
+        // No list yet (a fresh folder with a link in it, the developer's
+        // way): VS Code takes the folder on its next start.
+        std::fs::remove_file(folder.join(".obsolete")).unwrap();
+        std::fs::remove_file(folder.join("extensions.json")).unwrap();
+        assert_eq!(installed_extension(folder), Ok(Some(newer)));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! VS Code for the end-to-end tests (tests/tests/vscode.rs): code-server
 //! 4.100.3 (VS Code 1.100.3 served to a browser) in a sandbox with only the
-//! extension of `vscode-test-harness/extension`, and headless Chromium driven
-//! by `vscode-test-harness/driver/drive.js` one JSON command at a time.
+//! extension of `vscode-test-harness/extension`, installed from its .vsix,
+//! and headless Chromium driven by `vscode-test-harness/driver/drive.js` one
+//! JSON command at a time.
 //!
 //! Everything comes from `vscode-test-harness/install.sh` (called by
 //! `scripts/install-test-peers.sh`); `$MOONKALE_CODE_SERVER` names another
@@ -51,13 +52,18 @@ pub fn code_server_bin() -> PathBuf {
 pub struct CodeServer {
     _group: ProcessGroup,
     pub port: u16,
+    /// code-server's extensions folder (`--extensions-dir`).
+    pub extensions: PathBuf,
+    /// Where the extension was installed from its .vsix, inside `extensions`.
+    pub installed: PathBuf,
     /// code-server's own output, for failure reports.
     pub log: PathBuf,
 }
 
 impl CodeServer {
-    /// Starts code-server with the extension installed (linked, unpacked, as
-    /// VS Code finds extensions in its extensions folder) and user settings
+    /// Starts code-server with the extension installed from its .vsix
+    /// (`code-server --install-extension`, as a user installs it, into the
+    /// test's own extensions folder) and user settings
     /// that keep welcome pages and update checks out of the way; returns once
     /// it listens. VS Code's terminals inherit `env`. The extension's LSP
     /// traffic is traced into its output channel (for failure reports).
@@ -77,16 +83,7 @@ impl CodeServer {
         let user = dir.join("user-data/User");
         std::fs::create_dir_all(&extensions).expect("mkdir extensions");
         std::fs::create_dir_all(&user).expect("mkdir user data");
-        let extension = harness_dir().join("extension");
-        assert!(
-            extension.join("out/extension.js").is_file(),
-            "the extension is not built: run vscode-test-harness/install.sh"
-        );
-        std::os::unix::fs::symlink(
-            &extension,
-            extensions.join("moonkale.moonkale-vscode-0.1.0"),
-        )
-        .expect("link the extension");
+        let installed = install_extension(&dir, &extensions, &sandbox.home).await;
         let mut settings = json!({
             "workbench.startupEditor": "none",
             "workbench.tips.enabled": false,
@@ -145,6 +142,8 @@ impl CodeServer {
         CodeServer {
             _group: group,
             port,
+            extensions,
+            installed,
             log,
         }
     }
@@ -157,6 +156,126 @@ impl CodeServer {
             folder.display()
         )
     }
+}
+
+/// The extension's manifest (`vscode-test-harness/extension/package.json`).
+pub fn extension_manifest() -> Value {
+    let path = harness_dir().join("extension/package.json");
+    serde_json::from_slice(&std::fs::read(&path).expect("the extension's package.json"))
+        .expect("package.json is JSON")
+}
+
+/// The extension's id and the folder VS Code installs it into:
+/// `<publisher>.<name>` and `<publisher>.<name>-<version>`, lower case.
+pub fn extension_id() -> (String, String) {
+    let manifest = extension_manifest();
+    let field = |name: &str| manifest[name].as_str().expect(name).to_lowercase();
+    let id = format!("{}.{}", field("publisher"), field("name"));
+    let folder = format!("{id}-{}", field("version"));
+    (id, folder)
+}
+
+/// The extension's package as `vscode-test-harness/install.sh` builds it
+/// (`npm run package`: `<name>-<version>.vsix` beside its package.json),
+/// checked to be newer than what it is built from.
+pub fn extension_vsix() -> PathBuf {
+    let extension = harness_dir().join("extension");
+    let manifest = extension_manifest();
+    let vsix = extension.join(format!(
+        "{}-{}.vsix",
+        manifest["name"].as_str().expect("name"),
+        manifest["version"].as_str().expect("version")
+    ));
+    let built = std::fs::metadata(&vsix)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: run vscode-test-harness/install.sh",
+                vsix.display()
+            )
+        });
+    let sources = std::fs::read_dir(extension.join("src"))
+        .expect("the extension's src/")
+        .flatten()
+        .map(|e| e.path())
+        .chain(
+            [
+                "package.json",
+                "package-lock.json",
+                ".vscodeignore",
+                "tsconfig.json",
+            ]
+            .map(|f| extension.join(f)),
+        );
+    for source in sources {
+        let changed = std::fs::metadata(&source)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+        assert!(
+            changed <= built,
+            "{} changed after {} was built: run vscode-test-harness/install.sh",
+            source.display(),
+            vsix.display()
+        );
+    }
+    vsix
+}
+
+/// Runs code-server's command line (`--install-extension`,
+/// `--list-extensions` …) on the extensions folder `extensions`, with
+/// `user_data` and `home`, within a VS Code step; fails the test unless it
+/// succeeds, and returns what it printed.
+pub async fn code_server_cli(
+    args: &[&std::ffi::OsStr],
+    extensions: &Path,
+    user_data: &Path,
+    home: &Path,
+) -> String {
+    let run = tokio::process::Command::new(code_server_bin())
+        .args(args)
+        .arg("--extensions-dir")
+        .arg(extensions)
+        .arg("--user-data-dir")
+        .arg(user_data)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env_remove("VSCODE_IPC_HOOK_CLI")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(STEP_TIMEOUT, run)
+        .await
+        .unwrap_or_else(|_| panic!("code-server {args:?} took over a VS Code step"))
+        .unwrap_or_else(|e| panic!("run code-server {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "code-server {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Installs the extension's .vsix into `extensions` with code-server's own
+/// `--install-extension` (its user data in `dir/user-data`); returns the
+/// folder it was unpacked into.
+async fn install_extension(dir: &Path, extensions: &Path, home: &Path) -> PathBuf {
+    let vsix = extension_vsix();
+    let said = code_server_cli(
+        &["--install-extension".as_ref(), vsix.as_os_str()],
+        extensions,
+        &dir.join("user-data"),
+        home,
+    )
+    .await;
+    let installed = extensions.join(extension_id().1);
+    assert!(
+        installed.join("package.json").is_file(),
+        "code-server said {said:?} but {} holds no extension",
+        installed.display()
+    );
+    installed
 }
 
 /// A process group of our own (the leader was spawned with

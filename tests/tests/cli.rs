@@ -491,30 +491,170 @@ fn readme_block(heading: &str, fence: &str) -> String {
     block[..block.find("```").expect("the block's end")].to_owned()
 }
 
-/// README's VS Code recipe runs as written on a fresh machine (no
-/// extensions folder yet), and again: the link names the extension by the
-/// publisher, name and version VS Code expects. `npm` and `npx` are
-/// stand-ins (the build is not what is tested; the shell lines are).
+/// The extension's folder in this repository.
+fn extension_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../vscode-test-harness/extension")
+}
+
+/// A stand-in program `name` in `dir` that runs the shell `body`.
+fn stub(dir: &std::path::Path, name: &str, body: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let stub = dir.join(name);
+    std::fs::write(&stub, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// `doctor`'s VS Code line (with `PATH` set to `path`) is `ok` or not, as
+/// `ok` says, and contains `needle`.
+async fn doctor_says_of_vscode(sb: &Sandbox, path: &str, ok: bool, needle: &str) {
+    let (report, _) = doctor(sb, path).await;
+    let vscode = line(&report, "vs code");
+    assert!(
+        vscode.starts_with("ok") == ok && vscode.contains(needle),
+        "{report}"
+    );
+}
+
+/// README's VS Code recipe, the user's way, runs as written in a fresh
+/// home on the extension's sources (no node_modules, no build): `npm ci`
+/// and `npm run package` make the .vsix with the pinned vsce, and
+/// `code --install-extension` installs it into VS Code's extensions
+/// folder, where `doctor` finds it. `code` is code-server (what the tests
+/// have of VS Code; it installs into `~/.local/share/code-server/extensions`).
+/// It runs again (an update) to one installed copy; once uninstalled,
+/// `doctor` no longer counts the folder VS Code leaves behind. npm reads its
+/// packages from this machine's npm cache (the peers' install filled it)
+/// before the registry.
 #[tokio::test]
 async fn readme_vscode_recipe_runs_in_a_fresh_home() {
     let sb = Sandbox::new();
     let recipe = readme_recipe("### VS Code");
     let repo = sb.root.join("repo");
     let extension = repo.join("vscode-test-harness/extension");
+    std::fs::create_dir_all(extension.join("src")).unwrap();
+    for file in [
+        "package.json",
+        "package-lock.json",
+        "tsconfig.json",
+        ".vscodeignore",
+    ] {
+        std::fs::copy(extension_dir().join(file), extension.join(file)).unwrap();
+    }
+    for source in std::fs::read_dir(extension_dir().join("src")).unwrap() {
+        let source = source.unwrap();
+        std::fs::copy(
+            source.path(),
+            extension.join("src").join(source.file_name()),
+        )
+        .unwrap();
+    }
+    let stubs = sb.root.join("stubs");
+    let code_server = moonkale_tests::vscode::code_server_bin();
+    stub(
+        &stubs,
+        "code",
+        &format!("exec '{}' \"$@\"", code_server.display()),
+    );
+    // The folders of this machine's node and npm, after the stand-in.
+    let mut path = vec![stubs.clone()];
+    for tool in ["node", "npm"] {
+        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .find(|dir| dir.join(tool).is_file())
+            .unwrap_or_else(|| panic!("{tool} is not on PATH"));
+        path.push(found);
+    }
+    path.extend(["/usr/bin".into(), "/bin".into()]);
+    let path = std::env::join_paths(path).unwrap();
+    // This machine's npm cache, as npm itself names it.
+    let npm_cache = std::process::Command::new("npm")
+        .args(["config", "get", "cache"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("npm config get cache");
+    let npm_cache = String::from_utf8(npm_cache.stdout).expect("UTF-8");
+    let npm_cache = npm_cache.trim();
+    assert!(!npm_cache.is_empty(), "npm names no cache");
+    let (id, folder) = moonkale_tests::vscode::extension_id();
+    let extensions = sb.home.join(".local/share/code-server/extensions");
+    let sh = |script: String| {
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.args(["-e", "-c", &script])
+            .current_dir(&repo)
+            .env_clear()
+            .env("HOME", &sb.home)
+            .env("PATH", &path)
+            .env("npm_config_cache", &npm_cache)
+            .env("npm_config_prefer_offline", "true")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    };
+    for run in ["first", "second"] {
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(300),
+            sh(recipe.clone()).output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the {run} run of\n{recipe}\ntook over 5 minutes"))
+        .expect("run sh");
+        assert!(
+            out.status.success(),
+            "the {run} run of\n{recipe}\nfailed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let installed: Vec<_> = std::fs::read_dir(&extensions)
+            .expect("the extensions folder")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with(&id))
+            .collect();
+        assert_eq!(installed, [folder.clone()], "after the {run} run");
+    }
+    let installed = extensions.join(&folder);
+    assert!(
+        installed.join("out/extension.js").is_file(),
+        "{} holds no build",
+        installed.display()
+    );
+    assert!(
+        !installed.join("src").exists() && !installed.join("tsconfig.json").exists(),
+        "{} holds the sources",
+        installed.display()
+    );
+
+    let doctor_path = format!("{}:/usr/bin:/bin", stubs.display());
+    doctor_says_of_vscode(&sb, &doctor_path, true, &installed.display().to_string()).await;
+
+    let out = sh(format!("code --uninstall-extension {id}"))
+        .output()
+        .await
+        .expect("uninstall");
+    assert!(out.status.success(), "{out:?}");
+    doctor_says_of_vscode(&sb, &doctor_path, false, "install the .vsix").await;
+}
+
+/// README's developer's way (the extension's folder linked into VS Code's
+/// extensions folder) runs as written on a fresh machine (no extensions
+/// folder yet), and again: the link names the extension by the publisher,
+/// name and version VS Code expects, and code-server and `doctor` agree
+/// on when VS Code takes the link. `npm` and `npx` are stand-ins (the
+/// build is not what is tested; the shell lines are).
+#[tokio::test]
+async fn readme_vscode_developer_link_runs_in_a_fresh_home() {
+    let sb = Sandbox::new();
+    let recipe = readme_recipe("To work on the extension");
+    let repo = sb.root.join("repo");
+    let extension = repo.join("vscode-test-harness/extension");
     std::fs::create_dir_all(&extension).unwrap();
-    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../vscode-test-harness/extension/package.json");
+    let manifest = extension_dir().join("package.json");
     std::fs::copy(&manifest, extension.join("package.json")).unwrap();
     let stubs = sb.root.join("stubs");
-    std::fs::create_dir_all(&stubs).unwrap();
-    for tool in ["npm", "npx"] {
-        let stub = stubs.join(tool);
-        std::fs::write(&stub, "#!/bin/sh\nexit 0\n").unwrap();
-        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+    // `code` only for `doctor`, which looks for it on PATH.
+    for tool in ["npm", "npx", "code"] {
+        stub(&stubs, tool, "exit 0");
     }
-    let home = sb.root.join("fresh-home");
-    std::fs::create_dir_all(&home).unwrap();
+    let home = &sb.home;
     for run in ["first", "second"] {
         let out = tokio::process::Command::new("sh")
             .args(["-e", "-c", &recipe])
@@ -531,15 +671,8 @@ async fn readme_vscode_recipe_runs_in_a_fresh_home() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let package: Value =
-        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).expect("package.json");
-    let id = format!(
-        "{}.{}-{}",
-        package["publisher"].as_str().unwrap(),
-        package["name"].as_str().unwrap(),
-        package["version"].as_str().unwrap()
-    );
-    let linked = home.join(".vscode/extensions").join(&id);
+    let (_, folder) = moonkale_tests::vscode::extension_id();
+    let linked = home.join(".vscode/extensions").join(&folder);
     assert!(
         linked.join("package.json").is_file(),
         "{} does not lead to the extension",
@@ -555,6 +688,35 @@ async fn readme_vscode_recipe_runs_in_a_fresh_home() {
         ["package.json"],
         "the second run linked inside the extension"
     );
+
+    // VS Code (code-server) takes the link in a folder with no list of
+    // installed extensions yet (and writes one naming it), and `doctor`
+    // finds it there; in a folder whose list does not name it (once
+    // anything was installed there and uninstalled), VS Code ignores the
+    // link, and `doctor` says so.
+    let extensions = home.join(".vscode/extensions");
+    let user_data = sb.root.join("user-data");
+    let list: [&std::ffi::OsStr; 2] = ["--list-extensions".as_ref(), "--show-versions".as_ref()];
+    let listed = || moonkale_tests::vscode::code_server_cli(&list, &extensions, &user_data, home);
+    let manifest = moonkale_tests::vscode::extension_manifest();
+    let id_version = format!(
+        "{}.{}@{}",
+        manifest["publisher"].as_str().unwrap(),
+        manifest["name"].as_str().unwrap(),
+        manifest["version"].as_str().unwrap()
+    );
+    let path = format!("{}:/usr/bin:/bin", stubs.display());
+    assert!(
+        listed().await.contains(&id_version),
+        "{id_version} not listed"
+    );
+    doctor_says_of_vscode(&sb, &path, true, &linked.display().to_string()).await;
+    std::fs::write(extensions.join("extensions.json"), "[]").unwrap();
+    assert!(
+        !listed().await.contains(&id_version),
+        "the link still counts"
+    );
+    doctor_says_of_vscode(&sb, &path, false, "does not name it").await;
 }
 
 /// A service's refusal reaches the person as its sentence alone: the

@@ -10,7 +10,7 @@
 use moonkale_tests::claude_cli::claude_env;
 use moonkale_tests::fakeapi::{FakeApi, Reply, Script};
 use moonkale_tests::review;
-use moonkale_tests::vscode::{Browser, CodeServer, take_turn};
+use moonkale_tests::vscode::{Browser, CodeServer, extension_id, take_turn};
 use moonkale_tests::{
     IdeClient, SHORT_SELECTION_INTERVAL, Sandbox, Service, claude_stand_in, next_selection_in,
     poll_until, selection_with_text, tool_json, wait_until,
@@ -63,6 +63,121 @@ async fn vscode_and_claude(
     let (server, browser) = vscode(sb, &[]).await;
     let c = claude_stand_in(sb, &svc).await;
     (svc, server, browser, c)
+}
+
+/// The extension runs as a user gets it: installed from its .vsix by
+/// `code-server --install-extension` (the harness links nothing to the
+/// source folder), it activates and attaches to the service (`vscode`
+/// waits for its client in `status`). code-server lists it as installed
+/// from a vsix, in a folder of its own named `<publisher>.<name>-<version>`;
+/// that folder holds what runs (out/*.js and every runtime dependency of
+/// the lock file) and nothing a developer alone needs: no sources, source
+/// maps, typings, build configuration, lock file, or dev dependency.
+#[tokio::test]
+async fn vscode_runs_the_extension_installed_from_its_vsix() {
+    let _turn = take_turn().await;
+    let sb = Sandbox::new();
+    let _svc = sb.start_service(&[]).await;
+    let (server, _browser) = vscode(&sb, &[]).await;
+    let (id, folder) = extension_id();
+    assert_eq!(server.installed, server.extensions.join(&folder));
+    let kind = std::fs::symlink_metadata(&server.installed)
+        .expect("the installed folder")
+        .file_type();
+    assert!(kind.is_dir(), "{} is a link", server.installed.display());
+
+    let listed: Value = serde_json::from_slice(
+        &std::fs::read(server.extensions.join("extensions.json")).expect("extensions.json"),
+    )
+    .expect("extensions.json is JSON");
+    let entry = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|e| e["identifier"]["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} is not in extensions.json: {listed}"));
+    assert_eq!(entry["metadata"]["source"], "vsix", "{entry}");
+    assert_eq!(entry["relativeLocation"], folder.as_str(), "{entry}");
+
+    let files = files_under(&server.installed);
+    for needed in [
+        "package.json",
+        "out/extension.js",
+        "out/review.js",
+        "node_modules/vscode-languageclient/package.json",
+    ] {
+        assert!(
+            files.iter().any(|f| f == needed),
+            "no {needed} in {files:?}"
+        );
+    }
+    let dev: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            f.starts_with("src/")
+                || [".ts", ".map", ".vsix", ".tsbuildinfo"]
+                    .iter()
+                    .any(|end| f.ends_with(end))
+                || ["tsconfig.json", "package-lock.json", ".vscodeignore"].contains(&f.as_str())
+        })
+        .collect();
+    assert!(dev.is_empty(), "developer files in the vsix: {dev:?}");
+
+    // The dependencies are the lock file's runtime ones, all and only.
+    let lock: Value = serde_json::from_slice(
+        &std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../vscode-test-harness/extension/package-lock.json"),
+        )
+        .expect("the extension's package-lock.json"),
+    )
+    .expect("package-lock.json is JSON");
+    let mut runtime: Vec<String> = lock["packages"]
+        .as_object()
+        .expect("packages")
+        .iter()
+        .filter_map(|(key, p)| {
+            let name = key.strip_prefix("node_modules/")?;
+            (!name.contains("/node_modules/") && p["dev"] != true).then(|| name.to_owned())
+        })
+        .collect();
+    runtime.sort();
+    let mut packed: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let rest = f.strip_prefix("node_modules/")?;
+            let parts: Vec<&str> = rest.split('/').collect();
+            let name = if rest.starts_with('@') {
+                parts.get(..2)?.join("/")
+            } else {
+                parts.first()?.to_string()
+            };
+            (parts.len() > name.split('/').count()).then_some(name)
+        })
+        .collect();
+    packed.sort();
+    packed.dedup();
+    assert!(!runtime.is_empty());
+    assert_eq!(packed, runtime, "the vsix's node_modules");
+}
+
+/// Every file under `dir`, as a path relative to it with `/`.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(at) = todo.pop() {
+        for entry in std::fs::read_dir(&at).expect("read_dir").flatten() {
+            let path = entry.path();
+            if entry.file_type().expect("file type").is_dir() {
+                todo.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).expect("under dir");
+                files.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    files.sort();
+    files
 }
 
 /// The extension sends every selection change at once (no debounce of its

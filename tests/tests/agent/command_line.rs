@@ -337,3 +337,38 @@ async fn ctrl_c_during_agent_send_says_how_to_follow_the_turn() {
     );
     assert_eq!(read(&path).as_deref(), Some("ALLOWED IN THE TERMINAL\n"));
 }
+
+/// `agent send --session ID --permission-mode MODE` continues the session
+/// in that mode (it was once ignored without a word).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_given_with_a_session_is_applied() {
+    let mut w = World::agent(Script::new().default_reply(Reply::text("TURN_OK"))).await;
+    let (session, _) =
+        w.ed.run_first_turn("first", json!({"permissionMode": "plan"}))
+            .await;
+    let out = agent_command(
+        &w,
+        &[
+            "send",
+            "--session",
+            &session[..8],
+            "--permission-mode",
+            "acceptEdits",
+            "second",
+        ],
+    )
+    .output()
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list = w.ed.call("moonkale/agent/list", Value::Null).await;
+    let mode = list["sessions"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["session"] == session.as_str()))
+        .map(|s| s["permissionMode"].clone());
+    assert_eq!(mode, Some(json!("acceptEdits")), "{list}");
+}

@@ -25,10 +25,13 @@ fn newcomer() -> Sandbox {
 }
 
 /// `moonkale-service ARGS` in the workspace, with the real CLI and a short
-/// idle period for what it starts.
+/// idle period for what it starts, and no `MOONKALE_LOG`, as a newcomer
+/// runs it (a service the command starts prints no log line into the
+/// user's terminal).
 fn service_command(sb: &Sandbox, args: &[&str]) -> tokio::process::Command {
     let mut cmd = sb.command("moonkale-service");
     cmd.args(args)
+        .env_remove("MOONKALE_LOG")
         .current_dir(&sb.workspace)
         .env("MOONKALE_CLAUDE_BIN", claude_bin())
         .env("MOONKALE_AUTOSTART_IDLE_MS", "1500")

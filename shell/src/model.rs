@@ -543,31 +543,13 @@ fn cli_lines(message: &Value) -> Vec<Line> {
     lines
 }
 
-/// `▸ Read src/main.rs`: a tool and the one argument that says the most.
+/// `▸ Read src/main.rs`, `▸ Plan ready`: a tool as a person reads it
+/// ([`moonkale_client::moonkale_protocol::agent::tool_summary`]).
 pub fn tool_line(tool: &str, input: &Value) -> String {
-    let arg = [
-        "file_path",
-        "path",
-        "command",
-        "pattern",
-        "url",
-        "description",
-    ]
-    .iter()
-    .find_map(|k| input[k].as_str())
-    .unwrap_or_default();
-    let arg: String = arg
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .chars()
-        .take(120)
-        .collect();
-    if arg.is_empty() {
-        format!("▸ {tool}")
-    } else {
-        format!("▸ {tool} {arg}")
-    }
+    format!(
+        "▸ {}",
+        moonkale_client::moonkale_protocol::agent::tool_summary(tool, input)
+    )
 }
 
 /// `text` cut to [`MAX_LINE_CHARS`] and made [`inert`].
@@ -779,6 +761,35 @@ mod tests {
     }
 
     /// What the badge counts: questions and proposals, never change sets.
+    /// Tool lines read as the CLI's own: never a tool's internal name or
+    /// its input as JSON.
+    #[test]
+    fn tool_lines_are_in_a_persons_words() {
+        let lines: Vec<String> = [
+            ("ExitPlanMode", json!({"plan": "1. Write a.rs"})),
+            (
+                "Write",
+                json!({"file_path": "src/a.rs", "content": "fn a() {}"}),
+            ),
+            ("Bash", json!({"command": "cargo test\necho done"})),
+            ("mcp__ide__getDiagnostics", json!({"uri": "file:///w/a.rs"})),
+            ("TodoWrite", json!({"todos": []})),
+        ]
+        .iter()
+        .map(|(tool, input)| tool_line(tool, input))
+        .collect();
+        assert_eq!(
+            lines,
+            [
+                "▸ Plan ready",
+                "▸ Write src/a.rs",
+                "▸ Bash cargo test",
+                "▸ getDiagnostics (ide)",
+                "▸ Update the to-do list",
+            ]
+        );
+    }
+
     #[test]
     fn change_sets_wait_for_nobody() {
         let mut m = Model::default();

@@ -127,6 +127,10 @@ fn scrubbed(name: &OsStr) -> bool {
         )
 }
 
+/// What a hosted CLI says it was started by (`CLAUDE_CODE_ENTRYPOINT`); its
+/// transcripts record it, so the service knows its own sessions there.
+pub const ENTRYPOINT: &str = "sdk-rust";
+
 /// The child's environment: the parent's, scrubbed, plus what a headless
 /// host sets. The user's `ANTHROPIC_API_KEY` passes as it is (`claude -p`
 /// honours it, so a hosted session does: one rule for every front end);
@@ -137,7 +141,7 @@ pub fn child_env(
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> =
         parent.into_iter().filter(|(k, _)| !scrubbed(k)).collect();
-    env.push(("CLAUDE_CODE_ENTRYPOINT".into(), "sdk-rust".into()));
+    env.push(("CLAUDE_CODE_ENTRYPOINT".into(), ENTRYPOINT.into()));
     env.push(("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS".into(), "1".into()));
     if let Some(key) = api_key {
         env.retain(|(k, _)| k != "ANTHROPIC_API_KEY");

@@ -17,6 +17,9 @@ use serde_json::Value;
 /// reproduce, so they are matched by this prefix.
 const SLUG_PREFIX: usize = 200;
 const HEAD_TAIL: u64 = 64 * 1024;
+/// The most of a transcript [`render`] reads: its end (a conversation is
+/// rendered from its newest leaf back).
+pub const MAX_RENDER_BYTES: u64 = 32 << 20;
 const TITLE_CHARS: usize = 200;
 
 /// The folder name the CLI uses for a working directory: every character
@@ -59,6 +62,11 @@ pub struct SessionSummary {
     pub created: Option<String>,
     pub modified: Option<SystemTime>,
     pub git_branch: Option<String>,
+    /// The folder it ran in, as its first record says.
+    pub cwd: Option<PathBuf>,
+    /// What started the CLI (`cli`, `sdk-cli`, a host's own), as its first
+    /// record says.
+    pub entrypoint: Option<String>,
 }
 
 /// The sessions of `cwd`, newest first.
@@ -73,6 +81,9 @@ pub fn list_sessions(config_dir: &Path, cwd: &Path) -> Vec<SessionSummary> {
                     .is_some_and(|s| uuid::Uuid::parse_str(&s.to_string_lossy()).is_ok())
         })
         .filter_map(|p| summarize(&p))
+        // A project folder's name can stand for several folders (its slug
+        // is lossy): a session is `cwd`'s only if it says it ran there.
+        .filter(|s| s.cwd.as_deref().is_none_or(|c| c == cwd))
         .collect();
     out.sort_by_key(|s| std::cmp::Reverse(s.modified));
     out
@@ -115,6 +126,12 @@ fn summarize(path: &Path) -> Option<SessionSummary> {
             .iter()
             .rev()
             .find_map(|l| l["gitBranch"].as_str().map(str::to_owned)),
+        cwd: lines
+            .iter()
+            .find_map(|l| l["cwd"].as_str().map(PathBuf::from)),
+        entrypoint: lines
+            .iter()
+            .find_map(|l| l["entrypoint"].as_str().map(str::to_owned)),
     })
 }
 
@@ -149,8 +166,25 @@ fn message_text(message: &Value) -> Option<String> {
     }
 }
 
+/// A transcript opened for reading: a regular file, never through a
+/// symlink (a FIFO would block the reader, a link could point anywhere).
+fn open_transcript(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
 fn head_and_tail(path: &Path) -> Option<(String, String)> {
-    let mut file = std::fs::File::open(path).ok()?;
+    let mut file = open_transcript(path).ok()?;
     let len = file.metadata().ok()?.len();
     let mut head = Vec::new();
     (&mut file).take(HEAD_TAIL).read_to_end(&mut head).ok()?;
@@ -182,7 +216,19 @@ pub struct Turn {
 /// The main conversation of a transcript: from the newest main-chain leaf
 /// back to the root, user and assistant text only.
 pub fn render(path: &Path) -> std::io::Result<Vec<Turn>> {
-    let text = std::fs::read_to_string(path)?;
+    let mut file = open_transcript(path)?;
+    let len = file.metadata()?.len();
+    let mut bytes = Vec::new();
+    if len > MAX_RENDER_BYTES {
+        file.seek(SeekFrom::Start(len - MAX_RENDER_BYTES))?;
+    }
+    file.take(MAX_RENDER_BYTES).read_to_end(&mut bytes)?;
+    if len > MAX_RENDER_BYTES
+        && let Some(nl) = bytes.iter().position(|&b| b == b'\n')
+    {
+        bytes.drain(..=nl); // the first line is cut
+    }
+    let text = String::from_utf8_lossy(&bytes);
     let entries: Vec<Value> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -247,6 +293,32 @@ mod tests {
             project_slug(Path::new("/home/me/my project/é")),
             "-home-me-my-project--"
         );
+    }
+
+    /// A transcript that is a symlink or a FIFO is neither listed nor
+    /// rendered (a FIFO would block the reader), and a session that ran in
+    /// another folder with the same slug is not this folder's.
+    #[test]
+    fn hostile_transcripts_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cwd = Path::new("/srv/demo/ws/d-session");
+        let dir = tmp.path().join("projects").join(project_slug(cwd));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/d-transcript.jsonl");
+        let linked = dir.join("11111111-2222-4333-8444-555555555555.jsonl");
+        std::os::unix::fs::symlink(&fixture, &linked).unwrap();
+        let fifo = dir.join("22222222-2222-4333-8444-555555555555.jsonl");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let elsewhere = dir.join("33333333-2222-4333-8444-555555555555.jsonl");
+        let text = std::fs::read_to_string(&fixture)
+            .unwrap()
+            .replace("/srv/demo/ws/d-session", "/srv/demo/ws/d/session");
+        std::fs::write(&elsewhere, text).unwrap();
+        assert_eq!(list_sessions(tmp.path(), cwd), Vec::new());
+        assert!(render(&linked).is_err() && render(&fifo).is_err());
     }
 
     /// A recorded transcript (three turns about the number 42) lists with

@@ -141,6 +141,11 @@ pub struct SessionSummary {
     /// was stopped, and its next prompt starts one again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cli: Option<LiveCli>,
+    /// A session of Claude Code's own, started outside the service (in a
+    /// terminal, before the service ran): read from the CLI's transcript;
+    /// a prompt continues it as a hosted session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside: bool,
 }
 
 /// A session's running `claude`.

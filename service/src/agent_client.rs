@@ -214,6 +214,7 @@ pub async fn list(target: &Target, as_json: bool) -> Result<String> {
                             b as f64 / 1048576.0
                         ))
                 ),
+                None if s.outside => "started outside".to_owned(),
                 None => "no claude running".to_owned(),
             };
             format!(

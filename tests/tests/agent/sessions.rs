@@ -593,3 +593,113 @@ async fn an_idle_sessions_cli_stops_and_the_next_prompt_resumes_it() {
         short(&req.all_message_text(), 2000)
     );
 }
+
+/// A session a person ran with a plain `claude -p` in the workspace
+/// (Claude Code's own, not the service's) is listed with the hosted ones,
+/// marked as started outside; its conversation reads as events; while a
+/// running `claude --resume` holds it, a prompt is refused in one
+/// sentence; once that CLI is gone, a prompt continues it here with its
+/// history (the model gets the earlier turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_started_outside_is_listed_read_and_continued() {
+    use moonkale_tests::claude_cli::{Claude, ClaudeConfig, claude_bin};
+    let mut w = World::agent(
+        Script::new()
+            .on_prompt("remember 42", Reply::text("REMEMBERED_OUTSIDE"))
+            .on_prompt("which number", Reply::text("IT_WAS_42_HERE")),
+    )
+    .await;
+    let config = ClaudeConfig::new(&w.sb.home, &w.sb.workspace, w.fake.port);
+    let out = tokio::process::Command::new(claude_bin())
+        .args(["-p", "please remember 42 for me"])
+        .current_dir(&w.sb.workspace)
+        .env_clear()
+        .envs(config.environment())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("REMEMBERED_OUTSIDE"),
+        "claude -p: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let list = w.ed.call("moonkale/agent/list", Value::Null).await;
+    let outside = list["sessions"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["outside"] == true))
+        .unwrap_or_else(|| panic!("no session started outside: {list}"))
+        .clone();
+    assert!(
+        outside["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("please remember 42")),
+        "{outside}"
+    );
+    let session = outside["session"].as_str().unwrap().to_owned();
+    let (events, page) = w.ed.all_events(&session, 1000).await;
+    let all = describe_events(&json!({"events": events, "state": page["state"]}));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "prompt" && e["data"]["text"] == "please remember 42 for me")
+            && all.contains("REMEMBERED_OUTSIDE"),
+        "{all}"
+    );
+
+    let mut holder = Claude::spawn(config.arg("--resume").arg(&session));
+    holder.wait_ready(STEP).await;
+    let r =
+        w.ed.request(
+            "moonkale/agent/send",
+            json!({"session": session, "prompt": "which number was it?"}),
+        )
+        .await;
+    let refused = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains(&format!(
+            "session {session} is open in a running Claude Code"
+        )),
+        "{r}"
+    );
+    holder.kill();
+    let pid = holder.pid();
+    moonkale_tests::wait_until("the holding claude to end", async || {
+        (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+    })
+    .await;
+
+    let seq = w.ed.send_prompt(&session, "which number was it?").await;
+    w.ed.turn_idle(&session, seq).await;
+    let req = w.fake.wait_prompt("which number", STEP).await;
+    assert!(
+        req.all_message_text().contains("please remember 42 for me"),
+        "the earlier turn is not in the continued conversation: {}",
+        short(&req.all_message_text(), 2000)
+    );
+    let list = w.ed.call("moonkale/agent/list", Value::Null).await;
+    let listed: Vec<&Value> = list["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["session"] == session.as_str())
+        .collect();
+    assert!(
+        listed.len() == 1 && listed[0]["outside"].is_null(),
+        "continued, it is a hosted session: {list}"
+    );
+
+    // A hosted session deleted is gone, though its CLI's own transcript
+    // stays in Claude Code's folder: it was never started outside.
+    let (hosted, _) = w.ed.run_first_turn("remember 42 again", json!({})).await;
+    w.ed.call("moonkale/agent/delete", json!({"session": hosted}))
+        .await;
+    let list = w.ed.call("moonkale/agent/list", Value::Null).await;
+    assert!(
+        list["sessions"]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|s| s["session"] != hosted.as_str())),
+        "{list}"
+    );
+}

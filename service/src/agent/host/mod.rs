@@ -592,6 +592,10 @@ impl Host {
     /// Hands `command` to its session (loading it from disk if needed);
     /// errors go to the command's reply.
     fn forward(&mut self, session: &str, command: SessionCommand) {
+        let command = match self.started_outside(session, command) {
+            Some(command) => command,
+            None => return,
+        };
         if let SessionCommand::Prompt { .. } = command
             && let Ok(id) = session_id(session)
         {
@@ -615,6 +619,100 @@ impl Host {
         if let Some(reply) = command.into_reply() {
             reply.send(Err(error));
         }
+    }
+
+    /// A command for a session Claude Code started outside the service
+    /// ([`outside`]): its events are read from the CLI's transcript; a
+    /// prompt continues it as a hosted session of the same id (the command
+    /// is handed back to go to it), unless a running `claude` holds it.
+    /// Any other command, or one for any other session, is handed back.
+    fn started_outside(&mut self, raw: &str, command: SessionCommand) -> Option<SessionCommand> {
+        let Ok(id) = session_id(raw) else {
+            return Some(command);
+        };
+        let hosted = self.sessions.contains_key(&id)
+            || self
+                .transcript_path(raw)
+                .is_ok_and(|p| std::fs::symlink_metadata(p).is_ok());
+        let config_dir = outside::config_dir(&self.config.env);
+        let found = config_dir.as_ref().filter(|_| !hosted).and_then(|dir| {
+            outside::sessions(dir, &self.root, |_| false)
+                .into_iter()
+                .find(|s| s.id == raw)
+        });
+        let (Some(found), Some(config_dir)) = (found, config_dir) else {
+            return Some(command);
+        };
+        match command {
+            SessionCommand::Events {
+                since,
+                limit,
+                reply,
+            } => {
+                reply.send(outside::events_page(&found, since, limit));
+                None
+            }
+            SessionCommand::Prompt { .. } => match outside::holder(&config_dir, raw) {
+                Some(pid) => {
+                    let why = format!(
+                        "session {raw} is open in a running Claude Code (pid {pid}): go on there, or \
+                         close it first and send again (two CLIs must not write one conversation)"
+                    );
+                    if let Some(reply) = command.into_reply() {
+                        reply.send(Err(ResponseError::new(code::REQUEST_FAILED, why)));
+                    }
+                    None
+                }
+                None => match self.continue_outside(id) {
+                    Ok(()) => Some(command),
+                    Err(e) => {
+                        if let Some(reply) = command.into_reply() {
+                            reply.send(Err(e));
+                        }
+                        None
+                    }
+                },
+            },
+            other => Some(other),
+        }
+    }
+
+    /// A hosted session of the same id as the CLI's own, whose first
+    /// prompt resumes the CLI's conversation (`--resume`, with its history).
+    fn continue_outside(&mut self, id: Uuid) -> Result<(), ResponseError> {
+        self.make_room()?;
+        let raw = id.to_string();
+        let path = self.transcript_path(&raw)?;
+        let failed = |e: String| ResponseError::new(code::REQUEST_FAILED, e);
+        if let Some(dir) = path.parent() {
+            crate::user_state::ensure_private_dir(dir).map_err(|e| failed(e.to_string()))?;
+        }
+        let transcript = Transcript::open(&path).map_err(|e| failed(e.to_string()))?;
+        let log = EventLog::load(transcript, |_| {}).map_err(|e| failed(e.to_string()))?;
+        let mut restored = Restored::new(&raw);
+        restored.view.has_conversation = true;
+        let handle = session::spawn(
+            session::Start {
+                id,
+                workspace: self.root.clone(),
+                log,
+                restored: Some(restored),
+                damaged: None,
+                permission_mode: PermissionMode::Default,
+                model: None,
+                cwd: None,
+                mcp_servers: Default::default(),
+                spare: false,
+                editors: self.editors.subscribe(),
+            },
+            self.hub.clone(),
+            self.config.clone(),
+        );
+        self.clock += 1;
+        let last_used = self.clock;
+        self.sessions.insert(id, Live { handle, last_used });
+        tracing::info!(session = %id, "a session started outside the service is continued here");
+        Ok(())
     }
 
     /// `agent/close` (and `agent/delete`): the session's task ends, which
@@ -882,6 +980,15 @@ impl Host {
                 }
             }
         }
+        if let Some(config_dir) = outside::config_dir(&self.config.env) {
+            let hosted = |id: &str| sessions.iter().any(|s| s.session == id);
+            let started_outside: Vec<SessionSummary> =
+                outside::sessions(&config_dir, &self.root, hosted)
+                    .iter()
+                    .map(outside::summary)
+                    .collect();
+            sessions.extend(started_outside);
+        }
         sessions.sort_by_key(|s| std::cmp::Reverse(s.updated));
         to_json(&agent::ListResult { sessions })
     }
@@ -946,6 +1053,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
+mod outside;
 mod spare;
 pub use spare::rss_bytes;
 #[cfg(test)]

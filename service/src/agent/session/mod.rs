@@ -147,6 +147,7 @@ impl Restored {
             cwd: view.cwd.clone(),
             jailed: false,
             cli: None,
+            outside: false,
         }
     }
 }

@@ -856,3 +856,50 @@ mod tests {
         );
     }
 }
+
+request!(
+    /// From the `PermissionRequest` hook of a `claude` the service started
+    /// (in a terminal, or `moonkale-service claude`), with that start's
+    /// secret: its permission question, shown where hosted sessions'
+    /// questions show. Answered once a person decides anywhere; the
+    /// terminal's own dialog stays, and the first answer wins.
+    HookPermission,
+    "moonkale/agent/hookPermission",
+    HookParams => HookDecision
+);
+
+request!(
+    /// From the `PostToolUse` and `PermissionDenied` hooks of such a CLI:
+    /// the tool ran or was denied, so a question of it still shown was
+    /// answered in the terminal and is withdrawn everywhere.
+    HookDone,
+    "moonkale/agent/hookDone",
+    HookParams => crate::Empty
+);
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HookParams {
+    /// The secret the service gave that CLI's start.
+    pub token: String,
+    /// The hook's input as the CLI wrote it (`session_id`, `tool_name`,
+    /// `tool_input`, …): untrusted.
+    pub input: Value,
+}
+
+/// What the `PermissionRequest` hook prints; no behavior: the terminal's
+/// dialog decides.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookDecision {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behavior: Option<HookBehavior>,
+    /// A denial's reason, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookBehavior {
+    Allow,
+    Deny,
+}

@@ -155,6 +155,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
     },
+    /// A Claude Code hook of a `claude` the service started (run by that
+    /// CLI, not by people): `permission` asks the service the CLI's
+    /// permission question and prints the decision; `done` says a tool ran
+    /// or was denied. Without the service's variables it does nothing.
+    #[command(hide = true)]
+    Hook {
+        #[arg(value_enum)]
+        kind: HookKind,
+    },
     /// The agent commands against a remote service (`serve --listen`):
     /// `connect ws://host:7000/ list`, `… follow SESSION`, `… answer ID allow`.
     /// The token comes from MOONKALE_TOKEN or --token-file.
@@ -476,6 +485,12 @@ enum SandboxVerb {
     Clear,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum HookKind {
+    Permission,
+    Done,
+}
+
 #[derive(Subcommand)]
 enum TerminalCommand {
     /// Each terminal: its id, title, program, and whether it is busy or
@@ -738,6 +753,69 @@ fn without_os_error_number(text: &str) -> String {
     }
     out
 }
+
+/// `hook permission|done`: the hook's input (stdin) to the service the
+/// variables name; for `permission`, the decision on stdout as Claude Code
+/// reads it. Anything amiss (no service, a refusal) prints nothing and
+/// exits 0: the terminal's own dialog decides, as without the service.
+async fn hook(kind: HookKind) -> i32 {
+    use moonkale_protocol::agent::{HookBehavior, HookDone, HookParams, HookPermission};
+    use moonkale_service::agent::hooks::{TOKEN_VAR, WORKSPACE_VAR};
+    let (Some(workspace), Ok(token)) = (std::env::var_os(WORKSPACE_VAR), std::env::var(TOKEN_VAR))
+    else {
+        return 0;
+    };
+    let Some(info) = RuntimeDir::from_env()
+        .ok()
+        .and_then(|dir| dir.service_for(std::path::Path::new(&workspace)))
+    else {
+        return 0;
+    };
+    let mut text = Vec::new();
+    let read = std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::io::stdin(), MAX_HOOK_INPUT),
+        &mut text,
+    );
+    let Some(input) = read.ok().and_then(|_| serde_json::from_slice(&text).ok()) else {
+        return 0;
+    };
+    let Ok(client) = moonkale_client::Client::observe_socket(&info.socket, "moonkale-hook").await
+    else {
+        return 0;
+    };
+    let params = HookParams { token, input };
+    match kind {
+        HookKind::Done => {
+            let _ = client.request::<HookDone>(params).await;
+        }
+        HookKind::Permission => {
+            let Ok(decision) = client.request::<HookPermission>(params).await else {
+                return 0;
+            };
+            let Some(behavior) = decision.behavior else {
+                return 0;
+            };
+            let mut said = serde_json::json!({"behavior": match behavior {
+                HookBehavior::Allow => "allow",
+                HookBehavior::Deny => "deny",
+            }});
+            if let Some(message) = decision.message {
+                said["message"] = message.into();
+            }
+            moonkale_service::outln!(
+                "{}",
+                serde_json::json!({"hookSpecificOutput": {
+                    "hookEventName": "PermissionRequest",
+                    "decision": said,
+                }})
+            );
+        }
+    }
+    0
+}
+
+/// The largest hook input read (a tool's input with a whole file in it).
+const MAX_HOOK_INPUT: u64 = 8 << 20;
 
 /// `--permission-mode`: one the CLI knows (a bad one is a bad command line,
 /// exit 2).
@@ -1240,6 +1318,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             moonkale_service::out!("{report}");
             Ok(code)
         }
+        Command::Hook { kind } => Ok(hook(kind).await),
         Command::Terminal { workspace, command } => {
             let info = running_service(workspace)?;
             let mut client = observe(&info, "moonkale-terminal").await?;

@@ -189,6 +189,7 @@ fn terminal_config(
         links,
         link_bin: std::env::current_exe().unwrap_or_else(|_| "moonkale-service".into()),
         sandboxes: crate::user_state::SandboxStore::from_env().ok(),
+        hook_secrets: agent.map(|a| a.hook_secrets.clone()),
     }
 }
 

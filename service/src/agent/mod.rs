@@ -18,6 +18,7 @@
 //! editors, questions about editor state with a reply channel). The agent's
 //! tasks are the only ones that start `claude` processes or write chats.
 
+pub mod hooks;
 pub mod host;
 mod log;
 pub mod policy;
@@ -59,6 +60,9 @@ pub struct AgentConfig {
     /// How long a session's CLI is kept with nothing to do: then it is
     /// stopped, and the next prompt resumes the conversation in a new one.
     pub cli_idle: Duration,
+    /// The secrets of the CLIs the service started outside its hosted
+    /// sessions (a terminal's `claude`), whose hooks ask it questions.
+    pub hook_secrets: hooks::HookSecrets,
     /// How many sessions' CLIs may run at once in the workspace: before
     /// another starts, the least recently used idle ones are stopped.
     pub max_live_clis: usize,
@@ -156,6 +160,7 @@ impl AgentConfig {
             sources: Default::default(),
             spare: SpareConfig::from_env(),
             cli_idle,
+            hook_secrets: Default::default(),
             max_live_clis,
             sandboxes: crate::user_state::SandboxStore::from_env().ok(),
         }

@@ -75,6 +75,10 @@ pub struct TerminalConfig {
     pub link_bin: PathBuf,
     /// The user's default sandbox per workspace (read at each start).
     pub sandboxes: Option<crate::user_state::SandboxStore>,
+    /// The secrets for the hooks of the `claude` it starts (their
+    /// permission questions then reach every front end); none without an
+    /// agent.
+    pub hook_secrets: Option<crate::agent::hooks::HookSecrets>,
 }
 
 pub fn spawn(
@@ -481,6 +485,18 @@ impl Host {
         let launch = claude_launch(self.config.ide_port, &self.config.env, args, true)
             .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e))?;
         let mut argv = vec![program.display().to_string()];
+        let mut ours = Vec::new();
+        if let Some(secrets) = &self.config.hook_secrets
+            && takes_hooks(&program, &self.config.env)
+        {
+            let token = secrets
+                .issue()
+                .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string()))?;
+            let (args, env) =
+                crate::agent::hooks::wiring(&self.config.link_bin, &self.workspace, &token);
+            argv.extend(args);
+            ours = env;
+        }
         argv.extend(launch.args);
         let spec = OpenParams {
             argv: Some(argv),
@@ -490,7 +506,7 @@ impl Host {
             cols,
             keep_alive: true,
         };
-        let id = self.open_with(editor, spec, Vec::new(), Some(CLAUDE_TITLE.to_owned()))?;
+        let id = self.open_with(editor, spec, ours, Some(CLAUDE_TITLE.to_owned()))?;
         Ok((id, launch.message))
     }
 
@@ -596,6 +612,25 @@ impl TerminalCommand {
 /// The user's shell: `$SHELL`, else their login shell from the password
 /// database (a service started by systemd or cron has no `$SHELL`), else
 /// `/bin/sh`.
+/// The first CLI generation whose `--settings` and `PermissionRequest`
+/// hook the service's hooks rely on (measured with 2.1.332; 1.0.60 knows no
+/// `--settings`).
+const MIN_HOOK_CLI: moonkale_claude::binary::Version = moonkale_claude::binary::Version(2, 1, 0);
+
+/// Whether `program` takes the service's hooks. Its version is asked once
+/// per executable (cached); the terminal host waits for that answer on a
+/// thread of its own, not the runtime's.
+fn takes_hooks(program: &std::path::Path, env: &[(OsString, OsString)]) -> bool {
+    let asked = moonkale_claude::binary::version(program, env);
+    let version = match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| handle.block_on(asked))
+        }
+        _ => None,
+    };
+    version.is_some_and(|v| v >= MIN_HOOK_CLI)
+}
+
 /// What a terminal running Claude Code is called until Claude Code names
 /// it itself (not its whole command line).
 const CLAUDE_TITLE: &str = "Claude Code";
@@ -835,6 +870,7 @@ mod tests {
             links,
             link_bin: PathBuf::from("/usr/bin/moonkale-service"),
             sandboxes: None,
+            hook_secrets: None,
         }
     }
 

@@ -121,17 +121,18 @@ async fn start_fails_with_32803_when_the_cli_cannot_be_started() {
     );
 }
 
-/// The CLI runs with the user's environment minus ours: an
-/// `ANTHROPIC_API_KEY`, `CLAUDECODE` and `MOONKALE_*` of the service do
-/// not reach it (the fake sees the key of the user's own setup, the
-/// `apiKeyHelper`).
+/// The CLI runs with the user's environment minus ours: `CLAUDECODE` and
+/// `MOONKALE_*` of the service do not reach it; the user's
+/// `ANTHROPIC_API_KEY` does, as `claude -p` honours it (the fake sees that
+/// key: the CLI prefers it to the `apiKeyHelper`, as it does in print
+/// mode).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_runs_with_a_scrubbed_environment() {
     let gate = Gate::new();
     let mut w = World::builder()
         .agent()
         .script(Script::new().on_prompt("check env", Reply::text("ENV_OK").gated(&gate, 1)))
-        .env("ANTHROPIC_API_KEY", "sk-service-key-must-not-leak")
+        .env("ANTHROPIC_API_KEY", "sk-the-users-own-key")
         .env("CLAUDECODE", "1")
         .env("MOONKALE_TEST_SECRET", "must-not-leak")
         .start()
@@ -148,18 +149,20 @@ async fn the_cli_runs_with_a_scrubbed_environment() {
     assert!(!vars.is_empty(), "cannot read the CLI's environment");
     for v in &vars {
         assert!(
-            !v.starts_with("ANTHROPIC_API_KEY=")
-                && !v.starts_with("CLAUDECODE=")
-                && !v.starts_with("MOONKALE"),
+            !v.starts_with("CLAUDECODE=") && !v.starts_with("MOONKALE"),
             "the CLI got {v}"
         );
     }
+    assert!(
+        vars.contains(&"ANTHROPIC_API_KEY=sk-the-users-own-key"),
+        "the user's key, a login `claude -p` honours: {vars:?}"
+    );
     assert!(
         vars.contains(&format!("HOME={}", w.sb.home.display()).as_str()),
         "HOME: {vars:?}"
     );
     let req = w.fake.wait_prompt("check env", STEP).await;
-    assert_eq!(req.header("x-api-key"), Some("sk-test-dummy"));
+    assert_eq!(req.header("x-api-key"), Some("sk-the-users-own-key"));
     let seq = w.ed.last_prompt_seq(&session).await;
     w.ed.turn_idle(&session, seq).await;
 }

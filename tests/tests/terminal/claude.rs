@@ -122,7 +122,13 @@ async fn start_claude_here_with_the_real_cli() {
     ] {
         assert!(environ.split('\0').any(|kv| kv == want), "no {want}");
     }
-    assert!(!environ.split('\0').any(|kv| kv.starts_with("MOONKALE")));
+    // None of ours but the hooks' (where the service is, the start's
+    // secret).
+    assert!(
+        !environ
+            .split('\0')
+            .any(|kv| kv.starts_with("MOONKALE") && !kv.starts_with("MOONKALE_HOOK_"))
+    );
 
     let s = say_the_word(c, id, "TERMINAL_REPLY_OK").await;
     eprintln!("--- the service terminal ---\n{}", text(&s).trim_end());
@@ -445,6 +451,177 @@ async fn cursor_shows_in_terminal(w: &mut moonkale_tests::world::World, uri: &st
             tokio::time::Instant::now() < deadline,
             "the jailed CLI never showed the editor's file:\n{}",
             text(&screen(&mut w.ed, id).await)
+        );
+    }
+}
+
+/// The pending `moonkale/agent/approval` the editor (subscribed to every
+/// session) is told of.
+async fn pending_question(c: &mut Client, what: &str) -> Value {
+    let note = c
+        .take(what, Duration::from_secs(30), |m| {
+            m["method"] == "moonkale/agent/approval" && m["params"]["status"] == "pending"
+        })
+        .await;
+    note["params"]["approval"].clone()
+}
+
+/// A `claude` started here asks about a command: through the CLI's
+/// `PermissionRequest` hook the question reaches a front end (here the
+/// editor's `moonkale/agent/approval`, as the page and the `agent`
+/// commands get it) while the terminal shows its own dialog; allowed from
+/// there, the command runs and the dialog goes. A second question answered
+/// in the terminal is withdrawn from every front end (no ghost card); a
+/// third, denied with words, gives the model those words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_claudes_questions_reach_every_front_end() {
+    let mut w = world().claude_in_terminals().start().await;
+    let first = w.path("allowed-from-afar.txt");
+    let second = w.path("allowed-in-the-terminal.txt");
+    let bash = |path: &Path, word: &str| {
+        Reply::tool_use(
+            "Bash",
+            json!({"command": format!("echo {word} > {}", path.display()), "description": "write a file"}),
+        )
+    };
+    w.fake.set_script(
+        Script::new()
+            .on_prompt("first file", bash(&first, "FROM_AFAR"))
+            .on_prompt("second file", bash(&second, "IN_THE_TERMINAL"))
+            .on_prompt("third file", bash(&w.path("never.txt"), "NEVER"))
+            .after_tool("Bash", Reply::text("BASH_TURN_DONE")),
+    );
+    let c = &mut w.ed;
+    c.call("moonkale/agent/subscribe", json!({})).await;
+    let info = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": [[]]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{info}"));
+    wait_screen_for(
+        c,
+        id,
+        "the CLI's prompt",
+        Duration::from_secs(20),
+        cli_ready,
+    )
+    .await;
+
+    let ask = async |c: &mut Client, prompt: &str| {
+        input_text(c, id, prompt).await;
+        wait_screen(c, id, "the typed prompt", |s| text(s).contains(prompt)).await;
+        keys(c, id, &["Enter"]).await;
+        let asked = pending_question(c, "the hook's question").await;
+        wait_screen_for(c, id, "the terminal's dialog", STEP, |s| {
+            text(s).contains("Do you want to proceed?")
+        })
+        .await;
+        asked
+    };
+
+    // 1. Allowed from afar: the command runs, the terminal's dialog goes.
+    let asked = ask(c, "first file").await;
+    assert_eq!(asked["tool"], "Bash", "{asked}");
+    assert!(
+        asked["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("echo FROM_AFAR")),
+        "{asked}"
+    );
+    c.call(
+        "moonkale/agent/answer",
+        json!({"approval": asked["approval"], "allow": true}),
+    )
+    .await;
+    wait_screen_for(c, id, "the turn's end", STEP, |s| {
+        let t = text(s);
+        t.contains("BASH_TURN_DONE") && !t.contains("Do you want to proceed?")
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&first).unwrap_or_default(),
+        "FROM_AFAR\n"
+    );
+
+    // 2. Answered in the terminal: the question is withdrawn everywhere.
+    let asked = ask(c, "second file").await;
+    answer_yes_in_the_terminal(c, id).await;
+    c.take("the question withdrawn", STEP, |m| {
+        m["method"] == "moonkale/agent/approval"
+            && m["params"]["status"] != "pending"
+            && m["params"]["approval"]["approval"] == asked["approval"]
+    })
+    .await;
+    wait_screen_for(c, id, "the second turn's end", STEP, |s| {
+        text(s).matches("BASH_TURN_DONE").count() >= 2
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&second).unwrap_or_default(),
+        "IN_THE_TERMINAL\n"
+    );
+
+    // 3. Denied from afar with words: the model hears them.
+    let asked = ask(c, "third file").await;
+    c.call(
+        "moonkale/agent/answer",
+        json!({"approval": asked["approval"], "allow": false, "message": "use pathlib instead"}),
+    )
+    .await;
+    let heard = poll_until(STEP, async || {
+        w.fake.requests().into_iter().rev().find_map(|r| {
+            r.tool_result("Bash")
+                .filter(|t| t.is_error && t.text.contains("use pathlib instead"))
+        })
+    })
+    .await;
+    assert!(
+        heard.is_some(),
+        "the model did not hear the reason:\n{}",
+        w.fake.summary()
+    );
+    assert!(!w.path("never.txt").exists());
+
+    // Only the CLIs the service started can ask: a caller without one of
+    // their secrets is refused, and nothing is shown.
+    let forged =
+        w.ed.request(
+            "moonkale/agent/hookPermission",
+            json!({"token": "0".repeat(64), "input": {"session_id": asked["session"],
+                   "tool_name": "Bash", "tool_input": {"command": "rm -rf ~"}}}),
+        )
+        .await;
+    assert!(
+        forged["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not one this service gave")),
+        "{forged}"
+    );
+}
+
+/// Chooses "1. Yes" in the CLI's permission dialog, as a person would: the
+/// dialog ignores keys for a moment after it shows (against a keystroke
+/// meant for the prompt), so the key is pressed again, once a second,
+/// until the dialog is gone.
+async fn answer_yes_in_the_terminal(c: &mut Client, id: u64) {
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        input_text(c, id, "1").await;
+        let gone = poll_until(Duration::from_secs(1), async || {
+            (!text(&screen(c, id).await).contains("Do you want to proceed?")).then_some(())
+        })
+        .await;
+        if gone.is_some() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the dialog took no answer:\n{}",
+            text(&screen(c, id).await)
         );
     }
 }

@@ -68,6 +68,7 @@ fn spawn_in(
         sessions: HashMap::new(),
         clock: 0,
         editors: watch::Sender::new(0),
+        hook_questions: Default::default(),
     };
     if used_before {
         host.used_before();
@@ -102,6 +103,8 @@ struct Host {
     /// Editors attached, as the hub last said: sessions offer the CLI the
     /// editor tools only while one is.
     editors: watch::Sender<usize>,
+    /// Terminal CLIs' questions waiting for a person.
+    hook_questions: crate::agent::hooks::HookQuestions,
 }
 
 struct Live {
@@ -147,6 +150,12 @@ enum Routed {
     Close {
         session: String,
         delete: bool,
+    },
+    /// A terminal CLI's hook: its permission question, or (`done`) its tool
+    /// ran or was denied.
+    Hook {
+        params: agent::HookParams,
+        done: bool,
     },
 }
 
@@ -235,6 +244,13 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
             })
         })
         .on::<agent::Trust>(|p| Ok(Routed::Trust { trusted: p.trusted }))
+        .on::<agent::HookPermission>(|params| {
+            Ok(Routed::Hook {
+                params,
+                done: false,
+            })
+        })
+        .on::<agent::HookDone>(|params| Ok(Routed::Hook { params, done: true }))
         .on::<agent::Prepare>(|p| {
             check_model(p.model.as_deref())?;
             Ok(Routed::Prepare {
@@ -431,7 +447,14 @@ impl Host {
                 }) => {
                     // Reading the sessions (`status`, a listing) is not
                     // using the agent.
-                    if method != <agent::List as moonkale_protocol::Request>::METHOD {
+                    // Nor is a terminal CLI's hook.
+                    let hook = [
+                        <agent::HookPermission as moonkale_protocol::Request>::METHOD,
+                        <agent::HookDone as moonkale_protocol::Request>::METHOD,
+                    ];
+                    if method != <agent::List as moonkale_protocol::Request>::METHOD
+                        && !hook.contains(&method.as_str())
+                    {
                         self.agent_used();
                     }
                     self.request(editor, &method, &params, reply);
@@ -530,6 +553,7 @@ impl Host {
                 reply.send(Ok(to_json(&moonkale_protocol::Empty {})));
             }
             Routed::Close { session, delete } => reply.send(self.close(&session, delete)),
+            Routed::Hook { params, done } => self.hook(params, done, reply),
         }
     }
 
@@ -572,7 +596,55 @@ impl Host {
         }))
     }
 
+    /// A terminal CLI's hook ([`crate::agent::hooks`]), if its secret is
+    /// one the service gave: its question goes to every front end (the
+    /// reply waits for a person), or a question its terminal answered is
+    /// withdrawn.
+    fn hook(&mut self, params: agent::HookParams, done: bool, reply: Responder) {
+        if !self.config.hook_secrets.knows(&params.token) {
+            reply.send(Err(ResponseError::new(
+                code::REQUEST_FAILED,
+                "this hook's secret is not one this service gave",
+            )));
+            return;
+        }
+        if done {
+            for approval in self.hook_questions.done(&params.input) {
+                self.hook_question_closed(&approval);
+            }
+            reply.send(Ok(to_json(&moonkale_protocol::Empty {})));
+            return;
+        }
+        let (answer, asked) = Responder::new();
+        match self.hook_questions.ask(&params.input, &self.root, answer) {
+            Ok(approval) => {
+                tracing::info!(approval = %approval.approval, "a terminal's claude asks");
+                self.hub.try_send(Event::AgentApproval { approval });
+                tokio::spawn(async move {
+                    if let Ok(answered) = asked.await {
+                        reply.send(answered);
+                    }
+                });
+            }
+            Err(e) => reply.send(Err(e)),
+        }
+    }
+
+    fn hook_question_closed(&self, approval: &agent::Approval) {
+        self.hub.try_send(Event::AgentApprovalClosed {
+            session: approval.session.clone(),
+            approval: approval.approval.clone(),
+        });
+    }
+
     fn answer(&mut self, approval: String, answer: Answer, reply: Option<Responder>) {
+        if let Some(asked) = self.hook_questions.answer(&approval, &answer) {
+            self.hook_question_closed(&asked);
+            if let Some(reply) = reply {
+                reply.send(Ok(to_json(&moonkale_protocol::Empty {})));
+            }
+            return;
+        }
         let Some(id) = ApprovalId::parse(&approval) else {
             if let Some(reply) = reply {
                 reply.send(Err(ResponseError::invalid_params(format!(

@@ -56,6 +56,7 @@ impl World {
             spare,
             cli_idle: crate::agent::DEFAULT_CLI_IDLE,
             max_live_clis: crate::agent::DEFAULT_MAX_LIVE_CLIS,
+            hook_secrets: Default::default(),
             sandboxes: None,
         };
         let (hub, events) = HubHandle::detached(workspace);

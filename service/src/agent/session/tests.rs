@@ -86,6 +86,7 @@ impl World {
             spare: SpareConfig::OFF,
             cli_idle: setup.cli_idle,
             max_live_clis: crate::agent::DEFAULT_MAX_LIVE_CLIS,
+            hook_secrets: Default::default(),
             sandboxes: None,
         };
         let id = Uuid::from_u128(0x5e55);

@@ -903,3 +903,17 @@ pub enum HookBehavior {
     Allow,
     Deny,
 }
+
+request!(
+    /// A secret for the hooks of a `claude` about to start outside the
+    /// service's terminals (`moonkale-service claude` in the user's own):
+    /// its questions then reach every front end as a terminal's do.
+    HookSecret,
+    "moonkale/agent/hookSecret",
+    crate::NoParams => HookSecretResult
+);
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookSecretResult {
+    pub token: String,
+}

@@ -754,6 +754,31 @@ fn without_os_error_number(text: &str) -> String {
     out
 }
 
+/// The hooks for `claude` (a CLI that takes them) with a secret of the
+/// service's; none if either is missing (the CLI then asks in its own
+/// terminal only).
+async fn hook_wiring(
+    info: &runtime::ServiceInfo,
+    program: &std::path::Path,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    me: &std::path::Path,
+    root: &std::path::Path,
+) -> Option<(Vec<String>, Vec<(std::ffi::OsString, std::ffi::OsString)>)> {
+    use moonkale_service::agent::hooks;
+    let version = moonkale_claude::binary::version(program, env).await?;
+    if version < hooks::MIN_HOOK_CLI {
+        return None;
+    }
+    let client = moonkale_client::Client::observe_socket(&info.socket, "moonkale-claude")
+        .await
+        .ok()?;
+    let secret = client
+        .request::<moonkale_protocol::agent::HookSecret>(moonkale_protocol::NoParams)
+        .await
+        .ok()?;
+    Some(hooks::wiring(me, root, &secret.token))
+}
+
 /// `hook permission|done`: the hook's input (stdin) to the service the
 /// variables name; for `permission`, the decision on stdout as Claude Code
 /// reads it. Anything amiss (no service, a refusal) prints nothing and
@@ -1215,9 +1240,19 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             let (_, info) = client::connect_or_start(&root, &me).await?;
             let env: Vec<_> = std::env::vars_os().collect();
             let editor_attached = editors_attached(&info).await;
-            let launch = claude_launch(info.ide_port, &env, args, editor_attached)
+            let mut launch = claude_launch(info.ide_port, &env, args, editor_attached)
                 .map_err(anyhow::Error::msg)?;
             eprintln!("moonkale: {}", launch.message);
+            // Its permission questions reach every front end too.
+            if let Some((args, env)) = hook_wiring(&info, &program, &env, &me, &root).await {
+                launch.args.splice(0..0, args);
+                launch.env.extend(env.into_iter().map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                }));
+            }
             use std::os::unix::process::CommandExt;
             // Replaces this process: the user's terminal talks to claude directly.
             let err = std::process::Command::new(&program)

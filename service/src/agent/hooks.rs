@@ -28,6 +28,12 @@ use crate::lsp::message::ResponseError;
 /// The workspace whose service the hook asks, and its start's secret.
 pub const WORKSPACE_VAR: &str = "MOONKALE_HOOK_WORKSPACE";
 pub const TOKEN_VAR: &str = "MOONKALE_HOOK_TOKEN";
+/// The first CLI generation whose `--settings` and `PermissionRequest`
+/// hook the service's hooks rely on (measured with 2.1.332; 1.0.60 knows no
+/// `--settings`).
+pub const MIN_HOOK_CLI: moonkale_claude::binary::Version =
+    moonkale_claude::binary::Version(2, 1, 0);
+
 /// How long the CLI lets the permission hook wait for a person, in
 /// seconds (its dialog stays usable all along).
 const PERMISSION_HOOK_TIMEOUT: u64 = 600;

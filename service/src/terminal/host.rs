@@ -612,11 +612,6 @@ impl TerminalCommand {
 /// The user's shell: `$SHELL`, else their login shell from the password
 /// database (a service started by systemd or cron has no `$SHELL`), else
 /// `/bin/sh`.
-/// The first CLI generation whose `--settings` and `PermissionRequest`
-/// hook the service's hooks rely on (measured with 2.1.332; 1.0.60 knows no
-/// `--settings`).
-const MIN_HOOK_CLI: moonkale_claude::binary::Version = moonkale_claude::binary::Version(2, 1, 0);
-
 /// Whether `program` takes the service's hooks. Its version is asked once
 /// per executable (cached); the terminal host waits for that answer on a
 /// thread of its own, not the runtime's.
@@ -628,7 +623,7 @@ fn takes_hooks(program: &std::path::Path, env: &[(OsString, OsString)]) -> bool 
         }
         _ => None,
     };
-    version.is_some_and(|v| v >= MIN_HOOK_CLI)
+    version.is_some_and(|v| v >= crate::agent::hooks::MIN_HOOK_CLI)
 }
 
 /// What a terminal running Claude Code is called until Claude Code names

@@ -158,26 +158,7 @@ async fn moonkale_service_claude_in_a_pty() {
         .script(Script::new().on_prompt("say the word", Reply::text("OWN_TERMINAL_REPLY_OK")))
         .start()
         .await;
-    let (mut config, _) = claude_env(&w.sb, &w.fake);
-    let debug = config.debug_file.take().unwrap();
-    config.bin = Some(bin("moonkale-service"));
-    config.args = vec![
-        "claude".into(),
-        "--".into(),
-        "--debug-file".into(),
-        debug.display().to_string(),
-    ];
-    config.env = vec![
-        ("XDG_RUNTIME_DIR".into(), w.sb.runtime.display().to_string()),
-        (
-            "MOONKALE_SERVICE_BIN".into(),
-            bin("moonkale-service").display().to_string(),
-        ),
-        (
-            "MOONKALE_CLAUDE_BIN".into(),
-            claude_bin().display().to_string(),
-        ),
-    ];
+    let (config, debug) = own_terminal_claude(&w);
     let mut cli = Claude::spawn(config);
     let pid = cli.pid();
     let ready = cli
@@ -624,4 +605,68 @@ async fn answer_yes_in_the_terminal(c: &mut Client, id: u64) {
             text(&screen(c, id).await)
         );
     }
+}
+
+/// `moonkale-service claude` as a person runs it in their own terminal (a
+/// PTY), in the workspace; and its debug log.
+fn own_terminal_claude(w: &moonkale_tests::world::World) -> (ClaudeConfig, std::path::PathBuf) {
+    let (mut config, _) = claude_env(&w.sb, &w.fake);
+    let debug = config.debug_file.take().unwrap();
+    config.bin = Some(bin("moonkale-service"));
+    config.args = vec![
+        "claude".into(),
+        "--".into(),
+        "--debug-file".into(),
+        debug.display().to_string(),
+    ];
+    config.env = vec![
+        ("XDG_RUNTIME_DIR".into(), w.sb.runtime.display().to_string()),
+        (
+            "MOONKALE_SERVICE_BIN".into(),
+            bin("moonkale-service").display().to_string(),
+        ),
+        (
+            "MOONKALE_CLAUDE_BIN".into(),
+            claude_bin().display().to_string(),
+        ),
+    ];
+    (config, debug)
+}
+
+/// The `claude` of `moonkale-service claude` in the user's own terminal
+/// asks about a command: the question reaches the front ends (the hooks
+/// with a secret the service gave this start), and allowed there, the
+/// command runs in the user's terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moonkale_service_claudes_question_is_answered_from_afar() {
+    let mut w = world().start().await;
+    let target = w.path("from-the-own-terminal.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "write it",
+                Reply::tool_use(
+                    "Bash",
+                    json!({"command": format!("echo OWN_ALLOWED > {}", target.display())}),
+                ),
+            )
+            .after_tool("Bash", Reply::text("OWN_BASH_DONE")),
+    );
+    w.ed.call("moonkale/agent/subscribe", json!({})).await;
+    let (config, _) = own_terminal_claude(&w);
+    let mut cli = Claude::spawn(config);
+    cli.wait_ready(Duration::from_secs(20)).await;
+    cli.submit("write it", STEP).await;
+    let asked = pending_question(&mut w.ed, "the question of the user's own claude").await;
+    assert_eq!(asked["tool"], "Bash", "{asked}");
+    w.ed.call(
+        "moonkale/agent/answer",
+        json!({"approval": asked["approval"], "allow": true}),
+    )
+    .await;
+    cli.wait_for_text("OWN_BASH_DONE", STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap_or_default(),
+        "OWN_ALLOWED\n"
+    );
 }

@@ -151,6 +151,8 @@ enum Routed {
         session: String,
         delete: bool,
     },
+    /// A secret for a CLI's hooks.
+    HookSecret,
     /// A terminal CLI's hook: its permission question, or (`done`) its tool
     /// ran or was denied.
     Hook {
@@ -251,6 +253,7 @@ fn route(method: &str, params: &Params) -> Result<Routed, ResponseError> {
             })
         })
         .on::<agent::HookDone>(|params| Ok(Routed::Hook { params, done: true }))
+        .on::<agent::HookSecret>(|_| Ok(Routed::HookSecret))
         .on::<agent::Prepare>(|p| {
             check_model(p.model.as_deref())?;
             Ok(Routed::Prepare {
@@ -451,6 +454,7 @@ impl Host {
                     let hook = [
                         <agent::HookPermission as moonkale_protocol::Request>::METHOD,
                         <agent::HookDone as moonkale_protocol::Request>::METHOD,
+                        <agent::HookSecret as moonkale_protocol::Request>::METHOD,
                     ];
                     if method != <agent::List as moonkale_protocol::Request>::METHOD
                         && !hook.contains(&method.as_str())
@@ -554,6 +558,13 @@ impl Host {
             }
             Routed::Close { session, delete } => reply.send(self.close(&session, delete)),
             Routed::Hook { params, done } => self.hook(params, done, reply),
+            Routed::HookSecret => reply.send(
+                self.config
+                    .hook_secrets
+                    .issue()
+                    .map(|token| to_json(&agent::HookSecretResult { token }))
+                    .map_err(|e| ResponseError::new(code::REQUEST_FAILED, e.to_string())),
+            ),
         }
     }
 

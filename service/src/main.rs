@@ -163,6 +163,19 @@ enum Command {
     Hook {
         #[arg(value_enum)]
         kind: HookKind,
+        /// The user's own hook (`hooks install`): asks the service that
+        /// serves the CLI's folder, with the user's secret.
+        #[arg(long)]
+        user: bool,
+    },
+    /// Let the `claude` you start by hand (`claude --ide`) ask its
+    /// permission questions in the page and the editors too: `install` adds
+    /// the service's hooks to your own Claude Code settings
+    /// (~/.claude/settings.json, a copy of it kept), `remove` takes them out.
+    /// Where no service serves the folder, the hooks do nothing.
+    Hooks {
+        #[arg(value_enum)]
+        action: HooksAction,
     },
     /// The agent commands against a remote service (`serve --listen`):
     /// `connect ws://host:7000/ list`, `… follow SESSION`, `… answer ID allow`.
@@ -486,6 +499,12 @@ enum SandboxVerb {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum HooksAction {
+    Install,
+    Remove,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum HookKind {
     Permission,
     Done,
@@ -783,25 +802,44 @@ async fn hook_wiring(
 /// variables name; for `permission`, the decision on stdout as Claude Code
 /// reads it. Anything amiss (no service, a refusal) prints nothing and
 /// exits 0: the terminal's own dialog decides, as without the service.
-async fn hook(kind: HookKind) -> i32 {
+async fn hook(kind: HookKind, user: bool) -> i32 {
     use moonkale_protocol::agent::{HookBehavior, HookDone, HookParams, HookPermission};
     use moonkale_service::agent::hooks::{TOKEN_VAR, WORKSPACE_VAR};
-    let (Some(workspace), Ok(token)) = (std::env::var_os(WORKSPACE_VAR), std::env::var(TOKEN_VAR))
-    else {
-        return 0;
-    };
-    let Some(info) = RuntimeDir::from_env()
-        .ok()
-        .and_then(|dir| dir.service_for(std::path::Path::new(&workspace)))
-    else {
-        return 0;
-    };
     let mut text = Vec::new();
     let read = std::io::Read::read_to_end(
         &mut std::io::Read::take(std::io::stdin(), MAX_HOOK_INPUT),
         &mut text,
     );
-    let Some(input) = read.ok().and_then(|_| serde_json::from_slice(&text).ok()) else {
+    let Some(input) = read
+        .ok()
+        .and_then(|_| serde_json::from_slice::<serde_json::Value>(&text).ok())
+    else {
+        return 0;
+    };
+    let start = (
+        std::env::var_os(WORKSPACE_VAR),
+        std::env::var(TOKEN_VAR).ok(),
+    );
+    let (workspace, token) = match (user, start) {
+        // A CLI the service started has hooks of its start: the user's
+        // own stays out of the way.
+        (true, (_, Some(_))) => return 0,
+        (false, (Some(workspace), Some(token))) => (PathBuf::from(workspace), token),
+        (true, _) => {
+            let Some(cwd) = input["cwd"].as_str().map(PathBuf::from) else {
+                return 0;
+            };
+            let Ok(Some(token)) = moonkale_service::agent::user_hook::user_secret(false) else {
+                return 0;
+            };
+            (doctor::workspace_for(&cwd), token)
+        }
+        (false, _) => return 0,
+    };
+    let Some(info) = RuntimeDir::from_env()
+        .ok()
+        .and_then(|dir| dir.service_for(&workspace))
+    else {
         return 0;
     };
     let Ok(client) = moonkale_client::Client::observe_socket(&info.socket, "moonkale-hook").await
@@ -1353,7 +1391,23 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             moonkale_service::out!("{report}");
             Ok(code)
         }
-        Command::Hook { kind } => Ok(hook(kind).await),
+        Command::Hook { kind, user } => Ok(hook(kind, user).await),
+        Command::Hooks { action } => {
+            use moonkale_service::agent::user_hook;
+            let env: Vec<_> = std::env::vars_os().collect();
+            let path = user_hook::settings_path(&env).ok_or_else(|| {
+                anyhow::anyhow!("no HOME: Claude Code's settings cannot be found")
+            })?;
+            let said = match action {
+                HooksAction::Install => {
+                    let me = std::env::current_exe().context("finding this program")?;
+                    user_hook::install(&path, &me)?
+                }
+                HooksAction::Remove => user_hook::remove(&path)?,
+            };
+            eprintln!("moonkale-service: {said}");
+            Ok(0)
+        }
         Command::Terminal { workspace, command } => {
             let info = running_service(workspace)?;
             let mut client = observe(&info, "moonkale-terminal").await?;

@@ -82,6 +82,11 @@ pub fn ensure_private_dir(dir: &Path) -> Result<()> {
 }
 
 /// The user's state directory for moonkale (not created here).
+/// The user's moonkale configuration (`$XDG_CONFIG_HOME/moonkale`).
+pub fn config_dir() -> Result<PathBuf> {
+    Ok(xdg_dir("XDG_CONFIG_HOME", ".config")?.join("moonkale"))
+}
+
 pub fn state_dir() -> Result<PathBuf> {
     Ok(xdg_dir("XDG_STATE_HOME", ".local/state")?.join("moonkale"))
 }

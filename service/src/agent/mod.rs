@@ -24,6 +24,7 @@ mod log;
 pub mod policy;
 mod session;
 pub mod transcript;
+pub mod user_hook;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -173,3 +174,15 @@ impl AgentConfig {
 pub const DEFAULT_CLI_IDLE: Duration = Duration::from_secs(10 * 60);
 /// Sessions' CLIs running at once in a workspace, by default.
 pub const DEFAULT_MAX_LIVE_CLIS: usize = 4;
+
+/// Claude Code's configuration folder for the CLIs the service starts and
+/// the user's own: `CLAUDE_CONFIG_DIR`, else `~/.claude`, from `env`.
+pub fn claude_config_dir(env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    let var = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute())
+    };
+    var("CLAUDE_CONFIG_DIR").or_else(|| var("HOME").map(|home| home.join(".claude")))
+}

@@ -670,3 +670,68 @@ async fn moonkale_service_claudes_question_is_answered_from_afar() {
         "OWN_ALLOWED\n"
     );
 }
+
+/// The opt-in for a `claude` the user starts by hand: `hooks install` adds
+/// the service's hooks to the user's own Claude Code settings (a copy of
+/// the file kept); such a CLI's question is answered from a front end;
+/// `hooks remove` takes the hooks out again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_started_by_hand_is_answered_from_afar_after_the_opt_in() {
+    let mut w = world().start().await;
+    let target = w.path("from-a-hand-started-claude.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "write it",
+                Reply::tool_use(
+                    "Bash",
+                    json!({"command": format!("echo BY_HAND_ALLOWED > {}", target.display())}),
+                ),
+            )
+            .after_tool("Bash", Reply::text("BY_HAND_DONE")),
+    );
+    let settings = w.sb.home.join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, r#"{"theme": "dark"}"#).unwrap();
+    let hooks = async |w: &moonkale_tests::world::World, action: &str| {
+        let out = w.command(&["hooks", action]).output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(&settings).unwrap()
+    };
+    let installed = hooks(&w, "install").await;
+    assert!(
+        installed.contains("hook permission --user") && installed.contains("\"theme\""),
+        "{installed}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.sb.home.join(".claude/settings.json.moonkale-backup")).unwrap(),
+        r#"{"theme": "dark"}"#
+    );
+
+    w.ed.call("moonkale/agent/subscribe", json!({})).await;
+    let config = ClaudeConfig::new(&w.sb.home, &w.sb.workspace, w.fake.port)
+        .env("XDG_RUNTIME_DIR", &w.sb.runtime.display().to_string());
+    let mut cli = Claude::spawn(config);
+    cli.wait_ready(Duration::from_secs(20)).await;
+    cli.submit("write it", STEP).await;
+    let asked = pending_question(&mut w.ed, "the question of a claude started by hand").await;
+    w.ed.call(
+        "moonkale/agent/answer",
+        json!({"approval": asked["approval"], "allow": true}),
+    )
+    .await;
+    cli.wait_for_text("BY_HAND_DONE", STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap_or_default(),
+        "BY_HAND_ALLOWED\n"
+    );
+    drop(cli);
+
+    let removed = hooks(&w, "remove").await;
+    assert!(!removed.contains("moonkale-service"), "{removed}");
+    assert!(removed.contains("\"theme\""), "{removed}");
+}

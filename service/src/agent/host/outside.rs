@@ -10,8 +10,7 @@
 //! ran in this workspace; its text reaches people only through the front
 //! ends' inert printing.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use moonkale_claude::sessions::{self, SessionSummary as CliSession};
 use moonkale_protocol::agent::{
@@ -21,17 +20,7 @@ use serde_json::{Value, json};
 
 use crate::lsp::message::{ResponseError, code};
 
-/// Claude Code's configuration folder for the CLIs the service starts:
-/// `CLAUDE_CONFIG_DIR`, else `~/.claude`, from their environment.
-pub(super) fn config_dir(env: &[(OsString, OsString)]) -> Option<PathBuf> {
-    let var = |name: &str| {
-        env.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| PathBuf::from(v))
-            .filter(|p| p.is_absolute())
-    };
-    var("CLAUDE_CONFIG_DIR").or_else(|| var("HOME").map(|home| home.join(".claude")))
-}
+pub(super) use crate::agent::claude_config_dir as config_dir;
 
 /// The CLI's sessions of `root`, but for those `hosted` claims and those
 /// a hosted CLI wrote (a deleted hosted session's conversation stays in

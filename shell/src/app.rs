@@ -163,7 +163,7 @@ fn Questions() -> Element {
                 p { class: "empty", "Nothing waits for you." }
             }
             for approval in m.questions.iter().cloned() {
-                QuestionCard { key: "{approval.approval}", session_label: m.sessions.get(&approval.session).map(|s| s.label().to_owned()).unwrap_or_else(|| approval.session.clone()), approval }
+                QuestionCard { key: "{approval.approval}", session_label: m.sessions.get(&approval.session).map(|s| s.label().to_owned()).unwrap_or_else(|| "Claude Code in a terminal".to_owned()), approval }
             }
             for p in proposals {
                 ProposalCard { key: "{p.document}", name: m.file_name(&p.target), proposal: p }
@@ -175,6 +175,8 @@ fn Questions() -> Element {
 #[component]
 fn QuestionCard(approval: Approval, session_label: String) -> Element {
     let actions = use_actions();
+    // Why not: a denial's reason for the model, in the person's words.
+    let mut why = use_signal(String::new);
     let id = approval.approval.clone();
     let body = match &approval.kind {
         ApprovalKind::Tool => {
@@ -193,7 +195,7 @@ fn QuestionCard(approval: Approval, session_label: String) -> Element {
                         }
                     }
                     button { class: "deny",
-                        onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: false, always: false }) },
+                        onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: false, always: false, message: None }) },
                         "Keep planning"
                     }
                 }
@@ -211,18 +213,25 @@ fn QuestionCard(approval: Approval, session_label: String) -> Element {
             h2 { "{inert(&approval.title)}" }
             {body}
             if is_tool {
+                input { class: "why", r#type: "text", aria_label: "Why not (for Claude, with Deny)",
+                    placeholder: "Why not? (optional, with Deny)",
+                    oninput: move |e: FormEvent| why.set(e.value()),
+                }
                 div { class: "buttons",
                     button { class: "allow",
-                        onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: true, always: false }) },
+                        onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: true, always: false, message: None }) },
                         "Allow"
                     }
                     button { class: "deny",
-                        onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: false, always: false }) },
+                        onclick: { let id = id.clone(); move |_| {
+                            let words = why.read().trim().to_owned();
+                            actions.send(Action::Answer { approval: id.clone(), allow: false, always: false, message: (!words.is_empty()).then_some(words) })
+                        } },
                         "Deny"
                     }
                     if !approval.destructive {
                         button { class: "always",
-                            onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: true, always: true }) },
+                            onclick: { let id = id.clone(); move |_| actions.send(Action::Answer { approval: id.clone(), allow: true, always: true, message: None }) },
                             "Always"
                         }
                     }
@@ -255,8 +264,27 @@ fn ToolInput(tool: String, input: Value, preview: Option<PreviewResult>) -> Elem
             Diff { lines }
         };
     }
-    let text = serde_json::to_string_pretty(&input).unwrap_or_default();
+    let text = tool_fields(&input);
     rsx! { pre { class: "input", "{inert(&text)}" } }
+}
+
+/// A tool's input as a person reads it: a command's own lines, then each
+/// other field as `name: value` (never the input as JSON).
+fn tool_fields(input: &Value) -> String {
+    let Some(fields) = input.as_object() else {
+        return input.to_string();
+    };
+    let mut out = Vec::new();
+    if let Some(command) = fields.get("command").and_then(Value::as_str) {
+        out.push(command.to_owned());
+    }
+    for (name, value) in fields.iter().filter(|(name, _)| *name != "command") {
+        let value = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
+        out.push(format!("{name}: {value}"));
+    }
+    out.join("\n")
 }
 
 #[component]

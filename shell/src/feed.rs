@@ -30,6 +30,8 @@ pub enum Action {
         approval: String,
         allow: bool,
         always: bool,
+        /// A denial's reason, in the person's words, for the model.
+        message: Option<String>,
     },
     ApprovePlan {
         approval: String,
@@ -299,8 +301,9 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
             approval,
             allow,
             always,
+            message,
         } => {
-            let answer = AnswerParams {
+            let mut answer = AnswerParams {
                 always,
                 ..if allow {
                     AnswerParams::allow(approval.clone())
@@ -308,6 +311,9 @@ async fn one(client: &Client, mut model: Signal<Model>, action: Action) -> Resul
                     AnswerParams::deny(approval.clone())
                 }
             };
+            if let Some(message) = message {
+                answer = answer.with_message(message);
+            }
             client.agent_answer(answer).await.map_err(text)?;
             model.write().close(&approval);
         }

@@ -857,3 +857,171 @@ async fn the_page_reaches_a_remote_service_over_tls() {
     assert_eq!(read(&path).as_deref(), Some("FAR AWAY\n"));
     no_page_problems(&mut b, "a remote service").await;
 }
+
+/// The text of terminal `id`'s screen.
+async fn terminal_text(ed: &mut moonkale_tests::lsp::Client, id: u64) -> String {
+    let screen = ed
+        .call("moonkale/terminal/screen", json!({"terminal": id}))
+        .await;
+    screen["lines"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| {
+            l["spans"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["text"].as_str())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until terminal `id`'s screen satisfies `pred`.
+async fn terminal_shows(
+    ed: &mut moonkale_tests::lsp::Client,
+    id: u64,
+    what: &str,
+    pred: impl Fn(&str) -> bool,
+) {
+    let mut last = String::new();
+    let seen = moonkale_tests::poll_until(TIMEOUT, async || {
+        last = terminal_text(ed, id).await;
+        pred(&last).then_some(())
+    })
+    .await;
+    assert!(seen.is_some(), "the terminal never showed {what}:\n{last}");
+}
+
+/// The Claude Code a person runs in a terminal of the service (Start
+/// Claude Code here) asks to run a command while its own dialog shows:
+/// the question is a card on the phone, Allow there runs the command and
+/// the dialog goes; a second question answered in the terminal leaves no
+/// card behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_claudes_question_is_answered_from_a_phone() {
+    let mut w = World::builder()
+        .claude_in_terminals()
+        .script(Script::new())
+        .start()
+        .await;
+    let first = w.path("from-the-phone.txt");
+    let second = w.path("in-the-terminal.txt");
+    let bash = |path: &std::path::Path, word: &str| {
+        Reply::tool_use(
+            "Bash",
+            json!({"command": format!("echo {word} > {}", path.display()), "description": "write a file"}),
+        )
+    };
+    w.fake.set_script(
+        Script::new()
+            .on_prompt("first file", bash(&first, "FROM_THE_PHONE"))
+            .on_prompt("second file", bash(&second, "IN_THE_TERMINAL"))
+            .on_prompt("third file", bash(&w.path("never.txt"), "NEVER"))
+            .after_tool("Bash", Reply::text("BASH_TURN_DONE")),
+    );
+    let info =
+        w.ed.call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": [[]]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{info}"));
+    terminal_shows(&mut w.ed, id, "the CLI's prompt", |t| {
+        t.contains("? for shortcuts")
+    })
+    .await;
+    let web = Web::start(&w).await;
+    let mut b = browser(&w, &web, PHONE).await;
+    b.wait_for("text=Nothing waits for you.").await;
+
+    let prompt = async |ed: &mut moonkale_tests::lsp::Client, text: &str| {
+        ed.call(
+            "moonkale/terminal/input",
+            json!({"terminal": id, "text": text}),
+        )
+        .await;
+        terminal_shows(ed, id, "the typed prompt", |t| t.contains(text)).await;
+        ed.call(
+            "moonkale/terminal/input",
+            json!({"terminal": id, "keys": ["Enter"]}),
+        )
+        .await;
+        terminal_shows(ed, id, "its dialog", |t| {
+            t.contains("Do you want to proceed?")
+        })
+        .await;
+    };
+    prompt(&mut w.ed, "first file").await;
+    b.wait_for("article.card.question").await;
+    let card = b
+        .run(json!({"op": "text", "selector": "article.card.question"}))
+        .await
+        .to_string();
+    assert!(card.contains("echo FROM_THE_PHONE"), "the card: {card}");
+    b.screenshot("phone-terminal-claude-question").await;
+    b.click("button", "Allow").await;
+    b.wait_gone("article.card.question").await;
+    terminal_shows(&mut w.ed, id, "the turn's end", |t| {
+        t.contains("BASH_TURN_DONE") && !t.contains("Do you want to proceed?")
+    })
+    .await;
+    assert_eq!(read(&first).as_deref(), Some("FROM_THE_PHONE\n"));
+
+    prompt(&mut w.ed, "second file").await;
+    b.wait_for("article.card.question").await;
+    let deadline = tokio::time::Instant::now() + STEP;
+    // "1. Yes" in the terminal (its dialog ignores keys for a moment after
+    // it shows: pressed again until it is gone).
+    loop {
+        w.ed.call(
+            "moonkale/terminal/input",
+            json!({"terminal": id, "text": "1"}),
+        )
+        .await;
+        let gone = moonkale_tests::poll_until(std::time::Duration::from_secs(1), async || {
+            (!terminal_text(&mut w.ed, id)
+                .await
+                .contains("Do you want to proceed?"))
+            .then_some(())
+        })
+        .await;
+        if gone.is_some() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the dialog took no answer"
+        );
+    }
+    b.wait_gone("article.card.question").await;
+    b.wait_for("text=Nothing waits for you.").await;
+    b.screenshot("phone-terminal-claude-answered-there").await;
+    assert_eq!(read(&second).as_deref(), Some("IN_THE_TERMINAL\n"));
+    // Denied on the phone with words: the model hears them.
+    prompt(&mut w.ed, "third file").await;
+    b.wait_for("article.card.question").await;
+    b.click("textbox", "Why not (for Claude, with Deny)").await;
+    b.type_text("use pathlib instead").await;
+    b.screenshot("phone-terminal-claude-deny-with-words").await;
+    b.click("button", "Deny").await;
+    b.wait_gone("article.card.question").await;
+    let heard = moonkale_tests::poll_until(STEP, async || {
+        w.fake.requests().into_iter().rev().find_map(|r| {
+            r.tool_result("Bash")
+                .filter(|t| t.is_error && t.text.contains("use pathlib instead"))
+        })
+    })
+    .await;
+    assert!(
+        heard.is_some(),
+        "the model did not hear the words:\n{}",
+        w.fake.summary()
+    );
+    assert!(read(&w.path("never.txt")).is_none());
+    no_page_problems(&mut b, "a terminal's question").await;
+}

@@ -641,34 +641,13 @@ fn own_terminal_claude(w: &moonkale_tests::world::World) -> (ClaudeConfig, std::
 async fn moonkale_service_claudes_question_is_answered_from_afar() {
     let mut w = world().start().await;
     let target = w.path("from-the-own-terminal.txt");
-    w.fake.set_script(
-        Script::new()
-            .on_prompt(
-                "write it",
-                Reply::tool_use(
-                    "Bash",
-                    json!({"command": format!("echo OWN_ALLOWED > {}", target.display())}),
-                ),
-            )
-            .after_tool("Bash", Reply::text("OWN_BASH_DONE")),
-    );
+    w.fake
+        .set_script(write_it_with_bash(&target, "OWN_ALLOWED", "OWN_BASH_DONE"));
     w.ed.call("moonkale/agent/subscribe", json!({})).await;
     let (config, _) = own_terminal_claude(&w);
     let mut cli = Claude::spawn(config);
     cli.wait_ready(Duration::from_secs(20)).await;
-    cli.submit("write it", STEP).await;
-    let asked = pending_question(&mut w.ed, "the question of the user's own claude").await;
-    assert_eq!(asked["tool"], "Bash", "{asked}");
-    w.ed.call(
-        "moonkale/agent/answer",
-        json!({"approval": asked["approval"], "allow": true}),
-    )
-    .await;
-    cli.wait_for_text("OWN_BASH_DONE", STEP).await;
-    assert_eq!(
-        std::fs::read_to_string(&target).unwrap_or_default(),
-        "OWN_ALLOWED\n"
-    );
+    allowed_from_afar(&mut w, &mut cli, &target, "OWN_ALLOWED", "OWN_BASH_DONE").await;
 }
 
 /// The opt-in for a `claude` the user starts by hand: `hooks install` adds
@@ -679,17 +658,11 @@ async fn moonkale_service_claudes_question_is_answered_from_afar() {
 async fn a_claude_started_by_hand_is_answered_from_afar_after_the_opt_in() {
     let mut w = world().start().await;
     let target = w.path("from-a-hand-started-claude.txt");
-    w.fake.set_script(
-        Script::new()
-            .on_prompt(
-                "write it",
-                Reply::tool_use(
-                    "Bash",
-                    json!({"command": format!("echo BY_HAND_ALLOWED > {}", target.display())}),
-                ),
-            )
-            .after_tool("Bash", Reply::text("BY_HAND_DONE")),
-    );
+    w.fake.set_script(write_it_with_bash(
+        &target,
+        "BY_HAND_ALLOWED",
+        "BY_HAND_DONE",
+    ));
     let settings = w.sb.home.join(".claude/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, r#"{"theme": "dark"}"#).unwrap();
@@ -717,21 +690,49 @@ async fn a_claude_started_by_hand_is_answered_from_afar_after_the_opt_in() {
         .env("XDG_RUNTIME_DIR", &w.sb.runtime.display().to_string());
     let mut cli = Claude::spawn(config);
     cli.wait_ready(Duration::from_secs(20)).await;
-    cli.submit("write it", STEP).await;
-    let asked = pending_question(&mut w.ed, "the question of a claude started by hand").await;
-    w.ed.call(
-        "moonkale/agent/answer",
-        json!({"approval": asked["approval"], "allow": true}),
-    )
-    .await;
-    cli.wait_for_text("BY_HAND_DONE", STEP).await;
-    assert_eq!(
-        std::fs::read_to_string(&target).unwrap_or_default(),
-        "BY_HAND_ALLOWED\n"
-    );
+    allowed_from_afar(&mut w, &mut cli, &target, "BY_HAND_ALLOWED", "BY_HAND_DONE").await;
     drop(cli);
 
     let removed = hooks(&w, "remove").await;
     assert!(!removed.contains("moonkale-service"), "{removed}");
     assert!(removed.contains("\"theme\""), "{removed}");
+}
+
+/// The script of a CLI that, asked to "write it", runs `echo WORD > file`,
+/// then says `done`.
+fn write_it_with_bash(file: &Path, word: &str, done: &str) -> Script {
+    Script::new()
+        .on_prompt(
+            "write it",
+            Reply::tool_use(
+                "Bash",
+                json!({"command": format!("echo {word} > {}", file.display())}),
+            ),
+        )
+        .after_tool("Bash", Reply::text(done))
+}
+
+/// `cli` is asked to "write it"; its Bash question reaches the editor (as
+/// every front end), is allowed there, and the command runs: `file` holds
+/// `word` and the CLI says `done`.
+async fn allowed_from_afar(
+    w: &mut moonkale_tests::world::World,
+    cli: &mut Claude,
+    file: &Path,
+    word: &str,
+    done: &str,
+) {
+    cli.submit("write it", STEP).await;
+    let asked = pending_question(&mut w.ed, "the CLI's question").await;
+    assert_eq!(asked["tool"], "Bash", "{asked}");
+    w.ed.call(
+        "moonkale/agent/answer",
+        json!({"approval": asked["approval"], "allow": true}),
+    )
+    .await;
+    cli.wait_for_text(done, STEP).await;
+    assert_eq!(
+        std::fs::read_to_string(file).unwrap_or_default(),
+        format!("{word}\n")
+    );
 }

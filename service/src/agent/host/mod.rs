@@ -799,9 +799,7 @@ impl Host {
             self.hub.clone(),
             self.config.clone(),
         );
-        self.clock += 1;
-        let last_used = self.clock;
-        self.sessions.insert(id, Live { handle, last_used });
+        self.keep_live(id, handle);
         tracing::info!(session = %id, "a session started outside the service is continued here");
         Ok(())
     }
@@ -947,11 +945,16 @@ impl Host {
                 self.config.clone(),
             ),
         };
+        self.keep_live(id, handle);
+        tracing::info!(session = %id, mode = mode.as_str(), warm, "agent session started");
+        Ok(id)
+    }
+
+    /// A session task of `id` the host now owns, just used.
+    fn keep_live(&mut self, id: Uuid, handle: SessionHandle) {
         self.clock += 1;
         let last_used = self.clock;
         self.sessions.insert(id, Live { handle, last_used });
-        tracing::info!(session = %id, mode = mode.as_str(), warm, "agent session started");
-        Ok(id)
     }
 
     /// The folder a new session's CLI runs in, `None` for the workspace

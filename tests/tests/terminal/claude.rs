@@ -736,3 +736,56 @@ async fn allowed_from_afar(
         format!("{word}\n")
     );
 }
+
+/// A prompt sent to the session of a `claude` running in a service
+/// terminal (from the page, `agent send --session`) is typed into that
+/// terminal: the CLI's own conversation takes it, and the model answers
+/// there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_to_a_terminals_claude_is_typed_into_it() {
+    let mut w = world()
+        .claude_in_terminals()
+        .script(Script::new().on_prompt("from afar", Reply::text("HEARD_FROM_AFAR")))
+        .start()
+        .await;
+    let c = &mut w.ed;
+    let info = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": [[]]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{info}"));
+    let argv: Vec<&str> = info["argv"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let session = argv
+        .windows(2)
+        .find_map(|w| (w[0] == "--session-id").then(|| w[1].to_owned()))
+        .unwrap_or_else(|| panic!("no --session-id in {info}"));
+    wait_screen_for(
+        c,
+        id,
+        "the CLI's prompt",
+        Duration::from_secs(20),
+        cli_ready,
+    )
+    .await;
+    let sent = c
+        .call(
+            "moonkale/agent/send",
+            json!({"session": session, "prompt": "a word from afar"}),
+        )
+        .await;
+    assert_eq!(sent["session"], session.as_str(), "{sent}");
+    wait_screen_for(c, id, "the model's reply in the terminal", STEP, |s| {
+        text(s).contains("HEARD_FROM_AFAR")
+    })
+    .await;
+    w.fake.wait_prompt("a word from afar", STEP).await;
+}

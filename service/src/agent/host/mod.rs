@@ -472,7 +472,7 @@ impl Host {
                 } => self.answer(approval, answer, reply),
                 // The session prepends it to its next prompt.
                 AgentCommand::TellClaude { session, text } => {
-                    self.forward(&session, SessionCommand::TellClaude { text });
+                    self.forward(&session, SessionCommand::TellClaude { text }, None);
                 }
                 AgentCommand::Shutdown => break,
             }
@@ -521,6 +521,7 @@ impl Host {
                             images: Vec::new(),
                             reply,
                         },
+                        Some(editor),
                     ),
                     None => {
                         let started = StartResult {
@@ -543,7 +544,7 @@ impl Host {
                         topic: Topic::Session(session.clone()),
                     });
                 }
-                self.forward(&session, command(reply))
+                self.forward(&session, command(reply), Some(editor))
             }
             Routed::List => {
                 reply.send(Ok(self.list()));
@@ -677,13 +678,13 @@ impl Host {
             answer,
             reply,
         };
-        self.forward(id.session(), command);
+        self.forward(id.session(), command, None);
     }
 
     /// Hands `command` to its session (loading it from disk if needed);
     /// errors go to the command's reply.
-    fn forward(&mut self, session: &str, command: SessionCommand) {
-        let command = match self.started_outside(session, command) {
+    fn forward(&mut self, session: &str, command: SessionCommand, editor: Option<EditorId>) {
+        let command = match self.started_outside(session, command, editor) {
             Some(command) => command,
             None => return,
         };
@@ -717,7 +718,12 @@ impl Host {
     /// prompt continues it as a hosted session of the same id (the command
     /// is handed back to go to it), unless a running `claude` holds it.
     /// Any other command, or one for any other session, is handed back.
-    fn started_outside(&mut self, raw: &str, command: SessionCommand) -> Option<SessionCommand> {
+    fn started_outside(
+        &mut self,
+        raw: &str,
+        command: SessionCommand,
+        editor: Option<EditorId>,
+    ) -> Option<SessionCommand> {
         let Ok(id) = session_id(raw) else {
             return Some(command);
         };
@@ -726,6 +732,17 @@ impl Host {
                 .transcript_path(raw)
                 .is_ok_and(|p| std::fs::symlink_metadata(p).is_ok());
         let config_dir = outside::config_dir(&self.config.env);
+        // A prompt for the `claude` of a service terminal, while it runs.
+        if let (false, SessionCommand::Prompt { .. }, Some(dir), Some(editor)) =
+            (hosted, &command, &config_dir, editor)
+            && let Some(crate::hub::ports::ChangeSource::Terminal { terminal, .. }) =
+                self.config.sources.sessions.source(raw)
+            && outside::holder(dir, raw).is_some()
+            && let SessionCommand::Prompt { text, reply, .. } = command
+        {
+            self.type_into_terminal(editor, raw, terminal, text, reply);
+            return None;
+        }
         let found = config_dir.as_ref().filter(|_| !hosted).and_then(|dir| {
             outside::sessions(dir, &self.root, |_| false)
                 .into_iter()
@@ -766,6 +783,58 @@ impl Host {
             },
             other => Some(other),
         }
+    }
+
+    /// A prompt for the `claude` running in service terminal `terminal`
+    /// (Start Claude Code here): typed into it, as the person at that
+    /// terminal would (pasted, then Enter), so the CLI's own conversation
+    /// takes it; the sender sees it arrive there and in its transcript.
+    fn type_into_terminal(
+        &self,
+        editor: EditorId,
+        session: &str,
+        terminal: u64,
+        text: String,
+        reply: Responder,
+    ) {
+        let hub = self.hub.clone();
+        // Its conversation is the CLI's own: no event of ours holds the
+        // prompt (seq 0).
+        let sent = agent::SendResult {
+            session: session.to_owned(),
+            seq: 0,
+            state: State::Running,
+        };
+        tokio::spawn(async move {
+            let input = |params: Value| {
+                let (typed, done) = Responder::new();
+                let request = Event::Request {
+                    // As the sender's own input.
+                    editor,
+                    method:
+                        <moonkale_protocol::terminal::Input as moonkale_protocol::Request>::METHOD
+                            .to_owned(),
+                    params: crate::lsp::message::params(&params),
+                    reply: typed,
+                };
+                (request, done)
+            };
+            for params in [
+                serde_json::json!({"terminal": terminal, "paste": text}),
+                serde_json::json!({"terminal": terminal, "keys": ["Enter"]}),
+            ] {
+                let (request, done) = input(params);
+                if !hub.send(request).await {
+                    return;
+                }
+                match done.await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return reply.send(Err(e)),
+                    Err(_) => return,
+                }
+            }
+            reply.send(Ok(to_json(&sent)));
+        });
     }
 
     /// A hosted session of the same id as the CLI's own, whose first

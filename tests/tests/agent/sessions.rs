@@ -703,3 +703,83 @@ async fn a_session_started_outside_is_listed_read_and_continued() {
         "{list}"
     );
 }
+
+/// A transcript planted in Claude Code's folder for this workspace is
+/// hostile input: its escapes and bidi overrides are printed inert by
+/// `agent show`; one that is a symlink (to a file elsewhere) or a FIFO is
+/// neither listed nor read, and nothing blocks on the FIFO.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_outside_transcripts_are_inert_or_refused() {
+    let mut w = World::agent(Script::new()).await;
+    let slug: String =
+        w.sb.workspace
+            .display()
+            .to_string()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+    let dir = w.sb.home.join(".claude/projects").join(slug);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ws = w.sb.workspace.display().to_string();
+    let record = |uuid: &str, parent: Value, kind: &str, content: &str| {
+        json!({"type": kind, "uuid": uuid, "parentUuid": parent, "cwd": ws, "sessionId": "x",
+               "entrypoint": "cli", "timestamp": "2026-12-01T10:00:00Z",
+               "message": {"role": kind, "content": content}})
+        .to_string()
+    };
+    let planted = "11111111-2222-4333-8444-000000000001";
+    let text = [
+        record(
+            "a",
+            Value::Null,
+            "user",
+            "clipboard \u{1b}]52;c;ZXZpbA==\u{7} and \u{202e}txt.exe",
+        ),
+        record("b", json!("a"), "assistant", "reply \u{1b}[2J cleared?"),
+    ]
+    .join("\n");
+    std::fs::write(dir.join(format!("{planted}.jsonl")), text + "\n").unwrap();
+    let elsewhere = w.sb.root.join("elsewhere.jsonl");
+    std::fs::write(
+        &elsewhere,
+        record("c", Value::Null, "user", "FROM_A_SYMLINK"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        &elsewhere,
+        dir.join("11111111-2222-4333-8444-000000000002.jsonl"),
+    )
+    .unwrap();
+    let fifo = dir.join("11111111-2222-4333-8444-000000000003.jsonl");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+
+    let list = w.ed.call("moonkale/agent/list", Value::Null).await;
+    let listed: Vec<&str> = list["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["session"].as_str())
+        .collect();
+    assert_eq!(listed, [planted], "{list}");
+    let out = w
+        .command(&["agent", "show", planted, "--workspace", &ws])
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+        "a control reached the terminal: {shown:?}"
+    );
+    assert!(
+        shown.contains("^[]52;c;ZXZpbA==") && shown.contains("<U+202E>"),
+        "{shown}"
+    );
+}

@@ -161,6 +161,7 @@ enum Command {
     /// or was denied. Without the service's variables it does nothing.
     #[command(hide = true)]
     Hook {
+        /// Which hook: the permission question, or a tool done.
         #[arg(value_enum)]
         kind: HookKind,
         /// The user's own hook (`hooks install`): asks the service that
@@ -174,6 +175,7 @@ enum Command {
     /// (~/.claude/settings.json, a copy of it kept), `remove` takes them out.
     /// Where no service serves the folder, the hooks do nothing.
     Hooks {
+        /// Add the hooks, or take them out.
         #[arg(value_enum)]
         action: HooksAction,
     },
@@ -500,13 +502,17 @@ enum SandboxVerb {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum HooksAction {
+    /// Add the hooks to your Claude Code settings (a copy kept).
     Install,
+    /// Take them out again.
     Remove,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum HookKind {
+    /// A permission question (`PermissionRequest`).
     Permission,
+    /// A tool ran or was denied (`PostToolUse`, `PermissionDenied`).
     Done,
 }
 

@@ -893,6 +893,7 @@ fn a_transcript_of_an_earlier_version_restores_the_same() {
             cwd: None,
             jailed: false,
             cli: None,
+            outside: false,
         }
         error: Some("API Error: 529 overloaded")
         has_conversation: true

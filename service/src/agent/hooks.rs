@@ -109,36 +109,63 @@ impl HookQuestions {
         input: &Value,
         workspace: &Path,
         reply: Responder,
-    ) -> Result<Approval, ResponseError> {
-        let session = input["session_id"]
-            .as_str()
-            .filter(|s| uuid::Uuid::parse_str(s).is_ok())
-            .ok_or_else(|| ResponseError::invalid_params("the hook's input has no session_id"))?;
-        let tool = input["tool_name"]
-            .as_str()
-            .filter(|t| !t.is_empty() && t.len() <= 256)
-            .ok_or_else(|| ResponseError::invalid_params("the hook's input has no tool_name"))?;
-        let tool_input = input["tool_input"].clone();
-        self.asked += 1;
-        // "Always" is the terminal's to offer: every hook question is
-        // answered once.
-        let destructive = true;
-        let approval = Approval {
-            approval: format!("{session}/{}", self.asked),
-            session: session.to_owned(),
-            kind: ApprovalKind::Tool,
-            tool: tool.to_owned(),
-            title: super::policy::title(tool, &tool_input, workspace),
-            input: tool_input,
-            destructive,
-        };
-        self.waiting.push(Waiting {
-            approval: approval.clone(),
-            reply,
-        });
-        Ok(approval)
+    ) -> Result<Approval, (Responder, ResponseError)> {
+        match question(input, workspace, self.asked + 1) {
+            Ok(approval) => {
+                self.asked += 1;
+                self.waiting.push(Waiting {
+                    approval: approval.clone(),
+                    reply,
+                });
+                Ok(approval)
+            }
+            Err(e) => Err((reply, e)),
+        }
     }
 
+    /// Whether questions wait (the host then looks for hooks gone).
+    pub fn any(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// The questions whose hook is gone (the CLI ended it: answered in its
+    /// terminal in a way no later hook reports, or the CLI quit): taken
+    /// away, to be withdrawn everywhere.
+    pub fn gone(&mut self) -> Vec<Approval> {
+        let (gone, waiting): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|w| w.reply.is_closed());
+        self.waiting = waiting;
+        gone.into_iter().map(|w| w.approval).collect()
+    }
+}
+
+/// A `PermissionRequest` hook's input as question number `n` of the CLI's
+/// session (its `session_id`).
+fn question(input: &Value, workspace: &Path, n: u64) -> Result<Approval, ResponseError> {
+    let session = input["session_id"]
+        .as_str()
+        .filter(|s| uuid::Uuid::parse_str(s).is_ok())
+        .ok_or_else(|| ResponseError::invalid_params("the hook's input has no session_id"))?;
+    let tool = input["tool_name"]
+        .as_str()
+        .filter(|t| !t.is_empty() && t.len() <= 256)
+        .ok_or_else(|| ResponseError::invalid_params("the hook's input has no tool_name"))?;
+    let tool_input = input["tool_input"].clone();
+    Ok(Approval {
+        approval: format!("{session}/{n}"),
+        session: session.to_owned(),
+        kind: ApprovalKind::Tool,
+        tool: tool.to_owned(),
+        title: super::policy::title(tool, &tool_input, workspace),
+        input: tool_input,
+        // "Always" is the terminal's to offer: every hook question is
+        // answered once.
+        destructive: true,
+    })
+}
+
+impl HookQuestions {
     /// A person's answer to `approval`, if it is a hook's: the hook is
     /// told; its question is returned.
     pub fn answer(&mut self, approval: &str, answer: &Answer) -> Option<Approval> {

@@ -470,6 +470,7 @@ async fn a_terminal_claudes_questions_reach_every_front_end() {
             .on_prompt("first file", bash(&first, "FROM_AFAR"))
             .on_prompt("second file", bash(&second, "IN_THE_TERMINAL"))
             .on_prompt("third file", bash(&w.path("never.txt"), "NEVER"))
+            .on_prompt("fourth file", bash(&w.path("refused.txt"), "REFUSED"))
             .after_tool("Bash", Reply::text("BASH_TURN_DONE")),
     );
     let c = &mut w.ed;
@@ -530,7 +531,7 @@ async fn a_terminal_claudes_questions_reach_every_front_end() {
 
     // 2. Answered in the terminal: the question is withdrawn everywhere.
     let asked = ask(c, "second file").await;
-    answer_yes_in_the_terminal(c, id).await;
+    answer_in_the_terminal(c, id, "1").await;
     c.take("the question withdrawn", STEP, |m| {
         m["method"] == "moonkale/agent/approval"
             && m["params"]["status"] != "pending"
@@ -567,6 +568,17 @@ async fn a_terminal_claudes_questions_reach_every_front_end() {
     );
     assert!(!w.path("never.txt").exists());
 
+    // 4. Refused in the terminal ("4. No"): withdrawn everywhere too.
+    let asked = ask(&mut w.ed, "fourth file").await;
+    answer_in_the_terminal(&mut w.ed, id, "4").await;
+    w.ed.take("the refused question withdrawn", STEP, |m| {
+        m["method"] == "moonkale/agent/approval"
+            && m["params"]["status"] != "pending"
+            && m["params"]["approval"]["approval"] == asked["approval"]
+    })
+    .await;
+    assert!(!w.path("refused.txt").exists());
+
     // Only the CLIs the service started can ask: a caller without one of
     // their secrets is refused, and nothing is shown.
     let forged =
@@ -584,14 +596,14 @@ async fn a_terminal_claudes_questions_reach_every_front_end() {
     );
 }
 
-/// Chooses "1. Yes" in the CLI's permission dialog, as a person would: the
-/// dialog ignores keys for a moment after it shows (against a keystroke
-/// meant for the prompt), so the key is pressed again, once a second,
-/// until the dialog is gone.
-async fn answer_yes_in_the_terminal(c: &mut Client, id: u64) {
+/// Chooses option `choice` ("1" Yes, "4" No) in the CLI's permission
+/// dialog, as a person would: the dialog ignores keys for a moment after
+/// it shows (against a keystroke meant for the prompt), so the key is
+/// pressed again, once a second, until the dialog is gone.
+async fn answer_in_the_terminal(c: &mut Client, id: u64, choice: &str) {
     let deadline = tokio::time::Instant::now() + STEP;
     loop {
-        input_text(c, id, "1").await;
+        input_text(c, id, choice).await;
         let gone = poll_until(Duration::from_secs(1), async || {
             (!text(&screen(c, id).await).contains("Do you want to proceed?")).then_some(())
         })

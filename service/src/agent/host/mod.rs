@@ -36,6 +36,9 @@ use moonkale_protocol::ApprovalId;
 /// Sessions with a task (and maybe a process) at once; the least recently
 /// used idle one is closed to make room.
 pub const MAX_LIVE_SESSIONS: usize = 16;
+/// How often the host looks whether a waiting hook question's hook is
+/// gone, while one waits.
+const HOOK_LOOK: std::time::Duration = std::time::Duration::from_millis(250);
 /// Largest prompt, in bytes.
 pub const MAX_PROMPT_BYTES: usize = 4 << 20;
 
@@ -433,10 +436,17 @@ impl Host {
             message: None,
         });
         loop {
+            let hooks_wait = self.hook_questions.any();
             let command = tokio::select! {
                 command = commands.recv() => command,
                 event = self.spare_event() => {
                     self.on_spare_event(event);
+                    continue;
+                }
+                // A hook's process may end without a later hook saying so
+                // (its CLI answered in the terminal and ended it, or quit).
+                () = tokio::time::sleep(HOOK_LOOK), if hooks_wait => {
+                    self.withdraw_gone_hook_questions();
                     continue;
                 }
             };
@@ -635,18 +645,20 @@ impl Host {
             reply.send(Ok(to_json(&moonkale_protocol::Empty {})));
             return;
         }
-        let (answer, asked) = Responder::new();
-        match self.hook_questions.ask(&params.input, &self.root, answer) {
+        match self.hook_questions.ask(&params.input, &self.root, reply) {
             Ok(approval) => {
                 tracing::info!(approval = %approval.approval, "a terminal's claude asks");
                 self.hub.try_send(Event::AgentApproval { approval });
-                tokio::spawn(async move {
-                    if let Ok(answered) = asked.await {
-                        reply.send(answered);
-                    }
-                });
             }
-            Err(e) => reply.send(Err(e)),
+            Err((reply, e)) => reply.send(Err(e)),
+        }
+    }
+
+    /// Questions whose hook is gone are withdrawn everywhere: no card
+    /// outlives the question.
+    fn withdraw_gone_hook_questions(&mut self) {
+        for approval in self.hook_questions.gone() {
+            self.hook_question_closed(&approval);
         }
     }
 

@@ -1,5 +1,6 @@
-//! The permission questions of a `claude` the service started but does not
-//! host (in a service terminal: "Start Claude Code here"), through Claude
+//! The permission questions of a `claude` the service does not host (in a
+//! service terminal, "Start Claude Code here"; `moonkale-service claude`;
+//! one the user starts by hand after [`super::user_hook`]), through Claude
 //! Code's own hooks: its `PermissionRequest` hook asks the service
 //! (`moonkale-service hook permission`, the request
 //! `moonkale/agent/hookPermission`) while the terminal shows its dialog,
@@ -7,11 +8,12 @@
 //! the editors, the `agent` commands). The first answer wins: a person's
 //! anywhere is the hook's output; the terminal's ends the tool's wait, and
 //! its `PostToolUse`/`PermissionDenied` hook (`hook done`) withdraws the
-//! question everywhere.
+//! question everywhere, as does its hook process ending unanswered.
 //!
-//! Only CLIs the service started reach this path: each start gets a
-//! secret of its own ([`HookSecrets`]), passed in its environment (never
-//! in a file, never in the workspace); a request with another is refused.
+//! Only CLIs the service started, or the user's own hook, reach this path:
+//! each start gets a secret of its own ([`HookSecrets`]), passed in its
+//! environment (never in a file, never in the workspace); the user's hook
+//! has the user's secret; a request with another is refused.
 //! The hook's input is the CLI's, read as untrusted text.
 
 use std::collections::HashSet;

@@ -46,6 +46,42 @@ pub fn write_claude_settings(home: &Path, port: u16) {
     .expect("write ~/.claude/settings.json");
 }
 
+/// A service terminal's screen, read by a client.
+impl Client {
+    /// The text of terminal `id`'s screen, a line a row.
+    pub async fn terminal_text(&mut self, id: u64) -> String {
+        let screen = self
+            .call("moonkale/terminal/screen", json!({"terminal": id}))
+            .await;
+        screen["lines"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                l["spans"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s["text"].as_str())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits (within [`crate::TIMEOUT`]) until terminal `id`'s screen
+    /// satisfies `pred`.
+    pub async fn terminal_shows(&mut self, id: u64, what: &str, pred: impl Fn(&str) -> bool) {
+        let mut last = String::new();
+        let seen = crate::poll_until(crate::TIMEOUT, async || {
+            last = self.terminal_text(id).await;
+            pred(&last).then_some(())
+        })
+        .await;
+        assert!(seen.is_some(), "the terminal never showed {what}:\n{last}");
+    }
+}
+
 /// The agent's requests and waits, on the LSP test client.
 impl Client {
     /// `moonkale/agent/start`; returns the session id.

@@ -165,3 +165,70 @@ async fn neovim_answers_claudes_question_with_one_of_its_options() {
         "{asked}"
     );
 }
+
+/// The Claude Code a person runs in a terminal of the service asks to run
+/// a command: Neovim is asked too (its `PermissionRequest` hook reaches
+/// every editor), the person allows it there, and the command runs in
+/// that terminal's CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neovim_answers_a_terminal_claudes_question() {
+    let mut w = World::builder()
+        .claude_in_terminals()
+        .file("notes.txt", "notes\n")
+        .start()
+        .await;
+    let target = w.path("allowed-in-neovim.txt");
+    w.fake.set_script(
+        Script::new()
+            .on_prompt(
+                "write it",
+                Reply::tool_use(
+                    "Bash",
+                    json!({"command": format!("echo FROM_NEOVIM > {}", target.display())}),
+                ),
+            )
+            .after_tool("Bash", Reply::text("NEOVIM_ALLOWED_IT")),
+    );
+    let nv = nvim(&w, "notes.txt").await;
+    nv.remote
+        .eval(r#"luaeval('(function() PluginTest.answers = {"Allow"} return 1 end)()')"#)
+        .await;
+    let info =
+        w.ed.call(
+            "workspace/executeCommand",
+            json!({"command": "moonkale.startClaude", "arguments": [[]]}),
+        )
+        .await;
+    let id = info["terminal"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{info}"));
+    w.ed.terminal_shows(id, "the CLI's prompt", |t| t.contains("? for shortcuts"))
+        .await;
+    w.ed.call(
+        "moonkale/terminal/input",
+        json!({"terminal": id, "text": "write it"}),
+    )
+    .await;
+    w.ed.terminal_shows(id, "the typed prompt", |t| t.contains("write it"))
+        .await;
+    w.ed.call(
+        "moonkale/terminal/input",
+        json!({"terminal": id, "keys": ["Enter"]}),
+    )
+    .await;
+    w.ed.terminal_shows(id, "the turn's end", |t| t.contains("NEOVIM_ALLOWED_IT"))
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap_or_default(),
+        "FROM_NEOVIM\n"
+    );
+    let asked: Value = nv.remote.eval("luaeval('PluginTest.asked')").await;
+    assert!(
+        asked
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().is_some_and(|p| p.contains("echo FROM_NEOVIM"))),
+        "{asked}"
+    );
+}

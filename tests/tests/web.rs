@@ -858,43 +858,6 @@ async fn the_page_reaches_a_remote_service_over_tls() {
     no_page_problems(&mut b, "a remote service").await;
 }
 
-/// The text of terminal `id`'s screen.
-async fn terminal_text(ed: &mut moonkale_tests::lsp::Client, id: u64) -> String {
-    let screen = ed
-        .call("moonkale/terminal/screen", json!({"terminal": id}))
-        .await;
-    screen["lines"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|l| {
-            l["spans"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s["text"].as_str())
-                .collect::<String>()
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Waits until terminal `id`'s screen satisfies `pred`.
-async fn terminal_shows(
-    ed: &mut moonkale_tests::lsp::Client,
-    id: u64,
-    what: &str,
-    pred: impl Fn(&str) -> bool,
-) {
-    let mut last = String::new();
-    let seen = moonkale_tests::poll_until(TIMEOUT, async || {
-        last = terminal_text(ed, id).await;
-        pred(&last).then_some(())
-    })
-    .await;
-    assert!(seen.is_some(), "the terminal never showed {what}:\n{last}");
-}
-
 /// The Claude Code a person runs in a terminal of the service (Start
 /// Claude Code here) asks to run a command while its own dialog shows:
 /// the question is a card on the phone, Allow there runs the command and
@@ -931,10 +894,8 @@ async fn a_terminal_claudes_question_is_answered_from_a_phone() {
     let id = info["terminal"]
         .as_u64()
         .unwrap_or_else(|| panic!("{info}"));
-    terminal_shows(&mut w.ed, id, "the CLI's prompt", |t| {
-        t.contains("? for shortcuts")
-    })
-    .await;
+    w.ed.terminal_shows(id, "the CLI's prompt", |t| t.contains("? for shortcuts"))
+        .await;
     let web = Web::start(&w).await;
     let mut b = browser(&w, &web, PHONE).await;
     b.wait_for("text=Nothing waits for you.").await;
@@ -945,16 +906,15 @@ async fn a_terminal_claudes_question_is_answered_from_a_phone() {
             json!({"terminal": id, "text": text}),
         )
         .await;
-        terminal_shows(ed, id, "the typed prompt", |t| t.contains(text)).await;
+        ed.terminal_shows(id, "the typed prompt", |t| t.contains(text))
+            .await;
         ed.call(
             "moonkale/terminal/input",
             json!({"terminal": id, "keys": ["Enter"]}),
         )
         .await;
-        terminal_shows(ed, id, "its dialog", |t| {
-            t.contains("Do you want to proceed?")
-        })
-        .await;
+        ed.terminal_shows(id, "its dialog", |t| t.contains("Do you want to proceed?"))
+            .await;
     };
     prompt(&mut w.ed, "first file").await;
     b.wait_for("article.card.question").await;
@@ -966,7 +926,7 @@ async fn a_terminal_claudes_question_is_answered_from_a_phone() {
     b.screenshot("phone-terminal-claude-question").await;
     b.click("button", "Allow").await;
     b.wait_gone("article.card.question").await;
-    terminal_shows(&mut w.ed, id, "the turn's end", |t| {
+    w.ed.terminal_shows(id, "the turn's end", |t| {
         t.contains("BASH_TURN_DONE") && !t.contains("Do you want to proceed?")
     })
     .await;
@@ -984,7 +944,8 @@ async fn a_terminal_claudes_question_is_answered_from_a_phone() {
         )
         .await;
         let gone = moonkale_tests::poll_until(std::time::Duration::from_secs(1), async || {
-            (!terminal_text(&mut w.ed, id)
+            (!w.ed
+                .terminal_text(id)
                 .await
                 .contains("Do you want to proceed?"))
             .then_some(())

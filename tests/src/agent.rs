@@ -80,6 +80,79 @@ impl Client {
         .await;
         assert!(seen.is_some(), "the terminal never showed {what}:\n{last}");
     }
+
+    /// "Start Claude Code here" (`moonkale.startClaude`, no arguments):
+    /// the terminal's id and info, once the CLI shows its prompt.
+    pub async fn start_claude_here(&mut self) -> (u64, Value) {
+        let info = self
+            .call(
+                "workspace/executeCommand",
+                json!({"command": "moonkale.startClaude", "arguments": [[]]}),
+            )
+            .await;
+        let id = info["terminal"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("startClaude answered {info}"));
+        self.terminal_shows(id, "the CLI's prompt", |t| t.contains("? for shortcuts"))
+            .await;
+        (id, info)
+    }
+
+    /// Types `text` into the CLI of terminal `id` and sends it (Enter), as
+    /// a person at that terminal would.
+    pub async fn submit_in_terminal(&mut self, id: u64, text: &str) {
+        self.call(
+            "moonkale/terminal/input",
+            json!({"terminal": id, "text": text}),
+        )
+        .await;
+        self.terminal_shows(id, "the typed prompt", |t| t.contains(text))
+            .await;
+        self.call(
+            "moonkale/terminal/input",
+            json!({"terminal": id, "keys": ["Enter"]}),
+        )
+        .await;
+    }
+
+    /// Chooses option `choice` ("1" Yes, "4" No) in the permission dialog
+    /// of the CLI in terminal `id`, as a person would: the dialog ignores
+    /// keys for a moment after it shows (against a keystroke meant for the
+    /// prompt), so the key is pressed again, once a second, until the
+    /// dialog is gone.
+    pub async fn answer_dialog_in_terminal(&mut self, id: u64, choice: &str) {
+        let deadline = tokio::time::Instant::now() + STEP;
+        loop {
+            self.call(
+                "moonkale/terminal/input",
+                json!({"terminal": id, "text": choice}),
+            )
+            .await;
+            let gone = crate::poll_until(Duration::from_secs(1), async || {
+                (!self.terminal_text(id).await.contains(PERMISSION_DIALOG)).then_some(())
+            })
+            .await;
+            if gone.is_some() {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the dialog took no answer:\n{}",
+                self.terminal_text(id).await
+            );
+        }
+    }
+}
+
+/// What Claude Code's permission dialog asks.
+pub const PERMISSION_DIALOG: &str = "Do you want to proceed?";
+
+/// The model runs `echo WORD > file` with Bash.
+pub fn bash_writes(file: &Path, word: &str) -> Reply {
+    Reply::tool_use(
+        "Bash",
+        json!({"command": format!("echo {word} > {}", file.display()), "description": "write a file"}),
+    )
 }
 
 /// The agent's requests and waits, on the LSP test client.

@@ -6,7 +6,7 @@
 use std::process::Stdio;
 
 use moonkale_tests::STEP;
-use moonkale_tests::agent::plan_then_write_script;
+use moonkale_tests::agent::{bash_writes, plan_then_write_script};
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::nvim::{Attach, Headless, start_headless};
 use moonkale_tests::world::World;
@@ -180,42 +180,15 @@ async fn neovim_answers_a_terminal_claudes_question() {
     let target = w.path("allowed-in-neovim.txt");
     w.fake.set_script(
         Script::new()
-            .on_prompt(
-                "write it",
-                Reply::tool_use(
-                    "Bash",
-                    json!({"command": format!("echo FROM_NEOVIM > {}", target.display())}),
-                ),
-            )
+            .on_prompt("write it", bash_writes(&target, "FROM_NEOVIM"))
             .after_tool("Bash", Reply::text("NEOVIM_ALLOWED_IT")),
     );
     let nv = nvim(&w, "notes.txt").await;
     nv.remote
         .eval(r#"luaeval('(function() PluginTest.answers = {"Allow"} return 1 end)()')"#)
         .await;
-    let info =
-        w.ed.call(
-            "workspace/executeCommand",
-            json!({"command": "moonkale.startClaude", "arguments": [[]]}),
-        )
-        .await;
-    let id = info["terminal"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{info}"));
-    w.ed.terminal_shows(id, "the CLI's prompt", |t| t.contains("? for shortcuts"))
-        .await;
-    w.ed.call(
-        "moonkale/terminal/input",
-        json!({"terminal": id, "text": "write it"}),
-    )
-    .await;
-    w.ed.terminal_shows(id, "the typed prompt", |t| t.contains("write it"))
-        .await;
-    w.ed.call(
-        "moonkale/terminal/input",
-        json!({"terminal": id, "keys": ["Enter"]}),
-    )
-    .await;
+    let (id, _) = w.ed.start_claude_here().await;
+    w.ed.submit_in_terminal(id, "write it").await;
     w.ed.terminal_shows(id, "the turn's end", |t| t.contains("NEOVIM_ALLOWED_IT"))
         .await;
     assert_eq!(

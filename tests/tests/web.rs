@@ -4,7 +4,7 @@
 //! attached beside the page. Screenshots of what a person sees go to
 //! `$TMPDIR/moonkale-web-shots/`.
 
-use moonkale_tests::agent::{plan_then_write_script, write_script};
+use moonkale_tests::agent::{PERMISSION_DIALOG, bash_writes, plan_then_write_script, write_script};
 use moonkale_tests::claude_cli::{edit_result, edit_script};
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::remote::{TOKEN, make_certificate};
@@ -872,48 +872,21 @@ async fn a_terminal_claudes_question_is_answered_from_a_phone() {
         .await;
     let first = w.path("from-the-phone.txt");
     let second = w.path("in-the-terminal.txt");
-    let bash = |path: &std::path::Path, word: &str| {
-        Reply::tool_use(
-            "Bash",
-            json!({"command": format!("echo {word} > {}", path.display()), "description": "write a file"}),
-        )
-    };
     w.fake.set_script(
         Script::new()
-            .on_prompt("first file", bash(&first, "FROM_THE_PHONE"))
-            .on_prompt("second file", bash(&second, "IN_THE_TERMINAL"))
-            .on_prompt("third file", bash(&w.path("never.txt"), "NEVER"))
+            .on_prompt("first file", bash_writes(&first, "FROM_THE_PHONE"))
+            .on_prompt("second file", bash_writes(&second, "IN_THE_TERMINAL"))
+            .on_prompt("third file", bash_writes(&w.path("never.txt"), "NEVER"))
             .after_tool("Bash", Reply::text("BASH_TURN_DONE")),
     );
-    let info =
-        w.ed.call(
-            "workspace/executeCommand",
-            json!({"command": "moonkale.startClaude", "arguments": [[]]}),
-        )
-        .await;
-    let id = info["terminal"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{info}"));
-    w.ed.terminal_shows(id, "the CLI's prompt", |t| t.contains("? for shortcuts"))
-        .await;
+    let (id, _) = w.ed.start_claude_here().await;
     let web = Web::start(&w).await;
     let mut b = browser(&w, &web, PHONE).await;
     b.wait_for("text=Nothing waits for you.").await;
 
     let prompt = async |ed: &mut moonkale_tests::lsp::Client, text: &str| {
-        ed.call(
-            "moonkale/terminal/input",
-            json!({"terminal": id, "text": text}),
-        )
-        .await;
-        ed.terminal_shows(id, "the typed prompt", |t| t.contains(text))
-            .await;
-        ed.call(
-            "moonkale/terminal/input",
-            json!({"terminal": id, "keys": ["Enter"]}),
-        )
-        .await;
-        ed.terminal_shows(id, "its dialog", |t| t.contains("Do you want to proceed?"))
+        ed.submit_in_terminal(id, text).await;
+        ed.terminal_shows(id, "its dialog", |t| t.contains(PERMISSION_DIALOG))
             .await;
     };
     prompt(&mut w.ed, "first file").await;
@@ -927,38 +900,14 @@ async fn a_terminal_claudes_question_is_answered_from_a_phone() {
     b.click("button", "Allow").await;
     b.wait_gone("article.card.question").await;
     w.ed.terminal_shows(id, "the turn's end", |t| {
-        t.contains("BASH_TURN_DONE") && !t.contains("Do you want to proceed?")
+        t.contains("BASH_TURN_DONE") && !t.contains(PERMISSION_DIALOG)
     })
     .await;
     assert_eq!(read(&first).as_deref(), Some("FROM_THE_PHONE\n"));
 
     prompt(&mut w.ed, "second file").await;
     b.wait_for("article.card.question").await;
-    let deadline = tokio::time::Instant::now() + STEP;
-    // "1. Yes" in the terminal (its dialog ignores keys for a moment after
-    // it shows: pressed again until it is gone).
-    loop {
-        w.ed.call(
-            "moonkale/terminal/input",
-            json!({"terminal": id, "text": "1"}),
-        )
-        .await;
-        let gone = moonkale_tests::poll_until(std::time::Duration::from_secs(1), async || {
-            (!w.ed
-                .terminal_text(id)
-                .await
-                .contains("Do you want to proceed?"))
-            .then_some(())
-        })
-        .await;
-        if gone.is_some() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the dialog took no answer"
-        );
-    }
+    w.ed.answer_dialog_in_terminal(id, "1").await; // "1. Yes"
     b.wait_gone("article.card.question").await;
     b.wait_for("text=Nothing waits for you.").await;
     b.screenshot("phone-terminal-claude-answered-there").await;

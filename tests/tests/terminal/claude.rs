@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use moonkale_tests::agent::{PERMISSION_DIALOG, bash_writes};
 use moonkale_tests::claude_cli::{Claude, ClaudeConfig, claude_bin, claude_env};
 use moonkale_tests::fakeapi::{Reply, Script};
 use moonkale_tests::lsp::Client;
@@ -459,47 +460,26 @@ async fn a_terminal_claudes_questions_reach_every_front_end() {
     let mut w = world().claude_in_terminals().start().await;
     let first = w.path("allowed-from-afar.txt");
     let second = w.path("allowed-in-the-terminal.txt");
-    let bash = |path: &Path, word: &str| {
-        Reply::tool_use(
-            "Bash",
-            json!({"command": format!("echo {word} > {}", path.display()), "description": "write a file"}),
-        )
-    };
     w.fake.set_script(
         Script::new()
-            .on_prompt("first file", bash(&first, "FROM_AFAR"))
-            .on_prompt("second file", bash(&second, "IN_THE_TERMINAL"))
-            .on_prompt("third file", bash(&w.path("never.txt"), "NEVER"))
-            .on_prompt("fourth file", bash(&w.path("refused.txt"), "REFUSED"))
+            .on_prompt("first file", bash_writes(&first, "FROM_AFAR"))
+            .on_prompt("second file", bash_writes(&second, "IN_THE_TERMINAL"))
+            .on_prompt("third file", bash_writes(&w.path("never.txt"), "NEVER"))
+            .on_prompt(
+                "fourth file",
+                bash_writes(&w.path("refused.txt"), "REFUSED"),
+            )
             .after_tool("Bash", Reply::text("BASH_TURN_DONE")),
     );
     let c = &mut w.ed;
     c.call("moonkale/agent/subscribe", json!({})).await;
-    let info = c
-        .call(
-            "workspace/executeCommand",
-            json!({"command": "moonkale.startClaude", "arguments": [[]]}),
-        )
-        .await;
-    let id = info["terminal"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{info}"));
-    wait_screen_for(
-        c,
-        id,
-        "the CLI's prompt",
-        Duration::from_secs(20),
-        cli_ready,
-    )
-    .await;
+    let (id, _) = c.start_claude_here().await;
 
     let ask = async |c: &mut Client, prompt: &str| {
-        input_text(c, id, prompt).await;
-        wait_screen(c, id, "the typed prompt", |s| text(s).contains(prompt)).await;
-        keys(c, id, &["Enter"]).await;
+        c.submit_in_terminal(id, prompt).await;
         let asked = pending_question(c, "the hook's question").await;
-        wait_screen_for(c, id, "the terminal's dialog", STEP, |s| {
-            text(s).contains("Do you want to proceed?")
+        c.terminal_shows(id, "the terminal's dialog", |t| {
+            t.contains(PERMISSION_DIALOG)
         })
         .await;
         asked
@@ -531,7 +511,7 @@ async fn a_terminal_claudes_questions_reach_every_front_end() {
 
     // 2. Answered in the terminal: the question is withdrawn everywhere.
     let asked = ask(c, "second file").await;
-    answer_in_the_terminal(c, id, "1").await;
+    c.answer_dialog_in_terminal(id, "1").await;
     c.take("the question withdrawn", STEP, |m| {
         m["method"] == "moonkale/agent/approval"
             && m["params"]["status"] != "pending"
@@ -570,7 +550,7 @@ async fn a_terminal_claudes_questions_reach_every_front_end() {
 
     // 4. Refused in the terminal ("4. No"): withdrawn everywhere too.
     let asked = ask(&mut w.ed, "fourth file").await;
-    answer_in_the_terminal(&mut w.ed, id, "4").await;
+    w.ed.answer_dialog_in_terminal(id, "4").await;
     w.ed.take("the refused question withdrawn", STEP, |m| {
         m["method"] == "moonkale/agent/approval"
             && m["params"]["status"] != "pending"
@@ -594,29 +574,6 @@ async fn a_terminal_claudes_questions_reach_every_front_end() {
             .is_some_and(|m| m.contains("not one this service gave")),
         "{forged}"
     );
-}
-
-/// Chooses option `choice` ("1" Yes, "4" No) in the CLI's permission
-/// dialog, as a person would: the dialog ignores keys for a moment after
-/// it shows (against a keystroke meant for the prompt), so the key is
-/// pressed again, once a second, until the dialog is gone.
-async fn answer_in_the_terminal(c: &mut Client, id: u64, choice: &str) {
-    let deadline = tokio::time::Instant::now() + STEP;
-    loop {
-        input_text(c, id, choice).await;
-        let gone = poll_until(Duration::from_secs(1), async || {
-            (!text(&screen(c, id).await).contains("Do you want to proceed?")).then_some(())
-        })
-        .await;
-        if gone.is_some() {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the dialog took no answer:\n{}",
-            text(&screen(c, id).await)
-        );
-    }
 }
 
 /// `moonkale-service claude` as a person runs it in their own terminal (a
@@ -714,13 +671,7 @@ async fn a_claude_started_by_hand_is_answered_from_afar_after_the_opt_in() {
 /// then says `done`.
 fn write_it_with_bash(file: &Path, word: &str, done: &str) -> Script {
     Script::new()
-        .on_prompt(
-            "write it",
-            Reply::tool_use(
-                "Bash",
-                json!({"command": format!("echo {word} > {}", file.display())}),
-            ),
-        )
+        .on_prompt("write it", bash_writes(file, word))
         .after_tool("Bash", Reply::text(done))
 }
 
@@ -761,15 +712,7 @@ async fn a_prompt_sent_to_a_terminals_claude_is_typed_into_it() {
         .start()
         .await;
     let c = &mut w.ed;
-    let info = c
-        .call(
-            "workspace/executeCommand",
-            json!({"command": "moonkale.startClaude", "arguments": [[]]}),
-        )
-        .await;
-    let id = info["terminal"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{info}"));
+    let (id, info) = c.start_claude_here().await;
     let argv: Vec<&str> = info["argv"]
         .as_array()
         .into_iter()
@@ -780,14 +723,6 @@ async fn a_prompt_sent_to_a_terminals_claude_is_typed_into_it() {
         .windows(2)
         .find_map(|w| (w[0] == "--session-id").then(|| w[1].to_owned()))
         .unwrap_or_else(|| panic!("no --session-id in {info}"));
-    wait_screen_for(
-        c,
-        id,
-        "the CLI's prompt",
-        Duration::from_secs(20),
-        cli_ready,
-    )
-    .await;
     let sent = c
         .call(
             "moonkale/agent/send",

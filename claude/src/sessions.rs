@@ -89,6 +89,16 @@ pub fn list_sessions(config_dir: &Path, cwd: &Path) -> Vec<SessionSummary> {
     out
 }
 
+/// Session `id` of `cwd`, if Claude Code keeps it (one file read, not the
+/// whole project's).
+pub fn find_session(config_dir: &Path, cwd: &Path, id: &str) -> Option<SessionSummary> {
+    uuid::Uuid::parse_str(id).ok()?;
+    project_dirs(config_dir, cwd)
+        .iter()
+        .find_map(|dir| summarize(&dir.join(format!("{id}.jsonl"))))
+        .filter(|s| s.cwd.as_deref().is_none_or(|c| c == cwd))
+}
+
 fn summarize(path: &Path) -> Option<SessionSummary> {
     let (head, tail) = head_and_tail(path)?;
     let lines: Vec<Value> = head

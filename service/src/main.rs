@@ -779,6 +779,57 @@ fn without_os_error_number(text: &str) -> String {
     out
 }
 
+/// `hooks install|remove`.
+fn hooks_command(action: HooksAction) -> anyhow::Result<i32> {
+    use moonkale_service::agent::user_hook;
+    let env: Vec<_> = std::env::vars_os().collect();
+    let path = user_hook::settings_path(&env)
+        .ok_or_else(|| anyhow::anyhow!("no HOME: Claude Code's settings cannot be found"))?;
+    let said = match action {
+        HooksAction::Install => {
+            let me = std::env::current_exe().context("finding this program")?;
+            user_hook::install(&path, &me)?
+        }
+        HooksAction::Remove => user_hook::remove(&path)?,
+    };
+    eprintln!("moonkale-service: {said}");
+    Ok(0)
+}
+
+/// `terminal list|close ID`.
+async fn terminal_command(
+    workspace: Option<PathBuf>,
+    command: TerminalCommand,
+) -> anyhow::Result<i32> {
+    let info = running_service(workspace)?;
+    let mut client = observe(&info, "moonkale-terminal").await?;
+    match command {
+        TerminalCommand::List => {
+            let list: moonkale_protocol::terminal::ListResult = serde_json::from_value(
+                client
+                    .request("moonkale/terminal/list", serde_json::Value::Null)
+                    .await?,
+            )?;
+            if list.terminals.is_empty() {
+                moonkale_service::outln!("no terminals in this workspace");
+            }
+            for terminal in &list.terminals {
+                moonkale_service::outln!("{}", hub::status::terminal_line(terminal));
+            }
+        }
+        TerminalCommand::Close { id } => {
+            client
+                .request(
+                    "moonkale/terminal/close",
+                    serde_json::json!({"terminal": id}),
+                )
+                .await?;
+            eprintln!("moonkale-service: closed terminal {id}");
+        }
+    }
+    Ok(0)
+}
+
 /// The hooks for `claude` (a CLI that takes them) with a secret of the
 /// service's; none if either is missing (the CLI then asks in its own
 /// terminal only).
@@ -1398,51 +1449,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(code)
         }
         Command::Hook { kind, user } => Ok(hook(kind, user).await),
-        Command::Hooks { action } => {
-            use moonkale_service::agent::user_hook;
-            let env: Vec<_> = std::env::vars_os().collect();
-            let path = user_hook::settings_path(&env).ok_or_else(|| {
-                anyhow::anyhow!("no HOME: Claude Code's settings cannot be found")
-            })?;
-            let said = match action {
-                HooksAction::Install => {
-                    let me = std::env::current_exe().context("finding this program")?;
-                    user_hook::install(&path, &me)?
-                }
-                HooksAction::Remove => user_hook::remove(&path)?,
-            };
-            eprintln!("moonkale-service: {said}");
-            Ok(0)
-        }
-        Command::Terminal { workspace, command } => {
-            let info = running_service(workspace)?;
-            let mut client = observe(&info, "moonkale-terminal").await?;
-            match command {
-                TerminalCommand::List => {
-                    let list: moonkale_protocol::terminal::ListResult = serde_json::from_value(
-                        client
-                            .request("moonkale/terminal/list", serde_json::Value::Null)
-                            .await?,
-                    )?;
-                    if list.terminals.is_empty() {
-                        moonkale_service::outln!("no terminals in this workspace");
-                    }
-                    for terminal in &list.terminals {
-                        moonkale_service::outln!("{}", hub::status::terminal_line(terminal));
-                    }
-                }
-                TerminalCommand::Close { id } => {
-                    client
-                        .request(
-                            "moonkale/terminal/close",
-                            serde_json::json!({"terminal": id}),
-                        )
-                        .await?;
-                    eprintln!("moonkale-service: closed terminal {id}");
-                }
-            }
-            Ok(0)
-        }
+        Command::Hooks { action } => hooks_command(action),
+        Command::Terminal { workspace, command } => terminal_command(workspace, command).await,
         Command::Stop { workspace } => {
             let info = running_service(workspace)?;
             let mut client = observe(&info, "moonkale-stop").await?;

@@ -120,11 +120,15 @@ pub fn install(path: &Path, program: &Path) -> Result<String> {
         }
     }
     write_settings(path, &settings)?;
+    let copy = if backup.exists() {
+        format!("; its earlier copy is {}", backup.display())
+    } else {
+        String::new()
+    };
     Ok(format!(
         "Claude Code's permission questions now reach the workspace's service from any `claude` \
-         you start ({} changed; its earlier copy is {}); `moonkale-service hooks remove` undoes it",
+         you start ({} changed{copy}); `moonkale-service hooks remove` undoes it",
         path.display(),
-        backup.display()
     ))
 }
 

@@ -232,11 +232,11 @@ impl Terminal {
             i.active_at = now;
             false
         });
-        self.look_at_the_foreground();
     }
 
-    /// Whether a program other than the shell runs, as `status` shows it; a
-    /// running job counts as use.
+    /// Whether a program other than the shell runs, as `status` shows it
+    /// (every [`FOREGROUND_CHECK`], not at each chunk of output); a running
+    /// job counts as use.
     fn look_at_the_foreground(&mut self) {
         let Some(pty) = &self.pty else { return };
         let busy = !self.info.borrow().shell || pty.runs_a_job();

@@ -219,6 +219,24 @@ async fn approval_shown(w: &World, child: &mut tokio::process::Child) -> String 
     }
 }
 
+/// `agent send --permission-mode default` of a turn that asks to write
+/// `path` ([`say_then_write`]): the running command and the approval it
+/// shows.
+async fn send_asking_to_write(
+    w: &World,
+    path: &std::path::Path,
+) -> (tokio::process::Child, String) {
+    w.fake.set_script(say_then_write(path));
+    let mut child = agent_command(
+        w,
+        &["send", "--permission-mode", "default", "write the file"],
+    )
+    .spawn()
+    .expect("run agent send");
+    let approval = approval_shown(w, &mut child).await;
+    (child, approval)
+}
+
 /// Claude says what it will do, writes, and says it is done.
 fn say_then_write(path: &std::path::Path) -> Script {
     Script::new()
@@ -241,14 +259,7 @@ fn say_then_write(path: &std::path::Path) -> Script {
 async fn command_line_answers_an_approval() {
     let w = World::agent(Script::new()).await;
     let path = w.path("from-the-terminal.txt");
-    w.fake.set_script(say_then_write(&path));
-    let mut child = agent_command(
-        &w,
-        &["send", "--permission-mode", "default", "write the file"],
-    )
-    .spawn()
-    .expect("run agent send");
-    let approval = approval_shown(&w, &mut child).await;
+    let (child, approval) = send_asking_to_write(&w, &path).await;
     let (session, number) = approval.split_once('/').expect("SESSION/N");
     assert!(!path.exists());
 
@@ -295,14 +306,7 @@ async fn command_line_answers_an_approval() {
 async fn ctrl_c_during_agent_send_says_how_to_follow_the_turn() {
     let mut w = World::agent(Script::new()).await;
     let path = w.path("after-ctrl-c.txt");
-    w.fake.set_script(say_then_write(&path));
-    let mut child = agent_command(
-        &w,
-        &["send", "--permission-mode", "default", "write the file"],
-    )
-    .spawn()
-    .expect("run agent send");
-    let approval = approval_shown(&w, &mut child).await;
+    let (child, approval) = send_asking_to_write(&w, &path).await;
     let session = approval.split_once('/').expect("SESSION/N").0.to_owned();
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(child.id().expect("running") as i32, libc::SIGINT) };

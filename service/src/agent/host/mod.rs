@@ -755,11 +755,10 @@ impl Host {
             self.type_into_terminal(editor, raw, terminal, text, reply);
             return None;
         }
-        let found = config_dir.as_ref().filter(|_| !hosted).and_then(|dir| {
-            outside::sessions(dir, &self.root, |_| false)
-                .into_iter()
-                .find(|s| s.id == raw)
-        });
+        let found = config_dir
+            .as_ref()
+            .filter(|_| !hosted)
+            .and_then(|dir| outside::find(dir, &self.root, raw));
         let (Some(found), Some(config_dir)) = (found, config_dir) else {
             return Some(command);
         };

@@ -32,9 +32,19 @@ pub(super) fn sessions(
 ) -> Vec<CliSession> {
     sessions::list_sessions(config_dir, root)
         .into_iter()
-        .filter(|s| !hosted(&s.id))
-        .filter(|s| s.entrypoint.as_deref() != Some(moonkale_claude::launch::ENTRYPOINT))
+        .filter(|s| !hosted(&s.id) && not_a_hosted_clis(s))
         .collect()
+}
+
+/// Not written by a CLI the service hosted (they say so as their
+/// entrypoint).
+fn not_a_hosted_clis(session: &CliSession) -> bool {
+    session.entrypoint.as_deref() != Some(moonkale_claude::launch::ENTRYPOINT)
+}
+
+/// Session `id` of `root` started outside (not one a hosted CLI wrote).
+pub(super) fn find(config_dir: &Path, root: &Path, id: &str) -> Option<CliSession> {
+    sessions::find_session(config_dir, root, id).filter(not_a_hosted_clis)
 }
 
 /// How `agent/list` shows one.
